@@ -1,0 +1,104 @@
+"""`emulator` command line: run, validate, bench."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from rich.console import Console
+
+from emulator.loader import ScenarioError, load_scenario
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if getattr(args, "seed", None) is not None:
+        out["run.seed"] = args.seed
+    if getattr(args, "duration", None) is not None:
+        out["run.duration_s"] = args.duration
+    return out
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from emulator.progress import RunProgress, summary_table
+    from emulator.results import write_results
+    from emulator.runner import run_blocking
+
+    scenario = load_scenario(args.scenario, _overrides(args))
+    console = Console(stderr=True, quiet=args.quiet)
+    out = Path(args.out) if args.out else Path("runs") / Path(args.scenario).stem
+    out.mkdir(parents=True, exist_ok=True)
+    console.print(
+        f"[bold]{scenario.name or args.scenario}[/]: {scenario.node_count} nodes, "
+        f"{scenario.heartbeat.mode} heartbeats every {scenario.heartbeat.interval_s:g}s, "
+        f"{scenario.scheduler.policy}, {scenario.run.duration_s:g}s emulated ({scenario.run.clock})"
+    )
+    if args.quiet:
+        outcome = run_blocking(scenario, out / "events.jsonl")
+    else:
+        with RunProgress(scenario.run.duration_s, console) as bar:
+            outcome = run_blocking(scenario, out / "events.jsonl", bar.update)
+    summary = write_results(outcome, out)
+    Console(quiet=args.quiet).print(summary_table(summary, outcome.wall_s))
+    console.print(f"results in {out}/ (summary.json, timeseries.csv, events.jsonl)")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    for path in args.scenarios:
+        sc = load_scenario(path)
+        print(f"{path}: ok ({sc.node_count} nodes, {len(sc.workload.operations)} operations)")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from emulator.bench import run_bench
+
+    report = run_bench(nodes=args.nodes, hours=args.hours, interval_s=args.interval)
+    if args.json:
+        sys.stdout.write(msgspec.json.format(msgspec.json.encode(report)).decode() + "\n")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="emulator", description="Cluster scheduler emulator")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("run", help="run a scenario file and write its results")
+    r.add_argument("scenario")
+    r.add_argument("--out", help="results directory (default runs/<scenario name>)")
+    r.add_argument("--seed", type=int, help="override run.seed")
+    r.add_argument("--duration", type=float, help="override run.duration_s")
+    r.add_argument("--quiet", action="store_true", help="no progress bar or table")
+    r.set_defaults(func=cmd_run)
+
+    v = sub.add_parser("validate", help="check scenario files without running them")
+    v.add_argument("scenarios", nargs="+")
+    v.set_defaults(func=cmd_validate)
+
+    b = sub.add_parser("bench", help="measure the emulator's own speed and memory")
+    b.add_argument("--nodes", type=int, default=1000)
+    b.add_argument("--hours", type=float, default=1.0)
+    b.add_argument("--interval", type=float, default=3.0)
+    b.add_argument("--json", action="store_true", help="also print the figures as JSON")
+    b.set_defaults(func=cmd_bench)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except ScenarioError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""Turning a finished run into summary.json and timeseries.csv (metric names of design.md §6)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from emulator.metrics import COLUMNS
+from emulator.runner import RunOutcome
+
+
+def _r(x: float | None, digits: int = 6) -> float | None:
+    return None if x is None else round(float(x), digits)
+
+
+def build_summary(outcome: RunOutcome) -> dict[str, Any]:
+    """Everything here is a function of the scenario and seed (no wall-clock figures)."""
+    sc = outcome.scenario
+    rm = outcome.rm
+    ns = outcome.node_stats
+    sampler = outcome.sampler
+    h1, h2 = sampler.efficiency()
+    window = max(sc.run.duration_s - sc.run.warmup_s, 1e-9)
+    inbound = rm.inbound.statistics()
+    events = rm.events.statistics()
+    cap = rm.cluster.capacity
+    operations = []
+    for cfg in sc.workload.operations:
+        group = rm.groups.get(cfg.name)
+        active = [op for op in rm.operations.values() if op.group == cfg.name]
+        shares = sampler.groups[cfg.name]
+        n = shares.samples or 1
+        operations.append(
+            {
+                "name": cfg.name,
+                "pool": cfg.pool,
+                "running_tasks": sum(op.running for op in active),
+                "pending_tasks": sum(len(op.pending) for op in active),
+                "completed_tasks": group.completed_tasks if group else 0,
+                "operations_submitted": group.operations_submitted if group else 0,
+                "operations_finished": group.operations_finished if group else 0,
+                "tasks_requeued": group.requeued if group else 0,
+                "dominant_share": _r(shares.dominant_sum / n),
+                "fair_share": _r(shares.fair_sum / n),
+                "dominant_share_end": _r(
+                    max(
+                        sum(op.usage_cpu for op in active) / cap.cpu if cap.cpu > 0 else 0.0,
+                        sum(op.usage_ram for op in active) / cap.ram_gib if cap.ram_gib > 0 else 0.0,
+                    )
+                ),
+            }
+        )
+    return {
+        "scenario": sc.name,
+        "seed": sc.run.seed,
+        "clock": sc.run.clock,
+        "duration_s": sc.run.duration_s,
+        "warmup_s": sc.run.warmup_s,
+        "heartbeat_mode": sc.heartbeat.mode,
+        "heartbeat_interval_s": sc.heartbeat.interval_s,
+        "policy": sc.scheduler.policy,
+        "nodes": sc.node_count,
+        "nodes_alive_end": len(rm.cluster.nodes),
+        "cpu_utilization": _r(rm.cluster.integral.cpu_utilization()),
+        "ram_utilization": _r(rm.cluster.integral.ram_utilization()),
+        "heartbeats_sent": ns.heartbeats_sent,
+        "heartbeat_responses": ns.heartbeat_responses,
+        "heartbeats_skipped": ns.heartbeats_skipped,
+        "statuses_sent": ns.statuses_sent,
+        "update_events": rm.stats.update_events,
+        "h1": _r(h1),
+        "h2": _r(h2),
+        "nodes_lost": rm.stats.nodes_lost,
+        "registrations": rm.tracker.stats.registrations,
+        "resyncs": rm.tracker.stats.resyncs,
+        "allocations": rm.stats.allocations,
+        "containers_completed": rm.stats.containers_completed,
+        "tasks_requeued": rm.stats.tasks_requeued,
+        "rm_queue_depth_max": inbound.depth_max,
+        "rm_wait_mean_s": _r(inbound.wait_mean_s),
+        "rm_wait_p99_s": _r(inbound.wait_p99_s),
+        "rm_wait_max_s": _r(inbound.wait_max_s),
+        "rm_busy_fraction": _r(inbound.busy_s / sc.run.duration_s),
+        "scheduler_queue_depth_max": events.depth_max,
+        "scheduler_busy_fraction": _r(events.busy_s / sc.run.duration_s),
+        "messages_to_rm_per_node_minute": _r(
+            (ns.heartbeats_sent + ns.registrations) / max(sc.node_count, 1) / (sc.run.duration_s / 60)
+        ),
+        "measurement_window_s": window,
+        "operations": operations,
+    }
+
+
+def write_results(outcome: RunOutcome, out_dir: Path) -> dict[str, Any]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summary = build_summary(outcome)
+    (out_dir / "summary.json").write_bytes(msgspec.json.format(msgspec.json.encode(summary)) + b"\n")
+    with (out_dir / "timeseries.csv").open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(COLUMNS)
+        for row in outcome.sampler.rows:
+            w.writerow([round(v, 6) if isinstance(v, float) else v for v in row])
+    return summary

@@ -1,0 +1,107 @@
+"""Building and running one scenario: RM, nodes, transport, workload, faults, sampler."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from emulator.clock import LoopClock, run, wall_time
+from emulator.eventlog import make_logger
+from emulator.faults import FaultInjector
+from emulator.metrics import Sampler
+from emulator.scenario import Scenario
+from emulator.topology import node_specs, phases
+from emulator.transport.memory import MemoryNetwork
+from emulator.workload import WorkloadDriver
+from nodemanager.node import NodeManager
+from nodemanager.stats import NodeStats
+from rm.manager import ResourceManager
+
+
+@dataclass
+class RunOutcome:
+    scenario: Scenario
+    rm: ResourceManager
+    nodes: list[NodeManager]
+    node_stats: NodeStats
+    sampler: Sampler
+    wall_s: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+ProgressHook = Callable[[RunOutcome, tuple[float, ...]], None]
+
+
+async def run_scenario(
+    scenario: Scenario,
+    clock: LoopClock,
+    events: IO[str] | None = None,
+    progress: ProgressHook | None = None,
+) -> RunOutcome:
+    log = make_logger(clock, events)
+    rm = ResourceManager(
+        clock, log, scenario.rm, scenario.scheduler, heartbeat_mode=scenario.heartbeat.mode
+    )
+    workload = WorkloadDriver(scenario.workload, rm, clock, scenario.run.seed, log)
+    workload.install_pools()
+    stats = NodeStats()
+    specs = node_specs(scenario)
+    offsets = phases(scenario, len(specs))
+    nodes = [
+        NodeManager(
+            address, res, scenario.heartbeat, clock, stats, log,
+            phase_s=offset, credentials=scenario.rm.credentials,
+        )
+        for (address, res), offset in zip(specs, offsets, strict=True)
+    ]
+    network = MemoryNetwork(clock, rm, scenario.transport.latency_s)
+    for node in nodes:
+        network.connect(node)
+    sampler = Sampler(
+        rm, stats, clock, scenario.sample_interval_s, scenario.run.warmup_s,
+        [o.name for o in scenario.workload.operations],
+    )
+    outcome = RunOutcome(scenario, rm, nodes, stats, sampler)
+    if progress is not None:
+        sampler.listeners.append(lambda row: progress(outcome, row))
+    faults = FaultInjector(scenario.faults, nodes, clock, scenario.run.seed, log)
+    log.info(
+        "run.started", scenario=scenario.name, nodes=len(nodes), mode=scenario.heartbeat.mode,
+        policy=scenario.scheduler.policy, seed=scenario.run.seed,
+    )
+    started = wall_time()
+    async with asyncio.TaskGroup() as tg:
+        tasks = [tg.create_task(rm.run(), name="rm")]
+        tasks += [tg.create_task(n.run(), name=n.address) for n in nodes]
+        tasks.append(tg.create_task(sampler.run(), name="sampler"))
+        workload.start()
+        faults.start()
+        if scenario.run.warmup_s > 0:
+            clock.call_later(scenario.run.warmup_s, rm.cluster.reset_integral, scenario.run.warmup_s)
+        await clock.sleep_until(scenario.run.duration_s)
+        workload.stop()
+        rm.cluster.advance(clock.now())
+        for task in tasks:
+            task.cancel()
+    outcome.wall_s = wall_time() - started
+    log.info("run.finished")
+    return outcome
+
+
+def run_blocking(
+    scenario: Scenario,
+    events_path: Path | None = None,
+    progress: ProgressHook | None = None,
+) -> RunOutcome:
+    """Run on a fresh loop of the scenario's clock kind."""
+
+    async def main(clock: LoopClock) -> RunOutcome:
+        if events_path is None:
+            return await run_scenario(scenario, clock, None, progress)
+        with events_path.open("w", encoding="utf-8") as sink:
+            return await run_scenario(scenario, clock, sink, progress)
+
+    return run(main, scenario.run.clock, scenario.run.speed)

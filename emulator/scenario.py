@@ -1,0 +1,169 @@
+"""The scenario file schema: TOML decoded by msgspec into typed, validated config."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+
+from nodemanager.config import HeartbeatConfig
+from rm.config import RMConfig
+from rm.scheduler.config import SchedulerConfig
+
+Positive = Annotated[float, msgspec.Meta(gt=0)]
+NonNegative = Annotated[float, msgspec.Meta(ge=0)]
+Count = Annotated[int, msgspec.Meta(ge=1)]
+Fraction = Annotated[float, msgspec.Meta(ge=0, le=1)]
+
+
+class Base(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    pass
+
+
+class Dist(Base, kw_only=True):
+    """A seeded random value; give exactly one of the fields."""
+
+    uniform: tuple[float, float] | None = None
+    uniform_int: tuple[int, int] | None = None
+    choice: Annotated[list[Positive], msgspec.Meta(min_length=1)] | None = None
+
+    def __post_init__(self) -> None:
+        given = [f for f in ("uniform", "uniform_int", "choice") if getattr(self, f) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of `uniform`, `uniform_int`, `choice`")
+        for name in ("uniform", "uniform_int"):
+            rng = getattr(self, name)
+            if rng is not None and not (0 < rng[0] <= rng[1]):
+                raise ValueError(f"`{name}` needs 0 < low <= high, got {list(rng)}")
+
+
+ResourceValue = Positive | Dist
+
+
+class NodeGroup(Base, kw_only=True):
+    """``count`` nodes; a fixed value per resource or a seeded distribution."""
+
+    count: Count = 1
+    cpu: ResourceValue
+    ram_gib: ResourceValue
+    name: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.-]+$")] = "node"
+
+
+class ClusterConfig(Base, kw_only=True):
+    nodes: Annotated[list[NodeGroup], msgspec.Meta(min_length=1)]
+
+
+class PoolConfig(Base, kw_only=True):
+    name: Annotated[str, msgspec.Meta(min_length=1)]
+    weight: Positive = 1.0
+    parent: str = "root"
+    min_cpu: NonNegative = 0.0
+    min_ram_gib: NonNegative = 0.0
+
+
+class OperationConfig(Base, kw_only=True):
+    name: Annotated[str, msgspec.Meta(min_length=1)]
+    # Pools not declared in [[workload.pools]] are created under root with weight 1.
+    pool: str = "default"
+    cpu: Positive
+    ram_gib: Positive
+    job_count: Annotated[int, msgspec.Meta(ge=0)]
+    seconds_mean: Positive
+    seconds_deviation: NonNegative = 0.0
+    submit_at_s: NonNegative = 0.0
+    # Resubmit the same operation as soon as it finishes (a looping user).
+    loop: bool = False
+    # Submit `repeat` copies, one every `repeat_every_s`.
+    repeat: Count = 1
+    repeat_every_s: NonNegative = 0.0
+    weight: Positive = 1.0
+
+    def __post_init__(self) -> None:
+        if self.loop and self.job_count == 0:
+            raise ValueError("a looping operation needs `job_count` >= 1")
+
+
+class WorkloadConfig(Base, kw_only=True):
+    pools: list[PoolConfig] = []
+    operations: list[OperationConfig] = []
+    # Task durations ~ Normal(mean, deviation), truncated below at this many seconds.
+    min_task_seconds: Positive = 1.0
+
+    def __post_init__(self) -> None:
+        names = [p.name for p in self.pools]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup or "root" in names:
+            raise ValueError(f"pool names must be unique and not `root`: {sorted(dup | {'root'})}")
+        known = {"root", *names, *(o.pool for o in self.operations)}
+        for p in self.pools:
+            if p.parent not in known:
+                raise ValueError(f"pool `{p.name}` has unknown parent `{p.parent}`")
+        ops = [o.name for o in self.operations]
+        dup = {n for n in ops if ops.count(n) > 1}
+        if dup:
+            raise ValueError(f"operation names must be unique: {sorted(dup)}")
+
+
+class NodeSelector(Base, kw_only=True):
+    """Which nodes a fault hits: explicit addresses, a seeded random fraction, or a count."""
+
+    nodes: list[str] = []
+    fraction: Fraction | None = None
+    count: Count | None = None
+
+    def __post_init__(self) -> None:
+        if sum(x is not None and x != [] for x in (self.nodes, self.fraction, self.count)) != 1:
+            raise ValueError("give exactly one of `nodes`, `fraction`, `count`")
+
+
+class HealthFault(NodeSelector, kw_only=True, tag_field="kind", tag="health"):
+    """Flip the health flag of the selected nodes at ``at_s``."""
+
+    at_s: NonNegative
+    healthy: bool = False
+
+
+Fault = HealthFault
+
+
+class TransportConfig(Base, kw_only=True):
+    kind: Literal["memory"] = "memory"
+    # One-way delay added to every message, in emulated seconds.
+    latency_s: NonNegative = 0.0
+
+
+class RunConfig(Base, kw_only=True):
+    duration_s: Positive
+    clock: Literal["virtual", "realtime"] = "virtual"
+    # Emulated seconds per wall second, realtime clock only.
+    speed: Positive = 1.0
+    seed: int = 0
+    # Averages (utilisation, h1/h2, shares) exclude [0, warmup_s).
+    warmup_s: NonNegative = 0.0
+    # Time-series row period; None means the heartbeat interval.
+    sample_interval_s: Positive | None = None
+
+    def __post_init__(self) -> None:
+        if self.warmup_s >= self.duration_s:
+            raise ValueError("`warmup_s` must be smaller than `duration_s`")
+
+
+class Scenario(Base, kw_only=True):
+    name: str = ""
+    description: str = ""
+    cluster: ClusterConfig
+    heartbeat: HeartbeatConfig = msgspec.field(default_factory=HeartbeatConfig)
+    scheduler: SchedulerConfig = msgspec.field(default_factory=SchedulerConfig)
+    rm: RMConfig = msgspec.field(default_factory=RMConfig)
+    transport: TransportConfig = msgspec.field(default_factory=TransportConfig)
+    workload: WorkloadConfig = msgspec.field(default_factory=WorkloadConfig)
+    faults: list[Fault] = []
+    run: RunConfig
+
+    @property
+    def node_count(self) -> int:
+        return sum(g.count for g in self.cluster.nodes)
+
+    @property
+    def sample_interval_s(self) -> float:
+        return self.run.sample_interval_s or self.heartbeat.interval_s

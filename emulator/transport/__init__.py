@@ -1,0 +1,1 @@
+"""Transports move protocol messages between NodeManagers and the RM; they never interpret them."""

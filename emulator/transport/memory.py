@@ -1,0 +1,80 @@
+"""In-memory transport: objects handed over through the event loop, with optional latency.
+
+Delivery is FIFO per link and never re-enters the sender: RM -> node goes through the loop
+(``call_soon``), node -> RM only appends to the RM's inbound queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from emulator.clock import LoopClock
+
+
+class MemoryLink:
+    __slots__ = ("_arg", "_clock", "_closed", "_deliver", "_direct", "_latency", "_on_close")
+
+    def __init__(
+        self,
+        clock: LoopClock,
+        deliver: Callable[..., None],
+        arg: Any,
+        latency_s: float,
+        direct: bool,
+    ) -> None:
+        self._clock = clock
+        self._deliver = deliver
+        self._arg = arg
+        self._latency = latency_s
+        self._closed = False
+        self._on_close: Callable[[], None] | None = None
+        # Direct hand-over is safe only towards a receiver that just enqueues (the RM).
+        self._direct = direct and latency_s <= 0
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def send(self, msg: Any) -> None:
+        if self._closed:
+            return
+        if self._direct:
+            self._deliver_if_open(msg)
+        elif self._latency > 0:
+            self._clock.call_later(self._latency, self._deliver_if_open, msg)
+        else:
+            self._clock.call_soon(self._deliver_if_open, msg)
+
+    def _deliver_if_open(self, msg: Any) -> None:
+        if not self._closed:
+            if self._arg is None:
+                self._deliver(msg)
+            else:
+                self._deliver(self._arg, msg)
+
+    def close(self) -> None:
+        self._closed = True
+        if self._on_close is not None:
+            cb, self._on_close = self._on_close, None
+            cb()
+
+
+class MemoryNetwork:
+    """Connects nodes to one RM. ``rm.receive(link, msg)`` gets node messages, with the RM-side
+    link to answer on; ``node.receive(msg)`` gets RM messages."""
+
+    def __init__(self, clock: LoopClock, rm: Any, latency_s: float = 0.0) -> None:
+        self._clock = clock
+        self._rm = rm
+        self._latency = latency_s
+
+    def connect(self, node: Any) -> tuple[MemoryLink, MemoryLink]:
+        """Returns (node-side link, RM-side link); the node is attached to its side."""
+        to_node = MemoryLink(self._clock, node.receive, None, self._latency, direct=False)
+        to_rm = MemoryLink(self._clock, self._rm.receive, to_node, self._latency, direct=True)
+        # Closing either end closes the connection, like a socket.
+        to_node._on_close = to_rm.close
+        to_rm._on_close = to_node.close
+        node.attach(to_rm)
+        return to_rm, to_node

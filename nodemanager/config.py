@@ -1,0 +1,24 @@
+"""NodeManager settings (embedded as-is in the scenario schema)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+
+HeartbeatMode = Literal["periodic", "delta"]
+
+
+class HeartbeatConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    # periodic: full report every interval (stock YARN); delta: only changes, nothing if none.
+    mode: HeartbeatMode = "periodic"
+    interval_s: Annotated[float, msgspec.Meta(gt=0, le=86400)] = 3.0
+    # Also heartbeat as soon as a container completes (the YT scheduler's behaviour).
+    on_completion: bool = False
+    # Spread first heartbeats uniformly over one interval instead of all at t=0.
+    spread: bool = True
+    # A heartbeat unanswered this long is sent again; None means 10 intervals.
+    rpc_timeout_s: Annotated[float, msgspec.Meta(gt=0)] | None = None
+
+    def effective_rpc_timeout(self) -> float:
+        return self.rpc_timeout_s if self.rpc_timeout_s is not None else 10 * self.interval_s

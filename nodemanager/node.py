@@ -1,0 +1,333 @@
+"""One emulated node: registers, runs containers, heartbeats (periodic or delta)."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from nodemanager.config import HeartbeatConfig
+from nodemanager.stats import NodeStats
+from ringmon.protocol import Ring, RingUpdate, UnlivelinessResponse
+from rm.ports import Clock, Link, Timer
+from rm.protocol import (
+    EXIT_KILLED,
+    EXIT_REJECTED,
+    EXIT_SUCCESS,
+    ContainerLaunch,
+    ContainerStatus,
+    Heartbeat,
+    HeartbeatResponse,
+    KillContainers,
+    LaunchContainers,
+    Register,
+    RegisterResponse,
+)
+from rm.resources import EPS, Resources
+
+
+class NodeState(enum.Enum):
+    NEW = "new"
+    REGISTERING = "registering"
+    RUNNING = "running"
+    STOPPED = "stopped"
+
+
+class _Container:
+    __slots__ = ("launch", "status", "timer")
+
+    def __init__(self, launch: ContainerLaunch, status: ContainerStatus, timer: Timer) -> None:
+        self.launch = launch
+        self.status = status
+        self.timer = timer
+
+
+class NodeManager:
+    __slots__ = (
+        "_changes",
+        "_clock",
+        "_config",
+        "_containers",
+        "_healthy",
+        "_inflight",
+        "_inflight_at",
+        "_last_response_id",
+        "_link",
+        "_log",
+        "_phase",
+        "_reported_healthy",
+        "_stats",
+        "_used_cpu",
+        "_used_ram",
+        "address",
+        "credentials",
+        "machine_id",
+        "resources",
+        "ring",
+        "state",
+    )
+
+    def __init__(
+        self,
+        address: str,
+        resources: Resources,
+        config: HeartbeatConfig,
+        clock: Clock,
+        stats: NodeStats,
+        log: Any,
+        phase_s: float = 0.0,
+        credentials: str = "",
+    ) -> None:
+        self.address = address
+        self.resources = resources
+        self.credentials = credentials
+        self.machine_id = -1
+        self.state = NodeState.NEW
+        self.ring: Ring | None = None
+        self._config = config
+        self._clock = clock
+        self._stats = stats
+        self._log = log
+        self._phase = phase_s
+        self._link: Link | None = None
+        self._containers: dict[int, _Container] = {}
+        # Latest status per container not yet acknowledged by the RM.
+        self._changes: dict[int, ContainerStatus] = {}
+        self._used_cpu = 0.0
+        self._used_ram = 0.0
+        self._healthy = True
+        self._reported_healthy = True
+        self._inflight: Heartbeat | None = None
+        self._inflight_at = 0.0
+        self._last_response_id = 0
+
+    # ---- wiring -------------------------------------------------------------------------
+
+    def attach(self, link: Link) -> None:
+        self._link = link
+
+    @property
+    def healthy(self) -> bool:
+        return self._healthy
+
+    def set_healthy(self, healthy: bool) -> None:
+        self._healthy = healthy
+
+    def running_containers(self) -> dict[int, ContainerLaunch]:
+        return {cid: c.launch for cid, c in self._containers.items()}
+
+    def used(self) -> Resources:
+        return Resources(self._used_cpu, self._used_ram)
+
+    # ---- main loop ----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Register, then heartbeat every interval until stopped or told to shut down.
+
+        Registration is message-driven: a tick while still registering resends ``Register``
+        once the previous attempt is older than the RPC timeout.
+        """
+        interval = self._config.interval_s
+        next_tick = self._clock.now() + self._phase
+        await self._clock.sleep_until(next_tick)
+        self._start_registration()
+        next_tick += interval
+        while self.state is not NodeState.STOPPED:
+            await self._clock.sleep_until(next_tick)
+            if self.state is NodeState.STOPPED:
+                break
+            late = self._clock.now() - next_tick
+            if late > 0:
+                self._stats.lateness_sum_s += late
+                if late > self._stats.lateness_max_s:
+                    self._stats.lateness_max_s = late
+            next_tick += interval
+            if self.state is NodeState.RUNNING:
+                self._heartbeat()
+            elif (
+                self.state is NodeState.REGISTERING
+                and self._clock.now() - self._inflight_at >= self._config.effective_rpc_timeout()
+            ):
+                self._start_registration()
+
+    def _start_registration(self) -> None:
+        self.state = NodeState.REGISTERING
+        self._inflight = None
+        self._inflight_at = self._clock.now()
+        self._send(
+            Register(
+                address=self.address,
+                resources=self.resources,
+                credentials=self.credentials,
+                containers=self._full_statuses(),
+            )
+        )
+
+    def stop(self) -> None:
+        """Shut down: kill every container and leave the loop. Sends nothing."""
+        for container in self._containers.values():
+            container.timer.cancel()
+        self._containers.clear()
+        self._changes.clear()
+        self._used_cpu = self._used_ram = 0.0
+        self.state = NodeState.STOPPED
+
+    # ---- heartbeats ---------------------------------------------------------------------
+
+    def _full_statuses(self) -> tuple[ContainerStatus, ...]:
+        running = [c.status for c in self._containers.values()]
+        done = [s for s in self._changes.values() if s.state == "complete"]
+        return (*running, *done)
+
+    def _heartbeat(self) -> None:
+        now = self._clock.now()
+        if self._inflight is not None:
+            if now - self._inflight_at < self._config.effective_rpc_timeout():
+                self._stats.heartbeats_skipped += 1
+                return
+            # Lost or hopelessly late: send the same report again (the RM treats it as duplicate).
+            self._inflight_at = now
+            self._stats.heartbeats_sent += 1
+            self._send(self._inflight)
+            return
+        if self._config.mode == "delta":
+            if not self._changes and self._healthy == self._reported_healthy:
+                return
+            statuses = tuple(self._changes.values())
+            full = False
+        else:
+            statuses = self._full_statuses()
+            full = True
+        hb = Heartbeat(
+            machine_id=self.machine_id,
+            heartbeat_id=self._last_response_id,
+            healthy=self._healthy,
+            statuses=statuses,
+            full=full,
+        )
+        self._inflight = hb
+        self._inflight_at = now
+        self._stats.heartbeats_sent += 1
+        self._stats.statuses_sent += len(statuses)
+        self._send(hb)
+
+    def _send(self, msg: Any) -> None:
+        if self._link is not None and not self._link.closed:
+            self._link.send(msg)
+
+    # ---- inbound ------------------------------------------------------------------------
+
+    def receive(self, msg: Any) -> None:
+        if self.state is NodeState.STOPPED:
+            return
+        match msg:
+            case HeartbeatResponse():
+                self._on_heartbeat_response(msg)
+            case LaunchContainers(containers=containers):
+                if self.state is not NodeState.RUNNING:
+                    return  # pushed before our re-registration; the RM has requeued it
+                for launch in containers:
+                    self._launch(launch)
+            case KillContainers(container_ids=ids, exit_code=code):
+                for cid in ids:
+                    self._kill(cid, code)
+            case RegisterResponse():
+                self._on_register_response(msg)
+            case RingUpdate(ring=ring):
+                if self.ring is None or ring.version > self.ring.version:
+                    self.ring = ring
+            case UnlivelinessResponse(ring=ring):
+                if ring is not None and (self.ring is None or ring.version > self.ring.version):
+                    self.ring = ring
+            case _:
+                self._log.warning("node.unexpected_message", node=self.address, type=type(msg).__name__)
+
+    def _on_register_response(self, msg: RegisterResponse) -> None:
+        if self.state is not NodeState.REGISTERING:
+            return
+        if msg.action == "shutdown":
+            self._log.warning("node.rejected", node=self.address, reason=msg.reason)
+            self.stop()
+            return
+        self.machine_id = msg.machine_id
+        if msg.ring is not None:
+            self.ring = msg.ring
+        self.state = NodeState.RUNNING
+        self._last_response_id = 0
+        self._inflight = None
+        # Registration carried our full state, including completions.
+        self._changes.clear()
+        self._reported_healthy = True
+        self._stats.registrations += 1
+
+    def _on_heartbeat_response(self, msg: HeartbeatResponse) -> None:
+        sent = self._inflight
+        if self.state is not NodeState.RUNNING or sent is None:
+            return
+        if msg.action == "shutdown":
+            self._log.info("node.shutdown", node=self.address, machine_id=self.machine_id)
+            self.stop()
+            return
+        if msg.action == "resync":
+            self._stats.resyncs += 1
+            self._start_registration()
+            return
+        if msg.heartbeat_id != sent.heartbeat_id + 1:
+            return  # a late answer to an earlier copy
+        self._stats.heartbeat_responses += 1
+        self._inflight = None
+        self._last_response_id = msg.heartbeat_id
+        self._reported_healthy = sent.healthy
+        changes = self._changes
+        for status in sent.statuses:
+            if changes.get(status.container_id) is status:
+                del changes[status.container_id]
+        for launch in msg.launch:
+            self._launch(launch)
+        for cid in msg.kill:
+            self._kill(cid, EXIT_KILLED)
+
+    # ---- containers ---------------------------------------------------------------------
+
+    def _launch(self, launch: ContainerLaunch) -> None:
+        cid = launch.container_id
+        if cid in self._containers or cid in self._changes:
+            return  # duplicate command
+        res = launch.resources
+        if (
+            self._used_cpu + res.cpu > self.resources.cpu + EPS
+            or self._used_ram + res.ram_gib > self.resources.ram_gib + EPS
+        ):
+            self._stats.containers_rejected += 1
+            self._changes[cid] = ContainerStatus(cid, "complete", EXIT_REJECTED)
+            return
+        self._used_cpu += res.cpu
+        self._used_ram += res.ram_gib
+        status = ContainerStatus(cid, "running")
+        timer = self._clock.call_later(launch.duration_s, self._finish, cid)
+        self._containers[cid] = _Container(launch, status, timer)
+        self._changes[cid] = status
+        self._stats.containers_launched += 1
+
+    def _release(self, cid: int, exit_code: int) -> bool:
+        container = self._containers.pop(cid, None)
+        if container is None:
+            return False
+        container.timer.cancel()
+        res = container.launch.resources
+        self._used_cpu -= res.cpu
+        self._used_ram -= res.ram_gib
+        self._changes[cid] = ContainerStatus(cid, "complete", exit_code)
+        return True
+
+    def _finish(self, cid: int) -> None:
+        if self._release(cid, EXIT_SUCCESS):
+            self._stats.containers_finished += 1
+            if self._config.on_completion and self.state is NodeState.RUNNING:
+                self._heartbeat()
+
+    def _kill(self, cid: int, exit_code: int) -> None:
+        self._release(cid, exit_code)
+
+    def __repr__(self) -> str:
+        return f"NodeManager({self.address!r}, id={self.machine_id}, {self.state.value})"
+

@@ -1,0 +1,205 @@
+"""The RM's view of the cluster: registered nodes, their allocations, totals over time."""
+
+from __future__ import annotations
+
+import enum
+import heapq
+from typing import Any
+
+from rm.operations import Operation, Task
+from rm.protocol import HeartbeatResponse
+from rm.resources import EPS, ZERO, Resources
+
+
+class NodeState(enum.Enum):
+    RUNNING = "running"
+    UNHEALTHY = "unhealthy"
+    LOST = "lost"
+
+
+class Allocation:
+    """A container the RM placed on a node for one task."""
+
+    __slots__ = ("container_id", "node", "op", "started_at", "task")
+
+    def __init__(
+        self, container_id: int, node: NodeRecord, op: Operation, task: Task, now: float
+    ) -> None:
+        self.container_id = container_id
+        self.node = node
+        self.op = op
+        self.task = task
+        self.started_at = now
+
+
+class NodeRecord:
+    __slots__ = (
+        "address",
+        "containers",
+        "free_cpu",
+        "free_ram",
+        "last_heartbeat_at",
+        "last_response",
+        "last_response_id",
+        "link",
+        "machine_id",
+        "registered_at",
+        "state",
+        "total",
+    )
+
+    def __init__(self, machine_id: int, address: str, total: Resources, link: Any, now: float) -> None:
+        self.machine_id = machine_id
+        self.address = address
+        self.total = total
+        self.free_cpu = total.cpu
+        self.free_ram = total.ram_gib
+        self.state = NodeState.RUNNING
+        self.containers: dict[int, Allocation] = {}
+        self.last_response_id = 0
+        self.last_response: HeartbeatResponse | None = None
+        self.last_heartbeat_at = now
+        self.registered_at = now
+        self.link = link
+
+    @property
+    def schedulable(self) -> bool:
+        return self.state is NodeState.RUNNING
+
+    def free(self) -> Resources:
+        return Resources(self.free_cpu, self.free_ram)
+
+    def fits(self, demand: Resources) -> bool:
+        return demand.cpu <= self.free_cpu + EPS and demand.ram_gib <= self.free_ram + EPS
+
+    def __repr__(self) -> str:
+        return f"Node({self.machine_id}, {self.address!r}, {self.state.value})"
+
+
+class UsageIntegral:
+    """Time integrals of allocated and schedulable capacity, for time-weighted utilisation."""
+
+    __slots__ = ("cap_cpu_s", "cap_ram_s", "last_t", "used_cpu_s", "used_ram_s")
+
+    def __init__(self, t: float) -> None:
+        self.last_t = t
+        self.used_cpu_s = self.used_ram_s = self.cap_cpu_s = self.cap_ram_s = 0.0
+
+    def cpu_utilization(self) -> float:
+        return self.used_cpu_s / self.cap_cpu_s if self.cap_cpu_s > 0 else 0.0
+
+    def ram_utilization(self) -> float:
+        return self.used_ram_s / self.cap_ram_s if self.cap_ram_s > 0 else 0.0
+
+
+class Cluster:
+    def __init__(self, now: float = 0.0) -> None:
+        self.nodes: dict[int, NodeRecord] = {}
+        self.by_address: dict[str, NodeRecord] = {}
+        self._free_ids: list[int] = []
+        self._next_id = 1
+        self.cap_cpu = 0.0
+        self.cap_ram = 0.0
+        self.used_cpu = 0.0
+        self.used_ram = 0.0
+        self.integral = UsageIntegral(now)
+
+    # ---- capacity and usage ------------------------------------------------------------
+
+    @property
+    def capacity(self) -> Resources:
+        return Resources(self.cap_cpu, self.cap_ram)
+
+    @property
+    def used(self) -> Resources:
+        return Resources(self.used_cpu, self.used_ram)
+
+    def advance(self, now: float) -> None:
+        g = self.integral
+        dt = now - g.last_t
+        if dt > 0:
+            g.used_cpu_s += self.used_cpu * dt
+            g.used_ram_s += self.used_ram * dt
+            g.cap_cpu_s += self.cap_cpu * dt
+            g.cap_ram_s += self.cap_ram * dt
+            g.last_t = now
+
+    def reset_integral(self, now: float) -> None:
+        self.advance(now)
+        self.integral = UsageIntegral(now)
+
+    def _capacity_delta(self, node: NodeRecord, sign: float, now: float) -> None:
+        # Totals cover schedulable nodes only: capacity and what is allocated on it.
+        self.advance(now)
+        self.cap_cpu += sign * node.total.cpu
+        self.cap_ram += sign * node.total.ram_gib
+        self.used_cpu += sign * (node.total.cpu - node.free_cpu)
+        self.used_ram += sign * (node.total.ram_gib - node.free_ram)
+
+    # ---- membership --------------------------------------------------------------------
+
+    def allocate_id(self) -> int:
+        if self._free_ids:
+            return heapq.heappop(self._free_ids)
+        mid = self._next_id
+        self._next_id += 1
+        return mid
+
+    def add(self, address: str, total: Resources, link: Any, now: float) -> NodeRecord:
+        node = NodeRecord(self.allocate_id(), address, total, link, now)
+        self.nodes[node.machine_id] = node
+        self.by_address[address] = node
+        self._capacity_delta(node, 1.0, now)
+        return node
+
+    def remove(self, node: NodeRecord, now: float) -> None:
+        """Forget a node whose containers were already released; its id becomes free again."""
+        if node.state is NodeState.RUNNING:
+            self._capacity_delta(node, -1.0, now)
+        node.state = NodeState.LOST
+        del self.nodes[node.machine_id]
+        if self.by_address.get(node.address) is node:
+            del self.by_address[node.address]
+        heapq.heappush(self._free_ids, node.machine_id)
+
+    def set_healthy(self, node: NodeRecord, healthy: bool, now: float) -> bool:
+        """Returns True if the state changed."""
+        if healthy and node.state is NodeState.UNHEALTHY:
+            node.state = NodeState.RUNNING
+            self._capacity_delta(node, 1.0, now)
+            return True
+        if not healthy and node.state is NodeState.RUNNING:
+            node.state = NodeState.UNHEALTHY
+            self._capacity_delta(node, -1.0, now)
+            return True
+        return False
+
+    # ---- allocations -------------------------------------------------------------------
+
+    def place(self, alloc: Allocation, now: float) -> None:
+        node = alloc.node
+        d = alloc.op.demand
+        self.advance(now)
+        node.free_cpu -= d.cpu
+        node.free_ram -= d.ram_gib
+        node.containers[alloc.container_id] = alloc
+        if node.state is NodeState.RUNNING:
+            self.used_cpu += d.cpu
+            self.used_ram += d.ram_gib
+
+    def release(self, alloc: Allocation, now: float) -> None:
+        node = alloc.node
+        d = alloc.op.demand
+        self.advance(now)
+        del node.containers[alloc.container_id]
+        node.free_cpu += d.cpu
+        node.free_ram += d.ram_gib
+        if node.state is NodeState.RUNNING:
+            self.used_cpu -= d.cpu
+            self.used_ram -= d.ram_gib
+
+    def allocated_on(self, node: NodeRecord) -> Resources:
+        total = ZERO
+        for alloc in node.containers.values():
+            total = total + alloc.op.demand
+        return total

@@ -1,0 +1,52 @@
+"""ResourceManager settings (embedded as-is in the scenario schema)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+
+NonNegative = Annotated[float, msgspec.Meta(ge=0)]
+
+
+class ServiceTimeConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """Emulated RM cost per message, in microseconds of emulated time.
+
+    Zero everywhere (the default) means the RM is infinitely fast in emulated time. Non-zero costs
+    make an overloaded RM reproducible in virtual time: each queued item occupies the single worker
+    for its cost, so heartbeats wait in the queue exactly as they would behind a saturated CPU.
+    """
+
+    register_us: NonNegative = 0.0
+    heartbeat_us: NonNegative = 0.0
+    heartbeat_per_status_us: NonNegative = 0.0
+    node_update_us: NonNegative = 0.0
+    allocation_us: NonNegative = 0.0
+    unliveliness_us: NonNegative = 0.0
+
+    def is_zero(self) -> bool:
+        return not any(
+            (
+                self.register_us,
+                self.heartbeat_us,
+                self.heartbeat_per_status_us,
+                self.node_update_us,
+                self.allocation_us,
+                self.unliveliness_us,
+            )
+        )
+
+
+class RMConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    # NMLivelinessMonitor: a node with no heartbeat *processed* for this long is lost.
+    expiry_s: Annotated[float, msgspec.Meta(gt=0)] = 600.0
+    # None: on in periodic heartbeat mode, off in delta mode (the ring detects failures there).
+    liveliness_monitor: bool | None = None
+    # How often the monitor scans; None means expiry / 3 (YARN's default ratio).
+    monitor_interval_s: Annotated[float, msgspec.Meta(gt=0)] | None = None
+    # Registration is refused below this (YARN's minimum allocation).
+    min_cpu: NonNegative = 1.0
+    min_ram_gib: NonNegative = 1.0
+    # Shared secret nodes must present at registration; empty disables the check.
+    credentials: str = ""
+    service_time: ServiceTimeConfig = msgspec.field(default_factory=ServiceTimeConfig)

@@ -1,0 +1,293 @@
+"""The ResourceManager: tracker service, scheduler and liveliness monitor around one cluster view.
+
+Two single-worker dispatchers, as in YARN: ``inbound`` takes node messages (the resource tracker:
+validate, apply statuses, answer) and turns heartbeats into node-update events; ``events`` is the
+scheduler's queue (node updates and continuous-scheduling passes). Each counts its queue depth and
+waiting times and may charge an emulated service time per item.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from ringmon.protocol import UnlivelinessReport
+from rm.cluster import Allocation, Cluster, NodeRecord
+from rm.config import RMConfig
+from rm.dispatcher import Dispatcher
+from rm.operations import Operation, OperationSpec, Pool
+from rm.ports import Clock
+from rm.protocol import EXIT_SUCCESS, ContainerLaunch, Heartbeat, LaunchContainers, Register
+from rm.resources import EPS, ZERO, Resources
+from rm.scheduler.config import SchedulerConfig
+from rm.scheduler.drf import DRFPolicy
+from rm.scheduler.fifo import FIFOPolicy
+from rm.scheduler.policy import Policy, PolicyBase
+from rm.tracker import ResourceTracker
+
+POLICIES: dict[str, type[PolicyBase]] = {"drf": DRFPolicy, "fifo": FIFOPolicy}
+
+_US = 1e-6
+
+
+class _NodeUpdate:
+    __slots__ = ("node",)
+
+    def __init__(self, node: NodeRecord) -> None:
+        self.node = node
+
+
+class _SchedulePass:
+    """Continuous scheduling: offer every node with free resources (coalesced)."""
+
+
+class GroupStats:
+    """Totals per workload entry (a looping user resubmits operations of one group)."""
+
+    __slots__ = ("completed_tasks", "operations_finished", "operations_submitted", "pool", "requeued")
+
+    def __init__(self, pool: str) -> None:
+        self.pool = pool
+        self.completed_tasks = 0
+        self.operations_submitted = 0
+        self.operations_finished = 0
+        self.requeued = 0
+
+
+class RMStats:
+    __slots__ = ("allocations", "containers_completed", "nodes_lost", "tasks_requeued", "update_events")
+
+    def __init__(self) -> None:
+        self.update_events = 0
+        self.allocations = 0
+        self.containers_completed = 0
+        self.tasks_requeued = 0
+        self.nodes_lost = 0
+
+
+class ResourceManager:
+    def __init__(
+        self,
+        clock: Clock,
+        log: Any,
+        config: RMConfig | None = None,
+        scheduler: SchedulerConfig | None = None,
+        heartbeat_mode: str = "periodic",
+    ) -> None:
+        self.clock = clock
+        self.log = log
+        self.config = config or RMConfig()
+        self.scheduler_config = scheduler or SchedulerConfig()
+        sc = self.scheduler_config
+        self.continuous = sc.continuous if sc.continuous is not None else heartbeat_mode == "delta"
+        monitor = self.config.liveliness_monitor
+        self.monitor_enabled = monitor if monitor is not None else heartbeat_mode == "periodic"
+        self.cluster = Cluster(clock.now())
+        self.root = Pool("root")
+        self.pools: dict[str, Pool] = {"root": self.root}
+        self.operations: dict[int, Operation] = {}
+        self.groups: dict[str, GroupStats] = {}
+        self.policy: Policy = POLICIES[sc.policy](self.root, self.cluster)
+        self.tracker = ResourceTracker(self)
+        self.stats = RMStats()
+        timed = not self.config.service_time.is_zero()
+        self.inbound = Dispatcher(clock, self._handle_inbound, self._inbound_cost if timed else None)
+        self.events = Dispatcher(clock, self._handle_event)
+        self._pass_pending = False
+        self._next_container_id = 1
+        self._next_op_id = 1
+        self.operation_finished: list[Callable[[Operation], None]] = []
+        self.node_lost: list[Callable[[NodeRecord, str], None]] = []
+        self.unliveliness_handler: Callable[[Any, UnlivelinessReport], None] | None = None
+
+    # ---- lifecycle ---------------------------------------------------------------------
+
+    async def run(self) -> None:
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(self.inbound.run(), name="rm.inbound")
+            tg.create_task(self.events.run(), name="rm.events")
+            if self.monitor_enabled:
+                tg.create_task(self._liveliness_monitor(), name="rm.liveliness")
+
+    # ---- inbound messages --------------------------------------------------------------
+
+    def receive(self, link: Any, msg: Any) -> None:
+        """Called by a transport for every message from a node connection."""
+        self.inbound.submit((link, msg))
+
+    def _inbound_cost(self, item: tuple[Any, Any]) -> float:
+        st = self.config.service_time
+        msg = item[1]
+        if isinstance(msg, Heartbeat):
+            return (st.heartbeat_us + st.heartbeat_per_status_us * len(msg.statuses)) * _US
+        if isinstance(msg, Register):
+            return st.register_us * _US
+        return st.unliveliness_us * _US
+
+    def _handle_inbound(self, item: tuple[Any, Any]) -> None:
+        link, msg = item
+        match msg:
+            case Heartbeat():
+                self.tracker.on_heartbeat(link, msg)
+            case Register():
+                self.tracker.on_register(link, msg)
+            case UnlivelinessReport() if self.unliveliness_handler is not None:
+                self.unliveliness_handler(link, msg)
+            case _:
+                self.log.warning("rm.unexpected_message", type=type(msg).__name__)
+
+    # ---- scheduler events --------------------------------------------------------------
+
+    def node_update(self, node: NodeRecord) -> None:
+        self.events.submit(_NodeUpdate(node))
+
+    def request_pass(self) -> None:
+        if not self._pass_pending:
+            self._pass_pending = True
+            self.events.submit(_SchedulePass())
+
+    def _handle_event(self, item: Any) -> float:
+        st = self.config.service_time
+        if isinstance(item, _NodeUpdate):
+            self.stats.update_events += 1
+            node = item.node
+            n = self._fill(node) if self.cluster.nodes.get(node.machine_id) is node else 0
+            return (st.node_update_us + st.allocation_us * n) * _US
+        self._pass_pending = False
+        visited = n = 0
+        for node in list(self.cluster.nodes.values()):
+            if self.root.pending_tasks == 0:
+                break
+            if node.free_cpu > EPS and node.free_ram > EPS:
+                visited += 1
+                n += self._fill(node)
+        return (st.node_update_us * visited + st.allocation_us * n) * _US
+
+    def _fill(self, node: NodeRecord) -> int:
+        """Start tasks on ``node`` until the policy stops; push the launches in one message."""
+        if not node.schedulable:
+            return 0
+        launches: list[ContainerLaunch] = []
+        assign = self.policy.assign
+        while self.root.pending_tasks > 0:
+            op = assign(node)
+            if op is None:
+                break
+            launches.append(self._start(op, node))
+        if launches:
+            node.link.send(LaunchContainers(containers=tuple(launches)))
+        return len(launches)
+
+    def _start(self, op: Operation, node: NodeRecord) -> ContainerLaunch:
+        now = self.clock.now()
+        if not node.fits(op.demand):
+            raise AssertionError(f"policy chose {op} that does not fit {node}")
+        first = op.started_at is None
+        task = op.take_task(now)
+        cid = self._next_container_id
+        self._next_container_id += 1
+        self.cluster.place(Allocation(cid, node, op, task, now), now)
+        self.stats.allocations += 1
+        if first:
+            self.log.info("operation.started", operation=op.name, pool=op.pool.name)
+        return ContainerLaunch(cid, op.demand, task.duration_s)
+
+    # ---- container and node outcomes ---------------------------------------------------
+
+    def container_finished(self, alloc: Allocation, exit_code: int) -> None:
+        now = self.clock.now()
+        self.cluster.release(alloc, now)
+        op = alloc.op
+        if exit_code == EXIT_SUCCESS:
+            self.stats.containers_completed += 1
+            self.groups[op.group].completed_tasks += 1
+            if op.task_completed(now):
+                self._finish_operation(op)
+        else:
+            self._requeue(alloc)
+
+    def _requeue(self, alloc: Allocation) -> None:
+        alloc.op.requeue(alloc.task)
+        self.stats.tasks_requeued += 1
+        self.groups[alloc.op.group].requeued += 1
+        if self.continuous:
+            self.request_pass()
+
+    def lose_node(self, node: NodeRecord, reason: str) -> None:
+        """Mark ``node`` lost: return its resources, requeue its tasks, forget it."""
+        if self.cluster.nodes.get(node.machine_id) is not node:
+            return
+        now = self.clock.now()
+        allocs = list(node.containers.values())
+        for alloc in allocs:
+            self.cluster.release(alloc, now)
+            self._requeue(alloc)
+        self.cluster.remove(node, now)
+        self.stats.nodes_lost += 1
+        self.log.warning(
+            "node.lost", machine_id=node.machine_id, address=node.address, reason=reason,
+            requeued=len(allocs),
+        )
+        for listener in self.node_lost:
+            listener(node, reason)
+
+    def set_node_health(self, node: NodeRecord, healthy: bool) -> None:
+        if self.cluster.set_healthy(node, healthy, self.clock.now()):
+            self.log.info(
+                "node.healthy" if healthy else "node.unhealthy", machine_id=node.machine_id
+            )
+
+    async def _liveliness_monitor(self) -> None:
+        expiry = self.config.expiry_s
+        period = self.config.monitor_interval_s or expiry / 3
+        while True:
+            await self.clock.sleep(period)
+            deadline = self.clock.now() - expiry
+            for node in [n for n in self.cluster.nodes.values() if n.last_heartbeat_at < deadline]:
+                self.lose_node(node, reason="expired")
+
+    # ---- client side: pools and operations ---------------------------------------------
+
+    def add_pool(
+        self, name: str, weight: float = 1.0, min_share: Resources = ZERO, parent: str = "root"
+    ) -> Pool:
+        if name in self.pools:
+            raise ValueError(f"pool {name!r} already exists")
+        if parent not in self.pools:
+            raise ValueError(f"pool {name!r}: unknown parent pool {parent!r}")
+        pool = Pool(name, weight, min_share, self.pools[parent])
+        self.pools[name] = pool
+        return pool
+
+    def submit_operation(self, spec: OperationSpec) -> Operation:
+        pool = self.pools.get(spec.pool)
+        if pool is None:
+            raise ValueError(f"operation {spec.name!r}: unknown pool {spec.pool!r}")
+        op = Operation(self._next_op_id, spec, pool, self.clock.now())
+        self._next_op_id += 1
+        pool.operations.append(op)
+        self.operations[op.id] = op
+        group = self.groups.get(op.group)
+        if group is None:
+            group = self.groups[op.group] = GroupStats(pool.name)
+        group.operations_submitted += 1
+        self.policy.on_submitted(op)
+        self.log.info("operation.submitted", operation=op.name, pool=pool.name, tasks=op.total)
+        if op.total == 0:
+            self._finish_operation(op)
+        elif self.continuous:
+            self.request_pass()
+        return op
+
+    def _finish_operation(self, op: Operation) -> None:
+        op.pool.operations.remove(op)
+        del self.operations[op.id]
+        self.policy.on_finished(op)
+        self.groups[op.group].operations_finished += 1
+        self.log.info(
+            "operation.finished", operation=op.name, pool=op.pool.name,
+            duration_s=round(self.clock.now() - op.submitted_at, 6),
+        )
+        for listener in self.operation_finished:
+            listener(op)

@@ -1,0 +1,173 @@
+"""Operations (YARN applications), their tasks, and the pool tree they live in."""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from typing import Annotated
+
+import msgspec
+
+from rm.resources import ZERO, Resources
+
+
+class OperationSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """What a client submits: ``len(durations)`` tasks of one demand vector."""
+
+    name: str
+    pool: str
+    demand: Resources
+    durations: list[float]
+    weight: Annotated[float, msgspec.Meta(gt=0)] = 1.0
+    # Which workload entry this instance belongs to (a looping user resubmits the same group).
+    group: str = ""
+
+
+class OpState(enum.Enum):
+    PENDING = "pending"
+    RUNNING = "running"
+    FINISHED = "finished"
+
+
+class Task:
+    __slots__ = ("attempts", "duration_s", "index")
+
+    def __init__(self, index: int, duration_s: float) -> None:
+        self.index = index
+        self.duration_s = duration_s
+        self.attempts = 0
+
+
+class Pool:
+    """A node of the fair-share tree: root -> pools -> operations."""
+
+    __slots__ = (
+        "children",
+        "min_share",
+        "name",
+        "operations",
+        "parent",
+        "pending_tasks",
+        "usage_cpu",
+        "usage_ram",
+        "weight",
+    )
+
+    def __init__(
+        self, name: str, weight: float = 1.0, min_share: Resources = ZERO, parent: Pool | None = None
+    ) -> None:
+        self.name = name
+        self.weight = weight
+        self.min_share = min_share
+        self.parent = parent
+        self.children: list[Pool] = []
+        self.operations: list[Operation] = []
+        self.usage_cpu = 0.0
+        self.usage_ram = 0.0
+        self.pending_tasks = 0
+        if parent is not None:
+            parent.children.append(self)
+
+    def ancestors(self) -> list[Pool]:
+        chain: list[Pool] = []
+        p: Pool | None = self
+        while p is not None:
+            chain.append(p)
+            p = p.parent
+        return chain
+
+    def __repr__(self) -> str:
+        return f"Pool({self.name!r})"
+
+
+class Operation:
+    __slots__ = (
+        "completed",
+        "demand",
+        "finished_at",
+        "group",
+        "id",
+        "min_share",
+        "name",
+        "pending",
+        "pool",
+        "pools_up",
+        "running",
+        "started_at",
+        "state",
+        "submitted_at",
+        "total",
+        "usage_cpu",
+        "usage_ram",
+        "weight",
+    )
+
+    def __init__(self, op_id: int, spec: OperationSpec, pool: Pool, now: float) -> None:
+        self.id = op_id
+        self.name = spec.name
+        self.group = spec.group or spec.name
+        self.pool = pool
+        self.pools_up = pool.ancestors()
+        self.demand = spec.demand
+        self.weight = spec.weight
+        self.min_share = ZERO
+        self.submitted_at = now
+        self.started_at: float | None = None
+        self.finished_at: float | None = None
+        self.state = OpState.PENDING
+        self.pending: deque[Task] = deque(Task(i, d) for i, d in enumerate(spec.durations))
+        self.total = len(spec.durations)
+        self.running = 0
+        self.completed = 0
+        self.usage_cpu = 0.0
+        self.usage_ram = 0.0
+        for p in self.pools_up:
+            p.pending_tasks += self.total
+
+    def _add_usage(self, sign: float) -> None:
+        dc = sign * self.demand.cpu
+        dr = sign * self.demand.ram_gib
+        self.usage_cpu += dc
+        self.usage_ram += dr
+        for p in self.pools_up:
+            p.usage_cpu += dc
+            p.usage_ram += dr
+
+    def take_task(self, now: float) -> Task:
+        task = self.pending.popleft()
+        task.attempts += 1
+        for p in self.pools_up:
+            p.pending_tasks -= 1
+        self.running += 1
+        self._add_usage(1.0)
+        if self.started_at is None:
+            self.started_at = now
+            self.state = OpState.RUNNING
+        return task
+
+    def task_ended(self) -> None:
+        self.running -= 1
+        self._add_usage(-1.0)
+
+    def task_completed(self, now: float) -> bool:
+        """Returns True when this completion finishes the operation."""
+        self.task_ended()
+        self.completed += 1
+        if self.completed == self.total:
+            self.state = OpState.FINISHED
+            self.finished_at = now
+            return True
+        return False
+
+    def requeue(self, task: Task) -> None:
+        """A running task was lost (node lost, preempted): it runs again from scratch."""
+        self.task_ended()
+        self.pending.appendleft(task)
+        for p in self.pools_up:
+            p.pending_tasks += 1
+
+    def dominant_share(self, capacity: Resources) -> float:
+        return Resources(self.usage_cpu, self.usage_ram).dominant_share(capacity)
+
+    def __repr__(self) -> str:
+        return f"Operation({self.name!r}, run={self.running}, pend={len(self.pending)})"

@@ -1,0 +1,29 @@
+"""FIFO baseline (seed 002): operations strictly in submission order, pools ignored."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from rm.cluster import Cluster, NodeRecord
+from rm.operations import Operation, Pool
+from rm.resources import EPS
+from rm.scheduler.policy import PolicyBase
+
+
+class FIFOPolicy(PolicyBase):
+    def __init__(self, root: Pool, cluster: Cluster) -> None:
+        super().__init__(root, cluster)
+        self.queue: list[Operation] = []
+
+    def on_submitted(self, op: Operation) -> None:
+        self.queue.append(op)
+
+    def on_finished(self, op: Operation) -> None:
+        self.queue.remove(op)
+
+    def candidates(self, node: NodeRecord) -> Iterator[Operation]:
+        free_cpu = node.free_cpu + EPS
+        free_ram = node.free_ram + EPS
+        for op in self.queue:
+            if op.pending and op.demand.cpu <= free_cpu and op.demand.ram_gib <= free_ram:
+                yield op
