@@ -25,11 +25,13 @@ class _JumpingSelector(selectors.DefaultSelector):
         self._loop_ref = loop_ref
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
-        events = super().select(0)
-        if events or timeout is None or timeout <= 0:
-            # timeout None means nothing is scheduled at all: only another thread can wake us.
-            return events if events or timeout is not None else super().select(None)
-        self._loop_ref[0].advance(timeout)
+        if timeout is None:
+            # Nothing is scheduled at all: only another thread (or real I/O) can wake us.
+            return super().select(None)
+        # With only the loop's self-pipe registered no real I/O can be pending; skip the syscall.
+        events = super().select(0) if len(self.get_map()) > 1 or timeout <= 0 else []
+        if not events and timeout > 0:
+            self._loop_ref[0].advance(timeout)
         return events
 
 

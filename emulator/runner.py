@@ -43,7 +43,8 @@ async def run_scenario(
 ) -> RunOutcome:
     log = make_logger(clock, events)
     rm = ResourceManager(
-        clock, log, scenario.rm, scenario.scheduler, heartbeat_mode=scenario.heartbeat.mode
+        clock, log, scenario.rm, scenario.scheduler, heartbeat_mode=scenario.heartbeat.mode,
+        queueing=scenario.run.clock == "realtime",
     )
     workload = WorkloadDriver(scenario.workload, rm, clock, scenario.run.seed, log)
     workload.install_pools()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import enum
+import math
 from typing import Any
 
 from nodemanager.config import HeartbeatConfig
@@ -58,6 +60,7 @@ class NodeManager:
         "_stats",
         "_used_cpu",
         "_used_ram",
+        "_wake",
         "address",
         "credentials",
         "machine_id",
@@ -99,6 +102,7 @@ class NodeManager:
         self._inflight: Heartbeat | None = None
         self._inflight_at = 0.0
         self._last_response_id = 0
+        self._wake: asyncio.Future[None] | None = None
 
     # ---- wiring -------------------------------------------------------------------------
 
@@ -111,6 +115,7 @@ class NodeManager:
 
     def set_healthy(self, healthy: bool) -> None:
         self._healthy = healthy
+        self._touch()
 
     def running_containers(self) -> dict[int, ContainerLaunch]:
         return {cid: c.launch for cid, c in self._containers.items()}
@@ -127,15 +132,26 @@ class NodeManager:
         once the previous attempt is older than the RPC timeout.
         """
         interval = self._config.interval_s
-        next_tick = self._clock.now() + self._phase
-        await self._clock.sleep_until(next_tick)
+        clock = self._clock
+        next_tick = clock.now() + self._phase
+        await clock.sleep_until(next_tick)
         self._start_registration()
         next_tick += interval
         while self.state is not NodeState.STOPPED:
-            await self._clock.sleep_until(next_tick)
+            if self._idle():
+                # Delta mode with nothing to say: sleep until something changes, then report at
+                # the next tick of our own phase (no wake-ups of idle nodes at all).
+                self._wake = asyncio.get_running_loop().create_future()
+                await self._wake
+                self._wake = None
+                behind = clock.now() - next_tick
+                if behind > 0:
+                    next_tick += math.ceil(behind / interval) * interval
+                continue
+            await clock.sleep_until(next_tick)
             if self.state is NodeState.STOPPED:
                 break
-            late = self._clock.now() - next_tick
+            late = clock.now() - next_tick
             if late > 0:
                 self._stats.lateness_sum_s += late
                 if late > self._stats.lateness_max_s:
@@ -148,6 +164,21 @@ class NodeManager:
                 and self._clock.now() - self._inflight_at >= self._config.effective_rpc_timeout()
             ):
                 self._start_registration()
+
+    def _idle(self) -> bool:
+        return (
+            self._config.mode == "delta"
+            and self.state is NodeState.RUNNING
+            and self._inflight is None
+            and not self._changes
+            and self._healthy == self._reported_healthy
+        )
+
+    def _touch(self) -> None:
+        """Something changed that a delta heartbeat must carry."""
+        w = self._wake
+        if w is not None and not w.done():
+            w.set_result(None)
 
     def _start_registration(self) -> None:
         self.state = NodeState.REGISTERING
@@ -170,6 +201,7 @@ class NodeManager:
         self._changes.clear()
         self._used_cpu = self._used_ram = 0.0
         self.state = NodeState.STOPPED
+        self._touch()
 
     # ---- heartbeats ---------------------------------------------------------------------
 
@@ -285,6 +317,7 @@ class NodeManager:
             self._launch(launch)
         for cid in msg.kill:
             self._kill(cid, EXIT_KILLED)
+        self._touch()
 
     # ---- containers ---------------------------------------------------------------------
 
@@ -299,6 +332,7 @@ class NodeManager:
         ):
             self._stats.containers_rejected += 1
             self._changes[cid] = ContainerStatus(cid, "complete", EXIT_REJECTED)
+            self._touch()
             return
         self._used_cpu += res.cpu
         self._used_ram += res.ram_gib
@@ -307,6 +341,7 @@ class NodeManager:
         self._containers[cid] = _Container(launch, status, timer)
         self._changes[cid] = status
         self._stats.containers_launched += 1
+        self._touch()
 
     def _release(self, cid: int, exit_code: int) -> bool:
         container = self._containers.pop(cid, None)
@@ -317,6 +352,7 @@ class NodeManager:
         self._used_cpu -= res.cpu
         self._used_ram -= res.ram_gib
         self._changes[cid] = ContainerStatus(cid, "complete", exit_code)
+        self._touch()
         return True
 
     def _finish(self, cid: int) -> None:

@@ -32,7 +32,15 @@ class Dispatcher:
         clock: Clock,
         handler: Callable[[Any], float | None],
         cost_s: Callable[[Any], float] | None = None,
+        inline: bool = False,
     ) -> None:
+        """``inline``: handle items as they are submitted (a trampoline, same FIFO order) instead of
+        in a worker task. Only for items with no service time, where a worker never queues in
+        virtual time anyway; it saves two task switches per item."""
+        if inline and cost_s is not None:
+            raise ValueError("an inline dispatcher cannot charge service time")
+        self._inline = inline
+        self._draining = False
         self._clock = clock
         self._handler = handler
         self._cost_s = cost_s
@@ -48,15 +56,33 @@ class Dispatcher:
         q.append((self._clock.now(), item))
         if len(q) > self.depth_max:
             self.depth_max = len(q)
+        if self._inline:
+            if not self._draining:
+                self._drain()
+            return
         w = self._wakeup
         if w is not None and not w.done():
             w.set_result(None)
+
+    def _drain(self) -> None:
+        q = self._queue
+        self._draining = True
+        try:
+            while q:
+                _, item = q.popleft()
+                self.waits.add(0.0)
+                self._handler(item)
+                self.processed += 1
+        finally:
+            self._draining = False
 
     @property
     def depth(self) -> int:
         return len(self._queue)
 
     async def run(self) -> None:
+        if self._inline:
+            return
         q = self._queue
         clock = self._clock
         loop = asyncio.get_running_loop()
