@@ -10,7 +10,9 @@ from typing import Any
 import msgspec
 from rich.console import Console
 
+from emulator.cli_tcp import add_commands as add_tcp_commands
 from emulator.loader import ScenarioError, load_scenario
+from emulator.sweep import add_command as add_sweep_command
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -85,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--interval", type=float, default=3.0)
     b.add_argument("--json", action="store_true", help="also print the figures as JSON")
     b.set_defaults(func=cmd_bench)
+
+    add_tcp_commands(sub)
+    add_sweep_command(sub)
     return p
 
 

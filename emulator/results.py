@@ -97,6 +97,12 @@ def build_summary(outcome: RunOutcome) -> dict[str, Any]:
 def write_results(outcome: RunOutcome, out_dir: Path) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
     summary = build_summary(outcome)
+    # Real-time runs: the RM's measured costs and the node workers (wall-clock figures).
+    for key in ("costs", "workers"):
+        if key in outcome.extra:
+            summary[key] = outcome.extra[key]
+    # TCP runs attribute heartbeats per interval across processes (emulator.costs.efficiency).
+    summary.update(outcome.extra.get("efficiency", {}))
     (out_dir / "summary.json").write_bytes(msgspec.json.format(msgspec.json.encode(summary)) + b"\n")
     with (out_dir / "timeseries.csv").open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from emulator.clock import LoopClock, run, wall_time
+from emulator.costs import RMCostMeter
 from emulator.eventlog import make_logger
 from emulator.faults import FaultInjector
 from emulator.metrics import Sampler
@@ -66,6 +67,10 @@ async def run_scenario(
         [o.name for o in scenario.workload.operations],
     )
     outcome = RunOutcome(scenario, rm, nodes, stats, sampler)
+    meter: RMCostMeter | None = None
+    if scenario.run.clock == "realtime":
+        meter = RMCostMeter(rm)
+        meter.install()
     if progress is not None:
         sampler.listeners.append(lambda row: progress(outcome, row))
     faults = FaultInjector(scenario.faults, nodes, clock, scenario.run.seed, log)
@@ -74,6 +79,8 @@ async def run_scenario(
         policy=scenario.scheduler.policy, seed=scenario.run.seed,
     )
     started = wall_time()
+    if meter is not None:
+        meter.start()
     async with asyncio.TaskGroup() as tg:
         tasks = [tg.create_task(rm.run(), name="rm")]
         tasks += [tg.create_task(n.run(), name=n.address) for n in nodes]
@@ -88,6 +95,9 @@ async def run_scenario(
         for task in tasks:
             task.cancel()
     outcome.wall_s = wall_time() - started
+    if meter is not None:
+        meter.stop()
+        outcome.extra["costs"] = meter.report(len(nodes), scenario.run.duration_s, clock.speed, None)
     log.info("run.finished")
     return outcome
 
@@ -98,6 +108,10 @@ def run_blocking(
     progress: ProgressHook | None = None,
 ) -> RunOutcome:
     """Run on a fresh loop of the scenario's clock kind."""
+    if scenario.transport.kind == "tcp":
+        from emulator.rmserver import run_tcp_blocking  # imports this module
+
+        return run_tcp_blocking(scenario, events_path, progress)
 
     async def main(clock: LoopClock) -> RunOutcome:
         if events_path is None:

@@ -127,9 +127,18 @@ Fault = HealthFault
 
 
 class TransportConfig(Base, kw_only=True):
-    kind: Literal["memory"] = "memory"
+    kind: Literal["memory", "tcp"] = "memory"
     # One-way delay added to every message, in emulated seconds.
     latency_s: NonNegative = 0.0
+    # tcp: the RM listens on host:port (0 = any free port); nodes run in `workers` processes.
+    host: str = "127.0.0.1"
+    port: Annotated[int, msgspec.Meta(ge=0, le=65535)] = 0
+    workers: Count = 1
+    max_frame_bytes: Annotated[int, msgspec.Meta(ge=64)] = 1 << 20
+
+    def __post_init__(self) -> None:
+        if self.kind == "tcp" and self.latency_s > 0:
+            raise ValueError("`latency_s` applies to the memory transport only")
 
 
 class RunConfig(Base, kw_only=True):
@@ -148,6 +157,18 @@ class RunConfig(Base, kw_only=True):
             raise ValueError("`warmup_s` must be smaller than `duration_s`")
 
 
+class SweepConfig(Base, kw_only=True):
+    """`emulator sweep`: the scenario over these node counts and heartbeat modes (ignored by run)."""
+
+    nodes: Annotated[list[Count], msgspec.Meta(min_length=1)]
+    modes: Annotated[list[Literal["periodic", "delta"]], msgspec.Meta(min_length=1)] = msgspec.field(
+        default_factory=lambda: ["periodic", "delta"]
+    )
+    # Scale every operation's job_count with the node count (E2: t = n·c·l/a tasks per job).
+    scale_workload: bool = True
+    threshold: Annotated[float, msgspec.Meta(gt=0, le=1)] = 0.99
+
+
 class Scenario(Base, kw_only=True):
     name: str = ""
     description: str = ""
@@ -159,6 +180,11 @@ class Scenario(Base, kw_only=True):
     workload: WorkloadConfig = msgspec.field(default_factory=WorkloadConfig)
     faults: list[Fault] = []
     run: RunConfig
+    sweep: SweepConfig | None = None
+
+    def __post_init__(self) -> None:
+        if self.transport.kind == "tcp" and self.run.clock != "realtime":
+            raise ValueError('`transport.kind = "tcp"` needs `run.clock = "realtime"`')
 
     @property
     def node_count(self) -> int:

@@ -152,6 +152,7 @@ class NodeManager:
             if self.state is NodeState.STOPPED:
                 break
             late = clock.now() - next_tick
+            self._stats.lateness.add(late if late > 0 else 0.0)
             if late > 0:
                 self._stats.lateness_sum_s += late
                 if late > self._stats.lateness_max_s:
@@ -193,6 +194,12 @@ class NodeManager:
             )
         )
 
+    def resync(self) -> None:
+        """The transport reconnected: register again with the full container state."""
+        if self.state in (NodeState.RUNNING, NodeState.REGISTERING):
+            self._stats.resyncs += 1
+            self._start_registration()
+
     def stop(self) -> None:
         """Shut down: kill every container and leave the loop. Sends nothing."""
         for container in self._containers.values():
@@ -219,6 +226,7 @@ class NodeManager:
             # Lost or hopelessly late: send the same report again (the RM treats it as duplicate).
             self._inflight_at = now
             self._stats.heartbeats_sent += 1
+            self._stats.mark_sent(now)
             self._send(self._inflight)
             return
         if self._config.mode == "delta":
@@ -239,6 +247,7 @@ class NodeManager:
         self._inflight = hb
         self._inflight_at = now
         self._stats.heartbeats_sent += 1
+        self._stats.mark_sent(now)
         self._stats.statuses_sent += len(statuses)
         self._send(hb)
 
@@ -306,6 +315,7 @@ class NodeManager:
         if msg.heartbeat_id != sent.heartbeat_id + 1:
             return  # a late answer to an earlier copy
         self._stats.heartbeat_responses += 1
+        self._stats.mark_answered(self._inflight_at, self._clock.now())
         self._inflight = None
         self._last_response_id = msg.heartbeat_id
         self._reported_healthy = sent.healthy

@@ -15,6 +15,8 @@ from typing import Any, NamedTuple
 from rm.histogram import LogHistogram
 from rm.ports import Clock
 
+Handler = Callable[[Any], float | None]
+
 
 class DispatcherStatistics(NamedTuple):
     depth: int
@@ -75,6 +77,10 @@ class Dispatcher:
                 self.processed += 1
         finally:
             self._draining = False
+
+    def instrument(self, wrap: Callable[[Handler], Handler]) -> None:
+        """Replace the handler by ``wrap(handler)``, e.g. to time every item (cost accounting)."""
+        self._handler = wrap(self._handler)
 
     @property
     def depth(self) -> int:

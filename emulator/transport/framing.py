@@ -1,0 +1,125 @@
+"""Sans-IO framing of protocol messages for byte streams (the TCP transport).
+
+A frame is an 8-byte header — payload length and channel id, both unsigned 32-bit big-endian —
+followed by the msgpack encoding of one protocol struct (``rm.protocol``). One connection carries
+the channels of many NodeManagers (one per node), so a worker process hosting 20,000 nodes needs
+one socket, not 20,000. A frame with an empty payload closes its channel (no struct encodes to
+zero bytes).
+
+The decoder never trusts the peer: a length above ``max_frame_bytes`` is refused as soon as the
+header arrives (before buffering the payload), and a payload that is not valid msgpack or not one
+of the expected message types raises ``FrameError``; the caller closes that connection only.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import msgspec
+
+HEADER = struct.Struct("!II")
+HEADER_SIZE = HEADER.size
+DEFAULT_MAX_FRAME_BYTES = 1 << 20
+_PLACEHOLDER = bytes(HEADER_SIZE)
+
+# (channel, message); ``None`` means the peer closed the channel.
+Frame = tuple[int, Any]
+
+
+class FrameError(Exception):
+    """The peer sent something that is not a valid frame; the connection must be closed."""
+
+
+class FrameTooLarge(FrameError):
+    pass
+
+
+class MalformedFrame(FrameError):
+    pass
+
+
+class FrameEncoder:
+    """Appends frames to a caller-owned buffer (so many frames go out in one write)."""
+
+    __slots__ = ("_encode_into", "max_frame_bytes")
+
+    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        self._encode_into = msgspec.msgpack.Encoder().encode_into
+        self.max_frame_bytes = max_frame_bytes
+
+    def append(self, buf: bytearray, channel: int, msg: Any) -> int:
+        """Append one frame carrying ``msg``; returns the frame's size in bytes."""
+        start = len(buf)
+        buf += _PLACEHOLDER
+        self._encode_into(msg, buf, start + HEADER_SIZE)
+        size = len(buf) - start - HEADER_SIZE
+        if size > self.max_frame_bytes:
+            del buf[start:]
+            raise FrameTooLarge(
+                f"{type(msg).__name__} encodes to {size} bytes, above the {self.max_frame_bytes} byte limit"
+            )
+        HEADER.pack_into(buf, start, size, channel)
+        return size + HEADER_SIZE
+
+    @staticmethod
+    def append_close(buf: bytearray, channel: int) -> int:
+        buf += HEADER.pack(0, channel)
+        return HEADER_SIZE
+
+    def encode(self, channel: int, msg: Any) -> bytes:
+        buf = bytearray()
+        self.append(buf, channel, msg)
+        return bytes(buf)
+
+
+class FrameDecoder:
+    """Feed it bytes as they arrive; it returns the complete frames, in order."""
+
+    __slots__ = ("_buf", "_decode", "frames", "max_frame_bytes")
+
+    def __init__(self, msg_type: Any, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        self._decode = msgspec.msgpack.Decoder(msg_type).decode
+        self._buf = bytearray()
+        self.max_frame_bytes = max_frame_bytes
+        self.frames = 0
+
+    @property
+    def buffered(self) -> int:
+        """Bytes of an incomplete frame held back (non-zero at EOF means a truncated frame)."""
+        return len(self._buf)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[Frame]:
+        if self._buf:
+            self._buf += data
+            buf: bytes | bytearray = self._buf
+        else:
+            buf = data if isinstance(data, bytes) else bytes(data)
+        out: list[Frame] = []
+        pos = 0
+        end = len(buf)
+        limit = self.max_frame_bytes
+        decode = self._decode
+        unpack = HEADER.unpack_from
+        with memoryview(buf) as view:
+            while end - pos >= HEADER_SIZE:
+                size, channel = unpack(view, pos)
+                if size > limit:
+                    raise FrameTooLarge(f"frame of {size} bytes announced, limit is {limit}")
+                stop = pos + HEADER_SIZE + size
+                if stop > end:
+                    break
+                if size == 0:
+                    out.append((channel, None))
+                else:
+                    try:
+                        out.append((channel, decode(view[pos + HEADER_SIZE : stop])))
+                    except (msgspec.DecodeError, msgspec.ValidationError) as err:
+                        raise MalformedFrame(f"channel {channel}: {err}") from None
+                pos = stop
+        self.frames += len(out)
+        if buf is self._buf:
+            del self._buf[:pos]
+        elif pos < end:
+            self._buf += buf[pos:]
+        return out

@@ -1,0 +1,412 @@
+"""TCP transport: protocol messages as length-prefixed msgpack frames (``framing``) over asyncio.
+
+Server side (the RM): every node channel on a connection is presented to ``receive(link, msg)`` as
+its own ``TcpLink``; the RM answers with ``link.send``. Client side (a node-hosting process): one
+connection carries the channels of all its NodeManagers; if the connection drops, the client
+reconnects with exponential backoff and every node re-registers with its full state (resync).
+
+Uses asyncio transports/protocols rather than streams: a frame costs one decode and a callback,
+with no task switch, and everything sent in one loop iteration leaves in one ``write``. Semantics
+match the in-memory transport: FIFO per link, ``send`` never blocks or re-enters, closing either
+end of a link closes both. A connection that sends a bad frame is aborted; nobody else notices.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from emulator.clock import LoopClock, wall_time
+from emulator.transport.framing import (
+    DEFAULT_MAX_FRAME_BYTES,
+    FrameDecoder,
+    FrameEncoder,
+    FrameError,
+    FrameTooLarge,
+)
+from rm.histogram import LogHistogram
+from rm.protocol import NodeInbound, RMInbound
+
+
+class TransportStats:
+    """Totals over every connection of one side (one process)."""
+
+    __slots__ = (
+        "bad_frames", "bytes_in", "bytes_out", "connections", "frames_in", "frames_out", "reconnects"
+    )
+
+    def __init__(self) -> None:
+        self.connections = 0
+        self.frames_in = 0
+        self.bytes_in = 0
+        self.frames_out = 0
+        self.bytes_out = 0
+        self.bad_frames = 0
+        self.reconnects = 0
+
+    def snapshot(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+class TcpLink:
+    """One node's channel on a connection; implements ``rm.ports.Link``."""
+
+    __slots__ = ("_closed", "_conn", "channel")
+
+    def __init__(self, conn: _Connection, channel: int) -> None:
+        self._conn = conn
+        self.channel = channel
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def send(self, msg: Any) -> None:
+        if not self._closed:
+            self._conn.send(self.channel, msg)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._conn.close_channel(self.channel)
+
+
+class _Connection(asyncio.Protocol):
+    def __init__(self, inbound_type: Any, max_frame_bytes: int, log: Any, stats: TransportStats) -> None:
+        self._decoder = FrameDecoder(inbound_type, max_frame_bytes)
+        self._encoder = FrameEncoder(max_frame_bytes)
+        self._log = log
+        self.stats = stats
+        self.links: dict[int, TcpLink] = {}
+        self._transport: Any = None
+        self._out = bytearray()
+        self._flush_pending = False
+        self.peer = "?"
+        self.closed = False
+        self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    # ---- asyncio.Protocol ---------------------------------------------------------------
+
+    def connection_made(self, transport: Any) -> None:
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        self._transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.stats.connections += 1
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self.stats.bytes_in += len(data)
+        try:
+            frames = self._decode(data)
+        except FrameError as err:
+            self.stats.bad_frames += 1
+            event = "transport.frame_too_large" if isinstance(err, FrameTooLarge) else "transport.bad_frame"
+            self._log.warning(event, peer=self.peer, error=str(err))
+            self.abort()
+            return
+        self.stats.frames_in += len(frames)
+        on_frame = self.on_frame
+        for channel, msg in frames:
+            if self.closed:
+                break
+            on_frame(channel, msg)
+
+    def _decode(self, data: bytes) -> list[tuple[int, Any]]:
+        return self._decoder.feed(data)
+
+    def eof_received(self) -> bool:
+        return False  # close our side too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        truncated = self._decoder.buffered
+        self.closed = True
+        self.stats.connections -= 1
+        for link in self.links.values():
+            link._closed = True
+        self.links.clear()
+        if truncated or exc is not None:
+            self._log.warning(
+                "transport.disconnected", peer=self.peer, truncated_bytes=truncated,
+                error=str(exc) if exc else None,
+            )
+        else:
+            self._log.info("transport.disconnected", peer=self.peer)
+        if not self.lost.done():
+            self.lost.set_result(None)
+
+    # ---- frames -------------------------------------------------------------------------
+
+    def on_frame(self, channel: int, msg: Any) -> None:
+        raise NotImplementedError
+
+    def send(self, channel: int, msg: Any) -> None:
+        if self.closed:
+            return
+        try:
+            size = self._encoder.append(self._out, channel, msg)
+        except FrameTooLarge as err:
+            # Our own message is too big for the peer: drop it rather than get disconnected.
+            self._log.error("transport.frame_too_large", peer=self.peer, error=str(err), outgoing=True)
+            return
+        self.stats.frames_out += 1
+        self.stats.bytes_out += size
+        self._schedule_flush()
+
+    def close_channel(self, channel: int) -> None:
+        link = self.links.pop(channel, None)
+        if link is not None:
+            link._closed = True
+        if not self.closed:
+            FrameEncoder.append_close(self._out, channel)
+            self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
+        if not self._flush_pending:
+            self._flush_pending = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_pending = False
+        if self.closed or self._transport is None or not self._out:
+            return
+        # A fresh buffer each time: the transport may keep the old one until it is sent.
+        data, self._out = self._out, bytearray()
+        self._transport.write(data)
+
+    def _remote_close(self, channel: int) -> None:
+        link = self.links.pop(channel, None)
+        if link is not None:
+            link._closed = True
+
+    def close(self) -> None:
+        """Orderly close: pending frames are sent first."""
+        if self._transport is not None and not self.closed:
+            self._flush()
+            self._transport.close()
+
+    def abort(self) -> None:
+        self.closed = True
+        if self._transport is not None:
+            self._transport.abort()
+
+
+# ---- server side (the RM) --------------------------------------------------------------------
+
+
+class _ServerConnection(_Connection):
+    def __init__(self, server: TcpServer) -> None:
+        super().__init__(RMInbound, server.max_frame_bytes, server.log, server.stats)
+        self._server = server
+        self._receive = server.receive
+
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)
+        self._server.connections.add(self)
+        self._log.info("transport.connected", peer=self.peer)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        self._server.connections.discard(self)
+
+    def _decode(self, data: bytes) -> list[tuple[int, Any]]:
+        decode_cost = self._server.decode_cost
+        if decode_cost is None:
+            return self._decoder.feed(data)
+        t0 = wall_time()
+        frames = self._decoder.feed(data)
+        if frames:
+            per = (wall_time() - t0) / len(frames)
+            for _ in frames:
+                decode_cost.add(per)
+        return frames
+
+    def on_frame(self, channel: int, msg: Any) -> None:
+        link = self.links.get(channel)
+        if msg is None:
+            self._remote_close(channel)
+            return
+        if link is None:
+            link = self.links[channel] = TcpLink(self, channel)
+        self._receive(link, msg)
+
+
+class TcpServer:
+    """Accepts node connections and hands every message to ``receive(link, msg)`` (the RM)."""
+
+    def __init__(
+        self,
+        receive: Callable[[TcpLink, Any], None],
+        log: Any,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    ) -> None:
+        self.receive = receive
+        self.log = log
+        self.max_frame_bytes = max_frame_bytes
+        self.stats = TransportStats()
+        self.connections: set[_ServerConnection] = set()
+        # Wall seconds spent decoding each frame, when measuring the RM's costs.
+        self.decode_cost: LogHistogram | None = None
+        self._server: asyncio.Server | None = None
+        self.address: tuple[str, int] = ("", 0)
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> tuple[str, int]:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: _ServerConnection(self), host, port)
+        sockname = self._server.sockets[0].getsockname()
+        self.address = (sockname[0], sockname[1])
+        self.log.info("transport.listening", host=self.address[0], port=self.address[1])
+        return self.address
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            conn.close()
+        if self._server is not None:
+            async with asyncio.timeout(5):
+                await self._server.wait_closed()
+
+
+# ---- client side (node-hosting processes) ----------------------------------------------------
+
+
+class _ClientConnection(_Connection):
+    def __init__(self, client: TcpClient) -> None:
+        super().__init__(NodeInbound, client.max_frame_bytes, client.log, client.stats)
+        self._nodes: dict[int, Any] = {}
+        self._next_channel = 1
+
+    def open(self, node: Any) -> TcpLink:
+        channel = self._next_channel
+        self._next_channel += 1
+        link = self.links[channel] = TcpLink(self, channel)
+        self._nodes[channel] = node
+        return link
+
+    def on_frame(self, channel: int, msg: Any) -> None:
+        if msg is None:
+            self._remote_close(channel)
+            self._nodes.pop(channel, None)
+            return
+        node = self._nodes.get(channel)
+        if node is not None and channel in self.links:
+            node.receive(msg)
+
+    def close_channel(self, channel: int) -> None:
+        super().close_channel(channel)
+        self._nodes.pop(channel, None)
+
+
+class Backoff:
+    """Exponential backoff with seeded jitter, in emulated seconds."""
+
+    def __init__(self, initial_s: float = 0.1, maximum_s: float = 5.0, seed: int = 0) -> None:
+        self.initial_s = initial_s
+        self.maximum_s = maximum_s
+        self._rng = random.Random(f"{seed}:backoff")
+        self.attempt = 0
+
+    def next_delay(self) -> float:
+        base = min(self.maximum_s, self.initial_s * 2**self.attempt)
+        self.attempt += 1
+        return base * self._rng.uniform(0.8, 1.2)
+
+    def reset(self) -> None:
+        self.attempt = 0
+
+
+class TcpClient:
+    """Connects a set of NodeManagers to the RM over one connection, reconnecting when it drops.
+
+    ``connect(node)`` registers a node; while connected it gets a live link, after a reconnect a
+    new one and a ``resync()`` call (it re-registers with its full state).
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        clock: LoopClock,
+        log: Any,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        backoff: Backoff | None = None,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.clock = clock
+        self.log = log
+        self.max_frame_bytes = max_frame_bytes
+        self.backoff = backoff or Backoff()
+        self.stats = TransportStats()
+        self._nodes: list[Any] = []
+        self._conn: _ClientConnection | None = None
+        self._connected = asyncio.Event()
+
+    def connect(self, node: Any) -> TcpLink | None:
+        self._nodes.append(node)
+        if self._conn is not None and not self._conn.closed:
+            link = self._conn.open(node)
+            node.attach(link)
+            return link
+        return None
+
+    async def wait_connected(self) -> None:
+        await self._connected.wait()
+
+    def drop(self) -> None:
+        """Abort the current connection (as a network fault would); ``run`` reconnects."""
+        if self._conn is not None:
+            self._conn.abort()
+
+    async def run(self) -> None:
+        """Keep the connection up until cancelled."""
+        loop = asyncio.get_running_loop()
+        first = True
+        try:
+            while True:
+                try:
+                    async with asyncio.timeout(10):
+                        _, conn = await loop.create_connection(
+                            lambda: _ClientConnection(self), self.host, self.port
+                        )
+                except (OSError, TimeoutError) as err:
+                    delay = self.backoff.next_delay()
+                    self.log.warning("transport.connect_failed", host=self.host, port=self.port,
+                                     error=str(err), retry_in_s=round(delay, 3))
+                    await self.clock.sleep(delay)
+                    continue
+                assert isinstance(conn, _ClientConnection)
+                self._conn = conn
+                self.backoff.reset()
+                for node in self._nodes:
+                    node.attach(conn.open(node))
+                    if not first:
+                        node.resync()
+                if not first:
+                    self.stats.reconnects += 1
+                    self.log.info("transport.reconnected", host=self.host, port=self.port,
+                                  nodes=len(self._nodes))
+                first = False
+                self._connected.set()
+                await conn.lost
+                self._connected.clear()
+                delay = self.backoff.next_delay()
+                self.log.warning("transport.reconnecting", host=self.host, port=self.port,
+                                 retry_in_s=round(delay, 3))
+                await self.clock.sleep(delay)
+        finally:
+            if self._conn is not None:
+                self._conn.close()
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
