@@ -175,7 +175,7 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-def run_workers(configs: list[HostConfig], timeout_s: float | None = None) -> list[HostReport]:
+def run_workers(configs: list[HostConfig]) -> list[HostReport]:
     """Start one worker process per config, wait for all, return their reports (``emulator nodes``).
 
     Ctrl-C reaches the workers too (same process group); each stops and still reports.
@@ -193,9 +193,11 @@ def run_workers(configs: list[HostConfig], timeout_s: float | None = None) -> li
     reports = []
     try:
         for proc in procs:
+            assert proc.stdout is not None
             while True:
                 try:
-                    out, _ = proc.communicate(timeout=timeout_s)
+                    out = proc.stdout.read()
+                    proc.wait()
                     break
                 except KeyboardInterrupt:
                     continue  # the worker got the signal too: wait for its report

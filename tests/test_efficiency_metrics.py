@@ -1,0 +1,122 @@
+"""h1/h2 (design.md §5/E2) and the RM cost accounting, on hand-made sequences."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from emulator.clock import LoopClock, VirtualTimeLoop
+from emulator.costs import LinearFit, RMCostMeter, efficiency
+from emulator.eventlog import make_logger
+from emulator.metrics import Sampler
+from nodemanager.stats import NodeStats
+from rm.manager import ResourceManager
+from rm.protocol import ContainerStatus, Heartbeat, HeartbeatResponse, Register, RegisterResponse
+from rm.resources import Resources
+
+
+class Clock(LoopClock):
+    def __init__(self) -> None:
+        self.loop = VirtualTimeLoop()
+        super().__init__(self.loop)
+
+    def set(self, t: float) -> None:
+        self.loop._virtual_now = t
+
+
+class Link:
+    closed = False
+
+    def __init__(self) -> None:
+        self.sent: list[Any] = []
+
+    def send(self, msg: Any) -> None:
+        self.sent.append(msg)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_h1_h2_are_minima_of_per_interval_ratios_over_the_window() -> None:
+    sent = {1: 10, 2: 100, 3: 100, 4: 100, 5: 50, 6: 7}
+    answered = {1: 1, 2: 100, 3: 97, 4: 100, 5: 50, 6: 0}
+    arrived = {2: 100, 3: 100, 4: 80, 5: 50}
+    timely = {2: 100, 3: 100, 4: 72, 5: 45}
+    # Intervals 1 (warm-up) and 6 (no time left to be answered) are outside the window.
+    assert efficiency(sent, answered, arrived, timely, 2, 5) == (pytest.approx(0.97), pytest.approx(0.9))
+    # Intervals with no heartbeats do not count (delta mode: only heartbeats actually sent).
+    assert efficiency({2: 0, 3: 4}, {3: 4}, {}, {}, 2, 3) == (1.0, None)
+
+
+def test_sampler_h1_h2_on_hand_made_rows() -> None:
+    clock = Clock()
+    rm = ResourceManager(clock, make_logger(clock, None), queueing=False)
+    sampler = Sampler(rm, NodeStats(), clock, 3.0, 6.0, [])
+    # Only n_i, m_i, s_i (columns 6-8) matter; t <= warm-up and n_i = 0 rows are skipped.
+    base = [0.0] * 13
+    for t, n, m, s in [(3, 10, 1, 1), (6, 10, 2, 2), (9, 100, 99, 95), (12, 0, 0, 0), (15, 40, 40, 40)]:
+        row = list(base)
+        row[0], row[6], row[7], row[8] = t, n, m, s
+        sampler.rows.append(tuple(row))
+    assert sampler.efficiency() == (pytest.approx(0.99), pytest.approx(0.95))
+    clock.loop.close()
+
+
+def test_node_attribution_counts_a_heartbeat_in_the_interval_it_was_sent() -> None:
+    stats = NodeStats()
+    stats.interval_s = 3.0
+    stats.mark_sent(2.9)
+    stats.mark_answered(2.9, 3.2)  # answered after the boundary: still interval 1's
+    stats.mark_sent(3.5)
+    stats.mark_answered(3.5, 6.6)  # took longer than an interval: not answered in time
+    stats.mark_sent(6.0)
+    assert stats.sent_by_interval == {1: 1, 2: 1, 3: 1}
+    assert stats.answered_by_interval == {1: 1}
+    off = NodeStats()
+    off.mark_sent(1.0)
+    assert off.sent_by_interval == {}
+
+
+def test_line_fit_recovers_a_linear_cost_model() -> None:
+    fit = LinearFit()
+    for x in range(21):
+        fit.add(x, 10e-6 + 0.5e-6 * x)
+    a, b = fit.coefficients()
+    assert a == pytest.approx(10e-6) and b == pytest.approx(0.5e-6)
+    flat = LinearFit()
+    for _ in range(5):
+        flat.add(3, 2.0)
+    assert flat.coefficients() == (pytest.approx(2.0), 0.0)
+
+
+def test_cost_meter_times_each_message_type_and_attributes_update_events() -> None:
+    clock = Clock()
+    rm = ResourceManager(clock, make_logger(clock, None), queueing=False)
+    meter = RMCostMeter(rm, interval_s=3.0)
+    meter.install()
+    receive = meter.wrap_receive(rm.receive)
+    meter.start()
+    link = Link()
+    receive(link, Register(address="n", resources=Resources(20, 40)))
+    mid = link.sent[0].machine_id
+    assert isinstance(link.sent[0], RegisterResponse)
+    for i in range(6):
+        clock.set(1.0 + 3 * i)
+        statuses = tuple(ContainerStatus(c, "running") for c in range(i))
+        receive(link, Heartbeat(machine_id=mid, heartbeat_id=i, healthy=True, statuses=statuses, full=True))
+    meter.stop()
+    assert [type(m) for m in link.sent[1:]] == [HeartbeatResponse] * 6
+    assert meter.busy["Heartbeat"].count == 6
+    assert meter.busy["Register"].count == 1
+    assert meter.busy["NodeUpdate"].count == 7  # one per heartbeat and one for the registration
+    assert meter.heartbeat_fit.n == 6
+    # Inline handling: every update is processed at once, so every heartbeat counts as timely.
+    assert meter.arrived_by_interval == {k: 1 for k in range(1, 7)}
+    assert meter.timely_by_interval == meter.arrived_by_interval
+    report = meter.report(nodes=1, emulated_s=18.0, speed=1.0, traffic={"frames_in": 7, "bytes_in": 700,
+                                                                          "bytes_out": 350})
+    assert report["rm_cost_us_per_heartbeat"] > 0
+    assert report["messages_to_rm_per_node_minute"] == pytest.approx(7 / 0.3, abs=1e-3)
+    assert set(report["busy_us_by_type"]) == {"Heartbeat", "NodeUpdate", "Register"}
+    clock.loop.close()
