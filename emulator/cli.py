@@ -11,6 +11,7 @@ import msgspec
 from rich.console import Console
 
 from emulator.cli_tcp import add_commands as add_tcp_commands
+from emulator.efficiency import add_command as add_efficiency_command
 from emulator.loader import ScenarioError, load_scenario
 from emulator.sweep import add_command as add_sweep_command
 
@@ -90,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_tcp_commands(sub)
     add_sweep_command(sub)
+    add_efficiency_command(sub)
     return p
 
 

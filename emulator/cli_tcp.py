@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import random
 import socket
 import sys
 from pathlib import Path
@@ -54,8 +55,8 @@ def cmd_rm(args: argparse.Namespace) -> int:
 
     outcome = run(main, "realtime", scenario.run.speed)
     summary = write_results(outcome, out)
-    Console(quiet=args.quiet).print(summary_table(summary, outcome.wall_s))
-    Console(quiet=args.quiet).print(costs_table(summary["costs"]))
+    Console(quiet=args.quiet, width=140).print(summary_table(summary, outcome.wall_s))
+    Console(quiet=args.quiet, width=140).print(costs_table(summary["costs"]))
     print(f"results in {out}/ (node-side counters are in the `emulator nodes` output)", file=sys.stderr)
     return 0
 
@@ -85,8 +86,6 @@ def node_configs(args: argparse.Namespace, host: str, port: int) -> list[HostCon
     else:
         hb = HeartbeatConfig(mode=args.mode, interval_s=args.interval)
         prefix = args.name_prefix or socket.gethostname()
-        import random
-
         rng = random.Random(f"{args.first_id}:phase")
         specs = [
             NodeSpec(f"{prefix}-{args.first_id + i:06d}", Resources(args.cpu, args.ram_gib),
@@ -110,7 +109,7 @@ def cmd_nodes(args: argparse.Namespace) -> int:
         raise ScenarioError("--connect: the RM's port is needed (it prints it when it starts)")
     configs = node_configs(args, host, port)
     reports = run_workers(configs)
-    Console(quiet=args.quiet).print(workers_table(reports))
+    Console(quiet=args.quiet, width=140).print(workers_table(reports))
     return 0
 
 
@@ -120,9 +119,9 @@ def workers_table(reports: list[HostReport]) -> Table:
                 "RSS MiB", "KiB / node", "CPU s", "reconnects"):
         t.add_column(col, justify="right")
     for i, r in enumerate(reports):
-        n = [iv.sent for iv in r.intervals]
-        m = [iv.responses for iv in r.intervals]
-        ratios = [mi / ni for ni, mi in zip(n, m, strict=True) if ni > 0]
+        # Whole intervals only: not the first (registration) nor the last (answers still due).
+        inner = r.intervals[1:-1]
+        ratios = [iv.responses / iv.sent for iv in inner if iv.sent > 0]
         t.add_row(
             str(i), f"{r.nodes:,}", f"{int(r.totals['heartbeats_sent']):,}",
             f"{int(r.totals['heartbeat_responses']):,}", f"{min(ratios):.4f}" if ratios else "n/a",

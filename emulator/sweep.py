@@ -247,7 +247,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if modes and any(m not in ("periodic", "delta") for m in modes):
         raise ScenarioError(f"--modes: expected periodic and/or delta, got {args.modes!r}")
     run_sweep(path, out, Path(args.plots_dir) if args.plots_dir else None, nodes, modes, args.duration,
-              Console())
+              Console(width=150))
     return 0
 
 
