@@ -51,6 +51,8 @@ def cmd_rm(args: argparse.Namespace) -> int:
             proc, wall = await serve_rm(scenario, host, port, args.start_at, sink)
         outcome = RunOutcome(scenario, proc.rm, [], proc.node_stats, proc.sampler, wall_s=wall)
         outcome.extra["costs"] = proc.costs()
+        # h1 needs the nodes' counters: see the `emulator nodes` table.
+        outcome.extra["efficiency"] = {"h1": None, "h2": proc.rm_side_h2()}
         return outcome
 
     outcome = run(main, "realtime", scenario.run.speed)

@@ -82,6 +82,18 @@ class RMProcess:
         self.meter.stop()
         self.log.info("run.finished")
 
+    def window(self) -> tuple[int, int]:
+        """Whole intervals after the warm-up whose heartbeats had a full interval to be answered."""
+        interval = self.scenario.sample_interval_s
+        run_cfg = self.scenario.run
+        first = math.floor(run_cfg.warmup_s / interval) + 2 if run_cfg.warmup_s > 0 else 2
+        return first, math.floor(run_cfg.duration_s / interval) - 1
+
+    def rm_side_h2(self) -> float | None:
+        """h2 needs only the RM's counters (heartbeat arrivals and timely update events)."""
+        m = self.meter
+        return efficiency({}, {}, m.arrived_by_interval, m.timely_by_interval, *self.window())[1]
+
     def costs(self) -> dict[str, Any]:
         sc = self.scenario
         out = self.meter.report(sc.node_count, sc.run.duration_s, sc.run.speed, self.server.stats.snapshot())
@@ -126,9 +138,7 @@ def merge_intervals(proc: RMProcess, reports: list[HostReport]) -> tuple[float |
         new = list(row)
         new[_N_I], new[_M_I], new[_S_I] = sent.get(k, 0), answered.get(k, 0), timely.get(k, 0)
         rows[i] = tuple(new)
-    # Whole intervals after the warm-up whose heartbeats had a full interval to be answered.
-    first = math.floor(sc.run.warmup_s / interval) + 2 if sc.run.warmup_s > 0 else 1
-    last = math.floor(sc.run.duration_s / interval) - 1
+    first, last = proc.window()
     return efficiency(sent, answered, proc.meter.arrived_by_interval, timely, first, last)
 
 

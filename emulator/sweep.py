@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from emulator.loader import ScenarioError, scenario_from_dict
+from emulator.results import write_results
 from emulator.runner import RunOutcome, run_blocking
 from emulator.scenario import SweepConfig
 
@@ -147,7 +148,7 @@ def plot(
     axes[0].set_ylabel("efficiency")
     fig.suptitle(f"{title}: heartbeat processing (h1) and scheduler update (h2) efficiency")
     fig.tight_layout()
-    paths.append(out_dir / "e2-h1-h2.png")
+    paths.append(out_dir / f"{title}-h1-h2.png")
     fig.savefig(paths[-1], dpi=110)
     plt.close(fig)
 
@@ -162,7 +163,7 @@ def plot(
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    paths.append(out_dir / "e2-rm-cpu.png")
+    paths.append(out_dir / f"{title}-rm-cpu.png")
     fig.savefig(paths[-1], dpi=110)
     plt.close(fig)
     return paths
@@ -187,7 +188,11 @@ def run_sweep(path: Path, out: Path, plots_dir: Path | None, nodes: list[int] | 
         for mode in use_modes:
             sc = point(base, cfg, n, mode, str(path))
             console.print(f"[bold]{mode}[/] {n:,} nodes ({sc.run.clock}, {sc.transport.kind}) ...", end=" ")
-            row = measure(run_blocking(sc))
+            outcome = run_blocking(sc)
+            write_results(outcome, out / f"{mode}-{n}")  # summary.json + timeseries.csv per point
+            row = measure(outcome)
+            for key in ("heartbeats_sent", "heartbeats_skipped"):
+                row[key] = int(row[key])
             rows.append(row)
             console.print(f"h1={_fmt(row['h1'])} h2={_fmt(row['h2'])} RM CPU {row['rm_cpu_percent']:.1f}% "
                           f"({row['wall_s']:.0f}s wall)")
