@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -120,3 +121,68 @@ def test_cost_meter_times_each_message_type_and_attributes_update_events() -> No
     assert report["messages_to_rm_per_node_minute"] == pytest.approx(7 / 0.3, abs=1e-3)
     assert set(report["busy_us_by_type"]) == {"Heartbeat", "NodeUpdate", "Register"}
     clock.loop.close()
+
+
+SWEEP = """
+name = "tiny"
+[cluster]
+nodes = [{ count = 10, cpu = 20, ram_gib = 40 }]
+[rm.service_time]
+heartbeat_us = 20000
+heartbeat_per_status_us = 2000
+node_update_us = 1000
+[[workload.operations]]
+name = "j"
+cpu = 1
+ram_gib = 2
+job_count = 100
+seconds_mean = 20
+seconds_deviation = 5
+repeat = 3
+repeat_every_s = 10
+[run]
+duration_s = 90
+warmup_s = 6
+seed = 3
+[sweep]
+nodes = [10, 40, 400]
+"""
+
+
+def test_sweep_scales_the_workload_finds_limits_and_writes_plots(tmp_path: Any) -> None:
+    from rich.console import Console
+
+    from emulator.sweep import largest_ok, load_sweep, point, run_sweep
+
+    path = tmp_path / "tiny.toml"
+    path.write_text(SWEEP)
+    base, cfg = load_sweep(path)
+    sc = point(base, cfg, 40, "delta", str(path))
+    assert sc.node_count == 40 and sc.heartbeat.mode == "delta"
+    assert sc.workload.operations[0].job_count == 400  # t = n·c·l/a scales with n
+    # 400 nodes x 3 s heartbeats of >= 20 ms each overload the modelled RM in periodic mode.
+    result = run_sweep(path, tmp_path / "out", None, None, None, None, Console(quiet=True))
+    by = {(r["mode"], r["nodes"]): r for r in result["rows"]}
+    assert by[("periodic", 10)]["h1"] == 1.0 and by[("periodic", 10)]["h2"] == 1.0
+    assert by[("periodic", 400)]["h2"] < 0.99
+    assert (by[("delta", 10)]["messages_to_rm_per_node_minute"]
+            < by[("periodic", 10)]["messages_to_rm_per_node_minute"])
+    assert result["largest_ok"]["periodic"]["nodes"] in (10, 40)
+    assert (tmp_path / "out" / "tiny-h1-h2.png").stat().st_size > 10_000
+    assert (tmp_path / "out" / "tiny-rm-cpu.png").stat().st_size > 10_000
+    assert (tmp_path / "out" / "periodic-400" / "summary.json").exists()
+    rows = [{"mode": "delta", "nodes": n, "h1": 1.0, "h2": h2} for n, h2 in ((1, 1.0), (2, 0.995), (3, 0.5))]
+    assert largest_ok(rows, "delta", 0.99) == (2, True)
+    assert largest_ok(rows[:2], "delta", 0.99) == (2, False)
+
+
+def test_tcp_needs_the_realtime_clock() -> None:
+    from emulator.loader import ScenarioError, scenario_from_dict
+
+    with pytest.raises(ScenarioError, match=re.escape('needs `run.clock = "realtime"`')):
+        scenario_from_dict({"cluster": {"nodes": [{"count": 1, "cpu": 1, "ram_gib": 1}]},
+                            "transport": {"kind": "tcp"}, "run": {"duration_s": 10}}, "x.toml")
+    with pytest.raises(ScenarioError, match=r"at `transport.workers`"):
+        scenario_from_dict({"cluster": {"nodes": [{"count": 1, "cpu": 1, "ram_gib": 1}]},
+                            "transport": {"kind": "tcp", "workers": 0},
+                            "run": {"duration_s": 10, "clock": "realtime"}}, "x.toml")

@@ -362,11 +362,6 @@ class TcpClient:
     async def wait_connected(self) -> None:
         await self._connected.wait()
 
-    def drop(self) -> None:
-        """Abort the current connection (as a network fault would); ``run`` reconnects."""
-        if self._conn is not None:
-            self._conn.abort()
-
     async def run(self) -> None:
         """Keep the connection up until cancelled."""
         loop = asyncio.get_running_loop()
