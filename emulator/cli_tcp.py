@@ -110,7 +110,11 @@ def cmd_nodes(args: argparse.Namespace) -> int:
     if port == 0:
         raise ScenarioError("--connect: the RM's port is needed (it prints it when it starts)")
     configs = node_configs(args, host, port)
-    reports = run_workers(configs)
+    try:
+        reports = run_workers(configs)
+    except RuntimeError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     Console(quiet=args.quiet, width=140).print(workers_table(reports))
     return 0
 

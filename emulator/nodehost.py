@@ -164,7 +164,11 @@ def main() -> int:
         return await host_nodes(cfg, EpochClock(loop, cfg.speed, epoch))
 
     with contextlib.suppress(KeyboardInterrupt):
-        report = run(go, "realtime", cfg.speed)
+        try:
+            report = run(go, "realtime", cfg.speed)
+        except TimeoutError:
+            print(f"nodehost: cannot connect to the RM at {cfg.host}:{cfg.port}", file=sys.stderr)
+            return 1
         sys.stdout.buffer.write(msgspec.json.encode(report) + b"\n")
         sys.stdout.flush()
         return 0
