@@ -10,6 +10,10 @@ from nodemanager.stats import NodeStats
 from rm.manager import ResourceManager
 from rm.scheduler.fair_share import progressive_filling
 
+# Per interval: nodes removed by the RM, messages and bytes nodes sent to the RM, ring liveness
+# messages between nodes, bytes of ring updates the RM sent.
+COUNTER_COLUMNS = ("removals", "to_rm_messages", "to_rm_bytes", "ring_messages", "ring_update_bytes")
+
 COLUMNS = (
     "t_s",
     "cpu_utilization",
@@ -24,6 +28,7 @@ COLUMNS = (
     "scheduler_queue_depth",
     "fair_cpu_bound",
     "fair_ram_bound",
+    *COUNTER_COLUMNS,
 )
 
 
@@ -55,6 +60,9 @@ class Sampler:
         self.groups: dict[str, GroupShares] = {g: GroupShares() for g in groups}
         self._last = (0, 0, 0)
         self.listeners: list[Callable[[tuple[float, ...]], None]] = []
+        # Cumulative counters behind COUNTER_COLUMNS (set by the runner; zero when absent).
+        self.counters: dict[str, Callable[[], int]] = {}
+        self._last_counters = dict.fromkeys(COUNTER_COLUMNS, 0)
 
     async def run(self) -> None:
         t = self.interval_s
@@ -93,11 +101,21 @@ class Sampler:
             rm.events.depth,
             fair.utilization.cpu,
             fair.utilization.ram_gib,
+            *self._counter_deltas(),
         )
         self.rows.append(row)
         for listener in self.listeners:
             listener(row)
         return row
+
+    def _counter_deltas(self) -> list[int]:
+        out = []
+        for name in COUNTER_COLUMNS:
+            fn = self.counters.get(name)
+            value = fn() if fn is not None else 0
+            out.append(value - self._last_counters[name])
+            self._last_counters[name] = value
+        return out
 
     def _accumulate_shares(
         self, ops: list[Any], usage: dict[int, tuple[float, float]], cap_cpu: float, cap_ram: float

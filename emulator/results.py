@@ -90,8 +90,46 @@ def build_summary(outcome: RunOutcome) -> dict[str, Any]:
             (ns.heartbeats_sent + ns.registrations) / max(sc.node_count, 1) / (sc.run.duration_s / 60)
         ),
         "measurement_window_s": window,
+        **ring_summary(outcome),
         "operations": operations,
     }
+
+
+def ring_summary(outcome: RunOutcome) -> dict[str, Any]:
+    """Failure detection and membership figures (issue 4); empty for runs built without them."""
+    extra = outcome.extra
+    sc = outcome.scenario
+    if "removals" not in extra:
+        return {}
+    per_node_minute = max(sc.node_count, 1) * (sc.run.duration_s / 60)
+    removals = extra["removals"].summary()
+    out: dict[str, Any] = {
+        "false_removals": removals["false_removals"],
+        "stalled_removals": removals["stalled_removals"],
+        "crashed_nodes": removals["crashed_nodes"],
+        "crashed_removed": removals["crashed_removed"],
+        "detection_latency_s": removals["detection_latency_s"],
+        "rm_messages_per_node_minute": _r(extra["to_rm"].messages / per_node_minute),
+        "rm_bytes_per_node_minute": _r(extra["to_rm"].bytes / per_node_minute),
+        "failure_detector": sc.ring.detector if sc.ring_enabled else "rm_liveliness_monitor",
+    }
+    stats = extra.get("ring_stats")
+    membership = extra.get("membership")
+    if stats is not None and membership is not None:
+        ms = membership.stats
+        out.update(
+            ring_messages_per_node_minute=_r(stats.peer_messages / per_node_minute),
+            ring_reports=ms.reports,
+            ring_reports_rejected=ms.reports_rejected + ms.reports_unregistered,
+            ring_probes=ms.probes,
+            ring_refuted=ms.refuted,
+            ring_brake_held=ms.brake_held,
+            ring_deltas=ms.deltas,
+            membership_bytes_join=ms.bytes_join,
+            membership_bytes_removal=ms.bytes_removal,
+            liveness_lost=extra["peers"].lost,
+        )
+    return out
 
 
 def write_results(outcome: RunOutcome, out_dir: Path) -> dict[str, Any]:

@@ -12,13 +12,20 @@ from emulator.clock import LoopClock, run, wall_time
 from emulator.eventlog import make_logger
 from emulator.faults import FaultInjector
 from emulator.metrics import Sampler
-from emulator.scenario import Scenario
+from emulator.removals import RemovalLog
+from emulator.scenario import RMStallFault, Scenario
 from emulator.topology import node_specs, phases
 from emulator.transport.memory import MemoryNetwork
+from emulator.transport.metered import Meter, MeteredLink
+from emulator.transport.peers import MemoryPeers
 from emulator.workload import WorkloadDriver
 from nodemanager.node import NodeManager
 from nodemanager.stats import NodeStats
+from ringmon.membership import ViewCache
+from ringmon.monitor import RingMonitor
+from ringmon.ports import RingStats
 from rm.manager import ResourceManager
+from rm.membership import MembershipService
 
 
 @dataclass
@@ -44,7 +51,8 @@ async def run_scenario(
     log = make_logger(clock, events)
     rm = ResourceManager(
         clock, log, scenario.rm, scenario.scheduler, heartbeat_mode=scenario.heartbeat.mode,
-        queueing=scenario.run.clock == "realtime",
+        queueing=scenario.run.clock == "realtime"
+        or any(isinstance(f, RMStallFault) for f in scenario.faults),
     )
     workload = WorkloadDriver(scenario.workload, rm, clock, scenario.run.seed, log)
     workload.install_pools()
@@ -59,8 +67,11 @@ async def run_scenario(
         for (address, res), offset in zip(specs, offsets, strict=True)
     ]
     network = MemoryNetwork(clock, rm, scenario.transport.latency_s)
+    to_rm = Meter()
     for node in nodes:
-        network.connect(node)
+        link, _ = network.connect(node)
+        node.attach(MeteredLink(link, to_rm))
+    peers, membership, ring_stats = _wire_ring(scenario, clock, rm, nodes, offsets, log)
     sampler = Sampler(
         rm, stats, clock, scenario.sample_interval_s, scenario.run.warmup_s,
         [o.name for o in scenario.workload.operations],
@@ -68,7 +79,22 @@ async def run_scenario(
     outcome = RunOutcome(scenario, rm, nodes, stats, sampler)
     if progress is not None:
         sampler.listeners.append(lambda row: progress(outcome, row))
-    faults = FaultInjector(scenario.faults, nodes, clock, scenario.run.seed, log)
+    faults = FaultInjector(scenario.faults, nodes, clock, scenario.run.seed, log, rm=rm, peers=peers)
+    removals = RemovalLog(nodes, faults.crashed_at, clock, scenario.ring.grace_s)
+    rm.node_lost.append(removals.on_lost)
+    outcome.extra.update(
+        to_rm=to_rm, peers=peers, membership=membership, ring_stats=ring_stats, removals=removals
+    )
+    sampler.counters.update(
+        removals=lambda: len(removals.removals),
+        to_rm_messages=lambda: to_rm.messages,
+        to_rm_bytes=lambda: to_rm.bytes,
+    )
+    if ring_stats is not None and membership is not None:
+        sampler.counters.update(
+            ring_messages=lambda: ring_stats.peer_messages,
+            ring_update_bytes=lambda: membership.stats.bytes_total,
+        )
     log.info(
         "run.started", scenario=scenario.name, nodes=len(nodes), mode=scenario.heartbeat.mode,
         policy=scenario.scheduler.policy, seed=scenario.run.seed,
@@ -90,6 +116,30 @@ async def run_scenario(
     outcome.wall_s = wall_time() - started
     log.info("run.finished")
     return outcome
+
+
+def _wire_ring(
+    scenario: Scenario,
+    clock: LoopClock,
+    rm: ResourceManager,
+    nodes: list[NodeManager],
+    offsets: list[float],
+    log: Any,
+) -> tuple[MemoryPeers | None, MembershipService | None, RingStats | None]:
+    """The ring monitor on every node, the peer channel between them, the RM's membership."""
+    if not scenario.ring_enabled:
+        return None, None, None
+    cfg = scenario.ring
+    peers = MemoryPeers(clock, scenario.run.seed, scenario.transport.latency_s)
+    membership = MembershipService(rm, cfg)
+    views = ViewCache()
+    stats = RingStats()
+    for node, offset in zip(nodes, offsets, strict=True):
+        node.monitor = RingMonitor(
+            cfg, clock, peers, node.send_to_rm, views, stats, log,
+            stall_age=node.stalled_for, on_removed=node.ring_removed, phase_s=offset,
+        )
+    return peers, membership, stats
 
 
 def run_blocking(

@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from ringmon.protocol import UnlivelinessReport
+from ringmon.protocol import Ring, RingMessage, UnlivelinessReport
 from rm.cluster import Allocation, Cluster, NodeRecord
 from rm.config import RMConfig
 from rm.dispatcher import Dispatcher
@@ -106,6 +106,10 @@ class ResourceManager:
         self.operation_finished: list[Callable[[Operation], None]] = []
         self.node_lost: list[Callable[[NodeRecord, str], None]] = []
         self.unliveliness_handler: Callable[[Any, UnlivelinessReport], None] | None = None
+        # Ring membership (rm.membership): told about new nodes; supplies the ring for
+        # RegisterResponse.
+        self.node_registered: list[Callable[[NodeRecord], None]] = []
+        self.ring_provider: Callable[[], Ring] | None = None
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -138,7 +142,8 @@ class ResourceManager:
                 self.tracker.on_heartbeat(link, msg)
             case Register():
                 self.tracker.on_register(link, msg)
-            case UnlivelinessReport() if self.unliveliness_handler is not None:
+            case RingMessage() if self.unliveliness_handler is not None:
+                # Reports, probe answers, ring sync requests: the membership service's.
                 self.unliveliness_handler(link, msg)
             case _:
                 self.log.warning("rm.unexpected_message", type=type(msg).__name__)

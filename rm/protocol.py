@@ -12,7 +12,11 @@ import msgspec
 
 from ringmon.protocol import (
     Action,
+    Probe,
+    ProbeAck,
     Ring,
+    RingDelta,
+    RingSyncRequest,
     RingUpdate,
     UnlivelinessReport,
     UnlivelinessResponse,
@@ -87,7 +91,7 @@ class KillContainers(Message):
     exit_code: int = EXIT_KILLED
 
 
-RMInbound = Register | Heartbeat | UnlivelinessReport
+RMInbound = Register | Heartbeat | UnlivelinessReport | ProbeAck | RingSyncRequest
 NodeInbound = (
     RegisterResponse
     | HeartbeatResponse
@@ -95,6 +99,8 @@ NodeInbound = (
     | KillContainers
     | RingUpdate
     | UnlivelinessResponse
+    | RingDelta
+    | Probe
 )
 
 __all__ = [
@@ -112,10 +118,14 @@ __all__ = [
     "LaunchContainers",
     "Message",
     "NodeInbound",
+    "Probe",
+    "ProbeAck",
     "RMInbound",
     "Register",
     "RegisterResponse",
     "Ring",
+    "RingDelta",
+    "RingSyncRequest",
     "RingUpdate",
     "UnlivelinessReport",
     "UnlivelinessResponse",

@@ -71,6 +71,8 @@ class ResourceTracker:
                 cpu=msg.resources.cpu,
                 ram_gib=msg.resources.ram_gib,
             )
+            for listener in rm.node_registered:
+                listener(node)
         else:
             node.link = link
             rm.log.info("node.reregistered", machine_id=node.machine_id, address=msg.address)
@@ -79,7 +81,8 @@ class ResourceTracker:
         node.last_heartbeat_at = now
         self.stats.registrations += 1
         kill = self._reconcile(node, msg.containers)
-        link.send(RegisterResponse(action="normal", machine_id=node.machine_id))
+        ring = rm.ring_provider() if rm.ring_provider is not None else None
+        link.send(RegisterResponse(action="normal", machine_id=node.machine_id, ring=ring))
         if kill:
             link.send(KillContainers(container_ids=tuple(kill)))
         rm.node_update(node)
