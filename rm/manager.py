@@ -233,8 +233,11 @@ class ResourceManager:
         allocs = list(node.containers.values())
         for alloc in allocs:
             self.cluster.release(alloc, now)
-            self._requeue(alloc)
+        # Forget the node before requeueing: a requeue may run a scheduling pass at once (inline
+        # dispatch), which must not place the tasks back on this node.
         self.cluster.remove(node, now)
+        for alloc in allocs:
+            self._requeue(alloc)
         self.stats.nodes_lost += 1
         self.log.warning(
             "node.lost", machine_id=node.machine_id, address=node.address, reason=reason,
