@@ -29,7 +29,7 @@ class RingConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, froze
     # kring: how long (in intervals) the RM waits for a probe answer before removing the suspect.
     probe_timeout: Positive = 0.2
     # A node whose main loop has been stalled longer than this is removed (and later rejoins).
-    grace_s: Positive = 9.0
+    grace_s: Positive = 10.0
     # kring: a watcher whose own tick is this late (in intervals) does not trust its silence data.
     lag_tolerance: Positive = 0.5
     # The RM batches ring changes for this long into one versioned delta.
