@@ -98,6 +98,7 @@ def figures(outcome: RunOutcome, summary: dict[str, Any]) -> dict[str, Any]:
         "crashed": summary["crashed_nodes"],
         "crashed_removed": summary["crashed_removed"],
         "false_removals": summary["false_removals"],
+        "false_removed_nodes": summary["false_removed_nodes"],
         "detection_latency_s": summary["detection_latency_s"],
         "membership_bytes_removal": summary.get("membership_bytes_removal"),
         "membership_bytes_join": summary.get("membership_bytes_join"),
@@ -141,7 +142,9 @@ def write_removals_csv(path: Path, bins: dict[str, tuple[list[int], list[int]]],
             w.writerow(row)
 
 
-def plot_removals(csv_path: Path, png_path: Path, crash_at_s: float | None = None) -> None:
+def plot_removals(
+    csv_path: Path, png_path: Path, crash_at_s: float | None = None, title: str = "E3"
+) -> None:
     """Removals per bin and cumulative removals over time, one line per mode (cf. Fig. 9)."""
     import matplotlib
 
@@ -153,19 +156,24 @@ def plot_removals(csv_path: Path, png_path: Path, crash_at_s: float | None = Non
     t = [float(r["t_s"]) for r in rows]
     modes = [c.removesuffix("_removals") for c in rows[0] if c.endswith("_removals") and "false" not in c]
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(9, 7), sharex=True)
-    for m in modes:
+    styles = ["-", "--", "-.", ":"]
+    for k, m in enumerate(modes):
         per_bin = [int(r[f"{m}_removals"]) for r in rows]
-        cum = [sum(per_bin[: k + 1]) for k in range(len(per_bin))]
-        ax1.step(t, per_bin, where="post", label=m)
-        ax2.step(t, cum, where="post", label=m)
+        cum = [sum(per_bin[: j + 1]) for j in range(len(per_bin))]
+        style = {"where": "post", "label": m, "linestyle": styles[k % len(styles)], "linewidth": 1.6}
+        ax1.step(t, per_bin, **style)
+        ax2.step(t, cum, **style)
     for ax in (ax1, ax2):
         if crash_at_s is not None:
             ax.axvline(crash_at_s, color="grey", linestyle=":", linewidth=1)
+        # Log-like scale: tens of thousands of false removals and a few hundred real ones.
+        ax.set_yscale("symlog", linthresh=10)
+        ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
     ax1.set_ylabel(f"nodes removed per {t[1] - t[0]:g} s" if len(t) > 1 else "nodes removed")
     ax2.set_ylabel("nodes removed (cumulative)")
     ax2.set_xlabel("emulated time (s)")
-    ax1.set_title(f"{png_path.parent.name}: node removals over time (faults from the dotted line)")
+    ax1.set_title(f"{title}: node removals over time (faults start at the dotted line)")
     ax1.legend()
     fig.tight_layout()
     fig.savefig(png_path, dpi=120)
@@ -187,7 +195,7 @@ def run_e3(
     crash_at: float | None = None
     for mode in modes:
         scenario = e3_scenario(mode, scenarios_dir, nodes, experiment)
-        crash_at = next((f.at_s for f in scenario.faults if type(f).__name__ == "CrashFault"), crash_at)
+        crash_at = min((f.at_s for f in scenario.faults), default=crash_at)
         if progress is not None:
             progress(f"E3 {mode}: {scenario.node_count} nodes, {scenario.run.duration_s:g} s emulated ...")
         (out / mode).mkdir(exist_ok=True)
@@ -202,5 +210,5 @@ def run_e3(
                 f"latency {r['detection_latency_s']}, wall {r['wall_s']} s"
             )
     write_removals_csv(out / "removals.csv", bins, bin_s)
-    plot_removals(out / "removals.csv", out / "removals.png", crash_at)
+    plot_removals(out / "removals.csv", out / "removals.png", crash_at, f"E3 {experiment}")
     return results

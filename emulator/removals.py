@@ -48,6 +48,8 @@ class RemovalLog:
         return {
             "removals": len(self.removals),
             "false_removals": sum(self.is_false(r) for r in self.removals),
+            # A node can be falsely removed, rejoin, and be removed again: distinct nodes.
+            "false_removed_nodes": len({r.address for r in self.removals if self.is_false(r)}),
             "stalled_removals": sum(not r.crashed and r.stalled_s > self._grace for r in self.removals),
             "crashed_nodes": len(self._crashed_at),
             "crashed_removed": len(crashed_removed),

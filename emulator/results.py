@@ -105,6 +105,7 @@ def ring_summary(outcome: RunOutcome) -> dict[str, Any]:
     removals = extra["removals"].summary()
     out: dict[str, Any] = {
         "false_removals": removals["false_removals"],
+        "false_removed_nodes": removals["false_removed_nodes"],
         "stalled_removals": removals["stalled_removals"],
         "crashed_nodes": removals["crashed_nodes"],
         "crashed_removed": removals["crashed_removed"],
