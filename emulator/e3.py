@@ -195,7 +195,9 @@ def run_e3(
     crash_at: float | None = None
     for mode in modes:
         scenario = e3_scenario(mode, scenarios_dir, nodes, experiment)
-        crash_at = min((f.at_s for f in scenario.faults), default=crash_at)
+        starts = [f.at_s for f in scenario.faults]
+        if starts:
+            crash_at = min(starts) if crash_at is None else min(crash_at, *starts)
         if progress is not None:
             progress(f"E3 {mode}: {scenario.node_count} nodes, {scenario.run.duration_s:g} s emulated ...")
         (out / mode).mkdir(exist_ok=True)
