@@ -36,14 +36,37 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"{scenario.heartbeat.mode} heartbeats every {scenario.heartbeat.interval_s:g}s, "
         f"{scenario.scheduler.policy}, {scenario.run.duration_s:g}s emulated ({scenario.run.clock})"
     )
+    if args.serve is not None:
+        from emulator.web.serve import run_served
+
+        return run_served(args, scenario, out, console)
     if args.quiet:
         outcome = run_blocking(scenario, out / "events.jsonl")
     else:
         with RunProgress(scenario.run.duration_s, console) as bar:
             outcome = run_blocking(scenario, out / "events.jsonl", bar.update)
     summary = write_results(outcome, out)
+    from emulator.report import write_run_report
+
+    report = write_run_report(out)
     Console(quiet=args.quiet).print(summary_table(summary, outcome.wall_s))
-    console.print(f"results in {out}/ (summary.json, timeseries.csv, events.jsonl)")
+    console.print(f"results in {out}/ (summary.json, timeseries.csv, events.jsonl, {report.name}, *.png)")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from emulator.report import ReportError, write_compare_report, write_run_report
+
+    try:
+        if len(args.dirs) == 1 and args.out is None:
+            path = write_run_report(Path(args.dirs[0]))
+        else:
+            out = Path(args.out or "compare-report.html")
+            path = write_compare_report([Path(d) for d in args.dirs], out)
+    except ReportError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"report written to {path}")
     return 0
 
 
@@ -73,7 +96,22 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, help="override run.seed")
     r.add_argument("--duration", type=float, help="override run.duration_s")
     r.add_argument("--quiet", action="store_true", help="no progress bar or table")
+    r.add_argument("--serve", metavar="[HOST:]PORT",
+                   help="watch the run live on a status page (real time; default host 127.0.0.1)")
+    r.add_argument("--allow-control", action="store_true",
+                   help="with --serve: let the page pause the run and crash or pause nodes")
+    r.add_argument("--speed", type=float,
+                   help="with --serve: emulated seconds per wall second (default: the scenario's "
+                   "speed for a realtime scenario, else 20)")
+    r.add_argument("--linger", type=float, metavar="SECONDS",
+                   help="with --serve: keep serving this long after the run (default: until Ctrl-C)")
     r.set_defaults(func=cmd_run)
+
+    rp = sub.add_parser("report", help="write report.html for one results directory, or a "
+                        "side-by-side report of several")
+    rp.add_argument("dirs", nargs="+", help="results directories of `emulator run`")
+    rp.add_argument("--out", help="output file (several dirs: default compare-report.html)")
+    rp.set_defaults(func=cmd_report)
 
     v = sub.add_parser("validate", help="check scenario files without running them")
     v.add_argument("scenarios", nargs="+")

@@ -33,6 +33,9 @@ class RunOutcome:
 
 
 ProgressHook = Callable[[RunOutcome, tuple[float, ...]], None]
+# Called once the run is wired up, before anything runs: the live status page's way in.
+# ``outcome.extra`` then also holds "clock", "log" and "faults".
+StartHook = Callable[[RunOutcome], None]
 
 
 async def run_scenario(
@@ -40,6 +43,7 @@ async def run_scenario(
     clock: LoopClock,
     events: IO[str] | None = None,
     progress: ProgressHook | None = None,
+    on_start: StartHook | None = None,
 ) -> RunOutcome:
     log = make_logger(clock, events)
     rm = ResourceManager(
@@ -69,6 +73,9 @@ async def run_scenario(
     if progress is not None:
         sampler.listeners.append(lambda row: progress(outcome, row))
     faults = FaultInjector(scenario.faults, nodes, clock, scenario.run.seed, log)
+    if on_start is not None:
+        outcome.extra.update(clock=clock, log=log, faults=faults)
+        on_start(outcome)
     log.info(
         "run.started", scenario=scenario.name, nodes=len(nodes), mode=scenario.heartbeat.mode,
         policy=scenario.scheduler.policy, seed=scenario.run.seed,
