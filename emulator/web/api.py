@@ -27,6 +27,18 @@ def _error(status: int, message: str) -> web.Response:
     return _json({"error": message}, status)
 
 
+class BadQuery(ValueError):
+    """A query parameter of the wrong type: answered 400 with the message."""
+
+
+@web.middleware
+async def bad_query_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
+    try:
+        return await handler(request)  # type: ignore[no-any-return]
+    except BadQuery as err:
+        return _error(400, str(err))
+
+
 def _int(request: web.Request, name: str, default: int) -> int:
     raw = request.query.get(name)
     if raw is None or raw == "":
@@ -34,10 +46,7 @@ def _int(request: web.Request, name: str, default: int) -> int:
     try:
         return int(raw)
     except ValueError:
-        raise web.HTTPBadRequest(
-            body=msgspec.json.encode({"error": f"query `{name}` must be an integer, got {raw!r}"}),
-            content_type="application/json",
-        ) from None
+        raise BadQuery(f"query `{name}` must be an integer, got {raw!r}") from None
 
 
 def _float(request: web.Request, name: str, default: float) -> float:
@@ -47,10 +56,7 @@ def _float(request: web.Request, name: str, default: float) -> float:
     try:
         return float(raw)
     except ValueError:
-        raise web.HTTPBadRequest(
-            body=msgspec.json.encode({"error": f"query `{name}` must be a number, got {raw!r}"}),
-            content_type="application/json",
-        ) from None
+        raise BadQuery(f"query `{name}` must be a number, got {raw!r}") from None
 
 
 async def get_cluster(request: web.Request) -> web.Response:
@@ -145,6 +151,7 @@ async def post_nodes(request: web.Request) -> web.Response:
 
 
 def add_routes(app: web.Application) -> None:
+    app.middlewares.append(bad_query_middleware)
     app.router.add_get("/api/cluster", get_cluster)
     app.router.add_get("/api/nodes", get_nodes)
     app.router.add_get("/api/operations", get_operations)

@@ -47,10 +47,12 @@ async def serve_scenario(
     on_finished: Callable[[RunOutcome, LiveRun], None] | None = None,
     linger_s: float | None = 0.0,
     push_interval_s: float = 1.0,
+    live: LiveRun | None = None,
 ) -> tuple[RunOutcome, LiveRun]:
     """Serve the page, run the scenario, then keep serving the final state for ``linger_s`` wall
-    seconds (None: until cancelled, e.g. by Ctrl-C)."""
-    live = LiveRun(scenario, allow_control=allow_control)
+    seconds (None: until cancelled, e.g. by Ctrl-C). ``live`` lets a caller watch the state too."""
+    if live is None:
+        live = LiveRun(scenario, allow_control=allow_control)
     server = await start_server(make_app(live, push_interval_s), host, port)
     try:
         if on_ready is not None:
