@@ -19,7 +19,8 @@ MAX_WALL_S = 60.0
 
 def small_scenario(nodes: int = 12, duration_s: float = 600.0, speed: float = 20.0,
                    expiry_s: float = 6.0, **run: Any) -> Scenario:
-    """Periodic 1 s heartbeats, a fast liveliness monitor, two looping users."""
+    """Periodic 1 s heartbeats, a fast liveliness monitor, two looping users that keep the
+    cluster about 80% busy whatever its size."""
     return scenario_from_dict({
         "name": "web-test",
         "cluster": {"nodes": [{"count": nodes, "cpu": 16, "ram_gib": 64, "name": "n"}]},
@@ -28,9 +29,9 @@ def small_scenario(nodes: int = 12, duration_s: float = 600.0, speed: float = 20
         "workload": {
             "pools": [{"name": "prod", "weight": 2.0}, {"name": "batch"}],
             "operations": [
-                {"name": "web", "pool": "prod", "cpu": 2, "ram_gib": 4, "job_count": 40,
+                {"name": "web", "pool": "prod", "cpu": 2, "ram_gib": 4, "job_count": 4 * nodes,
                  "seconds_mean": 20, "seconds_deviation": 5, "loop": True},
-                {"name": "etl", "pool": "batch", "cpu": 1, "ram_gib": 8, "job_count": 60,
+                {"name": "etl", "pool": "batch", "cpu": 1, "ram_gib": 8, "job_count": 5 * nodes,
                  "seconds_mean": 30, "seconds_deviation": 5, "loop": True},
             ],
         },
