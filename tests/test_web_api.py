@@ -247,3 +247,21 @@ def test_parse_bind() -> None:
     assert parse_bind("[::1]:7000") == ("::1", 7000)
     with pytest.raises(ValueError, match="PORT"):
         parse_bind("localhost:http")
+
+
+def test_run_serve_command_end_to_end(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from pathlib import Path
+
+    from emulator.cli import main
+
+    scenario = Path(__file__).parent.parent / "scenarios" / "quickstart.toml"
+    out = tmp_path / "live"
+    code = main(["run", str(scenario), "--serve", "127.0.0.1:0", "--speed", "600", "--duration", "400",
+                 "--linger", "0", "--out", str(out), "--quiet"])
+    assert code == 0
+    err = capsys.readouterr().err
+    assert "status page: http://127.0.0.1:" in err
+    summary = msgspec.json.decode((out / "summary.json").read_bytes())
+    assert summary["clock"] == "realtime" and summary["nodes_alive_end"] == 50
+    assert (out / "report.html").is_file() and (out / "events.jsonl").stat().st_size > 0
+    assert main(["run", str(scenario), "--serve", "nohost:port", "--out", str(out), "--quiet"]) == 2

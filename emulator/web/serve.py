@@ -104,8 +104,9 @@ def run_served(args: Any, scenario: Scenario, out: Path, console: Any) -> int:
 
     def ready(url: str) -> None:
         control = "control on" if args.allow_control else "read-only; --allow-control to inject faults"
-        console.print(f"[bold green]status page:[/] {url}  ({control}; "
-                      f"{scenario.run.speed:g}x real time)")
+        # Printed even with --quiet: without the address the page cannot be found.
+        Console(stderr=True).print(f"[bold green]status page:[/] {url}  ({control}; "
+                                   f"{scenario.run.speed:g}x real time)")
 
     def finished(outcome: RunOutcome, live: LiveRun) -> None:
         summary = write_results(outcome, out)

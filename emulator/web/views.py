@@ -231,7 +231,7 @@ def ring(live: LiveRun) -> dict[str, Any]:
     if out is None:
         return {"version": None, "size": 0, "max_id": 0, "states": "", "changes": []}
     rm = out.rm
-    rm_ring = getattr(rm, "ring", None)
+    rm_ring = getattr(rm, "ring", None) or getattr(getattr(rm, "membership", None), "ring", None)
     ids = getattr(rm_ring, "ids", None)
     version = getattr(rm_ring, "version", None)
     members = set(ids) if ids is not None else set(rm.cluster.nodes)

@@ -69,7 +69,7 @@ function initCharts() {
     { label: "inbound queue", stroke: "#4b5563", scale: "q" },
     { label: "scheduler queue", stroke: "#ca8a04", scale: "q", dash: [4, 3] },
   ], { height: 160, y: { range: [0, 1] }, scales: { q: { auto: true } },
-    axes: [{ scale: "q", side: 1, size: 44, grid: { show: false } }] });
+    axes: [{ scale: "q", side: 1, size: 56, grid: { show: false } }] });
   window.addEventListener("resize", () => {
     for (const [id, u] of Object.entries(page.charts)) u.setSize({ width: chartWidth($(id)), height: u.height });
   });
