@@ -31,15 +31,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     console = Console(stderr=True, quiet=args.quiet)
     out = Path(args.out) if args.out else Path("runs") / Path(args.scenario).stem
     out.mkdir(parents=True, exist_ok=True)
+    if args.serve is not None:
+        from emulator.web.serve import run_served
+
+        return run_served(args, scenario, out, console)
     console.print(
         f"[bold]{scenario.name or args.scenario}[/]: {scenario.node_count} nodes, "
         f"{scenario.heartbeat.mode} heartbeats every {scenario.heartbeat.interval_s:g}s, "
         f"{scenario.scheduler.policy}, {scenario.run.duration_s:g}s emulated ({scenario.run.clock})"
     )
-    if args.serve is not None:
-        from emulator.web.serve import run_served
-
-        return run_served(args, scenario, out, console)
     if args.quiet:
         outcome = run_blocking(scenario, out / "events.jsonl")
     else:

@@ -101,6 +101,12 @@ def run_served(args: Any, scenario: Scenario, out: Path, console: Any) -> int:
         console.print(f"[red]error:[/] {err}")
         return 2
     scenario = live_scenario(scenario, args.speed)
+    console.print(
+        f"[bold]{scenario.name or args.scenario}[/]: {scenario.node_count} nodes, "
+        f"{scenario.heartbeat.mode} heartbeats every {scenario.heartbeat.interval_s:g}s, "
+        f"{scenario.scheduler.policy}, {scenario.run.duration_s:g}s emulated "
+        f"(real time x{scenario.run.speed:g}: {scenario.run.duration_s / scenario.run.speed:,.0f} s to watch)"
+    )
 
     def ready(url: str) -> None:
         control = "control on" if args.allow_control else "read-only; --allow-control to inject faults"
