@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +14,20 @@ from rich.console import Console
 from emulator.loader import ScenarioError, load_scenario
 
 
+def _parse_set(item: str) -> tuple[str, Any]:
+    """``a.b=VALUE`` where VALUE is a TOML value; bare words are taken as strings."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key.strip():
+        raise ScenarioError(f"--set {item!r}: expected KEY=VALUE, e.g. scheduler.policy=fifo")
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return key.strip(), value
+
+
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = dict(_parse_set(item) for item in getattr(args, "set", None) or [])
     if getattr(args, "seed", None) is not None:
         out["run.seed"] = args.seed
     if getattr(args, "duration", None) is not None:
@@ -49,7 +62,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     for path in args.scenarios:
-        sc = load_scenario(path)
+        sc = load_scenario(path, _overrides(args))
         print(f"{path}: ok ({sc.node_count} nodes, {len(sc.workload.operations)} operations)")
     return 0
 
@@ -72,11 +85,16 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", help="results directory (default runs/<scenario name>)")
     r.add_argument("--seed", type=int, help="override run.seed")
     r.add_argument("--duration", type=float, help="override run.duration_s")
+    r.add_argument(
+        "--set", action="append", metavar="KEY=VALUE",
+        help="override a scenario field, e.g. --set scheduler.policy=fifo (repeatable)",
+    )
     r.add_argument("--quiet", action="store_true", help="no progress bar or table")
     r.set_defaults(func=cmd_run)
 
     v = sub.add_parser("validate", help="check scenario files without running them")
     v.add_argument("scenarios", nargs="+")
+    v.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field")
     v.set_defaults(func=cmd_validate)
 
     b = sub.add_parser("bench", help="measure the emulator's own speed and memory")

@@ -83,6 +83,8 @@ async def run_scenario(
         if scenario.run.warmup_s > 0:
             clock.call_later(scenario.run.warmup_s, rm.cluster.reset_integral, scenario.run.warmup_s)
         await clock.sleep_until(scenario.run.duration_s)
+        if not sampler.rows or sampler.rows[-1][0] < clock.now():
+            sampler.sample()  # the final row, whatever the timer order at the last instant
         workload.stop()
         rm.cluster.advance(clock.now())
         for task in tasks:

@@ -189,6 +189,7 @@ class NodeManager:
                 address=self.address,
                 resources=self.resources,
                 credentials=self.credentials,
+                healthy=self._healthy,
                 containers=self._full_statuses(),
             )
         )
@@ -288,7 +289,7 @@ class NodeManager:
         self._inflight = None
         # Registration carried our full state, including completions.
         self._changes.clear()
-        self._reported_healthy = True
+        self._reported_healthy = self._healthy
         self._stats.registrations += 1
 
     def _on_heartbeat_response(self, msg: HeartbeatResponse) -> None:

@@ -78,6 +78,8 @@ class ResourceTracker:
         node.last_response = None
         node.last_heartbeat_at = now
         self.stats.registrations += 1
+        if msg.healthy != node.schedulable:
+            rm.set_node_health(node, msg.healthy)
         kill = self._reconcile(node, msg.containers)
         link.send(RegisterResponse(action="normal", machine_id=node.machine_id))
         if kill:
