@@ -75,7 +75,12 @@ def _explain(err: msgspec.ValidationError) -> str:
         choices = _choices(path)
         if choices:
             msg = f"{msg}; {choices}"
-    return f"at `{where}`: {msg}"
+    return _printable(f"at `{where}`: {msg}")
+
+
+def _printable(text: str) -> str:
+    """One line, whatever odd key names the file contains."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def scenario_from_dict(data: dict[str, Any], source: str = "<scenario>") -> Scenario:

@@ -10,9 +10,11 @@ from nodemanager.config import HeartbeatConfig
 from rm.config import RMConfig
 from rm.scheduler.config import SchedulerConfig
 
-Positive = Annotated[float, msgspec.Meta(gt=0)]
-NonNegative = Annotated[float, msgspec.Meta(ge=0)]
-Count = Annotated[int, msgspec.Meta(ge=1)]
+# Upper bounds keep infinities (and absurd values) out at the edge; NaN fails every bound.
+LIMIT = 1e9
+Positive = Annotated[float, msgspec.Meta(gt=0, le=LIMIT)]
+NonNegative = Annotated[float, msgspec.Meta(ge=0, le=LIMIT)]
+Count = Annotated[int, msgspec.Meta(ge=1, le=1_000_000)]
 Fraction = Annotated[float, msgspec.Meta(ge=0, le=1)]
 
 
@@ -67,7 +69,7 @@ class OperationConfig(Base, kw_only=True):
     pool: str = "default"
     cpu: Positive
     ram_gib: Positive
-    job_count: Annotated[int, msgspec.Meta(ge=0)]
+    job_count: Annotated[int, msgspec.Meta(ge=0, le=10_000_000)]
     seconds_mean: Positive
     seconds_deviation: NonNegative = 0.0
     submit_at_s: NonNegative = 0.0
