@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 from rich.console import Console
 
+from emulator.invariants import InvariantViolation
 from emulator.loader import ScenarioError, load_scenario
 
 
@@ -49,11 +50,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"{scenario.heartbeat.mode} heartbeats every {scenario.heartbeat.interval_s:g}s, "
         f"{scenario.scheduler.policy}, {scenario.run.duration_s:g}s emulated ({scenario.run.clock})"
     )
+    check = True if args.check_invariants else None
     if args.quiet:
-        outcome = run_blocking(scenario, out / "events.jsonl")
+        outcome = run_blocking(scenario, out / "events.jsonl", check_invariants=check)
     else:
         with RunProgress(scenario.run.duration_s, console) as bar:
-            outcome = run_blocking(scenario, out / "events.jsonl", bar.update)
+            outcome = run_blocking(scenario, out / "events.jsonl", bar.update, check_invariants=check)
     summary = write_results(outcome, out)
     Console(quiet=args.quiet).print(summary_table(summary, outcome.wall_s))
     console.print(f"results in {out}/ (summary.json, timeseries.csv, events.jsonl)")
@@ -90,6 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="override a scenario field, e.g. --set scheduler.policy=fifo (repeatable)",
     )
     r.add_argument("--quiet", action="store_true", help="no progress bar or table")
+    r.add_argument(
+        "--check-invariants", action="store_true",
+        help="check capacity, exactly-once tasks and RM/node agreement; stop on a violation",
+    )
     r.set_defaults(func=cmd_run)
 
     v = sub.add_parser("validate", help="check scenario files without running them")
@@ -113,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     except ScenarioError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except InvariantViolation as err:
+        print(f"invariant violated: {err}", file=sys.stderr)
+        return 3
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

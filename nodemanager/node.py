@@ -120,6 +120,10 @@ class NodeManager:
     def running_containers(self) -> dict[int, ContainerLaunch]:
         return {cid: c.launch for cid, c in self._containers.items()}
 
+    def unreported_completions(self) -> set[int]:
+        """Containers that ended but whose completion the RM has not acknowledged yet."""
+        return {cid for cid, st in self._changes.items() if st.state == "complete"}
+
     def used(self) -> Resources:
         return Resources(self._used_cpu, self._used_ram)
 

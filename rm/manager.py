@@ -104,6 +104,7 @@ class ResourceManager:
         self._next_container_id = 1
         self._next_op_id = 1
         self.operation_finished: list[Callable[[Operation], None]] = []
+        self.task_completed: list[Callable[[Allocation], None]] = []
         self.node_lost: list[Callable[[NodeRecord, str], None]] = []
         self.unliveliness_handler: Callable[[Any, UnlivelinessReport], None] | None = None
 
@@ -208,6 +209,8 @@ class ResourceManager:
         if exit_code == EXIT_SUCCESS:
             self.stats.containers_completed += 1
             self.groups[op.group].completed_tasks += 1
+            for listener in self.task_completed:
+                listener(alloc)
             if op.task_completed(now):
                 self._finish_operation(op)
         else:
