@@ -14,8 +14,9 @@ from emulator.eventlog import make_logger
 from emulator.faults import FaultInjector
 from emulator.invariants import InvariantChecker, InvariantViolation
 from emulator.metrics import Sampler
-from emulator.scenario import Scenario
+from emulator.scenario import MessageFault, Scenario
 from emulator.topology import node_specs, phases
+from emulator.transport.faulty import FaultWindow, MessageFaultPlan
 from emulator.transport.memory import MemoryNetwork
 from emulator.workload import WorkloadDriver
 from nodemanager.node import NodeManager
@@ -63,7 +64,14 @@ async def run_scenario(
         )
         for (address, res), offset in zip(specs, offsets, strict=True)
     ]
-    network = MemoryNetwork(clock, rm, scenario.transport.latency_s)
+    message_faults = MessageFaultPlan(clock, scenario.run.seed)
+    for f in scenario.faults:
+        if isinstance(f, MessageFault):
+            message_faults.windows.append(FaultWindow(
+                f.at_s, f.at_s + f.duration_s, f.loss, f.duplicate, f.reorder, f.delay_s,
+                frozenset(f.types), f.direction,
+            ))
+    network = MemoryNetwork(clock, rm, scenario.transport.latency_s, message_faults.wrap)
     for node in nodes:
         network.connect(node)
     sampler = Sampler(
@@ -71,6 +79,7 @@ async def run_scenario(
         [o.name for o in scenario.workload.operations],
     )
     outcome = RunOutcome(scenario, rm, nodes, stats, sampler)
+    outcome.extra["message_faults"] = message_faults
     checker = InvariantChecker(rm, nodes) if check_invariants else None
     if checker is not None:
         sampler.listeners.append(lambda _row: checker.check_step())

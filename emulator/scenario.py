@@ -125,7 +125,22 @@ class HealthFault(NodeSelector, kw_only=True, tag_field="kind", tag="health"):
     healthy: bool = False
 
 
-Fault = HealthFault
+class MessageFault(Base, kw_only=True, tag_field="kind", tag="messages"):
+    """Between ``at_s`` and ``at_s + duration_s``, disturb messages (of ``types``, or all)."""
+
+    at_s: NonNegative
+    duration_s: Positive
+    loss: Fraction = 0.0
+    duplicate: Fraction = 0.0
+    reorder: Fraction = 0.0
+    # Each affected message is delayed by a uniform draw in [0, delay_s] (which also reorders).
+    delay_s: NonNegative = 0.0
+    # Message type names, e.g. ["LaunchContainers", "HeartbeatResponse"]; empty means all.
+    types: list[str] = []
+    direction: Literal["to_rm", "to_node", "both"] = "both"
+
+
+Fault = HealthFault | MessageFault
 
 
 class TransportConfig(Base, kw_only=True):

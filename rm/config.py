@@ -48,6 +48,9 @@ class RMConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=
     # Registration is refused below this (YARN's minimum allocation).
     min_cpu: NonNegative = 1.0
     min_ram_gib: NonNegative = 1.0
+    # A launch no report has mentioned, or a kill no report has confirmed, after this long is sent
+    # again (commands lost on the way; nodes ignore duplicates).
+    command_timeout_s: Positive = 30.0
     # Shared secret nodes must present at registration; empty disables the check.
     credentials: str = ""
     service_time: ServiceTimeConfig = msgspec.field(default_factory=ServiceTimeConfig)

@@ -18,7 +18,15 @@ from rm.config import RMConfig
 from rm.dispatcher import Dispatcher
 from rm.operations import Operation, OperationSpec, Pool
 from rm.ports import Clock
-from rm.protocol import EXIT_SUCCESS, ContainerLaunch, Heartbeat, LaunchContainers, Register
+from rm.protocol import (
+    EXIT_KILLED,
+    EXIT_SUCCESS,
+    ContainerLaunch,
+    Heartbeat,
+    KillContainers,
+    LaunchContainers,
+    Register,
+)
 from rm.resources import EPS, ZERO, Resources
 from rm.scheduler.config import SchedulerConfig
 from rm.scheduler.drf import DRFPolicy
@@ -101,6 +109,10 @@ class ResourceManager:
         )
         self.events = Dispatcher(clock, self._handle_event, inline=inline)
         self._pass_pending = False
+        # Commands whose effect no report has shown yet: container id -> launch, or kill target.
+        self.unconfirmed: dict[int, tuple[Allocation, float]] = {}
+        self.pending_kills: dict[int, tuple[NodeRecord, float]] = {}
+        self.stats_commands_resent = 0
         self._next_container_id = 1
         self._next_op_id = 1
         self.operation_finished: list[Callable[[Operation], None]] = []
@@ -116,6 +128,7 @@ class ResourceManager:
             tg.create_task(self.events.run(), name="rm.events")
             if self.monitor_enabled:
                 tg.create_task(self._liveliness_monitor(), name="rm.liveliness")
+            tg.create_task(self._command_monitor(), name="rm.commands")
 
     # ---- inbound messages --------------------------------------------------------------
 
@@ -194,7 +207,9 @@ class ResourceManager:
         task = op.take_task(now)
         cid = self._next_container_id
         self._next_container_id += 1
-        self.cluster.place(Allocation(cid, node, op, task, now), now)
+        alloc = Allocation(cid, node, op, task, now)
+        self.cluster.place(alloc, now)
+        self.unconfirmed[cid] = (alloc, now)
         self.stats.allocations += 1
         if first:
             self.log.info("operation.started", operation=op.name, pool=op.pool.name)
@@ -205,6 +220,7 @@ class ResourceManager:
     def container_finished(self, alloc: Allocation, exit_code: int) -> None:
         now = self.clock.now()
         self.cluster.release(alloc, now)
+        self.unconfirmed.pop(alloc.container_id, None)
         op = alloc.op
         if exit_code == EXIT_SUCCESS:
             self.stats.containers_completed += 1
@@ -231,7 +247,10 @@ class ResourceManager:
         allocs = list(node.containers.values())
         for alloc in allocs:
             self.cluster.release(alloc, now)
+            self.unconfirmed.pop(alloc.container_id, None)
             self._requeue(alloc)
+        for cid in [c for c, (n, _) in self.pending_kills.items() if n is node]:
+            del self.pending_kills[cid]
         self.cluster.remove(node, now)
         self.stats.nodes_lost += 1
         self.log.warning(
@@ -246,6 +265,41 @@ class ResourceManager:
             self.log.info(
                 "node.healthy" if healthy else "node.unhealthy", machine_id=node.machine_id
             )
+
+    def send_kill(self, node: NodeRecord, container_ids: list[int], exit_code: int = EXIT_KILLED) -> None:
+        """Tell ``node`` to kill containers the RM no longer accounts for; resent until confirmed."""
+        if container_ids:
+            node.link.send(KillContainers(container_ids=tuple(container_ids), exit_code=exit_code))
+            self.expect_kills(node, container_ids)
+
+    def expect_kills(self, node: NodeRecord, container_ids: list[int] | tuple[int, ...]) -> None:
+        now = self.clock.now()
+        for cid in container_ids:
+            self.pending_kills[cid] = (node, now)
+
+    async def _command_monitor(self) -> None:
+        """Repair lost launch and kill commands: a node's reports never mentioned them."""
+        timeout = self.config.command_timeout_s
+        while True:
+            await self.clock.sleep(timeout)
+            deadline = self.clock.now() - timeout
+            now = self.clock.now()
+            relaunch: dict[int, list[Allocation]] = {}
+            for alloc, sent_at in self.unconfirmed.values():
+                if sent_at < deadline:
+                    relaunch.setdefault(alloc.node.machine_id, []).append(alloc)
+            for allocs in relaunch.values():
+                node = allocs[0].node
+                self.stats_commands_resent += len(allocs)
+                for a in allocs:
+                    self.unconfirmed[a.container_id] = (a, now)
+                node.link.send(LaunchContainers(containers=tuple(
+                    ContainerLaunch(a.container_id, a.op.demand, a.task.duration_s) for a in allocs
+                )))
+            stale = [(cid, node) for cid, (node, t) in self.pending_kills.items() if t < deadline]
+            for cid, node in stale:
+                self.stats_commands_resent += 1
+                self.send_kill(node, [cid])
 
     async def _liveliness_monitor(self) -> None:
         expiry = self.config.expiry_s

@@ -80,17 +80,22 @@ class MemoryNetwork:
     """Connects nodes to one RM. ``rm.receive(link, msg)`` gets node messages, with the RM-side
     link to answer on; ``node.receive(msg)`` gets RM messages."""
 
-    def __init__(self, clock: LoopClock, rm: Any, latency_s: float = 0.0) -> None:
+    def __init__(
+        self, clock: LoopClock, rm: Any, latency_s: float = 0.0, wrap: Callable[[Any, str], Any] | None = None
+    ) -> None:
+        """``wrap(link, direction)`` may decorate each end (direction "to_rm" or "to_node")."""
         self._clock = clock
         self._rm = rm
         self._latency = latency_s
+        self._wrap = wrap
 
     def connect(self, node: Any) -> tuple[MemoryLink, MemoryLink]:
         """Returns (node-side link, RM-side link); the node is attached to its side."""
         to_node = MemoryLink(self._clock, node.receive, None, self._latency, direct=False)
-        to_rm = MemoryLink(self._clock, self._rm.receive, to_node, self._latency, direct=True)
+        rm_side: Any = to_node if self._wrap is None else self._wrap(to_node, "to_node")
+        to_rm = MemoryLink(self._clock, self._rm.receive, rm_side, self._latency, direct=True)
         # Closing either end closes the connection, like a socket.
         to_node._on_close = to_rm.close
         to_rm._on_close = to_node.close
-        node.attach(to_rm)
+        node.attach(to_rm if self._wrap is None else self._wrap(to_rm, "to_rm"))
         return to_rm, to_node
