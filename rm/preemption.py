@@ -118,7 +118,6 @@ class Preemptor:
             node = first.node
             if node.machine_id in tried:
                 continue
-            tried.add(node.machine_id)
             # Tentative usage of each victim, so no victim drops below its fair share.
             usage: dict[int, tuple[float, float]] = {}
             chosen: list[Allocation] = []
@@ -154,4 +153,5 @@ class Preemptor:
                     victims=[a.op.name for a in chosen],
                 )
                 return node
+            tried.add(node.machine_id)  # no room to be made here for this operation
         return None
