@@ -88,6 +88,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     console = Console()
+    if not console.is_terminal:  # piped into a file: keep the columns readable
+        console = Console(width=160)
     console.print(table)
     if args.operations:
         console.print(operations_table(summaries))

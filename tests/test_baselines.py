@@ -138,3 +138,22 @@ def test_compare_puts_runs_next_to_the_thesis_reference(tmp_path) -> None:
     assert "thesis with packing" in text and "96.70%" in text and "+4.50 pp" in text
     a, b = dirs[0][1]["cpu_utilization"], dirs[1][1]["cpu_utilization"]
     assert f"{(b - a) * 100:+.2f} pp" in text
+
+
+def test_e1_scenarios_differ_only_in_the_policy() -> None:
+    from pathlib import Path
+
+    import msgspec
+
+    from emulator.loader import load_scenario
+
+    root = Path(__file__).resolve().parent.parent / "scenarios"
+    plain = load_scenario(root / "e1-no-packing.toml")
+    packed = load_scenario(root / "e1-packing.toml")
+    assert plain.node_count == 73 and len(plain.workload.operations) == 24
+    assert plain.heartbeat.interval_s == 5 and plain.heartbeat.on_completion
+    assert plain.scheduler.preemption.enabled and packed.scheduler.preemption.enabled
+    assert (plain.scheduler.policy, packed.scheduler.policy) == ("drf", "packing")
+    same = msgspec.structs.replace(packed, name=plain.name, description=plain.description,
+                                   scheduler=plain.scheduler)
+    assert same == plain
