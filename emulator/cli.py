@@ -78,6 +78,24 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from emulator.compare import CompareError, compare_table, load_summary, operations_table
+
+    try:
+        summaries = [(Path(d).name or str(d), load_summary(d)) for d in args.dirs]
+        table = compare_table(summaries, args.reference)
+    except CompareError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    console = Console()
+    if not console.is_terminal:  # piped into a file: keep the columns readable
+        console = Console(width=160)
+    console.print(table)
+    if args.operations:
+        console.print(operations_table(summaries))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="emulator", description="Cluster scheduler emulator")
     sub = p.add_subparsers(dest="command", required=True)
@@ -102,6 +120,15 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("scenarios", nargs="+")
     v.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field")
     v.set_defaults(func=cmd_validate)
+
+    c = sub.add_parser("compare", help="print result directories side by side")
+    c.add_argument("dirs", nargs="+", metavar="DIR", help="results directories (summary.json inside)")
+    c.add_argument(
+        "--reference", choices=["thesis-e1"],
+        help="add reference columns (thesis-e1: seed 000 Table 4.3, without / with packing)",
+    )
+    c.add_argument("--operations", action="store_true", help="also the per-operation shares")
+    c.set_defaults(func=cmd_compare)
 
     b = sub.add_parser("bench", help="measure the emulator's own speed and memory")
     b.add_argument("--nodes", type=int, default=1000)

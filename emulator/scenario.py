@@ -177,6 +177,17 @@ class Scenario(Base, kw_only=True):
     faults: list[Fault] = []
     run: RunConfig
 
+    def __post_init__(self) -> None:
+        packing = self.scheduler.packing
+        pools = {"root", *(p.name for p in self.workload.pools), *(o.pool for o in self.workload.operations)}
+        unknown = sorted(set(packing.disabled_pools) - pools)
+        if unknown:
+            raise ValueError(f"`scheduler.packing.disabled_pools` names unknown pools: {unknown}")
+        ops = {o.name for o in self.workload.operations}
+        unknown = sorted(set(packing.disabled_operations) - ops)
+        if unknown:
+            raise ValueError(f"`scheduler.packing.disabled_operations` names unknown operations: {unknown}")
+
     @property
     def node_count(self) -> int:
         return sum(g.count for g in self.cluster.nodes)

@@ -18,6 +18,7 @@ from rm.config import RMConfig
 from rm.dispatcher import Dispatcher
 from rm.operations import Operation, OperationSpec, Pool
 from rm.ports import Clock
+from rm.preemption import Preemptor
 from rm.protocol import (
     EXIT_KILLED,
     EXIT_SUCCESS,
@@ -30,11 +31,21 @@ from rm.protocol import (
 from rm.resources import EPS, ZERO, Resources
 from rm.scheduler.config import SchedulerConfig
 from rm.scheduler.drf import DRFPolicy
+from rm.scheduler.drfh import DRFHPolicy
 from rm.scheduler.fifo import FIFOPolicy
-from rm.scheduler.policy import Policy, PolicyBase
+from rm.scheduler.packing import PackingPolicy
+from rm.scheduler.policy import Policy
+from rm.scheduler.tetris import TetrisPolicy
 from rm.tracker import ResourceTracker
 
-POLICIES: dict[str, type[PolicyBase]] = {"drf": DRFPolicy, "fifo": FIFOPolicy}
+PolicyFactory = Callable[[Pool, Cluster, SchedulerConfig, Clock], Policy]
+POLICIES: dict[str, PolicyFactory] = {
+    "drf": lambda root, cluster, _config, _clock: DRFPolicy(root, cluster),
+    "fifo": lambda root, cluster, _config, _clock: FIFOPolicy(root, cluster),
+    "packing": PackingPolicy,
+    "tetris": TetrisPolicy,
+    "drfh": DRFHPolicy,
+}
 
 _US = 1e-6
 
@@ -64,7 +75,10 @@ class GroupStats:
 
 
 class RMStats:
-    __slots__ = ("allocations", "containers_completed", "nodes_lost", "tasks_requeued", "update_events")
+    __slots__ = (
+        "allocations", "containers_completed", "nodes_lost", "tasks_preempted", "tasks_requeued",
+        "update_events",
+    )
 
     def __init__(self) -> None:
         self.update_events = 0
@@ -72,6 +86,7 @@ class RMStats:
         self.containers_completed = 0
         self.tasks_requeued = 0
         self.nodes_lost = 0
+        self.tasks_preempted = 0
 
 
 class ResourceManager:
@@ -99,7 +114,10 @@ class ResourceManager:
         self.pools: dict[str, Pool] = {"root": self.root}
         self.operations: dict[int, Operation] = {}
         self.groups: dict[str, GroupStats] = {}
-        self.policy: Policy = POLICIES[sc.policy](self.root, self.cluster)
+        self.policy: Policy = POLICIES[sc.policy](self.root, self.cluster, sc, clock)
+        # DRFH-style policies pick the node too: every scheduling event becomes a cluster pass.
+        self._chooses_nodes = bool(getattr(self.policy, "chooses_nodes", False))
+        self.preemptor = Preemptor(self, sc.preemption) if sc.preemption.enabled else None
         self.tracker = ResourceTracker(self)
         self.stats = RMStats()
         timed = not self.config.service_time.is_zero()
@@ -129,6 +147,8 @@ class ResourceManager:
             if self.monitor_enabled:
                 tg.create_task(self._liveliness_monitor(), name="rm.liveliness")
             tg.create_task(self._command_monitor(), name="rm.commands")
+            if self.preemptor is not None:
+                tg.create_task(self._preemption_loop(self.preemptor), name="rm.preemption")
 
     # ---- inbound messages --------------------------------------------------------------
 
@@ -169,6 +189,13 @@ class ResourceManager:
 
     def _handle_event(self, item: Any) -> float:
         st = self.config.service_time
+        if self._chooses_nodes:
+            if isinstance(item, _NodeUpdate):
+                self.stats.update_events += 1
+            else:
+                self._pass_pending = False
+            n = self._place()
+            return (st.node_update_us + st.allocation_us * n) * _US
         if isinstance(item, _NodeUpdate):
             self.stats.update_events += 1
             node = item.node
@@ -189,6 +216,7 @@ class ResourceManager:
         if not node.schedulable:
             return 0
         launches: list[ContainerLaunch] = []
+        self.policy.begin_fill(node)
         assign = self.policy.assign
         while self.root.pending_tasks > 0:
             op = assign(node)
@@ -198,6 +226,32 @@ class ResourceManager:
         if launches:
             node.link.send(LaunchContainers(containers=tuple(launches)))
         return len(launches)
+
+    def _place(self) -> int:
+        """Node-choosing policies (DRFH): the policy picks operation and node together."""
+        place = self.policy.place  # type: ignore[attr-defined]
+        launches: dict[int, list[ContainerLaunch]] = {}
+        while self.root.pending_tasks > 0:
+            pick = place(self.cluster.nodes.values())
+            if pick is None:
+                break
+            op, node = pick
+            launches.setdefault(node.machine_id, []).append(self._start(op, node))
+        for mid, batch in launches.items():
+            self.cluster.nodes[mid].link.send(LaunchContainers(containers=tuple(batch)))
+        return sum(len(b) for b in launches.values())
+
+    def start_on(self, op: Operation, node: NodeRecord) -> None:
+        """Start one task of ``op`` on ``node`` outside a node update (preemption)."""
+        node.link.send(LaunchContainers(containers=(self._start(op, node),)))
+
+    def kill_container(self, alloc: Allocation, exit_code: int) -> None:
+        """Take a running task back (preemption): the node kills it, the task is pending again."""
+        self.send_kill(alloc.node, [alloc.container_id], exit_code)
+        self.cluster.release(alloc, self.clock.now())
+        self.unconfirmed.pop(alloc.container_id, None)
+        alloc.op.requeue(alloc.task)
+        self.stats.tasks_preempted += 1
 
     def _start(self, op: Operation, node: NodeRecord) -> ContainerLaunch:
         now = self.clock.now()
@@ -309,6 +363,11 @@ class ResourceManager:
             deadline = self.clock.now() - expiry
             for node in [n for n in self.cluster.nodes.values() if n.last_heartbeat_at < deadline]:
                 self.lose_node(node, reason="expired")
+
+    async def _preemption_loop(self, preemptor: Preemptor) -> None:
+        while True:
+            await self.clock.sleep(preemptor.config.check_interval_s)
+            preemptor.check()
 
     # ---- client side: pools and operations ---------------------------------------------
 
