@@ -6,7 +6,7 @@ import random
 from typing import Any
 
 from emulator.clock import LoopClock
-from emulator.scenario import Fault, HealthFault, NodeSelector
+from emulator.scenario import Fault, HealthFault, MessageFault, NodeSelector
 from nodemanager.node import NodeManager
 
 
@@ -35,11 +35,13 @@ class FaultInjector:
         return self._rng.sample(self._nodes, min(k, len(self._nodes)))
 
     def _fire(self, index: int, fault: Fault) -> None:
-        targets = self.select(fault)
+        targets = self.select(fault) if isinstance(fault, NodeSelector) else []
         match fault:
             case HealthFault(healthy=healthy):
                 for node in targets:
                     node.set_healthy(healthy)
+            case MessageFault():
+                pass  # applied by the transport wrapper for its window; logged here
         self._log.info(
             "fault.injected",
             index=index,

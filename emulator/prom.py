@@ -61,6 +61,7 @@ class RunCollector(Collector):
         yield _counter("hbemu_false_removals", "Removed nodes that no fault had touched.",
                        live.false_removals)
         for name, doc in (("refusals", "Offers refused by operations (packing)."),
+                          ("fallback_allocations", "Allocations made ignoring packing (all refused)."),
                           ("preemptions", "Tasks preempted.")):
             value = counter(rm, name)
             if value is not None:

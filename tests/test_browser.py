@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from webrun import served, small_scenario
+
+from tests.webrun import served, small_scenario
 
 CHROMIUM = os.environ.get("HBEMU_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 # Playwright adds --headless and a fresh temporary --user-data-dir itself.

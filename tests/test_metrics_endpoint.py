@@ -6,7 +6,8 @@ import aiohttp
 import msgspec
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from webrun import served, small_scenario, wait_for
+
+from tests.webrun import served, small_scenario, wait_for
 
 
 async def scrape(s: aiohttp.ClientSession, url: str) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:

@@ -20,8 +20,10 @@ from emulator.scenario import Scenario
 from emulator.web.events import EventBuffer
 
 # Per-interval columns the page adds to the sampler's: RM busy fraction (emulated service time
-# per emulated second), removals, and cumulative refusals/preemptions when the scheduler has them.
-EXTRA_COLUMNS = ("rm_busy_fraction", "scheduler_busy_fraction", "removals", "refusals", "preemptions")
+# per emulated second), removals, and cumulative scheduler counters unless the sampler has them.
+_CANDIDATES = ("rm_busy_fraction", "scheduler_busy_fraction", "removals", "refusals",
+               "fallback_allocations", "preemptions")
+EXTRA_COLUMNS = tuple(c for c in _CANDIDATES if c not in COLUMNS)
 SERIES_COLUMNS = (*COLUMNS, *EXTRA_COLUMNS)
 
 # Upper bounds of the detection-latency histogram, emulated seconds.
@@ -39,7 +41,7 @@ def counter(rm: Any, name: str) -> int | None:
     """A scheduler counter such as ``refusals`` wherever the scheduler keeps it, or None if this
     build has no such feature (packing and preemption land on other branches)."""
     for holder in (getattr(rm, "stats", None), getattr(rm, "policy", None),
-                   getattr(getattr(rm, "policy", None), "stats", None)):
+                   getattr(getattr(rm, "policy", None), "stats", None), getattr(rm, "preemptor", None)):
         value = getattr(holder, name, None)
         if isinstance(value, int | float) and not isinstance(value, bool):
             return int(value)
@@ -149,14 +151,13 @@ class LiveRun:
         busy_ev = rm.events.statistics().busy_s
         prev_t, prev_in, prev_ev, prev_removed = self._prev
         dt = t - prev_t
-        extra = (
-            (busy_in - prev_in) / dt if dt > 0 else 0.0,
-            (busy_ev - prev_ev) / dt if dt > 0 else 0.0,
-            float(self.removals_total - prev_removed),
-            float(counter(rm, "refusals") or 0),
-            float(counter(rm, "preemptions") or 0),
-        )
+        values = {
+            "rm_busy_fraction": (busy_in - prev_in) / dt if dt > 0 else 0.0,
+            "scheduler_busy_fraction": (busy_ev - prev_ev) / dt if dt > 0 else 0.0,
+            "removals": float(self.removals_total - prev_removed),
+        }
         self._prev = (t, busy_in, busy_ev, self.removals_total)
+        extra = [values[c] if c in values else float(counter(rm, c) or 0) for c in EXTRA_COLUMNS]
         self.series.append((*row, *extra))
 
     def _on_node_lost(self, node: Any, reason: str) -> None:

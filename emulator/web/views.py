@@ -81,6 +81,7 @@ def cluster(live: LiveRun) -> dict[str, Any]:
         containers_completed=rm.stats.containers_completed,
         tasks_requeued=rm.stats.tasks_requeued,
         refusals=counter(rm, "refusals"),
+        fallback_allocations=counter(rm, "fallback_allocations"),
         preemptions=counter(rm, "preemptions"),
         h1=None if h1 is None else _r(h1),
         h2=None if h2 is None else _r(h2),
@@ -166,6 +167,7 @@ def operations(live: LiveRun) -> dict[str, Any]:
     rm = out.rm
     cap = rm.cluster.capacity
     fair, fair_pools = _fair_shares(rm)
+    refused, preempted = _group_counters(rm)
     ops = []
     for op in rm.operations.values():
         ops.append({
@@ -181,8 +183,8 @@ def operations(live: LiveRun) -> dict[str, Any]:
             "total": op.total,
             "dominant_share": _r(op.dominant_share(cap)) if cap.cpu > 0 else 0.0,
             "fair_share": fair.get(op.id),
-            "refusals": _opt_int(op, "refusals"),
-            "preemptions": _opt_int(op, "preemptions"),
+            "refusals": refused.get(op.group),
+            "preemptions": preempted.get(op.group),
             "submitted_at_s": _r(op.submitted_at, 2),
         })
     pools = []
@@ -206,15 +208,28 @@ def operations(live: LiveRun) -> dict[str, Any]:
                "operations_finished": s.operations_finished, "requeued": s.requeued}
               for g, s in rm.groups.items()]
     return {"operations": ops, "pools": pools, "groups": groups,
-            "refusals": counter(rm, "refusals"), "preemptions": counter(rm, "preemptions")}
+            "refusals": counter(rm, "refusals"), "fallback_allocations": counter(rm, "fallback_allocations"),
+            "preemptions": counter(rm, "preemptions")}
 
 
-def _opt_int(obj: Any, name: str) -> int | None:
-    for holder in (obj, getattr(obj, "stats", None), getattr(obj, "controller", None)):
-        v = getattr(holder, name, None)
-        if isinstance(v, int) and not isinstance(v, bool):
-            return v
-    return None
+def _group_counters(rm: Any) -> tuple[dict[str, int], dict[str, int]]:
+    """Refusals and preemptions per workload group (a looping user's operations share one), from
+    the packing policy's per-group counters and the preemptor's records, where this build has them."""
+    by_group = getattr(getattr(getattr(rm, "policy", None), "stats", None), "by_group", None) or {}
+    refused = {g: int(c[2]) for g, c in by_group.items() if len(c) >= 3}
+    preempted: dict[str, int] = {}
+    preemptor = getattr(rm, "preemptor", None)
+    for rec in getattr(preemptor, "records", ()) or ():
+        victim = getattr(rec, "victim", None)
+        if victim is not None:
+            preempted[victim] = preempted.get(victim, 0) + 1
+    if preemptor is not None:
+        for g in getattr(rm, "groups", {}):
+            preempted.setdefault(g, 0)
+    if by_group or getattr(getattr(rm, "policy", None), "stats", None) is not None:
+        for g in getattr(rm, "groups", {}):
+            refused.setdefault(g, 0)
+    return refused, preempted
 
 
 def _fair_shares(rm: Any) -> tuple[dict[int, float], dict[str, float]]:

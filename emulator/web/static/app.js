@@ -55,6 +55,11 @@ function initCharts() {
     { label: "RAM", stroke: "#16a34a", ...pct },
     { label: "CPU bound (pooled)", stroke: "#93c5fd", dash: [4, 4], ...pct },
   ], { y: { range: [0, 100] } });
+  makeChart("c-sched", "Scheduler: refusals, fallback allocations, preemptions (cumulative)", [
+    { label: "refusals", stroke: "#ea580c" },
+    { label: "fallbacks", stroke: "#0891b2", dash: [5, 3] },
+    { label: "preemptions", stroke: "#dc2626" },
+  ], { height: 150 });
   makeChart("c-hb", "Heartbeats per emulated second", [
     { label: "sent", stroke: "#2563eb" },
     { label: "processed", stroke: "#16a34a", dash: [6, 3] },
@@ -94,6 +99,8 @@ function appendSeries(ts, interval) {
   const S = page.series;
   const pct = (a) => a.map((v) => (v == null ? null : 100 * v));
   page.charts["c-util"].setData([t, pct(S.cpu_utilization), pct(S.ram_utilization), pct(S.fair_cpu_bound)]);
+  const zeros = t.map(() => null);
+  page.charts["c-sched"].setData([t, S.refusals || zeros, S.fallback_allocations || zeros, S.preemptions || zeros]);
   page.charts["c-hb"].setData([t, d.sent, d.processed, d.updates]);
   page.charts["c-eff"].setData([t, d.h1, d.h2]);
   page.charts["c-rm"].setData([t, S.rm_busy_fraction, S.rm_queue_depth, S.scheduler_queue_depth]);
@@ -277,7 +284,8 @@ function renderOps() {
   markSorted($("ops"), page.opsSort);
   markSorted($("pools"), page.poolsSort);
   const extra = [d.refusals != null ? `${fmtInt(d.refusals)} refusals` : null,
-    d.preemptions != null ? `${fmtInt(d.preemptions)} preemptions` : null].filter(Boolean).join(" · ");
+    d.fallback_allocations != null ? `${fmtInt(d.fallback_allocations)} fallback allocations` : null,
+    d.preemptions != null ? `${fmtInt(d.preemptions)} preemptions` : "preemption off"].filter(Boolean).join(" · ");
   $("ops-sub").textContent = `${d.operations.length} active${extra ? " · " + extra : ""}`;
 }
 

@@ -10,6 +10,8 @@
     { title: "Per-interval efficiency (h1ᵢ = mᵢ/nᵢ, h2ᵢ = sᵢ/nᵢ)", keys: [["h1_i", "mᵢ/nᵢ"], ["h2_i", "sᵢ/nᵢ"]] },
     { title: "RM queue depth", keys: [["rm_queue_depth", "inbound"], ["scheduler_queue_depth", "scheduler"]] },
     { title: "Tasks", keys: [["running_tasks", "running"], ["pending_tasks", "pending"]] },
+    { title: "Scheduler: refusals, fallback allocations, preemptions (cumulative)", keys: [["refusals", "refusals"],
+      ["fallback_allocations", "fallbacks"], ["preemptions", "preemptions"]] },
     { title: "Nodes and removals per interval", keys: [["nodes", "registered nodes"], ["removals", "removals"]] },
   ];
   const runs = REPORT_DATA;
