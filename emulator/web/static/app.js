@@ -39,7 +39,7 @@ function makeChart(id, title, series, opts = {}) {
   const u = new uPlot({
     title, width: chartWidth(el), height: opts.height || 190,
     scales: { x: { time: false }, y: opts.y || {}, ...(opts.scales || {}) },
-    axes: [{ size: 30, values: (u, vals) => vals.map((v) => v + "s") }, { size: 52 }, ...(opts.axes || [])],
+    axes: [{ size: 30, values: (u, vals) => vals.map((v) => v + "s") }, { size: 62 }, ...(opts.axes || [])],
     legend: { live: true },
     cursor: { drag: { x: true, y: false } },
     series: [{ label: "t" }, ...series.map((s) => ({ width: 1.6, spanGaps: true, points: { show: false }, ...s }))],
