@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench e1 clean
+.PHONY: run test lint bench e1 clean chromium
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or run: make PYTHON=python3 ...)"; exit 1; }
@@ -16,9 +16,14 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/emulator run scenarios/quickstart.toml --out runs/quickstart
 
-test: $(STAMP)
+test: $(STAMP) chromium
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
+
+# Debian's Chromium for tests/test_browser.py (needs root; the test is skipped without it, except in CI).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	@command -v chromium >/dev/null 2>&1 || echo "note: no chromium (install Debian's chromium as root); tests/test_browser.py will skip"
 
 bench: $(STAMP)
 	$(BIN)/emulator bench

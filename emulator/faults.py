@@ -14,6 +14,7 @@ from emulator.scenario import (
     Fault,
     HealthFault,
     LivenessLossFault,
+    MessageFault,
     NodeSelector,
     PauseFault,
     RMOverloadFault,
@@ -111,6 +112,8 @@ class FaultInjector:
                 detail["factor"] = factor
                 if duration is not None:
                     self._clock.call_later(duration, self._end, index, fault, self._set_scale, 1.0)
+            case MessageFault():
+                pass  # applied by the transport wrapper for its window; logged here
         self._log.info(
             "fault.injected",
             index=index,

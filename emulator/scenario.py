@@ -11,9 +11,11 @@ from ringmon.config import RingConfig
 from rm.config import RMConfig
 from rm.scheduler.config import SchedulerConfig
 
-Positive = Annotated[float, msgspec.Meta(gt=0)]
-NonNegative = Annotated[float, msgspec.Meta(ge=0)]
-Count = Annotated[int, msgspec.Meta(ge=1)]
+# Upper bounds keep infinities (and absurd values) out at the edge; NaN fails every bound.
+LIMIT = 1e9
+Positive = Annotated[float, msgspec.Meta(gt=0, le=LIMIT)]
+NonNegative = Annotated[float, msgspec.Meta(ge=0, le=LIMIT)]
+Count = Annotated[int, msgspec.Meta(ge=1, le=1_000_000)]
 Fraction = Annotated[float, msgspec.Meta(ge=0, le=1)]
 
 
@@ -68,7 +70,7 @@ class OperationConfig(Base, kw_only=True):
     pool: str = "default"
     cpu: Positive
     ram_gib: Positive
-    job_count: Annotated[int, msgspec.Meta(ge=0)]
+    job_count: Annotated[int, msgspec.Meta(ge=0, le=10_000_000)]
     seconds_mean: Positive
     seconds_deviation: NonNegative = 0.0
     submit_at_s: NonNegative = 0.0
@@ -122,6 +124,23 @@ class HealthFault(NodeSelector, kw_only=True, tag_field="kind", tag="health"):
 
     at_s: NonNegative
     healthy: bool = False
+
+
+class MessageFault(Base, kw_only=True, tag_field="kind", tag="messages"):
+    """Between ``at_s`` and ``at_s + duration_s``, disturb messages (of ``types``, or all)."""
+
+    at_s: NonNegative
+    duration_s: Positive
+    loss: Fraction = 0.0
+    duplicate: Fraction = 0.0
+    reorder: Fraction = 0.0
+    # Each affected message is delayed by a uniform draw in [0, delay_s] (which also reorders).
+    delay_s: NonNegative = 0.0
+    # Message type names, e.g. ["LaunchContainers", "HeartbeatResponse"]; empty means all.
+    types: list[str] = []
+    direction: Literal["to_rm", "to_node", "both"] = "both"
+
+
 
 
 class CrashFault(NodeSelector, kw_only=True, tag_field="kind", tag="crash"):
@@ -181,7 +200,9 @@ class RMOverloadFault(Base, kw_only=True, tag_field="kind", tag="rm_overload"):
     duration_s: Positive | None = None
 
 
-Fault = HealthFault | CrashFault | PauseFault | LivenessLossFault | RMStallFault | RMOverloadFault
+Fault = (
+    HealthFault | MessageFault | CrashFault | PauseFault | LivenessLossFault | RMStallFault | RMOverloadFault
+)
 
 
 class TransportConfig(Base, kw_only=True):
@@ -220,6 +241,15 @@ class Scenario(Base, kw_only=True):
     run: RunConfig
 
     def __post_init__(self) -> None:
+        packing = self.scheduler.packing
+        pools = {"root", *(p.name for p in self.workload.pools), *(o.pool for o in self.workload.operations)}
+        unknown = sorted(set(packing.disabled_pools) - pools)
+        if unknown:
+            raise ValueError(f"`scheduler.packing.disabled_pools` names unknown pools: {unknown}")
+        ops = {o.name for o in self.workload.operations}
+        unknown = sorted(set(packing.disabled_operations) - ops)
+        if unknown:
+            raise ValueError(f"`scheduler.packing.disabled_operations` names unknown operations: {unknown}")
         if self.rm.service_time.is_zero() and any(isinstance(f, RMOverloadFault) for f in self.faults):
             raise ValueError("an `rm_overload` fault needs non-zero `[rm.service_time]` costs")
 

@@ -133,6 +133,10 @@ class NodeManager:
     def running_containers(self) -> dict[int, ContainerLaunch]:
         return {cid: c.launch for cid, c in self._containers.items()}
 
+    def unreported_completions(self) -> set[int]:
+        """Containers that ended but whose completion the RM has not acknowledged yet."""
+        return {cid for cid, st in self._changes.items() if st.state == "complete"}
+
     def used(self) -> Resources:
         return Resources(self._used_cpu, self._used_ram)
 
@@ -214,6 +218,7 @@ class NodeManager:
                 address=self.address,
                 resources=self.resources,
                 credentials=self.credentials,
+                healthy=self._healthy,
                 containers=self._full_statuses(),
             )
         )
@@ -392,7 +397,7 @@ class NodeManager:
         self._inflight = None
         # Registration carried our full state, including completions.
         self._changes.clear()
-        self._reported_healthy = True
+        self._reported_healthy = self._healthy
         self._stats.registrations += 1
         if self.monitor is not None:
             self.monitor.join(self.machine_id, msg.ring)

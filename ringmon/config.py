@@ -28,6 +28,9 @@ class RingConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, froze
     ping_timeout: Positive = 0.1
     # kring: how long (in intervals) the RM waits for a probe answer before removing the suspect.
     probe_timeout: Positive = 0.2
+    # The probe is sent this many times, evenly within the timeout (a lost probe or answer must
+    # not remove a live node).
+    probe_attempts: Annotated[int, msgspec.Meta(ge=1, le=20)] = 3
     # A node whose main loop has been stalled longer than this is removed (and later rejoins).
     grace_s: Positive = 10.0
     # kring: a watcher whose own tick is this late (in intervals) does not trust its silence data.

@@ -264,6 +264,11 @@ class RingMonitor:
 
     def from_rm(self, msg: Any) -> None:
         """A ring message on the node's RM connection."""
+        if isinstance(msg, Probe) and not (self.active and self._paused):
+            # Alive, even if not (yet) in the ring: answer at once.
+            mid = self.machine_id if self.active else msg.machine_id
+            self._to_rm(ProbeAck(machine_id=mid, probe_id=msg.probe_id, stalled_s=self._stall_age()))
+            return
         if not self.active:
             return
         if self._paused:
@@ -279,8 +284,6 @@ class RingMonitor:
                     self._removed()
                 elif ring is not None:
                     self._offer(ring)
-            case Probe(probe_id=pid):
-                self._to_rm(ProbeAck(machine_id=self.machine_id, probe_id=pid, stalled_s=self._stall_age()))
             case _:
                 self._log.warning("ring.unexpected_message", type=type(msg).__name__)
 

@@ -79,9 +79,11 @@ class RingSyncRequest(RingMessage):
 
 
 class Probe(RingMessage):
-    """RM -> suspected node, on its RM connection (not the lossy liveness channel)."""
+    """RM -> suspected node, on its RM connection (not the liveness channel). Answered even by a
+    node still registering (its RegisterResponse may have been lost): it is alive."""
 
     probe_id: int
+    machine_id: int = -1
 
 
 class ProbeAck(RingMessage):

@@ -128,6 +128,10 @@ class MembershipService:
         return snap[1]
 
     def _on_registered(self, node: NodeRecord) -> None:
+        """A new node joins the ring; a known one re-registering has just shown it is alive."""
+        sus = self._suspects.pop(node.machine_id, None)
+        if sus is not None and sus.timer is not None:
+            sus.timer.cancel()
         if node.machine_id not in self.ring:
             self.ring.insert(node.machine_id)
             self._schedule_flush()
@@ -218,10 +222,18 @@ class MembershipService:
 
     def _probe(self, node: NodeRecord, sus: _Suspicion) -> None:
         self.stats.probes += 1
-        node.link.send(Probe(probe_id=sus.probe_id))
-        expired = ProbeExpired(machine_id=node.machine_id, probe_id=sus.probe_id)
+        probe = Probe(probe_id=sus.probe_id, machine_id=node.machine_id)
+        node.link.send(probe)
         timeout = self._cfg.probe_timeout * self._cfg.interval_s
+        attempts = self._cfg.probe_attempts
+        for k in range(1, attempts):
+            self._rm.clock.call_later(timeout * k / attempts, self._reprobe, node, sus, probe)
+        expired = ProbeExpired(machine_id=node.machine_id, probe_id=sus.probe_id)
         sus.timer = self._rm.clock.call_later(timeout, self._rm.inbound.submit, (None, expired))
+
+    def _reprobe(self, node: NodeRecord, sus: _Suspicion, probe: Probe) -> None:
+        if self._suspects.get(node.machine_id) is sus and self._rm.cluster.nodes.get(node.machine_id) is node:
+            node.link.send(probe)
 
     def _on_ack(self, msg: ProbeAck) -> None:
         sus = self._suspects.get(msg.machine_id)

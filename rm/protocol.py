@@ -51,6 +51,7 @@ class Register(Message):
     address: str
     resources: Resources
     credentials: str = ""
+    healthy: bool = True
     # Containers still running on the node (a resync after the RM lost track of it).
     containers: tuple[ContainerStatus, ...] = ()
 
