@@ -118,7 +118,8 @@ class FaultInjector:
             "fault.injected",
             index=index,
             kind=type(fault).__name__,
-            nodes=[n.address for n in targets][:50],
+            # Crashes and pauses list every node: removal metrics attribute removals by address.
+            nodes=[n.address for n in targets][: None if isinstance(fault, CrashFault | PauseFault) else 50],
             count=len(targets),
             **detail,
         )
