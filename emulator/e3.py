@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from emulator.loader import ScenarioError, scenario_from_dict
+from emulator.metrics import COLUMNS
 from emulator.results import write_results
 from emulator.runner import RunOutcome, run_blocking
 from emulator.scenario import Scenario
@@ -85,7 +86,7 @@ def figures(outcome: RunOutcome, summary: dict[str, Any]) -> dict[str, Any]:
     sc = outcome.scenario
     lo, hi = QUIET_WINDOW_S
     rows = [r for r in outcome.sampler.rows if lo < r[0] <= hi]
-    cols = {name: k for k, name in enumerate(_columns())}
+    cols = {name: k for k, name in enumerate(COLUMNS)}
     minutes = (hi - lo) / 60
     n = sc.node_count
     quiet_msgs = sum(r[cols["to_rm_messages"]] for r in rows) / n / minutes
@@ -108,12 +109,6 @@ def figures(outcome: RunOutcome, summary: dict[str, Any]) -> dict[str, Any]:
         "rm_wait_max_s": summary["rm_wait_max_s"],
         "wall_s": round(outcome.wall_s, 1),
     }
-
-
-def _columns() -> tuple[str, ...]:
-    from emulator.metrics import COLUMNS
-
-    return COLUMNS
 
 
 def removal_bins(outcome: RunOutcome, bin_s: float) -> tuple[list[int], list[int]]:

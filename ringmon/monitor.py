@@ -21,7 +21,7 @@ Sans-IO apart from the injected clock's timers: messages come in through ``from_
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from ringmon.config import RingConfig
 from ringmon.membership import RingView, ViewCache
@@ -214,14 +214,12 @@ class RingMonitor:
         if nxt < float("inf"):
             self._arm(nxt)
 
-    def _report(self, suspect: int, reason: str) -> None:
+    def _report(self, suspect: int, reason: Literal["silent", "stalled"]) -> None:
         self.stats.reports_sent += 1
         version = self.view.version if self.view is not None else -1
         self._log.info("ring.suspect", reporter=self.machine_id, suspect=suspect, reason=reason)
         self._to_rm(
-            UnlivelinessReport(
-                reporter=self.machine_id, suspect=suspect, ring_version=version, reason=reason  # type: ignore[arg-type]
-            )
+            UnlivelinessReport(reporter=self.machine_id, suspect=suspect, ring_version=version, reason=reason)
         )
 
     # ---- inbound -----------------------------------------------------------------------

@@ -210,3 +210,19 @@ def test_375_removals_at_7500_nodes_cost_under_10_mb() -> None:
         assert c.svc.stats.bytes_removal * 1000 < 375 * 7500 * 3 * 7500
 
     virtual(body)
+
+
+def test_a_lost_probe_is_resent_and_re_registration_clears_a_suspicion() -> None:
+    async def body(clock: LoopClock) -> None:
+        c = Cluster(clock, 100)
+        await clock.sleep(1.0)
+        c.report(11, 10)
+        await clock.sleep(0.3)
+        probes = c.links[10].of(Probe)
+        assert len(probes) >= 2 and len({p.probe_id for p in probes}) == 1  # resent, same probe
+        # The node registers again (its last answer was lost, say): it is alive, nothing removed.
+        c.rm.receive(c.links[10], Register(address="n9", resources=Resources(4, 8)))
+        await clock.sleep(1.0)
+        assert c.alive(10) and c.svc.stats.removals == 0
+
+    virtual(body)

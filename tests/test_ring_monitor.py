@@ -186,3 +186,13 @@ def test_a_late_watcher_does_not_trust_its_own_silence() -> None:
         assert all(w.last == clock.now() for w in m.watching.values())
 
     virtual(body)
+
+
+def test_a_node_not_in_the_ring_yet_still_answers_a_probe() -> None:
+    async def body(clock: LoopClock) -> None:
+        net = Net(clock, 4)
+        net.mon[3].leave()  # e.g. registering again after its RegisterResponse was lost
+        net.mon[3].from_rm(Probe(probe_id=5, machine_id=3))
+        assert net.to_rm[3][-1] == ProbeAck(machine_id=3, probe_id=5, stalled_s=0.0)
+
+    virtual(body)
