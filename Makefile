@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench e1 clean chromium
+.PHONY: run test lint bench e1 e2 e3 clean chromium
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or run: make PYTHON=python3 ...)"; exit 1; }
@@ -27,6 +27,12 @@ chromium:
 
 bench: $(STAMP)
 	$(BIN)/emulator bench
+
+# E1 (thesis Tables 4.1-4.3): packing vs plain DRF, compared with the thesis's numbers.
+e1: $(STAMP)
+	$(BIN)/emulator run scenarios/e1-no-packing.toml --out runs/e1-no-packing --quiet
+	$(BIN)/emulator run scenarios/e1-packing.toml --out runs/e1-packing --quiet
+	$(BIN)/emulator compare runs/e1-no-packing runs/e1-packing --reference thesis-e1 --operations
 
 clean:
 	rm -rf $(VENV) runs
