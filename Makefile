@@ -34,5 +34,9 @@ e1: $(STAMP)
 	$(BIN)/emulator run scenarios/e1-packing.toml --out runs/e1-packing --quiet
 	$(BIN)/emulator compare runs/e1-no-packing runs/e1-packing --reference thesis-e1 --operations
 
+# E3 (paper 004 Fig. 9): 7,500 nodes, 5% crash at 400 s; ring vs RM liveliness monitor (~6 min).
+e3: $(STAMP)
+	$(BIN)/emulator e3 --out runs/e3
+
 clean:
 	rm -rf $(VENV) runs
