@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench e1 clean
+.PHONY: run test lint bench e1 e2 e3 clean chromium
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or run: make PYTHON=python3 ...)"; exit 1; }
@@ -16,12 +16,31 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/emulator run scenarios/quickstart.toml --out runs/quickstart
 
-test: $(STAMP)
+test: $(STAMP) chromium
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
+# Debian's Chromium for tests/test_browser.py (needs root; the test is skipped without it, except in CI).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	@command -v chromium >/dev/null 2>&1 || echo "note: no chromium (install Debian's chromium as root); tests/test_browser.py will skip"
+
 bench: $(STAMP)
 	$(BIN)/emulator bench
+
+# E1 (thesis Tables 4.1-4.3): packing vs plain DRF, compared with the thesis's numbers.
+e1: $(STAMP)
+	$(BIN)/emulator run scenarios/e1-no-packing.toml --out runs/e1-no-packing --quiet
+	$(BIN)/emulator run scenarios/e1-packing.toml --out runs/e1-packing --quiet
+	$(BIN)/emulator compare runs/e1-no-packing runs/e1-packing --reference thesis-e1 --operations
+
+# E2 (paper 004 Fig. 5, Fig. 8): heartbeat scalability over TCP, periodic vs delta (~9 min on 2 cores).
+e2: $(STAMP)
+	$(BIN)/emulator sweep scenarios/e2-scale-sweep.toml --out runs/e2-sweep --plots-dir docs
+
+# E3 (paper 004 Fig. 9): 7,500 nodes, 5% crash at 400 s; ring vs RM liveliness monitor (~6 min).
+e3: $(STAMP)
+	$(BIN)/emulator e3 --out runs/e3
 
 clean:
 	rm -rf $(VENV) runs

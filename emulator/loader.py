@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 import tomllib
+import types
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +21,66 @@ class ScenarioError(Exception):
 _AT = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
 
 
+def _field_type(path: str) -> Any:
+    """The declared type at a msgspec error path like ``.scheduler.policy`` or ``.faults[0].kind``;
+    a tag field of a union of structs comes back as ``Literal[tags...]``."""
+    t: Any = Scenario
+    for part in re.findall(r"\.([A-Za-z_]\w*)|\[\d+\]", path):
+        t = _unwrap(t)
+        if not part:  # an index into a list
+            args = typing.get_args(t)
+            t = args[0] if args else None
+            continue
+        members = t if isinstance(t, list) else [t]
+        if not all(isinstance(m, type) and issubclass(m, msgspec.Struct) for m in members):
+            return None
+        cfg = members[0].__struct_config__
+        if part == cfg.tag_field:
+            return typing.Literal[tuple(m.__struct_config__.tag for m in members)]
+        hints = typing.get_type_hints(members[0], include_extras=True)
+        if part not in hints:
+            return None
+        t = hints[part]
+    return _unwrap(t)
+
+
+def _unwrap(t: Any) -> Any:
+    while typing.get_origin(t) is typing.Annotated:
+        t = typing.get_args(t)[0]
+    args = typing.get_args(t)
+    if typing.get_origin(t) in (typing.Union, types.UnionType):
+        structs = [a for a in args if isinstance(a, type) and issubclass(a, msgspec.Struct)]
+        if len(structs) > 1:
+            return structs
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) == 1:
+            return _unwrap(rest[0])
+    return t
+
+
+def _choices(path: str) -> str:
+    t = _field_type(path)
+    if typing.get_origin(t) is typing.Literal:
+        return "expected one of " + ", ".join(f"`{v}`" for v in typing.get_args(t))
+    return ""
+
+
 def _explain(err: msgspec.ValidationError) -> str:
     m = _AT.match(str(err))
     assert m is not None
     msg, path = m.group("msg"), m.group("path")
     where = path.lstrip(".") if path else "(top level)"
     msg = msg[0].lower() + msg[1:] if msg else msg
-    return f"at `{where}`: {msg}"
+    if path and msg.startswith(("invalid enum value", "invalid value")):
+        choices = _choices(path)
+        if choices:
+            msg = f"{msg}; {choices}"
+    return _printable(f"at `{where}`: {msg}")
+
+
+def _printable(text: str) -> str:
+    """One line, whatever odd key names the file contains."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def scenario_from_dict(data: dict[str, Any], source: str = "<scenario>") -> Scenario:

@@ -10,6 +10,10 @@ from nodemanager.stats import NodeStats
 from rm.manager import ResourceManager
 from rm.scheduler.fair_share import progressive_filling
 
+# Per interval: nodes removed by the RM, messages and bytes nodes sent to the RM, ring liveness
+# messages between nodes, bytes of ring updates the RM sent.
+COUNTER_COLUMNS = ("removals", "to_rm_messages", "to_rm_bytes", "ring_messages", "ring_update_bytes")
+
 COLUMNS = (
     "t_s",
     "cpu_utilization",
@@ -24,6 +28,10 @@ COLUMNS = (
     "scheduler_queue_depth",
     "fair_cpu_bound",
     "fair_ram_bound",
+    *COUNTER_COLUMNS,
+    "refusals",
+    "fallback_allocations",
+    "preemptions",
 )
 
 
@@ -53,14 +61,20 @@ class Sampler:
         self.warmup_s = warmup_s
         self.rows: list[tuple[float, ...]] = []
         self.groups: dict[str, GroupShares] = {g: GroupShares() for g in groups}
+        # Same means per pool (every pool but root), for per-pool fairness deviation.
+        self.pools: dict[str, GroupShares] = {}
         self._last = (0, 0, 0)
         self.listeners: list[Callable[[tuple[float, ...]], None]] = []
+        # Cumulative counters behind COUNTER_COLUMNS (set by the runner; zero when absent).
+        self.counters: dict[str, Callable[[], int]] = {}
+        self._last_counters = dict.fromkeys(COUNTER_COLUMNS, 0)
 
     async def run(self) -> None:
         t = self.interval_s
         while True:
             await self._clock.sleep_until(t)
-            self.sample()
+            if not self.rows or self.rows[-1][0] < self._clock.now():  # the runner may have sampled
+                self.sample()
             t += self.interval_s
 
     def sample(self) -> tuple[float, ...]:
@@ -79,6 +93,8 @@ class Sampler:
         fair = progressive_filling(rm.root, ops, cap)
         if now > self.warmup_s:
             self._accumulate_shares(ops, fair.usage, cap.cpu, cap.ram_gib)
+            self._accumulate_pools(fair.pools, cap.cpu, cap.ram_gib)
+        preemptor = rm.preemptor
         row = (
             round(now, 6),
             cluster.used_cpu / cap.cpu if cap.cpu > 0 else 0.0,
@@ -93,11 +109,24 @@ class Sampler:
             rm.events.depth,
             fair.utilization.cpu,
             fair.utilization.ram_gib,
+            *self._counter_deltas(),
+            rm.policy.stats.refusals,
+            rm.policy.stats.fallback_allocations,
+            preemptor.preemptions if preemptor is not None else 0,
         )
         self.rows.append(row)
         for listener in self.listeners:
             listener(row)
         return row
+
+    def _counter_deltas(self) -> list[int]:
+        out = []
+        for name in COUNTER_COLUMNS:
+            fn = self.counters.get(name)
+            value = fn() if fn is not None else 0
+            out.append(value - self._last_counters[name])
+            self._last_counters[name] = value
+        return out
 
     def _accumulate_shares(
         self, ops: list[Any], usage: dict[int, tuple[float, float]], cap_cpu: float, cap_ram: float
@@ -118,6 +147,19 @@ class Sampler:
             if g in cpu and cap_cpu > 0 and cap_ram > 0:
                 acc.dominant_sum += max(cpu[g] / cap_cpu, ram[g] / cap_ram)
                 acc.fair_sum += max(fcpu[g], fram[g])
+
+    def _accumulate_pools(self, fair: dict[str, float], cap_cpu: float, cap_ram: float) -> None:
+        if cap_cpu <= 0 or cap_ram <= 0:
+            return
+        for name, pool in self._rm.pools.items():
+            if name == "root":
+                continue
+            acc = self.pools.get(name)
+            if acc is None:
+                acc = self.pools[name] = GroupShares()
+            acc.samples += 1
+            acc.dominant_sum += max(pool.usage_cpu / cap_cpu, pool.usage_ram / cap_ram)
+            acc.fair_sum += fair.get(name, 0.0)
 
     def window_rows(self) -> list[tuple[float, ...]]:
         return [r for r in self.rows if r[0] > self.warmup_s]

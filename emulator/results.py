@@ -53,7 +53,7 @@ def build_summary(outcome: RunOutcome) -> dict[str, Any]:
                 ),
             }
         )
-    return {
+    summary = {
         "scenario": sc.name,
         "seed": sc.run.seed,
         "clock": sc.run.clock,
@@ -90,8 +90,113 @@ def build_summary(outcome: RunOutcome) -> dict[str, Any]:
             (ns.heartbeats_sent + ns.registrations) / max(sc.node_count, 1) / (sc.run.duration_s / 60)
         ),
         "measurement_window_s": window,
+        **ring_summary(outcome),
         "operations": operations,
     }
+    summary.update(scheduling_metrics(outcome, operations))
+    return summary
+
+
+def _deviation(dominant: float | None, fair: float | None) -> float | None:
+    """Achieved mean dominant share relative to the mean fair share (0 = exactly fair)."""
+    if dominant is None or not fair:
+        return None
+    return _r(dominant / fair - 1.0)
+
+
+def scheduling_metrics(outcome: RunOutcome, operations: list[dict[str, Any]]) -> dict[str, Any]:
+    """Packing, preemption, fairness and fragmentation figures (issue 3); adds per-operation
+    fields to ``operations`` in place."""
+    sc = outcome.scenario
+    rm = outcome.rm
+    stats = rm.policy.stats
+    for entry in operations:
+        offers, accepted, refused = stats.by_group.get(entry["name"], (0, 0, 0))
+        entry["packing_offers"] = offers
+        entry["refusals"] = refused
+        entry["acceptance_rate"] = _r(accepted / offers) if offers else None
+        entry["fairness_deviation"] = _deviation(entry["dominant_share"], entry["fair_share"])
+    pools = []
+    for name, acc in outcome.sampler.pools.items():
+        n = acc.samples or 1
+        dom, fair = acc.dominant_sum / n, acc.fair_sum / n
+        pools.append(
+            {
+                "name": name,
+                "dominant_share": _r(dom),
+                "fair_share": _r(fair),
+                "fairness_deviation": _deviation(dom, fair),
+            }
+        )
+    devs = [abs(e["fairness_deviation"]) for e in operations if e["fairness_deviation"] is not None]
+    offers = sum(c[0] for c in stats.by_group.values())
+    accepted = sum(c[1] for c in stats.by_group.values())
+    allocs = rm.stats.allocations
+    rows = outcome.sampler.window_rows()
+    cols = {c: i for i, c in enumerate(COLUMNS)}
+    bound_cpu = sum(r[cols["fair_cpu_bound"]] for r in rows) / len(rows) if rows else None
+    bound_ram = sum(r[cols["fair_ram_bound"]] for r in rows) / len(rows) if rows else None
+    integral = rm.cluster.integral
+    cpu, ram = integral.cpu_utilization(), integral.ram_utilization()
+    preemptor = rm.preemptor
+    lost = preemptor.preempted_cpu_s(sc.run.warmup_s) if preemptor is not None else 0.0
+    excl = (integral.used_cpu_s - lost) / integral.cap_cpu_s if integral.cap_cpu_s > 0 else 0.0
+    return {
+        "refusals": stats.refusals,
+        "fallback_allocations": stats.fallback_allocations,
+        "packing_offers": offers,
+        "acceptance_rate": _r(accepted / offers) if offers else None,
+        "refusals_per_allocation": _r(stats.refusals / allocs) if allocs else None,
+        "preemptions": preemptor.preemptions if preemptor is not None else 0,
+        "preempted_cpu_s": _r(lost, 3),
+        "cpu_utilization_excl_preempted": _r(excl),
+        "fairness_deviation": _r(sum(devs) / len(devs)) if devs else None,
+        "fairness_deviation_max": _r(max(devs)) if devs else None,
+        "fair_cpu_bound": _r(bound_cpu),
+        "fair_ram_bound": _r(bound_ram),
+        # Pooled-cluster bound (progressive filling on summed resources) minus what was achieved.
+        "fragmentation_gap_cpu": _r(bound_cpu - cpu) if bound_cpu is not None else None,
+        "fragmentation_gap_ram": _r(bound_ram - ram) if bound_ram is not None else None,
+        "pools": pools,
+    }
+
+
+def ring_summary(outcome: RunOutcome) -> dict[str, Any]:
+    """Failure detection and membership figures (issue 4); empty for runs built without them."""
+    extra = outcome.extra
+    sc = outcome.scenario
+    if "removals" not in extra:
+        return {}
+    per_node_minute = max(sc.node_count, 1) * (sc.run.duration_s / 60)
+    removals = extra["removals"].summary()
+    out: dict[str, Any] = {
+        "false_removals": removals["false_removals"],
+        "false_removed_nodes": removals["false_removed_nodes"],
+        "stalled_removals": removals["stalled_removals"],
+        "crashed_nodes": removals["crashed_nodes"],
+        "crashed_removed": removals["crashed_removed"],
+        "detection_latency_s": removals["detection_latency_s"],
+        "rm_messages_per_node_minute": _r(extra["to_rm"].messages / per_node_minute),
+        "rm_bytes_per_node_minute": _r(extra["to_rm"].bytes / per_node_minute),
+        "failure_detector": sc.ring.detector if sc.ring_enabled else "rm_liveliness_monitor",
+    }
+    stats = extra.get("ring_stats")
+    membership = extra.get("membership")
+    if stats is not None and membership is not None:
+        ms = membership.stats
+        out.update(
+            ring_messages_per_node_minute=_r(stats.peer_messages / per_node_minute),
+            ring_reports=ms.reports,
+            ring_reports_rejected=ms.reports_rejected + ms.reports_unregistered,
+            ring_probes=ms.probes,
+            ring_refuted=ms.refuted,
+            ring_brake_held=ms.brake_held,
+            ring_deltas=ms.deltas,
+            membership_bytes_join=ms.bytes_join,
+            membership_bytes_removal=ms.bytes_removal,
+            liveness_lost=extra["peers"].lost,
+        )
+    return out
 
 
 def write_results(outcome: RunOutcome, out_dir: Path) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,14 +13,23 @@ from emulator.clock import LoopClock, run, wall_time
 from emulator.costs import RMCostMeter
 from emulator.eventlog import make_logger
 from emulator.faults import FaultInjector
+from emulator.invariants import InvariantChecker, InvariantViolation
 from emulator.metrics import Sampler
-from emulator.scenario import Scenario
+from emulator.removals import RemovalLog
+from emulator.scenario import MessageFault, RMStallFault, Scenario
 from emulator.topology import node_specs, phases
+from emulator.transport.faulty import FaultWindow, MessageFaultPlan
 from emulator.transport.memory import MemoryNetwork
+from emulator.transport.metered import Meter, MeteredLink
+from emulator.transport.peers import MemoryPeers
 from emulator.workload import WorkloadDriver
 from nodemanager.node import NodeManager
 from nodemanager.stats import NodeStats
+from ringmon.membership import ViewCache
+from ringmon.monitor import RingMonitor
+from ringmon.ports import RingStats
 from rm.manager import ResourceManager
+from rm.membership import MembershipService
 
 
 @dataclass
@@ -34,6 +44,9 @@ class RunOutcome:
 
 
 ProgressHook = Callable[[RunOutcome, tuple[float, ...]], None]
+# Called once the run is wired up, before anything runs: the live status page's way in.
+# ``outcome.extra`` then also holds "clock", "log" and "faults".
+StartHook = Callable[[RunOutcome], None]
 
 
 async def run_scenario(
@@ -41,11 +54,16 @@ async def run_scenario(
     clock: LoopClock,
     events: IO[str] | None = None,
     progress: ProgressHook | None = None,
+    check_invariants: bool | None = None,
+    on_start: StartHook | None = None,
 ) -> RunOutcome:
+    if check_invariants is None:
+        check_invariants = os.environ.get("HBEMU_CHECK_INVARIANTS") == "1"
     log = make_logger(clock, events)
     rm = ResourceManager(
         clock, log, scenario.rm, scenario.scheduler, heartbeat_mode=scenario.heartbeat.mode,
-        queueing=scenario.run.clock == "realtime",
+        queueing=scenario.run.clock == "realtime"
+        or any(isinstance(f, RMStallFault) for f in scenario.faults),
     )
     workload = WorkloadDriver(scenario.workload, rm, clock, scenario.run.seed, log)
     workload.install_pools()
@@ -59,21 +77,53 @@ async def run_scenario(
         )
         for (address, res), offset in zip(specs, offsets, strict=True)
     ]
-    network = MemoryNetwork(clock, rm, scenario.transport.latency_s)
+    message_faults = MessageFaultPlan(clock, scenario.run.seed)
+    for f in scenario.faults:
+        if isinstance(f, MessageFault):
+            message_faults.windows.append(FaultWindow(
+                f.at_s, f.at_s + f.duration_s, f.loss, f.duplicate, f.reorder, f.delay_s,
+                frozenset(f.types), f.direction,
+            ))
+    network = MemoryNetwork(clock, rm, scenario.transport.latency_s, message_faults.wrap)
+    to_rm = Meter()
     for node in nodes:
-        network.connect(node)
+        link, _ = network.connect(node)
+        node.attach(MeteredLink(link, to_rm))
+    peers, membership, ring_stats = _wire_ring(scenario, clock, rm, nodes, offsets, log)
     sampler = Sampler(
         rm, stats, clock, scenario.sample_interval_s, scenario.run.warmup_s,
         [o.name for o in scenario.workload.operations],
     )
     outcome = RunOutcome(scenario, rm, nodes, stats, sampler)
+    outcome.extra["message_faults"] = message_faults
     meter: RMCostMeter | None = None
     if scenario.run.clock == "realtime":
         meter = RMCostMeter(rm)
         meter.install()
+    checker = InvariantChecker(rm, nodes) if check_invariants else None
+    if checker is not None:
+        sampler.listeners.append(lambda _row: checker.check_step())
     if progress is not None:
         sampler.listeners.append(lambda row: progress(outcome, row))
-    faults = FaultInjector(scenario.faults, nodes, clock, scenario.run.seed, log)
+    faults = FaultInjector(scenario.faults, nodes, clock, scenario.run.seed, log, rm=rm, peers=peers)
+    removals = RemovalLog(nodes, faults.crashed_at, clock, scenario.ring.grace_s)
+    rm.node_lost.append(removals.on_lost)
+    outcome.extra.update(
+        to_rm=to_rm, peers=peers, membership=membership, ring_stats=ring_stats, removals=removals
+    )
+    sampler.counters.update(
+        removals=lambda: len(removals.removals),
+        to_rm_messages=lambda: to_rm.messages,
+        to_rm_bytes=lambda: to_rm.bytes,
+    )
+    if ring_stats is not None and membership is not None:
+        sampler.counters.update(
+            ring_messages=lambda: ring_stats.peer_messages,
+            ring_update_bytes=lambda: membership.stats.bytes_total,
+        )
+    if on_start is not None:
+        outcome.extra.update(clock=clock, log=log, faults=faults)
+        on_start(outcome)
     log.info(
         "run.started", scenario=scenario.name, nodes=len(nodes), mode=scenario.heartbeat.mode,
         policy=scenario.scheduler.policy, seed=scenario.run.seed,
@@ -81,19 +131,29 @@ async def run_scenario(
     started = wall_time()
     if meter is not None:
         meter.start()
-    async with asyncio.TaskGroup() as tg:
-        tasks = [tg.create_task(rm.run(), name="rm")]
-        tasks += [tg.create_task(n.run(), name=n.address) for n in nodes]
-        tasks.append(tg.create_task(sampler.run(), name="sampler"))
-        workload.start()
-        faults.start()
-        if scenario.run.warmup_s > 0:
-            clock.call_later(scenario.run.warmup_s, rm.cluster.reset_integral, scenario.run.warmup_s)
-        await clock.sleep_until(scenario.run.duration_s)
-        workload.stop()
-        rm.cluster.advance(clock.now())
-        for task in tasks:
-            task.cancel()
+    try:
+        async with asyncio.TaskGroup() as tg:
+            tasks = [tg.create_task(rm.run(), name="rm")]
+            tasks += [tg.create_task(n.run(), name=n.address) for n in nodes]
+            tasks.append(tg.create_task(sampler.run(), name="sampler"))
+            workload.start()
+            faults.start()
+            if scenario.run.warmup_s > 0:
+                clock.call_later(scenario.run.warmup_s, rm.cluster.reset_integral, scenario.run.warmup_s)
+            await clock.sleep_until(scenario.run.duration_s)
+            if not sampler.rows or sampler.rows[-1][0] < clock.now():
+                sampler.sample()  # the final row, whatever the timer order at the last instant
+            workload.stop()
+            rm.cluster.advance(clock.now())
+            if checker is not None:
+                for _ in range(3):  # let launches pushed at the last instant arrive
+                    await asyncio.sleep(0)
+                checker.check_quiescent()
+            for task in tasks:
+                task.cancel()
+    except* InvariantViolation as group:
+        # Raised inside a task (the sampler): surface the first violation itself, not the group.
+        raise group.exceptions[0] from None
     outcome.wall_s = wall_time() - started
     if meter is not None:
         meter.stop()
@@ -102,10 +162,35 @@ async def run_scenario(
     return outcome
 
 
+def _wire_ring(
+    scenario: Scenario,
+    clock: LoopClock,
+    rm: ResourceManager,
+    nodes: list[NodeManager],
+    offsets: list[float],
+    log: Any,
+) -> tuple[MemoryPeers | None, MembershipService | None, RingStats | None]:
+    """The ring monitor on every node, the peer channel between them, the RM's membership."""
+    if not scenario.ring_enabled:
+        return None, None, None
+    cfg = scenario.ring
+    peers = MemoryPeers(clock, scenario.run.seed, scenario.transport.latency_s)
+    membership = MembershipService(rm, cfg)
+    views = ViewCache()
+    stats = RingStats()
+    for node, offset in zip(nodes, offsets, strict=True):
+        node.monitor = RingMonitor(
+            cfg, clock, peers, node.send_to_rm, views, stats, log,
+            stall_age=node.stalled_for, on_removed=node.ring_removed, phase_s=offset,
+        )
+    return peers, membership, stats
+
+
 def run_blocking(
     scenario: Scenario,
     events_path: Path | None = None,
     progress: ProgressHook | None = None,
+    check_invariants: bool | None = None,
 ) -> RunOutcome:
     """Run on a fresh loop of the scenario's clock kind."""
     if scenario.transport.kind == "tcp":
@@ -115,8 +200,8 @@ def run_blocking(
 
     async def main(clock: LoopClock) -> RunOutcome:
         if events_path is None:
-            return await run_scenario(scenario, clock, None, progress)
+            return await run_scenario(scenario, clock, None, progress, check_invariants)
         with events_path.open("w", encoding="utf-8") as sink:
-            return await run_scenario(scenario, clock, sink, progress)
+            return await run_scenario(scenario, clock, sink, progress, check_invariants)
 
     return run(main, scenario.run.clock, scenario.run.speed)

@@ -7,12 +7,15 @@ from typing import Annotated, Literal
 import msgspec
 
 from nodemanager.config import HeartbeatConfig
+from ringmon.config import RingConfig
 from rm.config import RMConfig
 from rm.scheduler.config import SchedulerConfig
 
-Positive = Annotated[float, msgspec.Meta(gt=0)]
-NonNegative = Annotated[float, msgspec.Meta(ge=0)]
-Count = Annotated[int, msgspec.Meta(ge=1)]
+# Upper bounds keep infinities (and absurd values) out at the edge; NaN fails every bound.
+LIMIT = 1e9
+Positive = Annotated[float, msgspec.Meta(gt=0, le=LIMIT)]
+NonNegative = Annotated[float, msgspec.Meta(ge=0, le=LIMIT)]
+Count = Annotated[int, msgspec.Meta(ge=1, le=1_000_000)]
 Fraction = Annotated[float, msgspec.Meta(ge=0, le=1)]
 
 
@@ -67,7 +70,7 @@ class OperationConfig(Base, kw_only=True):
     pool: str = "default"
     cpu: Positive
     ram_gib: Positive
-    job_count: Annotated[int, msgspec.Meta(ge=0)]
+    job_count: Annotated[int, msgspec.Meta(ge=0, le=10_000_000)]
     seconds_mean: Positive
     seconds_deviation: NonNegative = 0.0
     submit_at_s: NonNegative = 0.0
@@ -123,7 +126,83 @@ class HealthFault(NodeSelector, kw_only=True, tag_field="kind", tag="health"):
     healthy: bool = False
 
 
-Fault = HealthFault
+class MessageFault(Base, kw_only=True, tag_field="kind", tag="messages"):
+    """Between ``at_s`` and ``at_s + duration_s``, disturb messages (of ``types``, or all)."""
+
+    at_s: NonNegative
+    duration_s: Positive
+    loss: Fraction = 0.0
+    duplicate: Fraction = 0.0
+    reorder: Fraction = 0.0
+    # Each affected message is delayed by a uniform draw in [0, delay_s] (which also reorders).
+    delay_s: NonNegative = 0.0
+    # Message type names, e.g. ["LaunchContainers", "HeartbeatResponse"]; empty means all.
+    types: list[str] = []
+    direction: Literal["to_rm", "to_node", "both"] = "both"
+
+
+
+
+class CrashFault(NodeSelector, kw_only=True, tag_field="kind", tag="crash"):
+    """The selected nodes die silently at ``at_s`` (no heartbeats, no liveness, no answers).
+    ``consecutive``: ``count`` nodes with consecutive machine ids (a rack), from ``first_id`` or a
+    seeded start. ``rejoin_after_s``: each restarts as a fresh process that long afterwards."""
+
+    at_s: NonNegative
+    consecutive: bool = False
+    first_id: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    rejoin_after_s: Positive | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.consecutive and self.count is None:
+            raise ValueError("`consecutive` needs `count`")
+        if self.first_id is not None and not self.consecutive:
+            raise ValueError("`first_id` needs `consecutive = true`")
+
+
+class PauseFault(NodeSelector, kw_only=True, tag_field="kind", tag="pause"):
+    """The selected nodes' event loops stall at ``at_s`` for ``duration_s`` (or a seeded uniform
+    duration in [duration_s, duration_max_s] per node)."""
+
+    at_s: NonNegative
+    duration_s: Positive
+    duration_max_s: Positive | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.duration_max_s is not None and self.duration_max_s < self.duration_s:
+            raise ValueError("`duration_max_s` must be >= `duration_s`")
+
+
+class LivenessLossFault(Base, kw_only=True, tag_field="kind", tag="liveness_loss"):
+    """From ``at_s`` (for ``duration_s``, or to the end) drop this fraction of ring liveness
+    messages between nodes (seeded)."""
+
+    at_s: NonNegative
+    fraction: Fraction
+    duration_s: Positive | None = None
+
+
+class RMStallFault(Base, kw_only=True, tag_field="kind", tag="rm_stall"):
+    """The RM handles no node message for ``duration_s`` (they queue)."""
+
+    at_s: NonNegative
+    duration_s: Positive
+
+
+class RMOverloadFault(Base, kw_only=True, tag_field="kind", tag="rm_overload"):
+    """Multiply the RM's ``[rm.service_time]`` costs by ``factor`` from ``at_s`` (for
+    ``duration_s``, or to the end). Needs non-zero service-time costs."""
+
+    at_s: NonNegative
+    factor: Positive
+    duration_s: Positive | None = None
+
+
+Fault = (
+    HealthFault | MessageFault | CrashFault | PauseFault | LivenessLossFault | RMStallFault | RMOverloadFault
+)
 
 
 class TransportConfig(Base, kw_only=True):
@@ -179,12 +258,28 @@ class Scenario(Base, kw_only=True):
     transport: TransportConfig = msgspec.field(default_factory=TransportConfig)
     workload: WorkloadConfig = msgspec.field(default_factory=WorkloadConfig)
     faults: list[Fault] = []
+    ring: RingConfig = msgspec.field(default_factory=RingConfig)
     run: RunConfig
     sweep: SweepConfig | None = None
 
     def __post_init__(self) -> None:
         if self.transport.kind == "tcp" and self.run.clock != "realtime":
             raise ValueError('`transport.kind = "tcp"` needs `run.clock = "realtime"`')
+        packing = self.scheduler.packing
+        pools = {"root", *(p.name for p in self.workload.pools), *(o.pool for o in self.workload.operations)}
+        unknown = sorted(set(packing.disabled_pools) - pools)
+        if unknown:
+            raise ValueError(f"`scheduler.packing.disabled_pools` names unknown pools: {unknown}")
+        ops = {o.name for o in self.workload.operations}
+        unknown = sorted(set(packing.disabled_operations) - ops)
+        if unknown:
+            raise ValueError(f"`scheduler.packing.disabled_operations` names unknown operations: {unknown}")
+        if self.rm.service_time.is_zero() and any(isinstance(f, RMOverloadFault) for f in self.faults):
+            raise ValueError("an `rm_overload` fault needs non-zero `[rm.service_time]` costs")
+
+    @property
+    def ring_enabled(self) -> bool:
+        return self.ring.is_enabled(self.heartbeat.mode)
 
     @property
     def node_count(self) -> int:

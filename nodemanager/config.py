@@ -18,7 +18,7 @@ class HeartbeatConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, 
     # Spread first heartbeats uniformly over one interval instead of all at t=0.
     spread: bool = True
     # A heartbeat unanswered this long is sent again; None means 10 intervals.
-    rpc_timeout_s: Annotated[float, msgspec.Meta(gt=0)] | None = None
+    rpc_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=86400)] | None = None
 
     def effective_rpc_timeout(self) -> float:
         return self.rpc_timeout_s if self.rpc_timeout_s is not None else 10 * self.interval_s

@@ -9,7 +9,7 @@ from typing import Any
 
 from nodemanager.config import HeartbeatConfig
 from nodemanager.stats import NodeStats
-from ringmon.protocol import Ring, RingUpdate, UnlivelinessResponse
+from ringmon.protocol import Ring, RingMessage, RingUpdate, UnlivelinessResponse
 from rm.ports import Clock, Link, Timer
 from rm.protocol import (
     EXIT_KILLED,
@@ -45,6 +45,7 @@ class _Container:
 
 class NodeManager:
     __slots__ = (
+        "_backlog",
         "_changes",
         "_clock",
         "_config",
@@ -55,15 +56,20 @@ class NodeManager:
         "_last_response_id",
         "_link",
         "_log",
+        "_paused_until",
         "_phase",
+        "_reboot",
         "_reported_healthy",
+        "_stalled_since",
         "_stats",
         "_used_cpu",
         "_used_ram",
         "_wake",
         "address",
+        "crashed",
         "credentials",
         "machine_id",
+        "monitor",
         "resources",
         "ring",
         "state",
@@ -103,6 +109,13 @@ class NodeManager:
         self._inflight_at = 0.0
         self._last_response_id = 0
         self._wake: asyncio.Future[None] | None = None
+        # Ring monitor (ringmon.monitor.RingMonitor) when the ring is on; faults: crash, pause.
+        self.monitor: Any = None
+        self.crashed = False
+        self._reboot: asyncio.Future[None] | None = None
+        self._paused_until = -1.0
+        self._stalled_since = 0.0
+        self._backlog: list[tuple[Any, ...]] = []
 
     # ---- wiring -------------------------------------------------------------------------
 
@@ -120,12 +133,24 @@ class NodeManager:
     def running_containers(self) -> dict[int, ContainerLaunch]:
         return {cid: c.launch for cid, c in self._containers.items()}
 
+    def unreported_completions(self) -> set[int]:
+        """Containers that ended but whose completion the RM has not acknowledged yet."""
+        return {cid for cid, st in self._changes.items() if st.state == "complete"}
+
     def used(self) -> Resources:
         return Resources(self._used_cpu, self._used_ram)
 
     # ---- main loop ----------------------------------------------------------------------
 
     async def run(self) -> None:
+        """One life (see ``_life``); after a crash, another one each time ``rejoin`` is called."""
+        await self._life(self._phase)
+        while self._reboot is not None:
+            await self._reboot
+            self._reboot = None
+            await self._life(0.0)
+
+    async def _life(self, phase_s: float) -> None:
         """Register, then heartbeat every interval until stopped or told to shut down.
 
         Registration is message-driven: a tick while still registering resends ``Register``
@@ -133,7 +158,7 @@ class NodeManager:
         """
         interval = self._config.interval_s
         clock = self._clock
-        next_tick = clock.now() + self._phase
+        next_tick = clock.now() + phase_s
         await clock.sleep_until(next_tick)
         self._start_registration()
         next_tick += interval
@@ -149,6 +174,8 @@ class NodeManager:
                     next_tick += math.ceil(behind / interval) * interval
                 continue
             await clock.sleep_until(next_tick)
+            while self._paused_until > clock.now():
+                await clock.sleep_until(self._paused_until)  # the stalled loop runs nothing
             if self.state is NodeState.STOPPED:
                 break
             late = clock.now() - next_tick
@@ -182,6 +209,8 @@ class NodeManager:
             w.set_result(None)
 
     def _start_registration(self) -> None:
+        if self.monitor is not None:
+            self.monitor.leave()
         self.state = NodeState.REGISTERING
         self._inflight = None
         self._inflight_at = self._clock.now()
@@ -190,6 +219,7 @@ class NodeManager:
                 address=self.address,
                 resources=self.resources,
                 credentials=self.credentials,
+                healthy=self._healthy,
                 containers=self._full_statuses(),
             )
         )
@@ -208,7 +238,76 @@ class NodeManager:
         self._changes.clear()
         self._used_cpu = self._used_ram = 0.0
         self.state = NodeState.STOPPED
+        if self.monitor is not None:
+            self.monitor.leave()
         self._touch()
+
+    # ---- faults --------------------------------------------------------------------------
+
+    def crash(self) -> None:
+        """The process dies: no heartbeats, no liveness, no answers; ``rejoin`` restarts it."""
+        self._paused_until = -1.0
+        self._backlog.clear()
+        self.stop()
+        self.crashed = True
+        if self._reboot is None:
+            self._reboot = asyncio.get_running_loop().create_future()
+
+    def rejoin(self) -> None:
+        """Start a fresh process after a crash: it registers as a new node, with no containers."""
+        if not self.crashed or self._reboot is None:
+            return
+        self.crashed = False
+        self.state = NodeState.NEW
+        self._inflight = None
+        self._last_response_id = 0
+        self._reported_healthy = self._healthy = True
+        if not self._reboot.done():
+            self._reboot.set_result(None)
+
+    def pause(self, seconds: float) -> None:
+        """The node's event loop stalls for ``seconds``: nothing it receives or that completes is
+        handled until then (containers, being processes, do finish)."""
+        if self.state is NodeState.STOPPED or seconds <= 0:
+            return
+        now = self._clock.now()
+        if self._paused_until <= now:
+            self._stalled_since = now
+            self._clock.call_later(seconds, self._resume)
+        elif now + seconds > self._paused_until:
+            self._clock.call_later(now + seconds - self._paused_until, self._resume)
+        self._paused_until = max(self._paused_until, now + seconds)
+        if self.monitor is not None:
+            self.monitor.pause()
+
+    @property
+    def paused(self) -> bool:
+        return self._paused_until > self._clock.now()
+
+    def stalled_for(self) -> float:
+        """How long the event loop has been stalled (0 while it runs)."""
+        now = self._clock.now()
+        return now - self._stalled_since if self._paused_until > now else 0.0
+
+    def _resume(self) -> None:
+        if self._paused_until > self._clock.now() or self.state is NodeState.STOPPED:
+            return
+        self._paused_until = -1.0
+        backlog, self._backlog = self._backlog, []
+        for fn, *args in backlog:
+            if self.state is not NodeState.STOPPED:
+                fn(*args)
+        if self.monitor is not None:
+            self.monitor.resume()
+        self._touch()
+
+    def ring_removed(self) -> None:
+        """The ring monitor saw us removed from the ring while alive: register again."""
+        if self.paused:
+            self._backlog.append((self.ring_removed,))
+        elif self.state is NodeState.RUNNING:
+            self._stats.resyncs += 1
+            self._start_registration()
 
     # ---- heartbeats ---------------------------------------------------------------------
 
@@ -251,6 +350,10 @@ class NodeManager:
         self._stats.statuses_sent += len(statuses)
         self._send(hb)
 
+    def send_to_rm(self, msg: Any) -> None:
+        """For the ring monitor: reports and probe answers go on the node's RM connection."""
+        self._send(msg)
+
     def _send(self, msg: Any) -> None:
         if self._link is not None and not self._link.closed:
             self._link.send(msg)
@@ -259,6 +362,12 @@ class NodeManager:
 
     def receive(self, msg: Any) -> None:
         if self.state is NodeState.STOPPED:
+            return
+        if self.monitor is not None and isinstance(msg, RingMessage):
+            self.monitor.from_rm(msg)  # the monitor decides whether our stall delays it
+            return
+        if self._paused_until > self._clock.now():
+            self._backlog.append((self.receive, msg))
             return
         match msg:
             case HeartbeatResponse():
@@ -297,8 +406,10 @@ class NodeManager:
         self._inflight = None
         # Registration carried our full state, including completions.
         self._changes.clear()
-        self._reported_healthy = True
+        self._reported_healthy = self._healthy
         self._stats.registrations += 1
+        if self.monitor is not None:
+            self.monitor.join(self.machine_id, msg.ring)
 
     def _on_heartbeat_response(self, msg: HeartbeatResponse) -> None:
         sent = self._inflight
@@ -366,6 +477,9 @@ class NodeManager:
         return True
 
     def _finish(self, cid: int) -> None:
+        if self._paused_until > self._clock.now():
+            self._backlog.append((self._finish, cid))
+            return
         if self._release(cid, EXIT_SUCCESS):
             self._stats.containers_finished += 1
             if self._config.on_completion and self.state is NodeState.RUNNING:

@@ -26,6 +26,9 @@ class Liveness(RingMessage):
 
     sender: int
     seq: int
+    # How long the sender's main event loop has been stalled (0 when it runs); sent by a watchdog
+    # that does not share that loop, so a hung node is told apart from a dead one.
+    stalled_s: float = 0.0
 
 
 class UnlivelinessReport(RingMessage):
@@ -34,6 +37,9 @@ class UnlivelinessReport(RingMessage):
     reporter: int
     suspect: int
     ring_version: int
+    # "silent": no liveness for the suspicion timeout; "stalled": liveness says the suspect's main
+    # loop has been stalled longer than the grace.
+    reason: Literal["silent", "stalled"] = "silent"
 
 
 class UnlivelinessResponse(RingMessage):
@@ -45,3 +51,44 @@ class RingUpdate(RingMessage):
     """RM -> node: the current ring. Nodes ignore versions older than the one they hold."""
 
     ring: Ring
+
+
+class LivenessPing(RingMessage):
+    """Watcher -> suspect: answer with a ``Liveness`` now (a second chance before reporting)."""
+
+    sender: int
+
+
+class RingDelta(RingMessage):
+    """RM -> node: the changes from ring ``base_version`` to ``version`` (a batch of joins and
+    removals). Id lists are gap-encoded (see ``ringmon.membership.encode_ids``) so a batch of
+    n ids costs about n bytes on the wire. A node holding ``base_version`` applies it; one holding
+    ``version`` or newer ignores it; one holding an older version asks for the full ring."""
+
+    base_version: int
+    version: int
+    added: tuple[int, ...] = ()
+    removed: tuple[int, ...] = ()
+
+
+class RingSyncRequest(RingMessage):
+    """Node -> RM: I missed ring changes after ``version``; send me the full ring."""
+
+    machine_id: int
+    version: int
+
+
+class Probe(RingMessage):
+    """RM -> suspected node, on its RM connection (not the liveness channel). Answered even by a
+    node still registering (its RegisterResponse may have been lost): it is alive."""
+
+    probe_id: int
+    machine_id: int = -1
+
+
+class ProbeAck(RingMessage):
+    """Node -> RM: alive; ``stalled_s`` as in ``Liveness``."""
+
+    machine_id: int
+    probe_id: int
+    stalled_s: float = 0.0

@@ -22,6 +22,7 @@ class Allocation:
 
     __slots__ = ("container_id", "node", "op", "started_at", "task")
 
+
     def __init__(
         self, container_id: int, node: NodeRecord, op: Operation, task: Task, now: float
     ) -> None:

@@ -6,7 +6,8 @@ from typing import Annotated
 
 import msgspec
 
-NonNegative = Annotated[float, msgspec.Meta(ge=0)]
+NonNegative = Annotated[float, msgspec.Meta(ge=0, le=1e9)]
+Positive = Annotated[float, msgspec.Meta(gt=0, le=1e9)]
 
 
 class ServiceTimeConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
@@ -39,14 +40,17 @@ class ServiceTimeConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True
 
 class RMConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
     # NMLivelinessMonitor: a node with no heartbeat *processed* for this long is lost.
-    expiry_s: Annotated[float, msgspec.Meta(gt=0)] = 600.0
+    expiry_s: Positive = 600.0
     # None: on in periodic heartbeat mode, off in delta mode (the ring detects failures there).
     liveliness_monitor: bool | None = None
     # How often the monitor scans; None means expiry / 3 (YARN's default ratio).
-    monitor_interval_s: Annotated[float, msgspec.Meta(gt=0)] | None = None
+    monitor_interval_s: Positive | None = None
     # Registration is refused below this (YARN's minimum allocation).
     min_cpu: NonNegative = 1.0
     min_ram_gib: NonNegative = 1.0
+    # A launch no report has mentioned, or a kill no report has confirmed, after this long is sent
+    # again (commands lost on the way; nodes ignore duplicates).
+    command_timeout_s: Positive = 30.0
     # Shared secret nodes must present at registration; empty disables the check.
     credentials: str = ""
     service_time: ServiceTimeConfig = msgspec.field(default_factory=ServiceTimeConfig)

@@ -52,6 +52,9 @@ class Dispatcher:
         self.processed = 0
         self.busy_s = 0.0
         self.waits = LogHistogram()
+        self._stalled_until = 0.0
+        # Fault injection (RM overload): every service-time cost is multiplied by this.
+        self.cost_scale = 1.0
 
     def submit(self, item: Any) -> None:
         q = self._queue
@@ -81,6 +84,11 @@ class Dispatcher:
     def instrument(self, wrap: Callable[[Handler], Handler]) -> None:
         """Replace the handler by ``wrap(handler)``, e.g. to time every item (cost accounting)."""
         self._handler = wrap(self._handler)
+    def stall(self, seconds: float) -> None:
+        """Handle nothing for ``seconds`` (fault injection: an RM pause). Queued dispatchers only."""
+        if self._inline:
+            raise RuntimeError("an inline dispatcher cannot stall; run the RM with queueing")
+        self._stalled_until = max(self._stalled_until, self._clock.now() + seconds)
 
     @property
     def depth(self) -> int:
@@ -97,10 +105,14 @@ class Dispatcher:
                 self._wakeup = loop.create_future()
                 await self._wakeup
                 continue
+            if clock.now() < self._stalled_until:
+                # A stalled process handles nothing; what arrives meanwhile queues.
+                await clock.sleep_until(self._stalled_until)
+                continue
             t_enq, item = q.popleft()
             self.waits.add(clock.now() - t_enq)
             if self._cost_s is not None:
-                cost = self._cost_s(item)
+                cost = self._cost_s(item) * self.cost_scale
                 if cost > 0:
                     self.busy_s += cost
                     await clock.sleep(cost)

@@ -12,21 +12,40 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from ringmon.protocol import UnlivelinessReport
+from ringmon.protocol import Ring, RingMessage, UnlivelinessReport
 from rm.cluster import Allocation, Cluster, NodeRecord
 from rm.config import RMConfig
 from rm.dispatcher import Dispatcher
 from rm.operations import Operation, OperationSpec, Pool
 from rm.ports import Clock
-from rm.protocol import EXIT_SUCCESS, ContainerLaunch, Heartbeat, LaunchContainers, Register
+from rm.preemption import Preemptor
+from rm.protocol import (
+    EXIT_KILLED,
+    EXIT_SUCCESS,
+    ContainerLaunch,
+    Heartbeat,
+    KillContainers,
+    LaunchContainers,
+    Register,
+)
 from rm.resources import EPS, ZERO, Resources
 from rm.scheduler.config import SchedulerConfig
 from rm.scheduler.drf import DRFPolicy
+from rm.scheduler.drfh import DRFHPolicy
 from rm.scheduler.fifo import FIFOPolicy
-from rm.scheduler.policy import Policy, PolicyBase
+from rm.scheduler.packing import PackingPolicy
+from rm.scheduler.policy import Policy
+from rm.scheduler.tetris import TetrisPolicy
 from rm.tracker import ResourceTracker
 
-POLICIES: dict[str, type[PolicyBase]] = {"drf": DRFPolicy, "fifo": FIFOPolicy}
+PolicyFactory = Callable[[Pool, Cluster, SchedulerConfig, Clock], Policy]
+POLICIES: dict[str, PolicyFactory] = {
+    "drf": lambda root, cluster, _config, _clock: DRFPolicy(root, cluster),
+    "fifo": lambda root, cluster, _config, _clock: FIFOPolicy(root, cluster),
+    "packing": PackingPolicy,
+    "tetris": TetrisPolicy,
+    "drfh": DRFHPolicy,
+}
 
 _US = 1e-6
 
@@ -56,7 +75,10 @@ class GroupStats:
 
 
 class RMStats:
-    __slots__ = ("allocations", "containers_completed", "nodes_lost", "tasks_requeued", "update_events")
+    __slots__ = (
+        "allocations", "containers_completed", "nodes_lost", "tasks_preempted", "tasks_requeued",
+        "update_events",
+    )
 
     def __init__(self) -> None:
         self.update_events = 0
@@ -64,6 +86,7 @@ class RMStats:
         self.containers_completed = 0
         self.tasks_requeued = 0
         self.nodes_lost = 0
+        self.tasks_preempted = 0
 
 
 class ResourceManager:
@@ -91,7 +114,10 @@ class ResourceManager:
         self.pools: dict[str, Pool] = {"root": self.root}
         self.operations: dict[int, Operation] = {}
         self.groups: dict[str, GroupStats] = {}
-        self.policy: Policy = POLICIES[sc.policy](self.root, self.cluster)
+        self.policy: Policy = POLICIES[sc.policy](self.root, self.cluster, sc, clock)
+        # DRFH-style policies pick the node too: every scheduling event becomes a cluster pass.
+        self._chooses_nodes = bool(getattr(self.policy, "chooses_nodes", False))
+        self.preemptor = Preemptor(self, sc.preemption) if sc.preemption.enabled else None
         self.tracker = ResourceTracker(self)
         self.stats = RMStats()
         timed = not self.config.service_time.is_zero()
@@ -101,11 +127,20 @@ class ResourceManager:
         )
         self.events = Dispatcher(clock, self._handle_event, inline=inline)
         self._pass_pending = False
+        # Commands whose effect no report has shown yet: container id -> launch, or kill target.
+        self.unconfirmed: dict[int, tuple[Allocation, float]] = {}
+        self.pending_kills: dict[int, tuple[NodeRecord, float]] = {}
+        self.stats_commands_resent = 0
         self._next_container_id = 1
         self._next_op_id = 1
         self.operation_finished: list[Callable[[Operation], None]] = []
+        self.task_completed: list[Callable[[Allocation], None]] = []
         self.node_lost: list[Callable[[NodeRecord, str], None]] = []
         self.unliveliness_handler: Callable[[Any, UnlivelinessReport], None] | None = None
+        # Ring membership (rm.membership): told about new nodes; supplies the ring for
+        # RegisterResponse.
+        self.node_registered: list[Callable[[NodeRecord], None]] = []
+        self.ring_provider: Callable[[], Ring] | None = None
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -115,6 +150,9 @@ class ResourceManager:
             tg.create_task(self.events.run(), name="rm.events")
             if self.monitor_enabled:
                 tg.create_task(self._liveliness_monitor(), name="rm.liveliness")
+            tg.create_task(self._command_monitor(), name="rm.commands")
+            if self.preemptor is not None:
+                tg.create_task(self._preemption_loop(self.preemptor), name="rm.preemption")
 
     # ---- inbound messages --------------------------------------------------------------
 
@@ -138,7 +176,8 @@ class ResourceManager:
                 self.tracker.on_heartbeat(link, msg)
             case Register():
                 self.tracker.on_register(link, msg)
-            case UnlivelinessReport() if self.unliveliness_handler is not None:
+            case RingMessage() if self.unliveliness_handler is not None:
+                # Reports, probe answers, ring sync requests: the membership service's.
                 self.unliveliness_handler(link, msg)
             case _:
                 self.log.warning("rm.unexpected_message", type=type(msg).__name__)
@@ -155,6 +194,13 @@ class ResourceManager:
 
     def _handle_event(self, item: Any) -> float:
         st = self.config.service_time
+        if self._chooses_nodes:
+            if isinstance(item, _NodeUpdate):
+                self.stats.update_events += 1
+            else:
+                self._pass_pending = False
+            n = self._place()
+            return (st.node_update_us + st.allocation_us * n) * _US
         if isinstance(item, _NodeUpdate):
             self.stats.update_events += 1
             node = item.node
@@ -175,6 +221,7 @@ class ResourceManager:
         if not node.schedulable:
             return 0
         launches: list[ContainerLaunch] = []
+        self.policy.begin_fill(node)
         assign = self.policy.assign
         while self.root.pending_tasks > 0:
             op = assign(node)
@@ -185,6 +232,32 @@ class ResourceManager:
             node.link.send(LaunchContainers(containers=tuple(launches)))
         return len(launches)
 
+    def _place(self) -> int:
+        """Node-choosing policies (DRFH): the policy picks operation and node together."""
+        place = self.policy.place  # type: ignore[attr-defined]
+        launches: dict[int, list[ContainerLaunch]] = {}
+        while self.root.pending_tasks > 0:
+            pick = place(self.cluster.nodes.values())
+            if pick is None:
+                break
+            op, node = pick
+            launches.setdefault(node.machine_id, []).append(self._start(op, node))
+        for mid, batch in launches.items():
+            self.cluster.nodes[mid].link.send(LaunchContainers(containers=tuple(batch)))
+        return sum(len(b) for b in launches.values())
+
+    def start_on(self, op: Operation, node: NodeRecord) -> None:
+        """Start one task of ``op`` on ``node`` outside a node update (preemption)."""
+        node.link.send(LaunchContainers(containers=(self._start(op, node),)))
+
+    def kill_container(self, alloc: Allocation, exit_code: int) -> None:
+        """Take a running task back (preemption): the node kills it, the task is pending again."""
+        self.send_kill(alloc.node, [alloc.container_id], exit_code)
+        self.cluster.release(alloc, self.clock.now())
+        self.unconfirmed.pop(alloc.container_id, None)
+        alloc.op.requeue(alloc.task)
+        self.stats.tasks_preempted += 1
+
     def _start(self, op: Operation, node: NodeRecord) -> ContainerLaunch:
         now = self.clock.now()
         if not node.fits(op.demand):
@@ -193,7 +266,9 @@ class ResourceManager:
         task = op.take_task(now)
         cid = self._next_container_id
         self._next_container_id += 1
-        self.cluster.place(Allocation(cid, node, op, task, now), now)
+        alloc = Allocation(cid, node, op, task, now)
+        self.cluster.place(alloc, now)
+        self.unconfirmed[cid] = (alloc, now)
         self.stats.allocations += 1
         if first:
             self.log.info("operation.started", operation=op.name, pool=op.pool.name)
@@ -204,10 +279,13 @@ class ResourceManager:
     def container_finished(self, alloc: Allocation, exit_code: int) -> None:
         now = self.clock.now()
         self.cluster.release(alloc, now)
+        self.unconfirmed.pop(alloc.container_id, None)
         op = alloc.op
         if exit_code == EXIT_SUCCESS:
             self.stats.containers_completed += 1
             self.groups[op.group].completed_tasks += 1
+            for listener in self.task_completed:
+                listener(alloc)
             if op.task_completed(now):
                 self._finish_operation(op)
         else:
@@ -228,8 +306,14 @@ class ResourceManager:
         allocs = list(node.containers.values())
         for alloc in allocs:
             self.cluster.release(alloc, now)
-            self._requeue(alloc)
+            self.unconfirmed.pop(alloc.container_id, None)
+        for cid in [c for c, (n, _) in self.pending_kills.items() if n is node]:
+            del self.pending_kills[cid]
+        # Forget the node before requeueing: a requeue may run a scheduling pass at once (inline
+        # dispatch), which must not place the tasks back on this node.
         self.cluster.remove(node, now)
+        for alloc in allocs:
+            self._requeue(alloc)
         self.stats.nodes_lost += 1
         self.log.warning(
             "node.lost", machine_id=node.machine_id, address=node.address, reason=reason,
@@ -244,6 +328,41 @@ class ResourceManager:
                 "node.healthy" if healthy else "node.unhealthy", machine_id=node.machine_id
             )
 
+    def send_kill(self, node: NodeRecord, container_ids: list[int], exit_code: int = EXIT_KILLED) -> None:
+        """Tell ``node`` to kill containers the RM no longer accounts for; resent until confirmed."""
+        if container_ids:
+            node.link.send(KillContainers(container_ids=tuple(container_ids), exit_code=exit_code))
+            self.expect_kills(node, container_ids)
+
+    def expect_kills(self, node: NodeRecord, container_ids: list[int] | tuple[int, ...]) -> None:
+        now = self.clock.now()
+        for cid in container_ids:
+            self.pending_kills[cid] = (node, now)
+
+    async def _command_monitor(self) -> None:
+        """Repair lost launch and kill commands: a node's reports never mentioned them."""
+        timeout = self.config.command_timeout_s
+        while True:
+            await self.clock.sleep(timeout)
+            deadline = self.clock.now() - timeout
+            now = self.clock.now()
+            relaunch: dict[int, list[Allocation]] = {}
+            for alloc, sent_at in self.unconfirmed.values():
+                if sent_at < deadline:
+                    relaunch.setdefault(alloc.node.machine_id, []).append(alloc)
+            for allocs in relaunch.values():
+                node = allocs[0].node
+                self.stats_commands_resent += len(allocs)
+                for a in allocs:
+                    self.unconfirmed[a.container_id] = (a, now)
+                node.link.send(LaunchContainers(containers=tuple(
+                    ContainerLaunch(a.container_id, a.op.demand, a.task.duration_s) for a in allocs
+                )))
+            stale = [(cid, node) for cid, (node, t) in self.pending_kills.items() if t < deadline]
+            for cid, node in stale:
+                self.stats_commands_resent += 1
+                self.send_kill(node, [cid])
+
     async def _liveliness_monitor(self) -> None:
         expiry = self.config.expiry_s
         period = self.config.monitor_interval_s or expiry / 3
@@ -252,6 +371,11 @@ class ResourceManager:
             deadline = self.clock.now() - expiry
             for node in [n for n in self.cluster.nodes.values() if n.last_heartbeat_at < deadline]:
                 self.lose_node(node, reason="expired")
+
+    async def _preemption_loop(self, preemptor: Preemptor) -> None:
+        while True:
+            await self.clock.sleep(preemptor.config.check_interval_s)
+            preemptor.check()
 
     # ---- client side: pools and operations ---------------------------------------------
 

@@ -12,7 +12,11 @@ import msgspec
 
 from ringmon.protocol import (
     Action,
+    Probe,
+    ProbeAck,
     Ring,
+    RingDelta,
+    RingSyncRequest,
     RingUpdate,
     UnlivelinessReport,
     UnlivelinessResponse,
@@ -47,6 +51,7 @@ class Register(Message):
     address: str
     resources: Resources
     credentials: str = ""
+    healthy: bool = True
     # Containers still running on the node (a resync after the RM lost track of it).
     containers: tuple[ContainerStatus, ...] = ()
 
@@ -87,7 +92,7 @@ class KillContainers(Message):
     exit_code: int = EXIT_KILLED
 
 
-RMInbound = Register | Heartbeat | UnlivelinessReport
+RMInbound = Register | Heartbeat | UnlivelinessReport | ProbeAck | RingSyncRequest
 NodeInbound = (
     RegisterResponse
     | HeartbeatResponse
@@ -95,6 +100,8 @@ NodeInbound = (
     | KillContainers
     | RingUpdate
     | UnlivelinessResponse
+    | RingDelta
+    | Probe
 )
 
 __all__ = [
@@ -112,10 +119,14 @@ __all__ = [
     "LaunchContainers",
     "Message",
     "NodeInbound",
+    "Probe",
+    "ProbeAck",
     "RMInbound",
     "Register",
     "RegisterResponse",
     "Ring",
+    "RingDelta",
+    "RingSyncRequest",
     "RingUpdate",
     "UnlivelinessReport",
     "UnlivelinessResponse",

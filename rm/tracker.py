@@ -13,7 +13,6 @@ from rm.protocol import (
     ContainerStatus,
     Heartbeat,
     HeartbeatResponse,
-    KillContainers,
     Register,
     RegisterResponse,
 )
@@ -78,10 +77,14 @@ class ResourceTracker:
         node.last_response = None
         node.last_heartbeat_at = now
         self.stats.registrations += 1
+        for listener in rm.node_registered:
+            listener(node)
+        if msg.healthy != node.schedulable:
+            rm.set_node_health(node, msg.healthy)
         kill = self._reconcile(node, msg.containers)
-        link.send(RegisterResponse(action="normal", machine_id=node.machine_id))
-        if kill:
-            link.send(KillContainers(container_ids=tuple(kill)))
+        ring = rm.ring_provider() if rm.ring_provider is not None else None
+        link.send(RegisterResponse(action="normal", machine_id=node.machine_id, ring=ring))
+        rm.send_kill(node, kill)
         rm.node_update(node)
 
     def _reconcile(self, node: NodeRecord, reported: tuple[ContainerStatus, ...]) -> list[int]:
@@ -94,8 +97,10 @@ class ResourceTracker:
                 alloc = node.containers.get(st.container_id)
                 if alloc is not None:
                     rm.container_finished(alloc, st.exit_code)
+                rm.pending_kills.pop(st.container_id, None)
             elif st.container_id in node.containers:
                 running.add(st.container_id)
+                rm.unconfirmed.pop(st.container_id, None)
             else:
                 kill.append(st.container_id)
         for cid in [c for c in node.containers if c not in running]:
@@ -126,16 +131,23 @@ class ResourceTracker:
             rm.set_node_health(node, hb.healthy)
         kill: list[int] = []
         containers = node.containers
+        unconfirmed = rm.unconfirmed
         for st in hb.statuses:
-            alloc = containers.get(st.container_id)
+            cid = st.container_id
+            alloc = containers.get(cid)
             if st.state == "complete":
                 if alloc is not None:
                     rm.container_finished(alloc, st.exit_code)
+                else:
+                    rm.pending_kills.pop(cid, None)
             elif alloc is None:
-                kill.append(st.container_id)
+                kill.append(cid)
+            elif unconfirmed:
+                unconfirmed.pop(cid, None)
         response = HeartbeatResponse(
             action="normal", heartbeat_id=node.last_response_id + 1, kill=tuple(kill)
         )
+        rm.expect_kills(node, kill)
         node.last_response_id += 1
         node.last_response = response
         link.send(response)

@@ -6,6 +6,7 @@ Delivery is FIFO per link and never re-enters the sender: RM -> node goes throug
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -13,7 +14,9 @@ from emulator.clock import LoopClock
 
 
 class MemoryLink:
-    __slots__ = ("_arg", "_clock", "_closed", "_deliver", "_direct", "_latency", "_on_close")
+    __slots__ = (
+        "_arg", "_clock", "_closed", "_deliver", "_direct", "_in_flight", "_latency", "_on_close",
+    )
 
     def __init__(
         self,
@@ -31,6 +34,9 @@ class MemoryLink:
         self._on_close: Callable[[], None] | None = None
         # Direct hand-over is safe only towards a receiver that just enqueues (the RM).
         self._direct = direct and latency_s <= 0
+        # Delayed messages in send order; one timer for the head keeps delivery FIFO (timers that
+        # share a deadline are not ordered by the event loop).
+        self._in_flight: deque[tuple[float, Any]] = deque()
 
     @property
     def closed(self) -> bool:
@@ -42,7 +48,9 @@ class MemoryLink:
         if self._direct:
             self._deliver_if_open(msg)
         elif self._latency > 0:
-            self._clock.call_later(self._latency, self._deliver_if_open, msg)
+            self._in_flight.append((self._clock.now() + self._latency, msg))
+            if len(self._in_flight) == 1:
+                self._clock.call_later(self._latency, self._deliver_due)
         else:
             self._clock.call_soon(self._deliver_if_open, msg)
 
@@ -52,6 +60,14 @@ class MemoryLink:
                 self._deliver(msg)
             else:
                 self._deliver(self._arg, msg)
+
+    def _deliver_due(self) -> None:
+        q = self._in_flight
+        now = self._clock.now()
+        while q and q[0][0] <= now + 1e-9:
+            self._deliver_if_open(q.popleft()[1])
+        if q:
+            self._clock.call_later(q[0][0] - now, self._deliver_due)
 
     def close(self) -> None:
         self._closed = True
@@ -64,17 +80,22 @@ class MemoryNetwork:
     """Connects nodes to one RM. ``rm.receive(link, msg)`` gets node messages, with the RM-side
     link to answer on; ``node.receive(msg)`` gets RM messages."""
 
-    def __init__(self, clock: LoopClock, rm: Any, latency_s: float = 0.0) -> None:
+    def __init__(
+        self, clock: LoopClock, rm: Any, latency_s: float = 0.0, wrap: Callable[[Any, str], Any] | None = None
+    ) -> None:
+        """``wrap(link, direction)`` may decorate each end (direction "to_rm" or "to_node")."""
         self._clock = clock
         self._rm = rm
         self._latency = latency_s
+        self._wrap = wrap
 
     def connect(self, node: Any) -> tuple[MemoryLink, MemoryLink]:
         """Returns (node-side link, RM-side link); the node is attached to its side."""
         to_node = MemoryLink(self._clock, node.receive, None, self._latency, direct=False)
-        to_rm = MemoryLink(self._clock, self._rm.receive, to_node, self._latency, direct=True)
+        rm_side: Any = to_node if self._wrap is None else self._wrap(to_node, "to_node")
+        to_rm = MemoryLink(self._clock, self._rm.receive, rm_side, self._latency, direct=True)
         # Closing either end closes the connection, like a socket.
         to_node._on_close = to_rm.close
         to_rm._on_close = to_node.close
-        node.attach(to_rm)
+        node.attach(to_rm if self._wrap is None else self._wrap(to_rm, "to_rm"))
         return to_rm, to_node

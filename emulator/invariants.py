@@ -1,0 +1,75 @@
+"""The invariant checker: capacity, exactly-once tasks, and RM view == node reality at quiescence.
+
+On in tests (``HBEMU_CHECK_INVARIANTS=1``, set by tests/conftest.py) and with ``run --check-invariants``.
+A violation raises ``InvariantViolation`` with a report that names the node, task or container.
+"""
+
+from __future__ import annotations
+
+from nodemanager.node import NodeManager, NodeState
+from rm.cluster import Allocation
+from rm.manager import ResourceManager
+from rm.resources import EPS
+
+
+class InvariantViolation(Exception):
+    pass
+
+
+class InvariantChecker:
+    def __init__(self, rm: ResourceManager, nodes: list[NodeManager]) -> None:
+        self._rm = rm
+        self._nodes = {n.address: n for n in nodes}
+        self._completed: set[tuple[int, int]] = set()
+        self.checks = 0
+        rm.task_completed.append(self._on_completed)
+
+    def _fail(self, what: str) -> None:
+        raise InvariantViolation(f"t={self._rm.clock.now():.3f}s: {what}")
+
+    def _on_completed(self, alloc: Allocation) -> None:
+        key = (alloc.op.id, alloc.task.index)
+        if key in self._completed:
+            self._fail(f"task {alloc.op.name}[{alloc.task.index}] completed twice")
+        self._completed.add(key)
+
+    def check_step(self) -> None:
+        """Cheap enough to run every sample: capacity and task accounting."""
+        self.checks += 1
+        placed: dict[tuple[int, int], int] = {}
+        for rec in self._rm.cluster.nodes.values():
+            if rec.free_cpu < -EPS or rec.free_ram < -EPS:
+                self._fail(f"node {rec.machine_id} ({rec.address}) allocated beyond capacity: "
+                           f"free {rec.free_cpu:g} cpu / {rec.free_ram:g} GiB")
+            for cid, alloc in rec.containers.items():
+                key = (alloc.op.id, alloc.task.index)
+                if key in placed:
+                    self._fail(f"task {alloc.op.name}[{alloc.task.index}] runs twice: containers "
+                               f"{placed[key]} and {cid}")
+                placed[key] = cid
+        for nm in self._nodes.values():
+            used, cap = nm.used(), nm.resources
+            if used.cpu > cap.cpu + EPS or used.ram_gib > cap.ram_gib + EPS:
+                self._fail(f"node {nm.address} runs more than it has: {used} of {cap}")
+        for op in self._rm.operations.values():
+            if op.running + len(op.pending) + op.completed != op.total:
+                self._fail(f"operation {op.name}: running {op.running} + pending {len(op.pending)} + "
+                           f"completed {op.completed} != {op.total} tasks")
+
+    def check_quiescent(self) -> None:
+        """The RM's containers per node equal what the node runs, give or take unreported completions."""
+        self.check_step()
+        for rec in self._rm.cluster.nodes.values():
+            nm = self._nodes.get(rec.address)
+            if nm is None or nm.state is not NodeState.RUNNING:
+                continue
+            real = set(nm.running_containers())
+            unreported = nm.unreported_completions()
+            rm_view = set(rec.containers)
+            if not real <= rm_view:
+                self._fail(f"node {rec.address} runs containers the RM does not know: "
+                           f"{sorted(real - rm_view)[:10]}")
+            missing = rm_view - real - unreported
+            if missing:
+                self._fail(f"the RM believes node {rec.address} runs containers it does not: "
+                           f"{sorted(missing)[:10]}")

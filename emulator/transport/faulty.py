@@ -1,0 +1,99 @@
+"""Message faults on any transport: seeded loss, duplication, reordering and delay of messages.
+
+``FaultyLink`` wraps one end of a connection; the ``MessageFaultPlan`` says which faults are active
+now and for which message types, so one plan drives every link of a run.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from emulator.clock import LoopClock
+
+
+class FaultWindow:
+    __slots__ = ("delay_s", "direction", "duplicate", "end", "loss", "reorder", "start", "types")
+
+    def __init__(
+        self, start: float, end: float, loss: float, duplicate: float, reorder: float, delay_s: float,
+        types: frozenset[str], direction: str,
+    ) -> None:
+        self.start, self.end = start, end
+        self.loss, self.duplicate, self.reorder, self.delay_s = loss, duplicate, reorder, delay_s
+        self.types = types
+        self.direction = direction
+
+
+class MessageFaultPlan:
+    def __init__(self, clock: LoopClock, seed: int) -> None:
+        self._clock = clock
+        self._rng = random.Random(f"{seed}:messages")
+        self.windows: list[FaultWindow] = []
+        self.dropped = self.duplicated = self.reordered = self.delayed = 0
+
+    def active(self, msg: Any, direction: str) -> FaultWindow | None:
+        now = self._clock.now()
+        for w in self.windows:
+            if (
+                w.start <= now < w.end
+                and w.direction in (direction, "both")
+                and (not w.types or type(msg).__name__ in w.types)
+            ):
+                return w
+        return None
+
+    def roll(self, p: float) -> bool:
+        return p > 0 and self._rng.random() < p
+
+    def wrap(self, link: Any, direction: str) -> Any:
+        return FaultyLink(link, self, direction, self._clock) if self.windows else link
+
+
+class FaultyLink:
+    __slots__ = ("_clock", "_direction", "_held", "_inner", "_plan")
+
+    def __init__(self, inner: Any, plan: MessageFaultPlan, direction: str, clock: LoopClock) -> None:
+        self._inner = inner
+        self._plan = plan
+        self._direction = direction
+        self._clock = clock
+        self._held: Any = None
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._inner.closed)
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def send(self, msg: Any) -> None:
+        plan = self._plan
+        w = plan.active(msg, self._direction)
+        if w is None:
+            self._pass(msg)
+            return
+        if plan.roll(w.loss):
+            plan.dropped += 1
+            return
+        copies = 2 if plan.roll(w.duplicate) else 1
+        plan.duplicated += copies - 1
+        for _ in range(copies):
+            if w.delay_s > 0:
+                plan.delayed += 1
+                self._clock.call_later(plan._rng.uniform(0, w.delay_s), self._inner.send, msg)
+            elif self._held is None and plan.roll(w.reorder):
+                plan.reordered += 1
+                self._held = msg  # goes out right after the next message on this link
+                self._clock.call_later(1.0, self._flush)
+            else:
+                self._pass(msg)
+
+    def _pass(self, msg: Any) -> None:
+        self._inner.send(msg)
+        self._flush()
+
+    def _flush(self) -> None:
+        held, self._held = self._held, None
+        if held is not None:
+            self._inner.send(held)

@@ -1,0 +1,1 @@
+"""The live status page: aiohttp app, JSON API, push stream, page controls."""

@@ -1,0 +1,90 @@
+"""The status page's aiohttp application and its server lifecycle (AppRunner + TCPSite)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from emulator.prom import make_registry
+from emulator.web import api, live
+from emulator.web.control import Controller
+from emulator.web.keys import CONTROLLER, LIVE, PUSH_INTERVAL_S, REGISTRY, STOPPING
+from emulator.web.state import LiveRun
+
+STATIC = Path(__file__).parent / "static"
+
+
+async def index(_: web.Request) -> web.FileResponse:
+    return web.FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
+
+
+async def metrics(request: web.Request) -> web.Response:
+    body = generate_latest(request.app[REGISTRY])
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def _stop_streams(app: web.Application) -> None:
+    app[STOPPING].set()
+
+
+def make_app(run: LiveRun, push_interval_s: float = 1.0) -> web.Application:
+    app = web.Application()
+    app[LIVE] = run
+    app[CONTROLLER] = Controller(run)
+    app[REGISTRY] = make_registry(run)
+    app[STOPPING] = asyncio.Event()
+    app[PUSH_INTERVAL_S] = push_interval_s
+    app.router.add_get("/", index)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_static("/static/", STATIC)
+    api.add_routes(app)
+    live.add_routes(app)
+    app.on_shutdown.append(_stop_streams)
+    return app
+
+
+def parse_bind(text: str, default_host: str = "127.0.0.1") -> tuple[str, int]:
+    """``PORT``, ``HOST:PORT`` or ``[V6]:PORT`` -> (host, port)."""
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host, port = default_host, text
+    host = host.strip("[]") or default_host
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"--serve expects [HOST:]PORT with PORT in 0..65535, got {text!r}")
+    return host, int(port)
+
+
+@dataclass
+class Server:
+    runner: web.AppRunner
+    host: str
+    port: int
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/"
+
+    async def close(self) -> None:
+        await self.runner.cleanup()
+
+
+async def start_server(app: web.Application, host: str = "127.0.0.1", port: int = 0) -> Server:
+    """Serve ``app``; port 0 picks a free port (see ``Server.port``)."""
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    try:
+        await site.start()
+    except OSError:
+        await runner.cleanup()
+        raise
+    bound = port
+    for sock in runner.addresses:
+        bound = int(sock[1])
+        break
+    return Server(runner, host, bound)

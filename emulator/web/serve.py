@@ -1,0 +1,132 @@
+"""``emulator run FILE --serve [HOST:]PORT``: run a scenario in paced real time behind the page.
+
+A virtual-time run finishes before a browser could draw anything, so a served run always runs
+on the ``PacedClock``: emulated time advances ``speed`` times faster than wall time (the
+scenario's ``run.speed`` for a real-time scenario, otherwise ``DEFAULT_LIVE_SPEED`` unless
+``--speed`` says otherwise), and the page can pause it or change the speed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from emulator.pacing import PacedClock
+from emulator.runner import ProgressHook, RunOutcome, run_scenario
+from emulator.scenario import Scenario
+from emulator.web.app import make_app, start_server
+from emulator.web.events import EventTap
+from emulator.web.state import LiveRun
+
+# Emulated seconds per wall second for a virtual-time scenario served live: the quick-start's
+# 30 emulated minutes take 90 s to watch.
+DEFAULT_LIVE_SPEED = 20.0
+
+
+def live_scenario(scenario: Scenario, speed: float | None = None) -> Scenario:
+    """The scenario switched to the real-time clock at the speed it will be watched at."""
+    if speed is None:
+        speed = scenario.run.speed if scenario.run.clock == "realtime" else DEFAULT_LIVE_SPEED
+    run = msgspec.structs.replace(scenario.run, clock="realtime", speed=speed)
+    return msgspec.structs.replace(scenario, run=run)
+
+
+async def serve_scenario(
+    scenario: Scenario,
+    host: str,
+    port: int,
+    *,
+    allow_control: bool = False,
+    events_path: Path | None = None,
+    progress: ProgressHook | None = None,
+    on_ready: Callable[[str], None] | None = None,
+    on_finished: Callable[[RunOutcome, LiveRun], None] | None = None,
+    linger_s: float | None = 0.0,
+    push_interval_s: float = 1.0,
+    live: LiveRun | None = None,
+) -> tuple[RunOutcome, LiveRun]:
+    """Serve the page, run the scenario, then keep serving the final state for ``linger_s`` wall
+    seconds (None: until cancelled, e.g. by Ctrl-C). ``live`` lets a caller watch the state too."""
+    if live is None:
+        live = LiveRun(scenario, allow_control=allow_control)
+    server = await start_server(make_app(live, push_interval_s), host, port)
+    try:
+        if on_ready is not None:
+            on_ready(server.url)
+        clock = PacedClock(asyncio.get_running_loop(), scenario.run.speed)
+        sink: Any = events_path.open("w", encoding="utf-8") if events_path is not None else None
+        try:
+            outcome = await run_scenario(
+                scenario, clock, EventTap(live.events, sink), progress, on_start=live.attach
+            )
+        finally:
+            if sink is not None:
+                sink.close()
+        live.finish()
+        if on_finished is not None:
+            on_finished(outcome, live)
+        if linger_s is None:
+            await asyncio.Event().wait()
+        elif linger_s > 0:
+            await asyncio.sleep(linger_s)  # wall time on purpose: how long a person may look
+        return outcome, live
+    finally:
+        await server.close()
+
+
+def serve_blocking(scenario: Scenario, host: str, port: int, **kwargs: Any) -> tuple[RunOutcome, LiveRun]:
+    """Run ``serve_scenario`` on a fresh real-time loop (uvloop when available); Ctrl-C stops it."""
+    from emulator.clock import new_event_loop
+
+    with asyncio.Runner(loop_factory=lambda: new_event_loop("realtime")) as runner:
+        return runner.run(serve_scenario(scenario, host, port, **kwargs))
+
+
+def run_served(args: Any, scenario: Scenario, out: Path, console: Any) -> int:
+    """The ``run --serve`` path of the CLI: serve, run, write results and the report, linger."""
+    from rich.console import Console
+
+    from emulator.progress import RunProgress, summary_table
+    from emulator.report import write_run_report
+    from emulator.results import write_results
+    from emulator.web.app import parse_bind
+
+    try:
+        host, port = parse_bind(args.serve)
+    except ValueError as err:
+        console.print(f"[red]error:[/] {err}")
+        return 2
+    scenario = live_scenario(scenario, args.speed)
+    console.print(
+        f"[bold]{scenario.name or args.scenario}[/]: {scenario.node_count} nodes, "
+        f"{scenario.heartbeat.mode} heartbeats every {scenario.heartbeat.interval_s:g}s, "
+        f"{scenario.scheduler.policy}, {scenario.run.duration_s:g}s emulated "
+        f"(real time x{scenario.run.speed:g}: {scenario.run.duration_s / scenario.run.speed:,.0f} s to watch)"
+    )
+
+    def ready(url: str) -> None:
+        control = "control on" if args.allow_control else "read-only; --allow-control to inject faults"
+        # Printed even with --quiet: without the address the page cannot be found.
+        Console(stderr=True).print(f"[bold green]status page:[/] {url}  ({control}; "
+                                   f"{scenario.run.speed:g}x real time)")
+
+    def finished(outcome: RunOutcome, live: LiveRun) -> None:
+        summary = write_results(outcome, out)
+        report = write_run_report(out)
+        live.results_dir = str(out)
+        Console(quiet=args.quiet).print(summary_table(summary, outcome.wall_s))
+        console.print(f"results in {out}/ (summary.json, timeseries.csv, events.jsonl, {report.name})")
+        if args.linger is None:
+            console.print(f"run finished; results in {out}/ — still serving the final state, Ctrl-C to quit")
+
+    with RunProgress(scenario.run.duration_s, console) as bar:
+        serve_blocking(
+            scenario, host, port, allow_control=args.allow_control, events_path=out / "events.jsonl",
+            progress=None if args.quiet else bar.update, on_ready=ready, on_finished=finished,
+            linger_s=args.linger,
+        )
+    return 0

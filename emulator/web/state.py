@@ -1,0 +1,185 @@
+"""What the status page watches: one run in progress (or finished), plus the live-only figures.
+
+``LiveRun.attach`` is the runner's start hook. From then on it follows the run through the
+sampler's rows (a few extra per-interval columns the results files do not have), the RM's
+node-lost listener (removals, detection latency of injected crashes) and the event log.
+Everything here is read on the run's own event loop, so no locking is needed.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from emulator.metrics import COLUMNS
+from emulator.pacing import PacedClock
+from emulator.runner import RunOutcome
+from emulator.scenario import Scenario
+from emulator.web.events import EventBuffer
+
+# Per-interval columns the page adds to the sampler's: RM busy fraction (emulated service time
+# per emulated second), removals, and cumulative scheduler counters unless the sampler has them.
+_CANDIDATES = ("rm_busy_fraction", "scheduler_busy_fraction", "removals", "refusals",
+               "fallback_allocations", "preemptions")
+EXTRA_COLUMNS = tuple(c for c in _CANDIDATES if c not in COLUMNS)
+SERIES_COLUMNS = (*COLUMNS, *EXTRA_COLUMNS)
+
+# Upper bounds of the detection-latency histogram, emulated seconds.
+LATENCY_BUCKETS_S = (1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 300.0, 600.0)
+
+
+class Phase(enum.Enum):
+    STARTING = "starting"
+    RUNNING = "running"
+    PAUSED = "paused"
+    FINISHED = "finished"
+
+
+def counter(rm: Any, name: str) -> int | None:
+    """A scheduler counter such as ``refusals`` wherever the scheduler keeps it, or None if this
+    build has no such feature (packing and preemption land on other branches)."""
+    for holder in (getattr(rm, "stats", None), getattr(rm, "policy", None),
+                   getattr(getattr(rm, "policy", None), "stats", None), getattr(rm, "preemptor", None)):
+        value = getattr(holder, name, None)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return int(value)
+    return None
+
+
+@dataclass
+class Injected:
+    """A fault injected from the page (or a crash fault of the scenario) on one node."""
+
+    kind: str  # "crashed" | "paused"
+    at_s: float
+    until_s: float | None = None
+
+
+@dataclass
+class Removal:
+    machine_id: int
+    address: str
+    reason: str
+    t_s: float
+    injected: str | None  # what we did to it, None for a removal of a node nobody touched
+
+
+@dataclass
+class LatencyHistogram:
+    buckets: tuple[float, ...] = LATENCY_BUCKETS_S
+    counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS_S) + 1))
+    sum: float = 0.0
+    count: int = 0
+    values: deque[float] = field(default_factory=lambda: deque(maxlen=1000))
+
+    def observe(self, v: float) -> None:
+        self.count += 1
+        self.sum += v
+        self.values.append(v)
+        for i, edge in enumerate(self.buckets):
+            if v <= edge:
+                self.counts[i] += 1
+                return
+        self.counts[-1] += 1
+
+
+class LiveRun:
+    def __init__(self, scenario: Scenario, allow_control: bool = False) -> None:
+        self.scenario = scenario
+        self.allow_control = allow_control
+        self.events = EventBuffer()
+        self.outcome: RunOutcome | None = None
+        self.clock: PacedClock | None = None
+        self.finished = False
+        self.series: list[tuple[float, ...]] = []
+        self.injected: dict[str, Injected] = {}
+        self.removals: deque[Removal] = deque(maxlen=2000)
+        self.removals_total = 0
+        self.false_removals = 0
+        self.detection = LatencyHistogram()
+        self.results_dir: str | None = None
+        self._prev: tuple[float, float, float, int] = (0.0, 0.0, 0.0, 0)
+
+    # ---- wiring -------------------------------------------------------------------------
+
+    def attach(self, outcome: RunOutcome) -> None:
+        """The runner's start hook."""
+        self.outcome = outcome
+        clock = outcome.extra.get("clock")
+        self.clock = clock if isinstance(clock, PacedClock) else None
+        outcome.sampler.listeners.append(self._on_row)
+        outcome.rm.node_lost.append(self._on_node_lost)
+        self.events.listeners.append(self._on_event)
+
+    def finish(self) -> None:
+        self.finished = True
+
+    @property
+    def phase(self) -> Phase:
+        if self.finished:
+            return Phase.FINISHED
+        if self.outcome is None:
+            return Phase.STARTING
+        if self.clock is not None and self.clock.paused:
+            return Phase.PAUSED
+        return Phase.RUNNING
+
+    def now(self) -> float:
+        if self.outcome is None:
+            return 0.0
+        if self.finished:
+            return self.scenario.run.duration_s
+        clock = self.outcome.extra.get("clock")
+        return float(clock.now()) if clock is not None else 0.0
+
+    def log(self, event: str, **fields: Any) -> None:
+        """Record a control action in the run's event log (and so in events.jsonl)."""
+        if self.outcome is not None and "log" in self.outcome.extra:
+            self.outcome.extra["log"].info(event, **fields)
+        else:
+            self.events.add({"t": self.now(), "event": event, "level": "info", **fields})
+
+    # ---- listeners ----------------------------------------------------------------------
+
+    def _on_row(self, row: tuple[float, ...]) -> None:
+        assert self.outcome is not None
+        rm = self.outcome.rm
+        t = row[0]
+        busy_in = rm.inbound.statistics().busy_s
+        busy_ev = rm.events.statistics().busy_s
+        prev_t, prev_in, prev_ev, prev_removed = self._prev
+        dt = t - prev_t
+        values = {
+            "rm_busy_fraction": (busy_in - prev_in) / dt if dt > 0 else 0.0,
+            "scheduler_busy_fraction": (busy_ev - prev_ev) / dt if dt > 0 else 0.0,
+            "removals": float(self.removals_total - prev_removed),
+        }
+        self._prev = (t, busy_in, busy_ev, self.removals_total)
+        extra = [values[c] if c in values else float(counter(rm, c) or 0) for c in EXTRA_COLUMNS]
+        self.series.append((*row, *extra))
+
+    def _on_node_lost(self, node: Any, reason: str) -> None:
+        now = self.now()
+        hit = self.injected.get(node.address)
+        self.removals_total += 1
+        if hit is None:
+            self.false_removals += 1
+        elif hit.kind == "crashed":
+            self.detection.observe(now - hit.at_s)
+        self.removals.append(
+            Removal(node.machine_id, node.address, reason, now, hit.kind if hit else None)
+        )
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        # Crash faults of the scenario (added on another branch) count for detection latency too.
+        if event.get("event") == "fault.injected" and "crash" in str(event.get("kind", "")).lower():
+            for address in event.get("nodes", ()):
+                self.injected.setdefault(address, Injected("crashed", float(event.get("t", 0.0))))
+
+    # ---- series ---------------------------------------------------------------------------
+
+    def series_since(self, t: float) -> dict[str, list[float]]:
+        rows = [r for r in self.series if r[0] > t] if t >= 0 else self.series
+        return {name: [r[i] for r in rows] for i, name in enumerate(SERIES_COLUMNS)}

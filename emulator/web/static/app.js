@@ -1,0 +1,407 @@
+/* hbemu live status page. Data comes only from the JSON API: the push stream /api/stream
+   (server-sent events, one "tick" per second) and /api/nodes for the paginated node table. */
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const fmtInt = (v) => (v == null ? "—" : Math.round(v).toLocaleString("en-US"));
+const fmtNum = (v, d = 2) => (v == null || Number.isNaN(v) ? "—" : (+v).toFixed(d));
+const fmtPct = (v) => (v == null ? "—" : (100 * v).toFixed(1) + "%");
+const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+
+const STATE_COLORS = {
+  alive: "#22c55e", unhealthy: "#f59e0b", suspected: "#fb923c", paused: "#eab308",
+  crashed: "#9333ea", lost: "#dc2626", free: "#e5e7eb",
+};
+const STATE_LABELS = {
+  alive: "alive", unhealthy: "unhealthy", suspected: "suspected by the RM", paused: "paused (injected)",
+  crashed: "crashed, not yet removed", lost: "lost (removed)", free: "free id",
+};
+
+const page = {
+  cluster: null,
+  series: {},        // column -> array, appended per tick
+  derived: { sent: [], processed: [], updates: [], h1: [], h2: [] },
+  charts: {},
+  ops: null,
+  opsSort: { k: "dominant_share", desc: true },
+  poolsSort: { k: "name", desc: false },
+  nodes: { page: 1, per_page: 20, sort: "machine_id", desc: false, q: "", state: "" },
+  nodesBusy: false,
+  eventsShown: [],
+};
+
+/* ---------------- charts (uPlot) ---------------- */
+
+function chartWidth(el) { return Math.max(280, el.clientWidth - 4); }
+
+function makeChart(id, title, series, opts = {}) {
+  const el = $(id);
+  const u = new uPlot({
+    title, width: chartWidth(el), height: opts.height || 190,
+    scales: { x: { time: false }, y: opts.y || {}, ...(opts.scales || {}) },
+    axes: [{ size: 30, values: (u, vals) => vals.map((v) => v + "s") }, { size: 62 }, ...(opts.axes || [])],
+    legend: { live: true },
+    cursor: { drag: { x: true, y: false } },
+    series: [{ label: "t" }, ...series.map((s) => ({ width: 1.6, spanGaps: true, points: { show: false }, ...s }))],
+  }, [[], ...series.map(() => [])], el);
+  page.charts[id] = u;
+  return u;
+}
+
+function initCharts() {
+  const pct = { value: (u, v) => (v == null ? "—" : v.toFixed(1) + "%") };
+  makeChart("c-util", "CPU and RAM allocated / capacity (%)", [
+    { label: "CPU", stroke: "#2563eb", ...pct },
+    { label: "RAM", stroke: "#16a34a", ...pct },
+    { label: "CPU bound (pooled)", stroke: "#93c5fd", dash: [4, 4], ...pct },
+  ], { y: { range: [0, 100] } });
+  makeChart("c-sched", "Scheduler: refusals, fallback allocations, preemptions (cumulative)", [
+    { label: "refusals", stroke: "#ea580c" },
+    { label: "fallbacks", stroke: "#0891b2", dash: [5, 3] },
+    { label: "preemptions", stroke: "#dc2626" },
+  ], { height: 150 });
+  makeChart("c-hb", "Heartbeats per emulated second", [
+    { label: "sent", stroke: "#2563eb" },
+    { label: "processed", stroke: "#16a34a", dash: [6, 3] },
+    { label: "scheduler updates", stroke: "#9333ea", dash: [2, 3] },
+  ]);
+  makeChart("c-eff", "Per-interval efficiency h1ᵢ = mᵢ/nᵢ, h2ᵢ = sᵢ/nᵢ", [
+    { label: "mᵢ/nᵢ", stroke: "#0891b2" },
+    { label: "sᵢ/nᵢ", stroke: "#ea580c", dash: [5, 3] },
+  ], { height: 160, y: { range: (u, min, max) => [Math.min(0.8, min ?? 0.8), Math.max(1.05, max ?? 1.05)] } });
+  makeChart("c-rm", "RM busy fraction and queue depth", [
+    { label: "busy fraction", stroke: "#dc2626", scale: "y" },
+    { label: "inbound queue", stroke: "#4b5563", scale: "q" },
+    { label: "scheduler queue", stroke: "#ca8a04", scale: "q", dash: [4, 3] },
+  ], { height: 160, y: { range: [0, 1] }, scales: { q: { auto: true } },
+    axes: [{ scale: "q", side: 1, size: 56, grid: { show: false } }] });
+  window.addEventListener("resize", () => {
+    for (const [id, u] of Object.entries(page.charts)) u.setSize({ width: chartWidth($(id)), height: u.height });
+  });
+}
+
+function appendSeries(ts, interval) {
+  const cols = Object.keys(ts);
+  if (!ts.t_s || ts.t_s.length === 0) return;
+  for (const c of cols) (page.series[c] = page.series[c] || []).push(...ts[c]);
+  const t = page.series.t_s;
+  const d = page.derived;
+  for (let i = d.sent.length; i < t.length; i++) {
+    // The nominal interval, not the measured gap: a sample taken late would otherwise spike.
+    const dt = interval;
+    const n = page.series.n_i[i], m = page.series.m_i[i], s = page.series.s_i[i];
+    d.sent.push(dt > 0 ? n / dt : null);
+    d.processed.push(dt > 0 ? m / dt : null);
+    d.updates.push(dt > 0 ? s / dt : null);
+    d.h1.push(n > 0 ? m / n : null);
+    d.h2.push(n > 0 ? s / n : null);
+  }
+  const S = page.series;
+  const pct = (a) => a.map((v) => (v == null ? null : 100 * v));
+  page.charts["c-util"].setData([t, pct(S.cpu_utilization), pct(S.ram_utilization), pct(S.fair_cpu_bound)]);
+  const zeros = t.map(() => null);
+  page.charts["c-sched"].setData([t, S.refusals || zeros, S.fallback_allocations || zeros, S.preemptions || zeros]);
+  page.charts["c-hb"].setData([t, d.sent, d.processed, d.updates]);
+  page.charts["c-eff"].setData([t, d.h1, d.h2]);
+  page.charts["c-rm"].setData([t, S.rm_busy_fraction, S.rm_queue_depth, S.scheduler_queue_depth]);
+}
+
+/* ---------------- cluster header and KPIs ---------------- */
+
+function renderCluster(c) {
+  page.cluster = c;
+  $("scenario").textContent = c.scenario || "scenario";
+  const ph = $("phase");
+  ph.textContent = c.phase;
+  ph.className = "badge " + c.phase;
+  $("t-emu").textContent = fmtNum(c.t_s, 1);
+  $("t-total").textContent = fmtInt(c.duration_s);
+  $("speed").textContent = fmtNum(c.speed, c.speed < 10 ? 1 : 0);
+  $("progress-bar").style.width = Math.min(100, (100 * c.t_s) / c.duration_s) + "%";
+  $("cluster-sub").textContent = `${fmtInt(c.nodes_total)} nodes · ${c.heartbeat_mode} heartbeats every ${c.heartbeat_interval_s}s · ${c.policy}`;
+  $("run-controls").hidden = !c.allow_control || c.phase === "finished";
+  $("panel-control").hidden = !c.allow_control || c.phase === "finished";
+  $("btn-pause").hidden = c.phase !== "running";
+  $("btn-resume").hidden = c.phase !== "paused";
+  if (c.nodes_alive === undefined) return;
+  $("k-alive").textContent = fmtInt(c.nodes_alive);
+  $("k-unhealthy").textContent = fmtInt(c.nodes_unhealthy);
+  $("k-lost").textContent = fmtInt(c.nodes_lost);
+  $("k-injected").textContent = `${fmtInt(c.injected.crashed)} / ${fmtInt(c.injected.paused)}`;
+  $("k-running").textContent = fmtInt(c.running_tasks);
+  $("k-pending").textContent = fmtInt(c.pending_tasks);
+  $("k-hb").textContent = fmtInt(c.heartbeats_sent);
+  $("k-h").textContent = `${fmtNum(c.h1, 3)} / ${fmtNum(c.h2, 3)}`;
+  const bar = (res, unit) => {
+    const used = c.allocated[res], cap = c.capacity[res];
+    $("m-" + (res === "cpu" ? "cpu" : "ram")).style.width = (cap > 0 ? (100 * used) / cap : 0) + "%";
+    $("b-" + (res === "cpu" ? "cpu" : "ram")).textContent =
+      `${fmtInt(used)} of ${fmtInt(cap)} ${unit} (${fmtPct(cap > 0 ? used / cap : 0)})`;
+  };
+  bar("cpu", "cores");
+  bar("ram_gib", "GiB");
+  if (c.results_dir) $("cluster-sub").textContent += ` · results in ${c.results_dir}/`;
+}
+
+/* ---------------- ring (canvas) ---------------- */
+
+const CODE_TO_STATE = {};
+
+function renderRing(r) {
+  for (const [st, code] of Object.entries(r.codes || {})) CODE_TO_STATE[code] = st;
+  const cv = $("ring");
+  const dpr = window.devicePixelRatio || 1;
+  const size = 360;
+  if (cv.width !== size * dpr) { cv.width = size * dpr; cv.height = size * dpr; }
+  const g = cv.getContext("2d");
+  g.setTransform(dpr, 0, 0, dpr, 0, 0);
+  g.clearRect(0, 0, size, size);
+  const n = r.max_id;
+  const cx = size / 2, cy = size / 2, R = size / 2 - 26;
+  const counts = {};
+  for (const ch of r.states) { const st = CODE_TO_STATE[ch] || "free"; counts[st] = (counts[st] || 0) + 1; }
+  cv.dataset.counts = JSON.stringify(counts);
+  if (n === 0) {
+    g.fillStyle = "#6b7280"; g.font = "13px system-ui"; g.textAlign = "center";
+    g.fillText("no nodes registered yet", cx, cy);
+    return;
+  }
+  // Thousands of ids: one arc segment per bucket of ids, coloured by its worst state.
+  const buckets = Math.min(n, 720);
+  const per = n / buckets;
+  const severity = ["free", "alive", "unhealthy", "paused", "suspected", "crashed", "lost"];
+  const seg = (2 * Math.PI) / buckets;
+  const gap = buckets < 120 ? seg * 0.18 : 0;
+  g.lineWidth = buckets < 120 ? 16 : 14;
+  for (let b = 0; b < buckets; b++) {
+    let worst = 0;
+    for (let i = Math.floor(b * per); i < Math.floor((b + 1) * per) && i < n; i++) {
+      const s = severity.indexOf(CODE_TO_STATE[r.states[i]] || "free");
+      if (s > worst) worst = s;
+    }
+    const a0 = -Math.PI / 2 + b * seg + gap / 2;
+    g.strokeStyle = STATE_COLORS[severity[worst]];
+    g.beginPath(); g.arc(cx, cy, R, a0, a0 + seg - gap); g.stroke();
+  }
+  // Problems get an outer tick so a single bad node among thousands is still visible.
+  g.lineWidth = 3;
+  for (let i = 0; i < n; i++) {
+    const st = CODE_TO_STATE[r.states[i]];
+    if (st === "alive" || st === "free") continue;
+    const a = -Math.PI / 2 + ((i + 0.5) / n) * 2 * Math.PI;
+    g.strokeStyle = STATE_COLORS[st];
+    g.beginPath();
+    g.moveTo(cx + (R + 10) * Math.cos(a), cy + (R + 10) * Math.sin(a));
+    g.lineTo(cx + (R + 20) * Math.cos(a), cy + (R + 20) * Math.sin(a));
+    g.stroke();
+  }
+  g.fillStyle = "#111827"; g.textAlign = "center"; g.font = "600 26px system-ui";
+  g.fillText(fmtInt(r.size), cx, cy - 4);
+  g.font = "12px system-ui"; g.fillStyle = "#6b7280";
+  g.fillText("members" + (r.version != null ? ` · version ${r.version}` : ""), cx, cy + 16);
+  g.fillText(`ids 1…${n}, clockwise from the top`, cx, cy + 34);
+  $("ring-sub").textContent = `source: ${r.source}`;
+  $("ring-legend").innerHTML = Object.keys(STATE_COLORS)
+    .filter((st) => counts[st] || st === "alive" || st === "lost" || st === "crashed")
+    .map((st) => `<li><i style="background:${STATE_COLORS[st]}"></i>${STATE_LABELS[st]} <b>${fmtInt(counts[st] || 0)}</b></li>`)
+    .join("");
+  $("ring-changes").innerHTML = r.changes.length
+    ? r.changes.map((e) => `<li><span class="muted">${fmtNum(e.t, 1)}s</span> ${esc(e.event)} ${esc(e.address || e.node || "")}${e.machine_id != null ? " #" + e.machine_id : ""}${e.reason ? " — " + esc(e.reason) : ""}</li>`).join("")
+    : "<li class='muted'>none yet</li>";
+}
+
+/* ---------------- events ---------------- */
+
+const SKIP = new Set(["t", "event", "level", "seq"]);
+
+function renderEvents(batch) {
+  if (batch.events.length) page.eventsShown.push(...batch.events);
+  if (page.eventsShown.length > 1000) page.eventsShown.splice(0, page.eventsShown.length - 1000);
+  drawEvents();
+  $("events-sub").textContent = `${fmtInt(batch.total)} so far`;
+}
+
+function drawEvents() {
+  const f = $("events-filter").value.split(",").filter(Boolean);
+  const list = page.eventsShown.filter((e) => !f.length || f.some((p) => e.event.startsWith(p)));
+  const items = list.slice(-300).reverse().map((e) => {
+    const kv = Object.entries(e).filter(([k]) => !SKIP.has(k))
+      .map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`).join(" ");
+    const cls = e.event.startsWith("control.") || e.event.startsWith("fault.") ? "control" : e.level;
+    return `<li class="${esc(cls)}"><span class="t">${fmtNum(e.t, 1)}s</span><span class="e">${esc(e.event)}</span><span class="kv">${esc(kv)}</span></li>`;
+  });
+  $("events").innerHTML = items.join("") || "<li class='muted'>no events</li>";
+}
+
+/* ---------------- sortable tables ---------------- */
+
+function sortRows(rows, { k, desc }) {
+  return [...rows].sort((a, b) => {
+    const x = a[k], y = b[k];
+    if (x == null && y == null) return 0;
+    if (x == null) return 1;
+    if (y == null) return -1;
+    const r = typeof x === "number" ? x - y : String(x).localeCompare(String(y), "en", { numeric: true });
+    return desc ? -r : r;
+  });
+}
+
+function markSorted(table, sort) {
+  for (const th of table.querySelectorAll("th[data-k]")) {
+    th.classList.toggle("asc", th.dataset.k === sort.k && !sort.desc);
+    th.classList.toggle("desc", th.dataset.k === sort.k && sort.desc);
+  }
+}
+
+function wireSort(tableId, sortObj, rerender) {
+  $(tableId).querySelector("thead").addEventListener("click", (ev) => {
+    const th = ev.target.closest("th[data-k]");
+    if (!th) return;
+    if (sortObj.k === th.dataset.k) sortObj.desc = !sortObj.desc;
+    else { sortObj.k = th.dataset.k; sortObj.desc = false; }
+    rerender();
+  });
+}
+
+const share = (v) => `${fmtNum(v, 3)}<span class="share"><i style="width:${Math.min(100, 100 * (v || 0))}%"></i></span>`;
+
+function renderOps() {
+  const d = page.ops;
+  if (!d) return;
+  const ops = sortRows(d.operations, page.opsSort);
+  $("ops").querySelector("tbody").innerHTML = ops.map((o) => `<tr>
+    <td>${esc(o.name)}</td><td>${esc(o.pool)}</td><td><span class="st ${esc(o.state)}">${esc(o.state)}</span></td>
+    <td class="n">${fmtInt(o.running)}</td><td class="n">${fmtInt(o.pending)}</td>
+    <td class="n">${fmtInt(o.completed)} / ${fmtInt(o.total)}</td>
+    <td class="n">${share(o.dominant_share)}</td><td class="n">${share(o.fair_share)}</td>
+    <td class="n">${fmtInt(o.refusals)}</td><td class="n">${fmtInt(o.preemptions)}</td></tr>`).join("")
+    || `<tr><td colspan="10" class="muted">no active operations</td></tr>`;
+  const pools = sortRows(d.pools, page.poolsSort);
+  $("pools").querySelector("tbody").innerHTML = pools.map((p) => `<tr>
+    <td>${esc(p.name)}</td><td>${esc(p.parent || "")}</td><td class="n">${fmtNum(p.weight, 1)}</td>
+    <td class="n">${fmtInt(p.operations)}</td><td class="n">${fmtInt(p.running)}</td><td class="n">${fmtInt(p.pending)}</td>
+    <td class="n">${share(p.dominant_share)}</td><td class="n">${share(p.fair_share)}</td></tr>`).join("");
+  markSorted($("ops"), page.opsSort);
+  markSorted($("pools"), page.poolsSort);
+  const extra = [d.refusals != null ? `${fmtInt(d.refusals)} refusals` : null,
+    d.fallback_allocations != null ? `${fmtInt(d.fallback_allocations)} fallback allocations` : null,
+    d.preemptions != null ? `${fmtInt(d.preemptions)} preemptions` : "preemption off"].filter(Boolean).join(" · ");
+  $("ops-sub").textContent = `${d.operations.length} active${extra ? " · " + extra : ""}`;
+}
+
+/* ---------------- nodes (server-side search, sort, pages) ---------------- */
+
+async function loadNodes() {
+  if (page.nodesBusy) return;
+  page.nodesBusy = true;
+  try {
+    const n = page.nodes;
+    const qs = new URLSearchParams({ page: n.page, per_page: n.per_page, sort: n.sort, desc: n.desc ? "1" : "0", q: n.q, state: n.state });
+    const res = await fetch("/api/nodes?" + qs);
+    if (!res.ok) return;
+    const d = await res.json();
+    n.page = d.page;
+    const ctl = page.cluster && page.cluster.allow_control && page.cluster.phase !== "finished";
+    $("nodes").querySelector("tbody").innerHTML = d.rows.map((r) => {
+      const st = r.injected || r.state;
+      const act = ctl && !r.injected && r.state !== "lost"
+        ? `<button data-node="${esc(r.address)}" data-action="crash" class="danger">crash</button> <button data-node="${esc(r.address)}" data-action="pause">pause</button>` : "";
+      return `<tr><td class="n">${r.machine_id ?? "—"}</td><td>${esc(r.address)}</td>
+        <td class="n">${fmtNum(r.cpu, 0)}</td><td class="n">${fmtNum(r.ram_gib, 0)}</td>
+        <td class="n">${fmtNum(r.free_cpu, 1)}</td><td class="n">${fmtNum(r.free_ram_gib, 1)}</td>
+        <td class="n">${fmtInt(r.containers)}</td>
+        <td class="n">${r.last_heartbeat_age_s == null ? "—" : fmtNum(r.last_heartbeat_age_s, 1) + " s ago"}</td>
+        <td><span class="st ${esc(st)}">${esc(st)}</span></td><td class="act">${act}</td></tr>`;
+    }).join("") || `<tr><td colspan="10" class="muted">no matching nodes</td></tr>`;
+    $("pg-info").textContent = `${d.page} / ${d.pages}`;
+    $("nodes-sub").textContent = `${fmtInt(d.total)} matching`;
+    markSorted($("nodes"), { k: d.sort, desc: d.desc });
+  } finally {
+    page.nodesBusy = false;
+  }
+}
+
+/* ---------------- control ---------------- */
+
+async function control(path, body) {
+  const res = await fetch("/api/control/" + path, {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+  });
+  const d = await res.json();
+  $("ctl-msg").textContent = res.ok
+    ? (d.nodes ? `${d.action}: ${d.nodes.length} node(s) ${d.nodes.slice(0, 5).join(", ")}${d.nodes.length > 5 ? "…" : ""}` : `run ${d.phase}`)
+    : `error: ${d.error}`;
+  loadNodes();
+  return d;
+}
+
+function wireControls() {
+  $("btn-pause").onclick = () => control("run", { action: "pause" });
+  $("btn-resume").onclick = () => control("run", { action: "resume" });
+  $("speed-select").onchange = (e) => control("run", { action: "speed", speed: +e.target.value });
+  const submitter = (form, body) => form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const action = (ev.submitter && ev.submitter.dataset.action) || "crash";
+    control("nodes", { action, duration_s: +$("ctl-duration").value || 30, ...body() });
+  });
+  submitter($("f-fraction"), () => ({ fraction: (+$("ctl-fraction").value || 0) / 100 }));
+  submitter($("f-node"), () => ({ nodes: [$("ctl-node").value.trim()] }));
+  $("nodes").addEventListener("click", (ev) => {
+    const b = ev.target.closest("button[data-node]");
+    if (b) control("nodes", { action: b.dataset.action, nodes: [b.dataset.node], duration_s: +$("ctl-duration").value || 30 });
+  });
+}
+
+/* ---------------- wiring ---------------- */
+
+function onTick(doc) {
+  renderCluster(doc.cluster);
+  appendSeries(doc.timeseries.series, doc.timeseries.interval_s);
+  page.ops = doc.operations;
+  renderOps();
+  renderRing(doc.ring);
+  renderEvents(doc.events);
+  loadNodes();
+  document.body.dataset.ticks = String(doc.tick);
+}
+
+function connect() {
+  const es = new EventSource("/api/stream");
+  es.addEventListener("tick", (ev) => {
+    $("conn").className = "conn on";
+    onTick(JSON.parse(ev.data));
+  });
+  es.onerror = () => {
+    $("conn").className = "conn off";
+    // The stream restarts from scratch after a reconnect: drop what we have so nothing doubles.
+    page.series = {};
+    page.derived = { sent: [], processed: [], updates: [], h1: [], h2: [] };
+    page.eventsShown = [];
+  };
+}
+
+function main() {
+  initCharts();
+  wireSort("ops", page.opsSort, renderOps);
+  wireSort("pools", page.poolsSort, renderOps);
+  $("nodes").querySelector("thead").addEventListener("click", (ev) => {
+    const th = ev.target.closest("th[data-k]");
+    if (!th) return;
+    const n = page.nodes;
+    if (n.sort === th.dataset.k) n.desc = !n.desc; else { n.sort = th.dataset.k; n.desc = false; }
+    loadNodes();
+  });
+  let timer = null;
+  $("nodes-q").addEventListener("input", (e) => {
+    clearTimeout(timer);
+    timer = setTimeout(() => { page.nodes.q = e.target.value; page.nodes.page = 1; loadNodes(); }, 200);
+  });
+  $("nodes-state").onchange = (e) => { page.nodes.state = e.target.value; page.nodes.page = 1; loadNodes(); };
+  $("pg-prev").onclick = () => { page.nodes.page = Math.max(1, page.nodes.page - 1); loadNodes(); };
+  $("pg-next").onclick = () => { page.nodes.page += 1; loadNodes(); };
+  $("events-filter").onchange = drawEvents;
+  wireControls();
+  connect();
+}
+
+main();

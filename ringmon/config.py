@@ -1,0 +1,56 @@
+"""The ``[ring]`` section of a scenario: which failure detector, its timing, the RM brake."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+
+Detector = Literal["ring", "kring"]
+Positive = Annotated[float, msgspec.Meta(gt=0)]
+
+
+class RingConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    # None: on in delta heartbeat mode (the ring is then the only failure detector), off in periodic.
+    enabled: bool | None = None
+    # ring: the paper's design (one successor, report after one silent interval, remove on one
+    # report). kring: one ring per stride, a watchdog-sent liveness carrying the loop's stall age,
+    # a ping before reporting, removal only after the RM's own probe goes unanswered.
+    detector: Detector = "kring"
+    interval_s: Positive = 3.0
+    # kring: one ring per stride (1 = ascending ids); watchers per node = len(strides).
+    strides: Annotated[list[Annotated[int, msgspec.Meta(ge=1)]], msgspec.Meta(min_length=1)] = (
+        msgspec.field(default_factory=lambda: [1, 64])
+    )
+    # kring: silence (in intervals) after which a watcher pings its predecessor ...
+    suspect_after: Annotated[float, msgspec.Meta(gt=1)] = 1.25
+    # ... and how long (in intervals) it waits for the answer before reporting it.
+    ping_timeout: Positive = 0.1
+    # kring: how long (in intervals) the RM waits for a probe answer before removing the suspect.
+    probe_timeout: Positive = 0.2
+    # The probe is sent this many times, evenly within the timeout (a lost probe or answer must
+    # not remove a live node).
+    probe_attempts: Annotated[int, msgspec.Meta(ge=1, le=20)] = 3
+    # A node whose main loop has been stalled longer than this is removed (and later rejoins).
+    grace_s: Positive = 10.0
+    # kring: a watcher whose own tick is this late (in intervals) does not trust its silence data.
+    lag_tolerance: Positive = 0.5
+    # The RM batches ring changes for this long into one versioned delta.
+    batch_s: Annotated[float, msgspec.Meta(ge=0)] = 0.5
+    # Brake: at most this fraction of the ring is removed per window; more confirmed suspects are
+    # held and re-probed when the window has room (a partition looks like a mass crash).
+    brake_fraction: Annotated[float, msgspec.Meta(gt=0, le=1)] = 0.2
+    brake_window_s: Positive = 30.0
+
+    def __post_init__(self) -> None:
+        if len(set(self.strides)) != len(self.strides):
+            raise ValueError("`strides` must be distinct")
+        if 1 not in self.strides:
+            raise ValueError("`strides` must contain 1 (the id-ordered ring)")
+
+    def ring_strides(self) -> tuple[int, ...]:
+        # The paper's ring has exactly one successor whatever `strides` says.
+        return (1,) if self.detector == "ring" else tuple(self.strides)
+
+    def is_enabled(self, heartbeat_mode: str) -> bool:
+        return self.enabled if self.enabled is not None else heartbeat_mode == "delta"

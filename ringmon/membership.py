@@ -1,0 +1,198 @@
+"""Ring membership: a versioned, sorted set of machine ids, the rings laid over it, and the
+batched, versioned deltas that carry its changes to the nodes.
+
+A detector uses one ring per *stride*. Stride 1 is the paper's ring (ids in ascending order);
+stride s orders ids by ``(id mod s, id)``, so in that ring the successor of id is normally
+id + s. Consecutive ids (a rack) are then watched, in the stride ring, by nodes outside the
+block, which is what lets a block crash be found in one round.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+
+from ringmon.protocol import Ring, RingDelta
+
+
+def encode_ids(ids: Iterable[int]) -> tuple[int, ...]:
+    """Sorted ids as first value then gaps: small integers, one msgpack byte each when < 128."""
+    out: list[int] = []
+    prev = 0
+    for i in sorted(ids):
+        out.append(i - prev)
+        prev = i
+    return tuple(out)
+
+
+def decode_ids(gaps: Sequence[int]) -> list[int]:
+    out: list[int] = []
+    acc = 0
+    for g in gaps:
+        acc += g
+        out.append(acc)
+    return out
+
+
+class RingView:
+    """An immutable ring version with lazily built per-stride orders (shared by every node that
+    holds this version; see ``ViewCache``)."""
+
+    __slots__ = ("_orders", "ids", "members", "version")
+
+    def __init__(self, version: int, ids: tuple[int, ...]) -> None:
+        self.version = version
+        self.ids = ids
+        self.members = frozenset(ids)
+        self._orders: dict[int, tuple[list[int], dict[int, int]]] = {}
+
+    @classmethod
+    def of(cls, ring: Ring) -> RingView:
+        return cls(ring.version, tuple(ring.ids))
+
+    def ring(self) -> Ring:
+        return Ring(version=self.version, ids=self.ids)
+
+    def _order(self, stride: int) -> tuple[list[int], dict[int, int]]:
+        cached = self._orders.get(stride)
+        if cached is None:
+            order = list(self.ids) if stride == 1 else sorted(self.ids, key=lambda i: (i % stride, i))
+            cached = (order, {m: k for k, m in enumerate(order)})
+            self._orders[stride] = cached
+        return cached
+
+    def successor(self, mid: int, stride: int = 1) -> int | None:
+        """The next member after ``mid`` in the stride ring; None if ``mid`` is alone or absent."""
+        order, pos = self._order(stride)
+        k = pos.get(mid)
+        if k is None or len(order) < 2:
+            return None
+        return order[(k + 1) % len(order)]
+
+    def predecessor(self, mid: int, stride: int = 1) -> int | None:
+        order, pos = self._order(stride)
+        k = pos.get(mid)
+        if k is None or len(order) < 2:
+            return None
+        return order[k - 1]
+
+    def apply(self, delta: RingDelta) -> RingView:
+        if delta.base_version != self.version:
+            raise ValueError(f"delta {delta.base_version}->{delta.version} does not apply to {self.version}")
+        removed = set(decode_ids(delta.removed))
+        ids = [i for i in self.ids if i not in removed]
+        ids.extend(decode_ids(delta.added))
+        ids.sort()
+        return RingView(delta.version, tuple(ids))
+
+
+class ViewCache:
+    """Applying one delta to one version gives one result; nodes of an in-memory run share it
+    instead of each building a 7,500-entry copy. Over TCP every node has its own small cache."""
+
+    def __init__(self, size: int = 8) -> None:
+        self._size = size
+        self._views: OrderedDict[tuple[int, int], RingView] = OrderedDict()
+
+    def apply(self, view: RingView, delta: RingDelta) -> RingView:
+        key = (view.version, delta.version)
+        hit = self._views.get(key)
+        if hit is None:
+            hit = view.apply(delta)
+            self._views[key] = hit
+            if len(self._views) > self._size:
+                self._views.popitem(last=False)
+        return hit
+
+
+class Membership:
+    """The RM's ring: current members (with pending, not yet published, changes) and the
+    published version. ``flush`` turns the pending changes into one delta."""
+
+    def __init__(self, strides: Sequence[int] = (1,)) -> None:
+        self.strides = tuple(strides)
+        self._ids: list[int] = []
+        self._orders: dict[int, list[tuple[int, int]]] = {s: [] for s in self.strides}
+        self._added: set[int] = set()
+        self._removed: set[int] = set()
+        self.published = RingView(0, ())
+
+    # ---- membership --------------------------------------------------------------------
+
+    def __contains__(self, mid: int) -> bool:
+        k = bisect.bisect_left(self._ids, mid)
+        return k < len(self._ids) and self._ids[k] == mid
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    @property
+    def version(self) -> int:
+        return self.published.version
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._added or self._removed)
+
+    def insert(self, mid: int) -> None:
+        if mid in self:
+            raise ValueError(f"machine id {mid} is already in the ring")
+        bisect.insort(self._ids, mid)
+        for s, order in self._orders.items():
+            bisect.insort(order, _key(mid, s))
+        # Removed and re-added in one batch: ``flush`` sends it as removed *and* added, so nodes
+        # still learn it is a new member.
+        self._removed.discard(mid)
+        self._added.add(mid)
+
+    def remove(self, mid: int) -> None:
+        k = bisect.bisect_left(self._ids, mid)
+        if k == len(self._ids) or self._ids[k] != mid:
+            raise ValueError(f"machine id {mid} is not in the ring")
+        del self._ids[k]
+        for s, order in self._orders.items():
+            del order[bisect.bisect_left(order, _key(mid, s))]
+        if mid in self._added and mid not in self.published.members:
+            self._added.discard(mid)
+        else:
+            self._added.discard(mid)
+            self._removed.add(mid)
+
+    def watchers(self, mid: int) -> list[int]:
+        """The members that watch ``mid`` (its successor in each ring), current membership."""
+        out: list[int] = []
+        for s, order in self._orders.items():
+            if len(order) < 2:
+                continue
+            k = bisect.bisect_left(order, _key(mid, s))
+            if k == len(order) or order[k][1] != mid:
+                continue
+            w = order[(k + 1) % len(order)][1]
+            if w not in out:
+                out.append(w)
+        return out
+
+    # ---- publishing --------------------------------------------------------------------
+
+    def flush(self) -> RingDelta | None:
+        """Publish the pending changes as one delta (None if nothing changed)."""
+        if not self.pending:
+            return None
+        base = self.published
+        # An id removed and re-inserted within the batch is both removed (old life) and added.
+        readded = {i for i in self._added if i in base.members}
+        delta = RingDelta(
+            base_version=base.version,
+            version=base.version + 1,
+            added=encode_ids(self._added),
+            removed=encode_ids(self._removed | readded),
+        )
+        self.published = RingView(base.version + 1, tuple(self._ids))
+        self._added.clear()
+        self._removed.clear()
+        return delta
+
+
+def _key(mid: int, stride: int) -> tuple[int, int]:
+    return (mid % stride, mid) if stride > 1 else (0, mid)

@@ -1,0 +1,339 @@
+"""The per-node ring monitor: sends liveness to its successors, watches its predecessors, reports
+silent ones to the RM and follows the RM's ring versions.
+
+Two detectors share this code (``RingConfig.detector``):
+
+- ``ring`` (paper 004 §1.3): one ring; runs inside the node's event loop (a stalled node stops
+  sending *and* watching); at each tick a predecessor not heard since the previous tick is
+  reported; the RM removes on that one report.
+- ``kring``: one ring per stride, so every node has ``len(strides)`` watchers, and a block of
+  consecutive ids is watched from outside the block. The monitor is a watchdog beside the event
+  loop: it keeps sending while the loop stalls and puts the stall's age in every liveness, so a
+  hung node is removed after ``grace_s`` and a briefly stalled one never. A watcher pings a
+  predecessor silent for ``suspect_after`` intervals and reports only if the ping goes
+  unanswered too; it does not trust silence measured while it was itself late; the RM probes
+  the suspect before removing it (``rm.membership``).
+
+Sans-IO apart from the injected clock's timers: messages come in through ``from_peer`` /
+``from_rm`` and go out through the ``PeerChannel`` and the ``to_rm`` callable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+from ringmon.config import RingConfig
+from ringmon.membership import RingView, ViewCache
+from ringmon.ports import PeerChannel, RingStats
+from ringmon.protocol import (
+    Liveness,
+    LivenessPing,
+    Probe,
+    ProbeAck,
+    Ring,
+    RingDelta,
+    RingSyncRequest,
+    RingUpdate,
+    UnlivelinessReport,
+    UnlivelinessResponse,
+)
+from rm.ports import Clock, Timer
+
+_EPS = 1e-9
+
+
+class _Watch:
+    """What a watcher knows about one predecessor."""
+
+    __slots__ = ("heard", "last", "pinged_at", "stall_reported_at")
+
+    def __init__(self, now: float) -> None:
+        self.last = now  # last liveness (or when we started watching)
+        self.pinged_at = -1.0
+        self.heard = True  # ring detector: heard since the previous tick
+        self.stall_reported_at = -1e18
+
+
+class RingMonitor:
+    def __init__(
+        self,
+        config: RingConfig,
+        clock: Clock,
+        peers: PeerChannel,
+        to_rm: Callable[[Any], None],
+        views: ViewCache,
+        stats: RingStats,
+        log: Any,
+        stall_age: Callable[[], float] = lambda: 0.0,
+        on_removed: Callable[[], None] | None = None,
+        phase_s: float = 0.0,
+    ) -> None:
+        self._cfg = config
+        self._clock = clock
+        self._peers = peers
+        self._to_rm = to_rm
+        self._views = views
+        self.stats = stats
+        self._log = log
+        self._stall_age = stall_age
+        self._on_removed = on_removed
+        self._phase = phase_s % config.interval_s
+        self._interval = config.interval_s
+        self._strides = config.ring_strides()
+        self._in_loop = config.detector == "ring"
+        self._suspect_s = config.suspect_after * config.interval_s
+        self._ping_s = config.ping_timeout * config.interval_s
+        self.machine_id = -1
+        self.view: RingView | None = None
+        self.active = False
+        self.member = False
+        self.successors: tuple[int, ...] = ()
+        self.watching: dict[int, _Watch] = {}
+        self._seq = 0
+        self._next_tick = 0.0
+        self._tick_timer: Timer | None = None
+        self._check_timer: Timer | None = None
+        self._check_at = float("inf")
+        self._paused = False
+        self._backlog: list[tuple[bool, Any]] = []
+        self._sync_asked = -1
+
+    # ---- lifecycle ---------------------------------------------------------------------
+
+    def join(self, machine_id: int, ring: Ring | None) -> None:
+        """The node registered as ``machine_id``; ``ring`` is the RM's ring at that moment."""
+        self.leave()
+        self.machine_id = machine_id
+        self.active = True
+        self._peers.bind(machine_id, self)
+        now = self._clock.now()
+        k = (now - self._phase) // self._interval + 1
+        self._next_tick = self._phase + k * self._interval
+        self._tick_timer = self._clock.call_later(self._next_tick - now, self._tick)
+        if ring is not None:
+            self._adopt(RingView.of(ring))
+
+    def leave(self) -> None:
+        """Stop sending and watching (crash, resync, shutdown). Sends nothing."""
+        if self.machine_id >= 0:
+            self._peers.unbind(self.machine_id, self)
+        for timer in (self._tick_timer, self._check_timer):
+            if timer is not None:
+                timer.cancel()
+        self._tick_timer = self._check_timer = None
+        self._check_at = float("inf")
+        self.active = self.member = False
+        self.view = None
+        self.successors = ()
+        self.watching = {}
+        self._backlog.clear()
+        self._paused = False
+
+    def pause(self) -> None:
+        """The node's event loop stalls. Only the in-loop ``ring`` detector stalls with it."""
+        if self._in_loop and self.active:
+            self._paused = True
+            if self._tick_timer is not None:
+                self._tick_timer.cancel()
+                self._tick_timer = None
+
+    def resume(self) -> None:
+        if not self._paused:
+            return
+        self._paused = False
+        backlog, self._backlog = self._backlog, []
+        for from_rm, msg in backlog:
+            if self.active:
+                (self.from_rm if from_rm else self.from_peer)(msg)
+        if self.active and self._tick_timer is None:
+            self._tick()  # the overdue tick runs as soon as the loop is back
+
+    # ---- timers ------------------------------------------------------------------------
+
+    def _tick(self) -> None:
+        self._tick_timer = None
+        if not self.active or self._paused:
+            return
+        now = self._clock.now()
+        late = now - self._next_tick
+        while self._next_tick <= now + _EPS:
+            self._next_tick += self._interval
+        self._tick_timer = self._clock.call_later(self._next_tick - now, self._tick)
+        if self.successors:
+            self._seq += 1
+            msg = Liveness(sender=self.machine_id, seq=self._seq, stalled_s=self._stall_age())
+            for dst in self.successors:
+                self._peers.send(dst, msg)
+            self.stats.liveness_sent += len(self.successors)
+        if self._in_loop:
+            for pred, w in self.watching.items():
+                if not w.heard:
+                    self._report(pred, "silent")
+                w.heard = False
+        elif late > self._cfg.lag_tolerance * self._interval:
+            # We were late ourselves: the silence we measured may be ours. Start over.
+            self.stats.self_lag_skips += 1
+            for w in self.watching.values():
+                w.last = now
+                w.pinged_at = -1.0
+            self._arm(now + self._suspect_s)
+
+    def _arm(self, at: float) -> None:
+        if self._in_loop or at >= self._check_at - _EPS:
+            return
+        if self._check_timer is not None:
+            self._check_timer.cancel()
+        self._check_at = at
+        self._check_timer = self._clock.call_later(at - self._clock.now(), self._check)
+
+    def _check(self) -> None:
+        self._check_timer = None
+        self._check_at = float("inf")
+        if not self.active:
+            return
+        now = self._clock.now()
+        nxt = float("inf")
+        for pred, w in self.watching.items():
+            if w.pinged_at >= 0:
+                if now - w.pinged_at >= self._ping_s - _EPS:
+                    self._report(pred, "silent")
+                    w.pinged_at = -1.0
+                    w.last = now  # report again only after another full timeout
+                    due = now + self._suspect_s
+                else:
+                    due = w.pinged_at + self._ping_s
+            elif now - w.last >= self._suspect_s - _EPS:
+                w.pinged_at = now
+                self._peers.send(pred, LivenessPing(sender=self.machine_id))
+                self.stats.pings_sent += 1
+                due = now + self._ping_s
+            else:
+                due = w.last + self._suspect_s
+            nxt = min(nxt, due)
+        if nxt < float("inf"):
+            self._arm(nxt)
+
+    def _report(self, suspect: int, reason: Literal["silent", "stalled"]) -> None:
+        self.stats.reports_sent += 1
+        version = self.view.version if self.view is not None else -1
+        self._log.info("ring.suspect", reporter=self.machine_id, suspect=suspect, reason=reason)
+        self._to_rm(
+            UnlivelinessReport(reporter=self.machine_id, suspect=suspect, ring_version=version, reason=reason)
+        )
+
+    # ---- inbound -----------------------------------------------------------------------
+
+    def from_peer(self, msg: Any) -> None:
+        """A message on the node<->node channel."""
+        if not self.active:
+            return
+        if self._paused:
+            self._backlog.append((False, msg))
+            return
+        match msg:
+            case Liveness(sender=sender, stalled_s=stalled):
+                w = self.watching.get(sender)
+                if w is None:
+                    return  # not (or no longer) our predecessor
+                now = self._clock.now()
+                w.last = now
+                w.pinged_at = -1.0
+                w.heard = True
+                if (
+                    not self._in_loop
+                    and stalled > self._cfg.grace_s
+                    and now - w.stall_reported_at >= self._interval
+                ):
+                    w.stall_reported_at = now
+                    self._report(sender, "stalled")
+            case LivenessPing(sender=sender):
+                self._seq += 1
+                self._peers.send(
+                    sender, Liveness(sender=self.machine_id, seq=self._seq, stalled_s=self._stall_age())
+                )
+                self.stats.liveness_sent += 1
+            case RingUpdate() | RingDelta() | UnlivelinessResponse() | Probe():
+                # Ring changes come from the RM only (paper 004 flow 3).
+                self.stats.updates_rejected += 1
+                self._log.warning("ring.update_rejected", machine_id=self.machine_id, type=type(msg).__name__)
+            case _:
+                self._log.warning("ring.unexpected_message", type=type(msg).__name__)
+
+    def from_rm(self, msg: Any) -> None:
+        """A ring message on the node's RM connection."""
+        if isinstance(msg, Probe) and not (self.active and self._paused):
+            # Alive, even if not (yet) in the ring: answer at once.
+            mid = self.machine_id if self.active else msg.machine_id
+            self._to_rm(ProbeAck(machine_id=mid, probe_id=msg.probe_id, stalled_s=self._stall_age()))
+            return
+        if not self.active:
+            return
+        if self._paused:
+            self._backlog.append((True, msg))
+            return
+        match msg:
+            case RingDelta():
+                self._on_delta(msg)
+            case RingUpdate(ring=ring):
+                self._offer(ring)
+            case UnlivelinessResponse(action=action, ring=ring):
+                if action == "resync":
+                    self._removed()
+                elif ring is not None:
+                    self._offer(ring)
+            case _:
+                self._log.warning("ring.unexpected_message", type=type(msg).__name__)
+
+    def _offer(self, ring: Ring) -> None:
+        if self.view is not None and ring.version <= self.view.version:
+            self.stats.updates_stale += 1
+            return
+        self._adopt(RingView.of(ring))
+
+    def _on_delta(self, delta: RingDelta) -> None:
+        view = self.view
+        if view is None or delta.base_version > view.version:
+            # A gap (or no ring yet): ask once per version for the whole ring.
+            if self._sync_asked < delta.version:
+                self._sync_asked = delta.version
+                self.stats.sync_requests += 1
+                self._to_rm(RingSyncRequest(machine_id=self.machine_id, version=view.version if view else -1))
+            return
+        if delta.version <= view.version:
+            self.stats.updates_stale += 1
+            return
+        self._adopt(self._views.apply(view, delta))
+
+    # ---- ring changes ------------------------------------------------------------------
+
+    def _adopt(self, view: RingView) -> None:
+        self.view = view
+        self.stats.updates_applied += 1
+        me = self.machine_id
+        if me not in view.members:
+            if self.member:
+                self._removed()
+            return
+        self.member = True
+        succs: list[int] = []
+        preds: list[int] = []
+        for s in self._strides:
+            nxt, prv = view.successor(me, s), view.predecessor(me, s)
+            if nxt is not None and nxt != me and nxt not in succs:
+                succs.append(nxt)
+            if prv is not None and prv != me and prv not in preds:
+                preds.append(prv)
+        self.successors = tuple(succs)
+        now = self._clock.now()
+        old = self.watching
+        # A new predecessor gets a full timeout from now; a kept one keeps its history.
+        self.watching = {p: old.get(p) or _Watch(now) for p in preds}
+        if self.watching:
+            self._arm(min(w.last for w in self.watching.values()) + self._suspect_s)
+
+    def _removed(self) -> None:
+        self._log.info("ring.removed_self", machine_id=self.machine_id)
+        self.leave()
+        if self._on_removed is not None:
+            self._on_removed()

@@ -1,0 +1,305 @@
+"""RM membership service (design.md §2 steps 1, 4, 5): the ring, unliveliness reports, removal,
+the mass-failure brake, and batched ring deltas pushed to the nodes.
+
+Wiring: it installs itself as ``ResourceManager.unliveliness_handler`` (all ring messages from
+nodes arrive there through the inbound dispatcher, so they queue and cost like heartbeats), as
+``ring_provider`` (the ring in every ``RegisterResponse``) and listens to ``node_registered`` /
+``node_lost`` (whatever removes a node, it leaves the ring).
+
+Removal rule: ``ring`` detector — one valid report removes the suspect (the paper). ``kring`` —
+one valid report makes the RM probe the suspect on its own connection; it is removed only if
+the probe is not answered within ``probe_timeout`` (answers are handled in arrival order, behind
+everything the RM already queued, so an RM stall does not turn into removals) or the answer says
+its loop has been stalled longer than ``grace_s``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from ringmon.config import RingConfig
+from ringmon.membership import Membership
+from ringmon.protocol import (
+    Probe,
+    ProbeAck,
+    Ring,
+    RingMessage,
+    RingSyncRequest,
+    RingUpdate,
+    UnlivelinessReport,
+    UnlivelinessResponse,
+)
+from rm.cluster import NodeRecord
+from rm.ports import Timer
+
+if TYPE_CHECKING:
+    from rm.manager import ResourceManager
+
+
+class ProbeExpired(RingMessage):
+    """Internal: a probe's deadline, queued behind the RM's inbound work (never on the wire)."""
+
+    machine_id: int
+    probe_id: int
+
+
+class MembershipStats:
+    __slots__ = (
+        "brake_held",
+        "bytes_join",
+        "bytes_removal",
+        "deltas",
+        "probes",
+        "refuted",
+        "removals",
+        "reports",
+        "reports_rejected",
+        "reports_unregistered",
+        "ring_messages",
+        "syncs",
+    )
+
+    def __init__(self) -> None:
+        self.reports = 0
+        self.reports_rejected = 0
+        self.reports_unregistered = 0
+        self.probes = 0
+        self.refuted = 0
+        self.removals = 0
+        self.brake_held = 0
+        self.deltas = 0
+        self.syncs = 0
+        self.ring_messages = 0
+        # Bytes the RM sends for membership (msgpack size, as on the wire): ring snapshots in
+        # register responses and deltas with joins only vs deltas carrying removals and syncs.
+        self.bytes_join = 0
+        self.bytes_removal = 0
+
+    @property
+    def bytes_total(self) -> int:
+        return self.bytes_join + self.bytes_removal
+
+
+class _Suspicion:
+    __slots__ = ("probe_id", "reporters", "since", "timer")
+
+    def __init__(self, probe_id: int, since: float) -> None:
+        self.probe_id = probe_id
+        self.since = since
+        self.reporters: set[int] = set()
+        self.timer: Timer | None = None
+
+
+class MembershipService:
+    def __init__(self, rm: ResourceManager, config: RingConfig) -> None:
+        self._rm = rm
+        self._cfg = config
+        self._log = rm.log
+        self.ring = Membership(config.ring_strides())
+        self.stats = MembershipStats()
+        self._probe_first = config.detector == "kring"
+        self._suspects: dict[int, _Suspicion] = {}
+        self._held: dict[int, float] = {}
+        self._removed_at: deque[float] = deque()
+        self._braking = False
+        self._next_probe = 1
+        self._flush_timer: Timer | None = None
+        self._release_timer: Timer | None = None
+        self._encoder = msgspec.msgpack.Encoder()
+        self._snapshot: tuple[int, Ring, int] | None = None
+        rm.unliveliness_handler = self.handle
+        rm.ring_provider = self.current_ring
+        rm.node_registered.append(self._on_registered)
+        rm.node_lost.append(self._on_lost)
+
+    # ---- joins and removals ------------------------------------------------------------
+
+    def current_ring(self) -> Ring:
+        """The published ring, for a registering node (it learns itself from the next delta)."""
+        pub = self.ring.published
+        snap = self._snapshot
+        if snap is None or snap[0] != pub.version:
+            ring = pub.ring()
+            snap = self._snapshot = (pub.version, ring, len(self._encoder.encode(ring)))
+        self.stats.bytes_join += snap[2]
+        return snap[1]
+
+    def _on_registered(self, node: NodeRecord) -> None:
+        """A new node joins the ring; a known one re-registering has just shown it is alive."""
+        sus = self._suspects.pop(node.machine_id, None)
+        if sus is not None and sus.timer is not None:
+            sus.timer.cancel()
+        if node.machine_id not in self.ring:
+            self.ring.insert(node.machine_id)
+            self._schedule_flush()
+
+    def _on_lost(self, node: NodeRecord, reason: str) -> None:
+        mid = node.machine_id
+        sus = self._suspects.pop(mid, None)
+        if sus is not None and sus.timer is not None:
+            sus.timer.cancel()
+        self._held.pop(mid, None)
+        if mid in self.ring:
+            self.ring.remove(mid)
+            self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
+        if self._flush_timer is None:
+            self._flush_timer = self._rm.clock.call_later(self._cfg.batch_s, self._flush)
+
+    def _flush(self) -> None:
+        self._flush_timer = None
+        delta = self.ring.flush()
+        if delta is None:
+            return
+        self.stats.deltas += 1
+        size = len(self._encoder.encode(delta))
+        nodes = list(self._rm.cluster.nodes.values())
+        for node in nodes:
+            node.link.send(delta)
+        self.stats.ring_messages += len(nodes)
+        if delta.removed:
+            self.stats.bytes_removal += size * len(nodes)
+        else:
+            self.stats.bytes_join += size * len(nodes)
+        self._log.info(
+            "ring.updated", version=delta.version, added=len(delta.added), removed=len(delta.removed),
+            members=len(self.ring), recipients=len(nodes),
+        )
+
+    # ---- node messages -----------------------------------------------------------------
+
+    def handle(self, link: Any, msg: Any) -> None:
+        match msg:
+            case UnlivelinessReport():
+                self._on_report(link, msg)
+            case ProbeAck():
+                self._on_ack(msg)
+            case ProbeExpired():
+                self._on_expired(msg)
+            case RingSyncRequest():
+                self.stats.syncs += 1
+                ring = self.ring.published.ring()
+                self.stats.bytes_removal += len(self._encoder.encode(RingUpdate(ring=ring)))
+                link.send(RingUpdate(ring=ring))
+            case _:
+                self._log.warning("rm.unexpected_message", type=type(msg).__name__)
+
+    def _on_report(self, link: Any, msg: UnlivelinessReport) -> None:
+        rm = self._rm
+        self.stats.reports += 1
+        reporter = rm.cluster.nodes.get(msg.reporter)
+        if reporter is None or reporter.link is not link:
+            self.stats.reports_unregistered += 1
+            self._log.warning("ring.report_rejected", reporter=msg.reporter, suspect=msg.suspect,
+                              why="reporter not registered")
+            link.send(UnlivelinessResponse(action="resync"))
+            return
+        suspect = rm.cluster.nodes.get(msg.suspect)
+        ring = self.ring
+        if suspect is None or msg.suspect not in ring or msg.reporter not in ring.watchers(msg.suspect):
+            # Not (or no longer) consistent with our ring: answer with it, change nothing.
+            self.stats.reports_rejected += 1
+            self._log.info("ring.report_rejected", reporter=msg.reporter, suspect=msg.suspect,
+                           why="not a watcher of the suspect in the current ring")
+            pub = ring.published
+            stale = msg.ring_version != pub.version
+            link.send(UnlivelinessResponse(action="normal", ring=pub.ring() if stale else None))
+            return
+        link.send(UnlivelinessResponse(action="normal"))
+        if not self._probe_first:
+            self._remove(suspect, f"ring report by {msg.reporter}")
+            return
+        sus = self._suspects.get(msg.suspect)
+        if sus is None:
+            sus = self._suspects[msg.suspect] = _Suspicion(self._next_probe, rm.clock.now())
+            self._next_probe += 1
+            self._probe(suspect, sus)
+        sus.reporters.add(msg.reporter)
+
+    def _probe(self, node: NodeRecord, sus: _Suspicion) -> None:
+        self.stats.probes += 1
+        probe = Probe(probe_id=sus.probe_id, machine_id=node.machine_id)
+        node.link.send(probe)
+        timeout = self._cfg.probe_timeout * self._cfg.interval_s
+        attempts = self._cfg.probe_attempts
+        for k in range(1, attempts):
+            self._rm.clock.call_later(timeout * k / attempts, self._reprobe, node, sus, probe)
+        expired = ProbeExpired(machine_id=node.machine_id, probe_id=sus.probe_id)
+        sus.timer = self._rm.clock.call_later(timeout, self._rm.inbound.submit, (None, expired))
+
+    def _reprobe(self, node: NodeRecord, sus: _Suspicion, probe: Probe) -> None:
+        if self._suspects.get(node.machine_id) is sus and self._rm.cluster.nodes.get(node.machine_id) is node:
+            node.link.send(probe)
+
+    def _on_ack(self, msg: ProbeAck) -> None:
+        sus = self._suspects.get(msg.machine_id)
+        if sus is None or sus.probe_id != msg.probe_id:
+            return
+        node = self._rm.cluster.nodes.get(msg.machine_id)
+        if node is not None and msg.stalled_s > self._cfg.grace_s:
+            self._confirm(node, f"stalled {msg.stalled_s:.1f}s > grace")
+            return
+        del self._suspects[msg.machine_id]
+        if sus.timer is not None:
+            sus.timer.cancel()
+        self.stats.refuted += 1
+        self._log.info("ring.refuted", machine_id=msg.machine_id, reporters=sorted(sus.reporters))
+
+    def _on_expired(self, msg: ProbeExpired) -> None:
+        sus = self._suspects.get(msg.machine_id)
+        node = self._rm.cluster.nodes.get(msg.machine_id)
+        if sus is None or sus.probe_id != msg.probe_id or node is None:
+            return
+        self._confirm(node, f"silent; reported by {sorted(sus.reporters)}; probe unanswered")
+
+    # ---- removal and the brake ---------------------------------------------------------
+
+    def _confirm(self, node: NodeRecord, reason: str) -> None:
+        now = self._rm.clock.now()
+        window = self._cfg.brake_window_s
+        while self._removed_at and self._removed_at[0] <= now - window:
+            self._removed_at.popleft()
+        budget = max(1, int(self._cfg.brake_fraction * (len(self.ring) + len(self._removed_at))))
+        if len(self._removed_at) >= budget:
+            # More removals in one window than crashes plausibly cause: hold, re-probe later.
+            sus = self._suspects.pop(node.machine_id, None)
+            if sus is not None and sus.timer is not None:
+                sus.timer.cancel()
+            if node.machine_id not in self._held:
+                self._held[node.machine_id] = now
+                self.stats.brake_held += 1
+            if not self._braking:
+                self._braking = True
+                self._log.warning("ring.brake_engaged", removed_in_window=len(self._removed_at),
+                                  budget=budget, window_s=window)
+            if self._release_timer is None:
+                self._release_timer = self._rm.clock.call_later(
+                    self._removed_at[0] + window - now, self._release
+                )
+            return
+        self._remove(node, reason)
+
+    def _remove(self, node: NodeRecord, reason: str) -> None:
+        self._removed_at.append(self._rm.clock.now())
+        self.stats.removals += 1
+        self._rm.lose_node(node, reason=reason)
+
+    def _release(self) -> None:
+        """The brake window moved: probe held suspects again (they may be back)."""
+        self._release_timer = None
+        held, self._held = self._held, {}
+        if not held:
+            self._braking = False
+            return
+        self._log.info("ring.brake_release", held=len(held))
+        for mid in sorted(held):
+            node = self._rm.cluster.nodes.get(mid)
+            if node is None or mid in self._suspects:
+                continue
+            sus = self._suspects[mid] = _Suspicion(self._next_probe, self._rm.clock.now())
+            self._next_probe += 1
+            self._probe(node, sus)

@@ -1,0 +1,133 @@
+"""The status page in real headless Chromium (Debian's package, driven by Playwright).
+
+Set HBEMU_SCREENSHOTS=DIR to also save screenshots of the page (how docs/screenshots/ is made).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.webrun import served, small_scenario
+
+CHROMIUM = os.environ.get("HBEMU_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+# Playwright adds --headless and a fresh temporary --user-data-dir itself.
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+if not Path(CHROMIUM).exists():
+    # CI installs it (.ci/run); locally, say how.
+    if os.environ.get("CI"):
+        raise RuntimeError(f"no Chromium at {CHROMIUM}: apt-get install chromium")
+    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
+
+from playwright.async_api import Page, async_playwright  # noqa: E402
+
+
+async def text(page: Page, selector: str) -> str:
+    return (await page.locator(selector).text_content() or "").strip()
+
+
+async def number(page: Page, selector: str) -> float:
+    return float((await text(page, selector)).replace(",", "").split()[0])
+
+
+async def shot(page: Page, name: str) -> None:
+    out = os.environ.get("HBEMU_SCREENSHOTS")
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        await asyncio.sleep(0.6)  # let debounced searches and the next tick land
+        await page.evaluate("window.scrollTo(0, 0)")
+        await page.screenshot(path=str(Path(out) / name), full_page=True)
+
+
+@pytest.mark.asyncio
+async def test_page_live_in_chromium(tmp_path: Path) -> None:
+    nodes = int(os.environ.get("HBEMU_SCREENSHOT_NODES", "40"))
+    scenario = small_scenario(nodes=nodes, expiry_s=5.0, speed=10.0)
+    async with served(scenario, allow_control=True, push_interval_s=0.5) as srv, async_playwright() as pw:
+        browser = await pw.chromium.launch(
+            executable_path=CHROMIUM, args=FLAGS, headless=True,
+            timeout=30_000,
+        )
+        try:
+            page = await browser.new_page(viewport={"width": 1440, "height": 1000})
+            problems: list[str] = []
+            page.on("console", lambda m: problems.append(m.text) if m.type in ("error", "warning") else None)
+            page.on("pageerror", lambda e: problems.append(str(e)))
+            await page.goto(srv.url)
+            await page.wait_for_function("Number(document.body.dataset.ticks || 0) >= 2", timeout=15_000)
+            await page.wait_for_function(
+                f"document.getElementById('k-alive').textContent === '{nodes}'", timeout=15_000)
+
+            # Charts show data: uPlot drew into each chart and holds points.
+            await page.wait_for_function("(page.series.t_s || []).length >= 3", timeout=15_000)
+            for chart in ("c-util", "c-hb", "c-eff", "c-rm"):
+                assert await page.locator(f"#{chart} canvas").count() == 1
+            points = await page.evaluate("page.charts['c-util'].data[1].filter(v => v > 0).length")
+            assert points >= 3
+
+            # Numbers change over time without a reload.
+            t1 = await number(page, "#t-emu")
+            hb1 = await number(page, "#k-hb")
+            await page.wait_for_function(f"parseFloat($('t-emu').textContent) > {t1 + 3}", timeout=15_000)
+            await page.wait_for_function(
+                f"Number($('k-hb').textContent.replace(/,/g, '')) > {hb1}", timeout=15_000)
+            assert await text(page, "#phase") == "running"
+
+            # Tables: sortable operations, searchable nodes.
+            assert await page.locator("#ops tbody tr").count() >= 2
+            await page.click("#ops th[data-k='name']")
+            assert await page.get_attribute("#ops th[data-k='name']", "class") == "asc"
+            names = await page.locator("#ops tbody tr td:first-child").all_text_contents()
+            assert names == sorted(names)
+            await page.fill("#nodes-q", "n-0-00007")
+            await page.wait_for_function("document.querySelectorAll('#nodes tbody tr').length === 1",
+                                         timeout=10_000)
+            assert "n-0-00007" in await text(page, "#nodes tbody tr")
+            await shot(page, "status-page.png")
+
+            # Crash that node from the page: it shows in the ring and the events, then is removed.
+            await page.fill("#ctl-node", "n-0-00007")
+            await page.click("#f-node button[data-action='crash']")
+            ring_counts = "JSON.parse($('ring').dataset.counts || '{}')"
+            await page.wait_for_function(f"{ring_counts}.crashed === 1", timeout=10_000)
+            events_have = ("[...document.querySelectorAll('#events li')]"
+                           ".some(li => li.textContent.includes({!r}))")
+            await page.wait_for_function(events_have.format("control.crash"), timeout=10_000)
+            await page.wait_for_function(f"{ring_counts}.lost === 1", timeout=20_000)
+            lost = page.locator("#events li", has_text="node.lost")
+            assert "n-0-00007" in (await lost.first.text_content() or "")
+            assert await text(page, "#k-lost") == "1"
+            assert "node.lost" in await text(page, "#ring-changes")
+            await page.wait_for_function(
+                "document.querySelector('#nodes tbody tr .st').textContent === 'crashed'", timeout=10_000)
+            await page.fill("#nodes-q", "")
+            await shot(page, "status-page-crash.png")
+
+            # Pause and resume the whole run from the header.
+            await page.click("#btn-pause")
+            await page.wait_for_function("document.getElementById('phase').textContent === 'paused'",
+                                         timeout=10_000)
+            frozen = await number(page, "#t-emu")
+            await asyncio.sleep(1.2)
+            assert await number(page, "#t-emu") == frozen
+            await page.click("#btn-resume")
+            await page.wait_for_function(
+                f"parseFloat(document.getElementById('t-emu').textContent) > {frozen}", timeout=10_000)
+
+            assert problems == [], problems
+            await _ring_shot(page, tmp_path)
+        finally:
+            await browser.close()
+
+
+async def _ring_shot(page: Page, _: Any) -> None:
+    if os.environ.get("HBEMU_SCREENSHOTS"):
+        await page.locator("#panel-ring").screenshot(
+            path=str(Path(os.environ["HBEMU_SCREENSHOTS"]) / "ring-panel.png"))

@@ -1,0 +1,140 @@
+"""Periodic vs delta heartbeats end to end, the RM's view vs the nodes' real state, liveliness."""
+
+from __future__ import annotations
+
+from emulator.results import build_summary
+from emulator.runner import RunOutcome, run_blocking
+from rm.resources import EPS
+from tests.helpers import scenario
+
+
+def assert_rm_matches_nodes(outcome: RunOutcome) -> None:
+    """No node over capacity; the RM's allocations per node equal the containers really running."""
+    by_address = {n.address: n for n in outcome.nodes}
+    for record in outcome.rm.cluster.nodes.values():
+        nm = by_address[record.address]
+        used = nm.used()
+        assert used.cpu <= nm.resources.cpu + EPS and used.ram_gib <= nm.resources.ram_gib + EPS
+        assert set(nm.running_containers()) == set(record.containers), record
+        assert record.free_cpu >= -EPS and record.free_ram >= -EPS
+        assert abs((record.total.cpu - record.free_cpu) - used.cpu) < 1e-6
+
+
+def workload(job_count: int = 40, mean: float = 50.0, loop: bool = False) -> dict:
+    return {
+        "operations": [
+            {
+                "name": "a",
+                "cpu": 1,
+                "ram_gib": 2,
+                "job_count": job_count,
+                "seconds_mean": mean,
+                "seconds_deviation": 10,
+                "loop": loop,
+            },
+            {
+                "name": "b",
+                "cpu": 2,
+                "ram_gib": 1,
+                "job_count": job_count,
+                "seconds_mean": mean,
+                "seconds_deviation": 10,
+                "submit_at_s": 20,
+                "loop": loop,
+            },
+        ]
+    }
+
+
+def test_delta_mode_is_silent_while_nothing_changes() -> None:
+    sc = scenario(heartbeat={"mode": "delta", "interval_s": 3}, run={"duration_s": 3600})
+    out = run_blocking(sc)
+    assert out.node_stats.registrations == 4
+    assert out.node_stats.heartbeats_sent == 0
+    assert build_summary(out)["nodes_lost"] == 0  # no RM liveliness monitor in delta mode
+
+
+def test_periodic_mode_beats_every_interval_even_when_idle() -> None:
+    sc = scenario(heartbeat={"mode": "periodic", "interval_s": 3}, run={"duration_s": 300})
+    out = run_blocking(sc)
+    # 4 nodes, one beat per interval after registration (first tick spread over the first interval).
+    assert 4 * 98 <= out.node_stats.heartbeats_sent <= 4 * 100
+
+
+def test_delta_mode_reports_only_changes_and_schedules_continuously() -> None:
+    long_tasks = {
+        "operations": [{"name": "a", "cpu": 1, "ram_gib": 1, "job_count": 8, "seconds_mean": 10_000}]
+    }
+    out = run_blocking(scenario(heartbeat={"mode": "delta"}, workload=long_tasks, run={"duration_s": 600}))
+    # Pushed launches, one delta heartbeat per node that got containers, then silence.
+    assert out.rm.stats.allocations == 8
+    assert 1 <= out.node_stats.heartbeats_sent <= 4
+    assert out.node_stats.statuses_sent == 8
+    assert_rm_matches_nodes(out)
+
+
+def test_delta_and_periodic_reach_the_same_consistent_state() -> None:
+    for mode in ("periodic", "delta"):
+        out = run_blocking(
+            scenario(heartbeat={"mode": mode, "interval_s": 2}, workload=workload(), run={"duration_s": 400})
+        )
+        summary = build_summary(out)
+        assert summary["allocations"] == summary["containers_completed"] == 80, mode
+        assert_rm_matches_nodes(out)
+
+
+def test_delta_mode_sends_far_fewer_heartbeats_for_the_same_work() -> None:
+    counts = {}
+    for mode in ("periodic", "delta"):
+        out = run_blocking(
+            scenario(
+                heartbeat={"mode": mode}, workload=workload(loop=True, mean=300), run={"duration_s": 1800}
+            )
+        )
+        counts[mode] = (out.node_stats.heartbeats_sent, out.rm.stats.containers_completed)
+    assert counts["delta"][0] < counts["periodic"][0] / 2
+    # Same service: within 10% of the periodic run's completions.
+    assert abs(counts["delta"][1] - counts["periodic"][1]) <= 0.1 * counts["periodic"][1]
+
+
+def test_liveliness_monitor_removes_a_silent_node_and_requeues_its_tasks() -> None:
+    sc = scenario(
+        rm={"expiry_s": 30},
+        workload={
+            "operations": [{"name": "a", "cpu": 1, "ram_gib": 1, "job_count": 32, "seconds_mean": 100_000}]
+        },
+        run={"duration_s": 200},
+    )
+
+    def progress(outcome: RunOutcome, row: tuple[float, ...]) -> None:
+        if row[0] == 60:  # at t=60 s the first node goes silent
+            outcome.nodes[0].stop()
+
+    out = run_blocking(sc, progress=progress)
+    events = out.rm.stats
+    assert events.nodes_lost == 1
+    assert len(out.rm.cluster.nodes) == 3
+    # Its 8 tasks were requeued; the 3 survivors were full, so they wait.
+    assert events.tasks_requeued == 8
+    op = next(iter(out.rm.operations.values()))
+    assert (op.running, len(op.pending)) == (24, 8)
+    assert_rm_matches_nodes(out)
+
+
+def test_unhealthy_fault_takes_nodes_out_of_scheduling() -> None:
+    sc = scenario(
+        workload={
+            "operations": [{"name": "a", "cpu": 1, "ram_gib": 1, "job_count": 200, "seconds_mean": 30}]
+        },
+        faults=[
+            {"kind": "health", "at_s": 0, "count": 2, "healthy": False},
+            {"kind": "health", "at_s": 200, "nodes": [], "fraction": 1.0, "healthy": True},
+        ],
+        run={"duration_s": 400},
+    )
+    out = run_blocking(sc)
+    assert out.rm.stats.containers_completed == 200
+    # While two of four nodes were unhealthy, at most 16 tasks ran at once.
+    rows = [r for r in out.sampler.rows if 10 < r[0] < 190]
+    assert max(r[4] for r in rows) <= 16
+    assert max(r[4] for r in out.sampler.rows) == 32

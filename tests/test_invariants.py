@@ -1,0 +1,80 @@
+"""The invariant checker catches what it promises to catch."""
+
+from __future__ import annotations
+
+import pytest
+
+from emulator.invariants import InvariantChecker, InvariantViolation
+from emulator.runner import RunOutcome, run_blocking
+from rm.protocol import ContainerStatus, Heartbeat, LaunchContainers
+from tests.helpers import scenario
+
+LONG = {"operations": [{"name": "a", "cpu": 1, "ram_gib": 1, "job_count": 40, "seconds_mean": 10_000}]}
+
+
+def test_healthy_run_passes_every_check() -> None:
+    out = run_blocking(scenario(workload=LONG, run={"duration_s": 120}), check_invariants=True)
+    assert out.rm.stats.allocations == 32
+
+
+def test_a_container_vanishing_from_a_node_is_reported_at_quiescence() -> None:
+    def progress(outcome: RunOutcome, row: tuple[float, ...]) -> None:
+        if row[0] == 30:
+            # A container dies on the node without any report (what a lost launch also looks like).
+            node = outcome.nodes[0]
+            cid = min(node.running_containers())
+            node._containers.pop(cid).timer.cancel()
+
+    with pytest.raises(InvariantViolation, match=r"believes node .* runs containers it does not: \[\d+\]"):
+        run_blocking(
+            scenario(workload=LONG, run={"duration_s": 60}), progress=progress, check_invariants=True
+        )
+
+
+def test_a_second_completion_of_the_same_task_is_reported() -> None:
+    from rm.operations import OperationSpec
+    from rm.protocol import Register
+    from rm.resources import Resources
+    from tests.helpers import RecordingLink, sync_rm
+
+    rm, clock = sync_rm()
+    try:
+        checker = InvariantChecker(rm, [])
+        link = RecordingLink()
+        rm.receive(link, Register(address="n", resources=Resources(4, 4)))
+        rm.add_pool("p")
+        rm.submit_operation(OperationSpec(name="o", pool="p", demand=Resources(1, 1), durations=[5.0] * 8))
+        rm.receive(link, Heartbeat(machine_id=1, heartbeat_id=0, healthy=True, statuses=(), full=True))
+        c = link.last(LaunchContainers).containers[0]
+        alloc = rm.cluster.nodes[1].containers[c.container_id]
+        rm.receive(
+            link,
+            Heartbeat(
+                machine_id=1,
+                heartbeat_id=1,
+                healthy=True,
+                statuses=(ContainerStatus(c.container_id, "complete"),),
+                full=True,
+            ),
+        )
+        checker.check_step()
+        with pytest.raises(InvariantViolation, match=r"task o\[0\] completed twice"):
+            rm.task_completed[0](alloc)  # what a buggy RM that re-credits a completion would do
+    finally:
+        clock.close()
+
+
+def test_cli_reports_a_violation_with_exit_status_3(
+    monkeypatch: pytest.MonkeyPatch, tmp_path, capsys
+) -> None:
+    from emulator import cli
+
+    def broken(self: InvariantChecker) -> None:
+        raise InvariantViolation("t=1.000s: node n0 allocated beyond capacity")
+
+    monkeypatch.setattr(InvariantChecker, "check_step", broken)
+    code = cli.main(
+        ["run", "scenarios/drf-paper-example.toml", "--quiet", "--check-invariants", "--out", str(tmp_path)]
+    )
+    assert code == 3
+    assert "invariant violated: t=1.000s: node n0 allocated beyond capacity" in capsys.readouterr().err

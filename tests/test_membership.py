@@ -1,0 +1,80 @@
+"""The versioned ring and its deltas (ringmon.membership)."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from ringmon.membership import Membership, RingView, ViewCache, decode_ids, encode_ids
+from ringmon.protocol import RingDelta
+
+
+def test_gap_encoding_round_trips_and_is_small() -> None:
+    ids = [7490, 3, 17, 4000, 18]
+    assert decode_ids(encode_ids(ids)) == sorted(ids)
+    spread = list(range(20, 7500, 20))  # 375 ids, one every 20
+    assert len(msgspec.msgpack.encode(encode_ids(spread))) < 400  # ~1 byte per id
+
+
+def test_flush_batches_changes_into_one_versioned_delta() -> None:
+    m = Membership()
+    for i in (1, 2, 3, 5):
+        m.insert(i)
+    d1 = m.flush()
+    assert d1 is not None and (d1.base_version, d1.version) == (0, 1)
+    assert m.flush() is None  # nothing pending
+    m.remove(2)
+    m.remove(5)
+    m.insert(4)
+    d2 = m.flush()
+    assert d2 is not None and (d2.base_version, d2.version) == (1, 2)
+    assert decode_ids(d2.removed) == [2, 5] and decode_ids(d2.added) == [4]
+    view = RingView(0, ()).apply(d1).apply(d2)
+    assert view.ids == (1, 3, 4) == m.published.ids
+
+
+def test_removed_and_reinserted_in_one_batch_is_sent_as_both() -> None:
+    m = Membership()
+    m.insert(1)
+    m.insert(2)
+    m.flush()
+    m.remove(2)
+    m.insert(2)  # a node lost and a new one given the same id before the flush
+    d = m.flush()
+    assert d is not None and decode_ids(d.removed) == [2] and decode_ids(d.added) == [2]
+    assert RingView(1, (1, 2)).apply(d).ids == (1, 2)
+
+
+def test_a_delta_for_another_base_does_not_apply() -> None:
+    with pytest.raises(ValueError, match="does not apply"):
+        RingView(3, (1, 2)).apply(RingDelta(base_version=2, version=3))
+
+
+def test_view_cache_shares_one_result_per_version() -> None:
+    cache = ViewCache()
+    base = RingView(1, (1, 2, 3))
+    d = RingDelta(base_version=1, version=2, removed=encode_ids([2]))
+    assert cache.apply(base, d) is cache.apply(base, d)
+
+
+def test_stride_ring_watches_a_block_from_outside() -> None:
+    m = Membership(strides=(1, 64))
+    for i in range(1, 501):
+        m.insert(i)
+    # In the id ring the watcher of 100 is 101; in the stride ring it is 164.
+    assert m.watchers(100) == [101, 164]
+    block = set(range(200, 220))
+    for mid in block:
+        assert any(w not in block for w in m.watchers(mid))
+    view = RingView(1, tuple(range(1, 501)))
+    assert view.successor(100, 64) == 164 and view.predecessor(164, 64) == 100
+    assert view.successor(500, 1) == 1  # the ring wraps
+
+
+def test_insert_twice_and_remove_absent_are_errors() -> None:
+    m = Membership()
+    m.insert(1)
+    with pytest.raises(ValueError):
+        m.insert(1)
+    with pytest.raises(ValueError):
+        m.remove(9)

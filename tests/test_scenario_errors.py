@@ -1,0 +1,96 @@
+"""Bad scenario files: one clear message naming the file, the field path and the expectation."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from emulator.cli import main
+
+GOOD = """
+[cluster]
+nodes = [{ count = 2, cpu = 8, ram_gib = 16 }]
+[run]
+duration_s = 10
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "bad.toml"
+    p.write_text(text)
+    return p
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (GOOD.replace("cpu = 8", "cpu = -8"), "at `cluster.nodes[0].cpu`: expected `float` > 0"),
+        (
+            GOOD.replace("cpu = 8", 'cpu = "eight"'),
+            "at `cluster.nodes[0].cpu`: expected `float | object`, got `str`",
+        ),
+        (
+            GOOD.replace("cpu = 8", "cpu = 8, gpus = 1"),
+            "at `cluster.nodes[0]`: object contains unknown field `gpus`",
+        ),
+        (
+            GOOD + "[heartbeat]\nmode = 'sometimes'\n",
+            "at `heartbeat.mode`: invalid enum value 'sometimes'; expected one of `periodic`, `delta`",
+        ),
+        (GOOD + "[heartbeat]\ninterval_s = 0\n", "at `heartbeat.interval_s`: expected `float` > 0"),
+        (
+            GOOD.replace("duration_s = 10", "duration_s = 10\nwarmup_s = 20"),
+            "at `run`: `warmup_s` must be smaller",
+        ),
+        (
+            GOOD.replace("[run]", "[scheduler]\npolicy = 'lottery'\n[run]"),
+            "at `scheduler.policy`: invalid enum value 'lottery'; expected one of",
+        ),
+        (GOOD.replace("duration_s = 10", ""), "at `run`: object missing required field `duration_s`"),
+        (
+            GOOD + "[[faults]]\nkind = 'meteor'\nat_s = 1\ncount = 1\n",
+            "at `faults[0].kind`: invalid value 'meteor'; expected one of `health`",
+        ),
+        (GOOD.replace("cpu = 8", "cpu = { uniform = [5, 1] }"), "`uniform` needs 0 < low <= high"),
+        (
+            GOOD
+            + "[[workload.operations]]\nname='a'\ncpu=1\nram_gib=1\njob_count=0\nseconds_mean=1\nloop=true\n",
+            "at `workload.operations[0]`: a looping operation needs `job_count` >= 1",
+        ),
+        ("[cluster\n", "not valid TOML"),
+    ],
+)
+def test_bad_fields_are_reported_with_file_and_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, expected: str
+) -> None:
+    path = write(tmp_path, text)
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {path}: ")
+    assert expected in err
+    assert "Traceback" not in err
+
+
+def test_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", str(tmp_path / "nope.toml"), "--quiet"]) == 2
+    assert "nope.toml: no such file" in capsys.readouterr().err
+
+
+def test_bad_override(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, GOOD)
+    assert main(["validate", str(path), "--set", "heartbeat.mode=sometimes"]) == 2
+    assert "at `heartbeat.mode`" in capsys.readouterr().err
+    assert main(["validate", str(path), "--set", "nonsense"]) == 2
+
+
+def test_console_script_exits_2_without_traceback(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD.replace("cpu = 8", "cpu = -1"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "emulator", "run", str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert "cluster.nodes[0].cpu" in proc.stderr
