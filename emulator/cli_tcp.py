@@ -47,8 +47,30 @@ def cmd_rm(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
 
     async def main(_: Any) -> RunOutcome:
-        with (out / "events.jsonl").open("w", encoding="utf-8") as sink:
-            proc, wall = await serve_rm(scenario, host, port, args.start_at, sink)
+        live = server = None
+        if args.serve is not None:
+            from emulator.web.app import make_app, parse_bind, start_server
+            from emulator.web.events import EventTap
+            from emulator.web.state import LiveRun
+
+            web_host, web_port = parse_bind(args.serve)
+            live = LiveRun(scenario)  # read-only: an RM alone has no nodes to crash from the page
+            server = await start_server(make_app(live), web_host, web_port)
+            print(f"status page: {server.url}", file=sys.stderr, flush=True)
+
+        def attach(proc: Any) -> None:
+            if live is not None:
+                live.attach(RunOutcome(scenario, proc.rm, [], proc.node_stats, proc.sampler))
+
+        try:
+            with (out / "events.jsonl").open("w", encoding="utf-8") as sink:
+                tap: Any = sink if live is None else EventTap(live.events, sink)
+                proc, wall = await serve_rm(scenario, host, port, args.start_at, tap, on_start=attach)
+        finally:
+            if live is not None:
+                live.finish()
+            if server is not None:
+                await server.close()
         outcome = RunOutcome(scenario, proc.rm, [], proc.node_stats, proc.sampler, wall_s=wall)
         outcome.extra["costs"] = proc.costs()
         # h1 needs the nodes' counters: see the `emulator nodes` table.
@@ -158,6 +180,7 @@ def add_commands(sub: Any) -> None:
     r.add_argument("--duration", type=float, help="override run.duration_s")
     r.add_argument("--start-at", type=float, help="Unix time of emulated t=0 (default: now)")
     r.add_argument("--out", help="results directory (default runs/<scenario>-rm)")
+    r.add_argument("--serve", metavar="[HOST:]PORT", help="serve the live status page (read-only)")
     r.add_argument("--quiet", action="store_true")
     r.set_defaults(func=cmd_rm)
 

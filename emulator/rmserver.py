@@ -13,6 +13,7 @@ import asyncio
 import math
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -252,11 +253,15 @@ def run_tcp_blocking(
 
 
 async def serve_rm(scenario: Scenario, host: str, port: int, epoch: float | None,
-                   events: IO[str] | None) -> tuple[RMProcess, float]:
-    """``emulator rm``: the RM alone, for ``run.duration_s`` emulated seconds from the epoch."""
+                   events: IO[str] | None,
+                   on_start: Callable[[RMProcess], None] | None = None) -> tuple[RMProcess, float]:
+    """``emulator rm``: the RM alone, for ``run.duration_s`` emulated seconds from the epoch.
+    ``on_start(proc)`` runs before the RM serves (the status page attaches there)."""
     loop = asyncio.get_running_loop()
     clock = EpochClock(loop, scenario.run.speed, epoch if epoch is not None else time.time())
     proc = RMProcess(scenario, clock, events)
+    if on_start is not None:
+        on_start(proc)
     address = await proc.server.start(host, port)
     print(f"rm listening on {address[0]}:{address[1]}", file=sys.stderr, flush=True)
     started = wall_time()
