@@ -228,10 +228,24 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--scenarios", default="scenarios", help="directory holding the e3-*.toml files")
     e.add_argument("--quiet", action="store_true")
     e.set_defaults(func=cmd_e3)
+    a = sub.add_parser("abuse", help="honest TCP nodes' h1 without vs with a hostile client")
+    a.add_argument("scenario", help="a TCP scenario, e.g. scenarios/abuse.toml")
+    a.add_argument("--out", type=Path, help="also write the figures to this JSON file")
+    a.set_defaults(func=cmd_abuse)
     add_tcp_commands(sub)
     add_sweep_command(sub)
     add_efficiency_command(sub)
     return p
+
+
+def cmd_abuse(args: argparse.Namespace) -> int:
+    from emulator.abuse import compare, write_figures
+
+    scenario = load_scenario(args.scenario)
+    if scenario.transport.kind != "tcp":
+        raise ScenarioError(f"{args.scenario}: at `transport.kind`: `emulator abuse` needs \"tcp\"")
+    write_figures(compare(scenario), args.out)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

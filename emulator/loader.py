@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 
+from emulator.credentials import CredentialsError, resolve_credentials
 from emulator.scenario import Scenario
 
 
@@ -83,11 +84,18 @@ def _printable(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
-def scenario_from_dict(data: dict[str, Any], source: str = "<scenario>") -> Scenario:
+def scenario_from_dict(
+    data: dict[str, Any], source: str = "<scenario>", base_dir: Path | None = None
+) -> Scenario:
+    """``base_dir``: where a relative ``rm.credentials_file`` is (default: the current directory)."""
     try:
-        return msgspec.convert(data, Scenario, strict=True)
+        scenario = msgspec.convert(data, Scenario, strict=True)
     except msgspec.ValidationError as err:
         raise ScenarioError(f"{source}: {_explain(err)}") from None
+    try:
+        return resolve_credentials(scenario, base_dir)
+    except CredentialsError as err:
+        raise ScenarioError(f"{source}: {err}") from None
 
 
 def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> Scenario:
@@ -109,4 +117,4 @@ def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> 
         for key in parents:
             target = target.setdefault(key, {})
         target[leaf] = value
-    return scenario_from_dict(data, str(p))
+    return scenario_from_dict(data, str(p), p.parent)

@@ -56,8 +56,11 @@ class RMProcess:
         )
         self.meter = RMCostMeter(self.rm, scenario.sample_interval_s)
         self.server = TcpServer(
-            self.meter.wrap_receive(self.rm.receive), self.log, scenario.transport.max_frame_bytes
+            self.meter.wrap_receive(self.rm.receive), self.log, scenario.transport.max_frame_bytes,
+            scenario.transport.handshake_timeout_s, scenario.transport.max_connections,
         )
+        # Nodes may connect well before the epoch; their registrations are answered from t = 0.
+        self.server.handshake_hold = True
         self.meter.install()
         self.server.decode_cost = self.meter.decode
 
@@ -67,6 +70,7 @@ class RMProcess:
         clock = self.clock
         quiet_gc()
         await clock.sleep_until(0.0)
+        self.server.handshake_hold = False
         self.log.info("run.started", scenario=sc.name, nodes=sc.node_count, mode=sc.heartbeat.mode,
                       transport="tcp", port=self.server.address[1])
         self.meter.start()

@@ -53,4 +53,13 @@ class RMConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=
     command_timeout_s: Positive = 30.0
     # Shared secret nodes must present at registration; empty disables the check.
     credentials: str = ""
+    # Or read it, when the run starts, from this environment variable / this file (relative to the
+    # scenario file; surrounding whitespace stripped) so it need not sit in the scenario. One only.
+    credentials_env: str = ""
+    credentials_file: str = ""
     service_time: ServiceTimeConfig = msgspec.field(default_factory=ServiceTimeConfig)
+
+    def __post_init__(self) -> None:
+        given = [f"`{n}`" for n in ("credentials", "credentials_env", "credentials_file") if getattr(self, n)]
+        if len(given) > 1:
+            raise ValueError(f"give the shared secret one way only, not {' and '.join(given)}")

@@ -28,14 +28,19 @@ from emulator.transport.framing import (
     FrameTooLarge,
 )
 from rm.histogram import LogHistogram
-from rm.protocol import NodeInbound, RMInbound
+from rm.protocol import NodeInbound, RegisterResponse, RMInbound
+
+# Defaults for the server's limits (``TcpServer``); a scenario sets them in ``[transport]``.
+DEFAULT_HANDSHAKE_TIMEOUT_S = 10.0
+DEFAULT_MAX_CONNECTIONS = 1024
 
 
 class TransportStats:
     """Totals over every connection of one side (one process)."""
 
     __slots__ = (
-        "bad_frames", "bytes_in", "bytes_out", "connections", "frames_in", "frames_out", "reconnects"
+        "bad_frames", "bytes_in", "bytes_out", "connections", "frames_in", "frames_out",
+        "handshake_timeouts", "reconnects", "refused",
     )
 
     def __init__(self) -> None:
@@ -46,6 +51,9 @@ class TransportStats:
         self.bytes_out = 0
         self.bad_frames = 0
         self.reconnects = 0
+        # Server side: connections refused over the cap, and closed for not registering in time.
+        self.refused = 0
+        self.handshake_timeouts = 0
 
     def snapshot(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in self.__slots__}
@@ -203,19 +211,71 @@ class _Connection(asyncio.Protocol):
 
 
 class _ServerConnection(_Connection):
+    """A node connection on the RM side.
+
+    Until the RM accepts a registration on it (sends ``RegisterResponse(action="normal")`` on one of
+    its channels) the connection is *unadmitted*, and it is aborted if no registration succeeds
+    within the handshake timeout: a peer that connects and says nothing (or keeps presenting bad
+    credentials, or only talks nonsense the RM rejects) holds a connection slot for a bounded time.
+    Messages before admission still reach the RM, which refuses what an unregistered link may not
+    do (heartbeats for a machine id not registered on that link get ``resync``).
+    """
+
     def __init__(self, server: TcpServer) -> None:
         super().__init__(RMInbound, server.max_frame_bytes, server.log, server.stats)
         self._server = server
         self._receive = server.receive
+        self.admitted = False
+        self._handshake_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
-        self._server.connections.add(self)
+        server = self._server
+        if len(server.connections) >= server.max_connections:
+            server.stats.refused += 1
+            n = server.stats.refused
+            # Logged with a running count, sparsely: a flood of refusals must not flood the log.
+            if n & (n - 1) == 0 or n % 1000 == 0:
+                self._log.warning("transport.refused", peer=self.peer, reason="too many connections",
+                                  limit=server.max_connections, refused_total=n)
+            self.abort()
+            return
+        server.connections.add(self)
         self._log.info("transport.connected", peer=self.peer)
+        if server.handshake_timeout_s is not None:
+            # Wall time on purpose: this protects the socket, whatever the emulated clock does.
+            self._handshake_timer = asyncio.get_running_loop().call_later(
+                server.handshake_timeout_s, self._handshake_expired
+            )
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
         self._server.connections.discard(self)
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
+
+    def _handshake_expired(self) -> None:
+        if self.admitted or self.closed:
+            return
+        server = self._server
+        if server.handshake_hold and server.handshake_timeout_s is not None:
+            # The RM does not answer yet (before its epoch): nobody could have registered.
+            self._handshake_timer = asyncio.get_running_loop().call_later(
+                server.handshake_timeout_s, self._handshake_expired
+            )
+            return
+        self.stats.handshake_timeouts += 1
+        self._log.warning("transport.handshake_timeout", peer=self.peer,
+                          timeout_s=self._server.handshake_timeout_s, bytes_in=self._decoder.buffered)
+        self.abort()
+
+    def send(self, channel: int, msg: Any) -> None:
+        if not self.admitted and isinstance(msg, RegisterResponse) and msg.action == "normal":
+            self.admitted = True
+            if self._handshake_timer is not None:
+                self._handshake_timer.cancel()
+                self._handshake_timer = None
+        super().send(channel, msg)
 
     def _decode(self, data: bytes) -> list[tuple[int, Any]]:
         decode_cost = self._server.decode_cost
@@ -247,10 +307,17 @@ class TcpServer:
         receive: Callable[[TcpLink, Any], None],
         log: Any,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        handshake_timeout_s: float | None = DEFAULT_HANDSHAKE_TIMEOUT_S,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
     ) -> None:
         self.receive = receive
         self.log = log
         self.max_frame_bytes = max_frame_bytes
+        # None: no timeout (unit tests that speak the protocol by hand).
+        self.handshake_timeout_s = handshake_timeout_s
+        self.max_connections = max_connections
+        # While True, handshake timeouts are postponed (the RM is not serving registrations yet).
+        self.handshake_hold = False
         self.stats = TransportStats()
         self.connections: set[_ServerConnection] = set()
         # Wall seconds spent decoding each frame, when measuring the RM's costs.
