@@ -23,21 +23,9 @@ from rm.membership import MembershipService
 from rm.operations import OperationSpec
 from rm.protocol import LaunchContainers, Register, RegisterResponse
 from rm.resources import Resources
+from tests.helpers import RecordingLink
 
-
-class Link:
-    def __init__(self) -> None:
-        self.sent: list[Any] = []
-        self.closed = False
-
-    def send(self, msg: Any) -> None:
-        self.sent.append(msg)
-
-    def close(self) -> None:
-        self.closed = True
-
-    def of(self, kind: type) -> list[Any]:
-        return [m for m in self.sent if isinstance(m, kind)]
+Link = RecordingLink
 
 
 class Cluster:
