@@ -67,8 +67,6 @@ class NodeRecord:
     def schedulable(self) -> bool:
         return self.state is NodeState.RUNNING
 
-    def free(self) -> Resources:
-        return Resources(self.free_cpu, self.free_ram)
 
     def fits(self, demand: Resources) -> bool:
         return demand.cpu <= self.free_cpu + EPS and demand.ram_gib <= self.free_ram + EPS

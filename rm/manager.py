@@ -76,8 +76,8 @@ class GroupStats:
 
 class RMStats:
     __slots__ = (
-        "allocations", "containers_completed", "nodes_lost", "tasks_preempted", "tasks_requeued",
-        "update_events",
+        "allocations", "commands_resent", "containers_completed", "nodes_lost", "tasks_preempted",
+        "tasks_requeued", "update_events",
     )
 
     def __init__(self) -> None:
@@ -87,6 +87,8 @@ class RMStats:
         self.tasks_requeued = 0
         self.nodes_lost = 0
         self.tasks_preempted = 0
+        # Launches and kills sent again because no report confirmed them.
+        self.commands_resent = 0
 
 
 class ResourceManager:
@@ -130,7 +132,6 @@ class ResourceManager:
         # Commands whose effect no report has shown yet: container id -> launch, or kill target.
         self.unconfirmed: dict[int, tuple[Allocation, float]] = {}
         self.pending_kills: dict[int, tuple[NodeRecord, float]] = {}
-        self.stats_commands_resent = 0
         self._next_container_id = 1
         self._next_op_id = 1
         self.operation_finished: list[Callable[[Operation], None]] = []
@@ -352,7 +353,7 @@ class ResourceManager:
                     relaunch.setdefault(alloc.node.machine_id, []).append(alloc)
             for allocs in relaunch.values():
                 node = allocs[0].node
-                self.stats_commands_resent += len(allocs)
+                self.stats.commands_resent += len(allocs)
                 for a in allocs:
                     self.unconfirmed[a.container_id] = (a, now)
                 node.link.send(LaunchContainers(containers=tuple(
@@ -360,7 +361,7 @@ class ResourceManager:
                 )))
             stale = [(cid, node) for cid, (node, t) in self.pending_kills.items() if t < deadline]
             for cid, node in stale:
-                self.stats_commands_resent += 1
+                self.stats.commands_resent += 1
                 self.send_kill(node, [cid])
 
     async def _liveliness_monitor(self) -> None:

@@ -17,26 +17,11 @@ class Resources(msgspec.Struct, frozen=True, array_like=True, gc=False):
     def __sub__(self, other: Resources) -> Resources:
         return Resources(self.cpu - other.cpu, self.ram_gib - other.ram_gib)
 
-    def scale(self, k: float) -> Resources:
-        return Resources(self.cpu * k, self.ram_gib * k)
-
-    def fits_in(self, free: Resources) -> bool:
-        return self.cpu <= free.cpu + EPS and self.ram_gib <= free.ram_gib + EPS
-
     def dominant_share(self, capacity: Resources) -> float:
         return max(
             self.cpu / capacity.cpu if capacity.cpu > 0 else 0.0,
             self.ram_gib / capacity.ram_gib if capacity.ram_gib > 0 else 0.0,
         )
-
-    def shares(self, capacity: Resources) -> tuple[float, float]:
-        return (
-            self.cpu / capacity.cpu if capacity.cpu > 0 else 0.0,
-            self.ram_gib / capacity.ram_gib if capacity.ram_gib > 0 else 0.0,
-        )
-
-    def is_zero(self) -> bool:
-        return abs(self.cpu) <= EPS and abs(self.ram_gib) <= EPS
 
 
 ZERO = Resources(0.0, 0.0)

@@ -58,7 +58,7 @@ def test_lost_launches_and_kills_are_resent(mode: str) -> None:
         mode, loss=0.3, types=["LaunchContainers", "KillContainers"], direction="to_node"
     )
     assert out.extra["message_faults"].dropped > 0
-    assert out.rm.stats_commands_resent > 0
+    assert out.rm.stats.commands_resent > 0
     assert summary["containers_completed"] == 250
 
 
