@@ -18,6 +18,7 @@ from emulator.scenario import (
     NodeSelector,
     PauseFault,
     RMOverloadFault,
+    RMRestartFault,
     RMStallFault,
 )
 from nodemanager.node import NodeManager
@@ -33,6 +34,7 @@ class FaultInjector:
         log: Any,
         rm: Any = None,
         peers: Any = None,
+        restart_rm: Any = None,
     ) -> None:
         self._faults = faults
         self._nodes = nodes
@@ -42,6 +44,8 @@ class FaultInjector:
         self._log = log
         self._rm = rm
         self._peers = peers
+        # ``restart_rm(downtime_s)``: the harness's way to kill the RM process and start a new one.
+        self._restart_rm = restart_rm
         # address -> emulated time of its (last) crash; read by the removal metrics.
         self.crashed_at: dict[str, float] = {}
 
@@ -112,6 +116,10 @@ class FaultInjector:
                 detail["factor"] = factor
                 if duration is not None:
                     self._clock.call_later(duration, self._end, index, fault, self._set_scale, 1.0)
+            case RMRestartFault(downtime_s=downtime):
+                self._need(self._restart_rm, fault)
+                self._restart_rm(downtime)
+                detail["downtime_s"] = downtime
             case MessageFault():
                 pass  # applied by the transport wrapper for its window; logged here
         self._log.info(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from nodemanager.node import NodeManager, NodeState
 from rm.cluster import Allocation
 from rm.manager import ResourceManager
+from rm.operations import Operation
 from rm.resources import EPS
 
 
@@ -21,8 +22,12 @@ class InvariantChecker:
         self._rm = rm
         self._nodes = {n.address: n for n in nodes}
         self._completed: set[tuple[int, int]] = set()
+        # Every operation ever submitted (op id -> name, tasks) and its completions, across RM lives.
+        self._submitted: dict[int, tuple[str, int]] = {}
+        self._done: dict[int, int] = {}
         self.checks = 0
         rm.task_completed.append(self._on_completed)
+        rm.operation_submitted.append(self._on_submitted)
 
     def _fail(self, what: str) -> None:
         raise InvariantViolation(f"t={self._rm.clock.now():.3f}s: {what}")
@@ -32,6 +37,32 @@ class InvariantChecker:
         if key in self._completed:
             self._fail(f"task {alloc.op.name}[{alloc.task.index}] completed twice")
         self._completed.add(key)
+        self._done[alloc.op.id] = self._done.get(alloc.op.id, 0) + 1
+
+    def _on_submitted(self, op: Operation) -> None:
+        self._submitted[op.id] = (op.name, op.total)
+
+    def lost_tasks(self) -> dict[str, int]:
+        """Tasks neither completed nor pending nor running, per operation (must be empty)."""
+        lost: dict[str, int] = {}
+        for op_id, (name, total) in self._submitted.items():
+            accounted = self._done.get(op_id, 0)
+            live = self._rm.operations.get(op_id)
+            if live is not None:
+                accounted += len(live.pending) + live.running
+            if accounted != total:
+                lost[name] = total - accounted
+        return lost
+
+    def summary(self) -> dict[str, int]:
+        return {
+            "invariant_checks": self.checks,
+            "tasks_submitted": sum(total for _, total in self._submitted.values()),
+            "tasks_completed_once": len(self._completed),
+            "tasks_lost": sum(self.lost_tasks().values()),
+            # A second completion of a task stops the run, so a finished run has none.
+            "tasks_duplicated": 0,
+        }
 
     def check_step(self) -> None:
         """Cheap enough to run every sample: capacity and task accounting."""
@@ -59,6 +90,10 @@ class InvariantChecker:
     def check_quiescent(self) -> None:
         """The RM's containers per node equal what the node runs, give or take unreported completions."""
         self.check_step()
+        lost = self.lost_tasks()
+        if lost:
+            some = dict(sorted(lost.items())[:10])
+            self._fail(f"tasks lost (neither completed, pending nor running): {some}")
         for rec in self._rm.cluster.nodes.values():
             nm = self._nodes.get(rec.address)
             if nm is None or nm.state is not NodeState.RUNNING:

@@ -56,6 +56,8 @@ def summary_table(summary: dict[str, Any], wall_s: float) -> Table:
         "update_events", "h1", "h2", "nodes_lost", "allocations", "containers_completed",
         "tasks_requeued", "rm_queue_depth_max", "rm_wait_p99_s", "messages_to_rm_per_node_minute",
     )
+    # Shown only when the run had them: RM restarts, and the invariant checker's task accounting.
+    keys += tuple(k for k in ("recovery_s", "tasks_lost", "tasks_duplicated") if k in summary)
     for k in keys:
         v = summary.get(k)
         if isinstance(v, float):

@@ -91,6 +91,7 @@ def build_summary(outcome: RunOutcome) -> dict[str, Any]:
         ),
         "measurement_window_s": window,
         **ring_summary(outcome),
+        **restart_summary(outcome),
         "operations": operations,
     }
     summary.update(scheduling_metrics(outcome, operations))
@@ -159,6 +160,21 @@ def scheduling_metrics(outcome: RunOutcome, operations: list[dict[str, Any]]) ->
         "fragmentation_gap_ram": _r(bound_ram - ram) if bound_ram is not None else None,
         "pools": pools,
     }
+
+
+def restart_summary(outcome: RunOutcome) -> dict[str, Any]:
+    """RM restarts (recovery times, containers kept) and, with the invariant checker on, the
+    exactly-once task accounting."""
+    out: dict[str, Any] = {}
+    restarts = outcome.extra.get("restarts")
+    if restarts is not None and restarts.records:
+        out["rm_restarts"] = restarts.summary()
+        times = [r["recovery_s"] for r in out["rm_restarts"]]
+        out["recovery_s"] = None if None in times else max(times)
+    checker = outcome.extra.get("invariants")
+    if checker is not None:
+        out.update(checker.summary())
+    return out
 
 
 def ring_summary(outcome: RunOutcome) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,7 @@ from emulator.faults import FaultInjector
 from emulator.invariants import InvariantChecker, InvariantViolation
 from emulator.metrics import Sampler
 from emulator.removals import RemovalLog
+from emulator.restarts import RestartLog
 from emulator.scenario import MessageFault, RMStallFault, Scenario
 from emulator.topology import node_specs, phases
 from emulator.transport.faulty import FaultWindow, MessageFaultPlan
@@ -28,6 +30,7 @@ from nodemanager.stats import NodeStats
 from ringmon.membership import ViewCache
 from ringmon.monitor import RingMonitor
 from ringmon.ports import RingStats
+from rm.journal import Journal
 from rm.manager import ResourceManager
 from rm.membership import MembershipService
 
@@ -56,14 +59,26 @@ async def run_scenario(
     progress: ProgressHook | None = None,
     check_invariants: bool | None = None,
     on_start: StartHook | None = None,
+    journal_dir: Path | None = None,
 ) -> RunOutcome:
+    """``journal_dir``: where the RM's journal goes when the scenario has one (default: a temporary
+    directory removed after the run)."""
+    if scenario.journaled and journal_dir is None:
+        with tempfile.TemporaryDirectory(prefix="hbemu-journal-") as tmp:
+            return await run_scenario(
+                scenario, clock, events, progress, check_invariants, on_start, Path(tmp)
+            )
     if check_invariants is None:
         check_invariants = os.environ.get("HBEMU_CHECK_INVARIANTS") == "1"
     log = make_logger(clock, events)
+    journal = None
+    if scenario.journaled and journal_dir is not None:
+        journal = Journal(journal_dir / "rm-journal.jsonl", fsync=scenario.rm.journal_fsync)
     rm = ResourceManager(
         clock, log, scenario.rm, scenario.scheduler, heartbeat_mode=scenario.heartbeat.mode,
         queueing=scenario.run.clock == "realtime"
         or any(isinstance(f, RMStallFault) for f in scenario.faults),
+        journal=journal,
     )
     workload = WorkloadDriver(scenario.workload, rm, clock, scenario.run.seed, log)
     workload.install_pools()
@@ -84,11 +99,15 @@ async def run_scenario(
                 f.at_s, f.at_s + f.duration_s, f.loss, f.duplicate, f.reorder, f.delay_s,
                 frozenset(f.types), f.direction,
             ))
-    network = MemoryNetwork(clock, rm, scenario.transport.latency_s, message_faults.wrap)
     to_rm = Meter()
+
+    def wrap(link: Any, direction: str) -> Any:
+        link = message_faults.wrap(link, direction)
+        return MeteredLink(link, to_rm) if direction == "to_rm" else link
+
+    network = MemoryNetwork(clock, rm, scenario.transport.latency_s, wrap, scenario.run.seed)
     for node in nodes:
-        link, _ = network.connect(node)
-        node.attach(MeteredLink(link, to_rm))
+        network.connect(node)
     peers, membership, ring_stats = _wire_ring(scenario, clock, rm, nodes, offsets, log)
     sampler = Sampler(
         rm, stats, clock, scenario.sample_interval_s, scenario.run.warmup_s,
@@ -101,15 +120,20 @@ async def run_scenario(
         meter = RMCostMeter(rm)
         meter.install()
     checker = InvariantChecker(rm, nodes) if check_invariants else None
+    outcome.extra["invariants"] = checker
     if checker is not None:
         sampler.listeners.append(lambda _row: checker.check_step())
     if progress is not None:
         sampler.listeners.append(lambda row: progress(outcome, row))
-    faults = FaultInjector(scenario.faults, nodes, clock, scenario.run.seed, log, rm=rm, peers=peers)
+    restarts = RestartLog(rm, nodes, network)
+    faults = FaultInjector(
+        scenario.faults, nodes, clock, scenario.run.seed, log, rm=rm, peers=peers, restart_rm=restarts.restart
+    )
     removals = RemovalLog(nodes, faults.crashed_at, clock, scenario.ring.grace_s)
     rm.node_lost.append(removals.on_lost)
     outcome.extra.update(
-        to_rm=to_rm, peers=peers, membership=membership, ring_stats=ring_stats, removals=removals
+        to_rm=to_rm, peers=peers, membership=membership, ring_stats=ring_stats, removals=removals,
+        restarts=restarts, network=network,
     )
     sampler.counters.update(
         removals=lambda: len(removals.removals),
@@ -154,6 +178,9 @@ async def run_scenario(
     except* InvariantViolation as group:
         # Raised inside a task (the sampler): surface the first violation itself, not the group.
         raise group.exceptions[0] from None
+    finally:
+        if journal is not None:
+            journal.close()
     outcome.wall_s = wall_time() - started
     if meter is not None:
         meter.stop()
@@ -202,6 +229,8 @@ def run_blocking(
         if events_path is None:
             return await run_scenario(scenario, clock, None, progress, check_invariants)
         with events_path.open("w", encoding="utf-8") as sink:
-            return await run_scenario(scenario, clock, sink, progress, check_invariants)
+            return await run_scenario(
+                scenario, clock, sink, progress, check_invariants, journal_dir=events_path.parent
+            )
 
     return run(main, scenario.run.clock, scenario.run.speed)

@@ -200,8 +200,17 @@ class RMOverloadFault(Base, kw_only=True, tag_field="kind", tag="rm_overload"):
     duration_s: Positive | None = None
 
 
+class RMRestartFault(Base, kw_only=True, tag_field="kind", tag="rm_restart"):
+    """The RM process dies at ``at_s`` and a new one starts ``downtime_s`` later from the journal;
+    nodes keep their containers, reconnect and resync (work-preserving restart)."""
+
+    at_s: NonNegative
+    downtime_s: NonNegative = 5.0
+
+
 Fault = (
     HealthFault | MessageFault | CrashFault | PauseFault | LivenessLossFault | RMStallFault | RMOverloadFault
+    | RMRestartFault
 )
 
 
@@ -280,6 +289,15 @@ class Scenario(Base, kw_only=True):
             raise ValueError(f"`scheduler.packing.disabled_operations` names unknown operations: {unknown}")
         if self.rm.service_time.is_zero() and any(isinstance(f, RMOverloadFault) for f in self.faults):
             raise ValueError("an `rm_overload` fault needs non-zero `[rm.service_time]` costs")
+        if self.rm.journal is False and any(isinstance(f, RMRestartFault) for f in self.faults):
+            raise ValueError("an `rm_restart` fault needs the journal: remove `rm.journal = false`")
+
+    @property
+    def journaled(self) -> bool:
+        """Whether the RM keeps a journal (asked for, or needed by an ``rm_restart`` fault)."""
+        if self.rm.journal is not None:
+            return self.rm.journal
+        return any(isinstance(f, RMRestartFault) for f in self.faults)
 
     @property
     def ring_enabled(self) -> bool:

@@ -7,7 +7,7 @@ from typing import Any
 
 from emulator.clock import LoopClock
 from emulator.scenario import OperationConfig, WorkloadConfig
-from rm.manager import ResourceManager
+from rm.manager import ResourceManager, RMUnavailable
 from rm.operations import Operation, OperationSpec
 from rm.resources import Resources
 
@@ -24,7 +24,9 @@ class WorkloadDriver:
         self._by_group: dict[str, OperationConfig] = {o.name: o for o in config.operations}
         self._instances: dict[str, int] = {}
         self._stopped = False
+        self._held: list[OperationSpec] = []
         rm.operation_finished.append(self._on_finished)
+        rm.recovered.append(self._on_recovered)
 
     def install_pools(self) -> None:
         declared = {p.name for p in self._config.pools}
@@ -66,7 +68,7 @@ class WorkloadDriver:
             for _ in range(cfg.job_count)
         ]
         name = cfg.name if (cfg.repeat == 1 and not cfg.loop) else f"{cfg.name}#{k}"
-        self._rm.submit_operation(
+        self._send(
             OperationSpec(
                 name=name,
                 pool=cfg.pool,
@@ -76,6 +78,18 @@ class WorkloadDriver:
                 group=cfg.name,
             )
         )
+
+    def _send(self, spec: OperationSpec) -> None:
+        try:
+            self._rm.submit_operation(spec)
+        except RMUnavailable:
+            # The RM is restarting: the client holds the submission until it is back.
+            self._held.append(spec)
+
+    def _on_recovered(self) -> None:
+        held, self._held = self._held, []
+        for spec in held:
+            self._send(spec)
 
     def _on_finished(self, op: Operation) -> None:
         cfg = self._by_group.get(op.group)

@@ -214,6 +214,7 @@ class NodeManager:
         self.state = NodeState.REGISTERING
         self._inflight = None
         self._inflight_at = self._clock.now()
+        self._touch()  # an idle delta node's loop must run to retry a lost registration
         self._send(
             Register(
                 address=self.address,

@@ -110,13 +110,14 @@ class Membership:
     """The RM's ring: current members (with pending, not yet published, changes) and the
     published version. ``flush`` turns the pending changes into one delta."""
 
-    def __init__(self, strides: Sequence[int] = (1,)) -> None:
+    def __init__(self, strides: Sequence[int] = (1,), version: int = 0) -> None:
+        """``version``: the first published version (a restarted RM starts above its old ones)."""
         self.strides = tuple(strides)
         self._ids: list[int] = []
         self._orders: dict[int, list[tuple[int, int]]] = {s: [] for s in self.strides}
         self._added: set[int] = set()
         self._removed: set[int] = set()
-        self.published = RingView(0, ())
+        self.published = RingView(version, ())
 
     # ---- membership --------------------------------------------------------------------
 

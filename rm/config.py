@@ -57,6 +57,11 @@ class RMConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=
     # scenario file; surrounding whitespace stripped) so it need not sit in the scenario. One only.
     credentials_env: str = ""
     credentials_file: str = ""
+    # Work-preserving restart: journal the RM's work (None: only when the scenario restarts the
+    # RM); after a restart, hold scheduling until every journaled container is back or this passes.
+    journal: bool | None = None
+    journal_fsync: bool = False
+    recovery_wait_s: Positive = 10.0
     service_time: ServiceTimeConfig = msgspec.field(default_factory=ServiceTimeConfig)
 
     def __post_init__(self) -> None:

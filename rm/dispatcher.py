@@ -55,6 +55,8 @@ class Dispatcher:
         self._stalled_until = 0.0
         # Fault injection (RM overload): every service-time cost is multiplied by this.
         self.cost_scale = 1.0
+        # Bumped by ``clear``: an item taken before it is dropped, not handled.
+        self._generation = 0
 
     def submit(self, item: Any) -> None:
         q = self._queue
@@ -90,6 +92,12 @@ class Dispatcher:
             raise RuntimeError("an inline dispatcher cannot stall; run the RM with queueing")
         self._stalled_until = max(self._stalled_until, self._clock.now() + seconds)
 
+    def clear(self) -> None:
+        """Drop everything queued, and the item being served (the process died)."""
+        self._queue.clear()
+        self._generation += 1
+        self._stalled_until = 0.0
+
     @property
     def depth(self) -> int:
         return len(self._queue)
@@ -115,7 +123,10 @@ class Dispatcher:
                 cost = self._cost_s(item) * self.cost_scale
                 if cost > 0:
                     self.busy_s += cost
+                    generation = self._generation
                     await clock.sleep(cost)
+                    if generation != self._generation:
+                        continue
             # Work whose size is known only after handling (allocations) is charged afterwards.
             extra = self._handler(item)
             self.processed += 1

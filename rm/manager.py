@@ -16,7 +16,8 @@ from ringmon.protocol import Ring, RingMessage, UnlivelinessReport
 from rm.cluster import Allocation, Cluster, NodeRecord
 from rm.config import RMConfig
 from rm.dispatcher import Dispatcher
-from rm.operations import Operation, OperationSpec, Pool
+from rm.journal import Ended, Journal, JournalState, PoolAdded, Started, Submitted
+from rm.operations import Operation, OperationSpec, Pool, Task
 from rm.ports import Clock
 from rm.preemption import Preemptor
 from rm.protocol import (
@@ -28,6 +29,7 @@ from rm.protocol import (
     LaunchContainers,
     Register,
 )
+from rm.recovery import Recovery, snapshot
 from rm.resources import EPS, ZERO, Resources
 from rm.scheduler.config import SchedulerConfig
 from rm.scheduler.drf import DRFPolicy
@@ -48,6 +50,13 @@ POLICIES: dict[str, PolicyFactory] = {
 }
 
 _US = 1e-6
+# Compact the journal when it holds this many times more records than a snapshot would.
+_COMPACT_RATIO = 4
+_COMPACT_MIN = 100_000
+
+
+class RMUnavailable(Exception):
+    """The RM is down (between a crash and its recovery): clients retry later."""
 
 
 class _NodeUpdate:
@@ -76,7 +85,7 @@ class GroupStats:
 
 class RMStats:
     __slots__ = (
-        "allocations", "commands_resent", "containers_completed", "nodes_lost", "tasks_preempted",
+        "allocations", "commands_resent", "containers_completed", "nodes_lost", "restarts", "tasks_preempted",
         "tasks_requeued", "update_events",
     )
 
@@ -89,6 +98,7 @@ class RMStats:
         self.tasks_preempted = 0
         # Launches and kills sent again because no report confirmed them.
         self.commands_resent = 0
+        self.restarts = 0
 
 
 class ResourceManager:
@@ -100,6 +110,7 @@ class ResourceManager:
         scheduler: SchedulerConfig | None = None,
         heartbeat_mode: str = "periodic",
         queueing: bool = True,
+        journal: Journal | None = None,
     ) -> None:
         """``queueing=False`` lets a zero-cost RM handle messages as they arrive instead of through
         worker tasks: identical order and results in virtual time, fewer task switches."""
@@ -111,14 +122,8 @@ class ResourceManager:
         self.continuous = sc.continuous if sc.continuous is not None else heartbeat_mode == "delta"
         monitor = self.config.liveliness_monitor
         self.monitor_enabled = monitor if monitor is not None else heartbeat_mode == "periodic"
-        self.cluster = Cluster(clock.now())
-        self.root = Pool("root")
-        self.pools: dict[str, Pool] = {"root": self.root}
-        self.operations: dict[int, Operation] = {}
         self.groups: dict[str, GroupStats] = {}
-        self.policy: Policy = POLICIES[sc.policy](self.root, self.cluster, sc, clock)
-        # DRFH-style policies pick the node too: every scheduling event becomes a cluster pass.
-        self._chooses_nodes = bool(getattr(self.policy, "chooses_nodes", False))
+        self._init_state(clock.now())
         self.preemptor = Preemptor(self, sc.preemption) if sc.preemption.enabled else None
         self.tracker = ResourceTracker(self)
         self.stats = RMStats()
@@ -128,12 +133,14 @@ class ResourceManager:
             clock, self._handle_inbound, self._inbound_cost if timed else None, inline=inline
         )
         self.events = Dispatcher(clock, self._handle_event, inline=inline)
-        self._pass_pending = False
-        # Commands whose effect no report has shown yet: container id -> launch, or kill target.
-        self.unconfirmed: dict[int, tuple[Allocation, float]] = {}
-        self.pending_kills: dict[int, tuple[NodeRecord, float]] = {}
-        self._next_container_id = 1
-        self._next_op_id = 1
+        # Work-preserving restart (rm.recovery): the durable record, the RM's life count, and the
+        # containers waiting for their node after a restart (None when not recovering).
+        self.journal = journal
+        self.up = True
+        self.epoch = 0
+        self.recovery: Recovery | None = None
+        self._compact_after = _COMPACT_MIN
+        self.operation_submitted: list[Callable[[Operation], None]] = []
         self.operation_finished: list[Callable[[Operation], None]] = []
         self.task_completed: list[Callable[[Allocation], None]] = []
         self.node_lost: list[Callable[[NodeRecord, str], None]] = []
@@ -142,6 +149,28 @@ class ResourceManager:
         # RegisterResponse.
         self.node_registered: list[Callable[[NodeRecord], None]] = []
         self.ring_provider: Callable[[], Ring] | None = None
+        # Restart: ``restarted`` after the state is dropped, ``recovered`` once a new life began.
+        self.restarted: list[Callable[[], None]] = []
+        self.recovered: list[Callable[[], None]] = []
+        if journal is not None:
+            self._write_snapshot()
+
+    def _init_state(self, now: float) -> None:
+        """Everything a restart loses: set here, and only here, by ``__init__`` and ``crash``."""
+        sc = self.scheduler_config
+        self.cluster = Cluster(now)
+        self.root = Pool("root")
+        self.pools: dict[str, Pool] = {"root": self.root}
+        self.operations: dict[int, Operation] = {}
+        self.policy: Policy = POLICIES[sc.policy](self.root, self.cluster, sc, self.clock)
+        # DRFH-style policies pick the node too: every scheduling event becomes a cluster pass.
+        self._chooses_nodes = bool(getattr(self.policy, "chooses_nodes", False))
+        self._pass_pending = False
+        # Commands whose effect no report has shown yet: container id -> launch, or kill target.
+        self.unconfirmed: dict[int, tuple[Allocation, float]] = {}
+        self.pending_kills: dict[int, tuple[NodeRecord, float]] = {}
+        self._next_container_id = 1
+        self._next_op_id = 1
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -155,11 +184,85 @@ class ResourceManager:
             if self.preemptor is not None:
                 tg.create_task(self._preemption_loop(self.preemptor), name="rm.preemption")
 
+    def crash(self) -> None:
+        """The RM process dies: every bit of soft state is gone, queued messages with it. Only the
+        journal (if any) survives; ``recover`` starts the next life from it."""
+        if not self.up:
+            return
+        now = self.clock.now()
+        self.up = False
+        if self.recovery is not None:
+            self.recovery.cancel()
+            self.recovery = None
+        # The harness's time integrals and counters go on across lives; the state does not.
+        self.cluster.advance(now)
+        integral, policy_stats = self.cluster.integral, self.policy.stats
+        self._init_state(now)
+        self.cluster.integral, self.policy.stats = integral, policy_stats
+        self.inbound.clear()
+        self.events.clear()
+        if self.journal is not None:
+            self.journal.close()
+        self.stats.restarts += 1
+        self.log.warning("rm.crashed", epoch=self.epoch)
+        for listener in self.restarted:
+            listener()
+
+    def recover(self) -> Recovery:
+        """Start a new life: rebuild pools and operations from the journal, then wait for the
+        nodes to re-register with their containers (``rm.recovery``)."""
+        if self.up:
+            raise RuntimeError("recover() is for an RM that crashed")
+        state = self.journal.read() if self.journal is not None else JournalState()
+        self.epoch = state.epoch + 1
+        recovery = Recovery(self, state)
+        self._next_op_id = state.next_op_id
+        self._next_container_id = state.next_container_id
+        self.recovery = recovery
+        if self.journal is not None:
+            self._write_snapshot()
+        self.up = True
+        self.log.info(
+            "rm.recovered", epoch=self.epoch, operations=recovery.stats.operations,
+            waiting_containers=recovery.stats.waiting, journal_records=state.records, torn=state.torn,
+        )
+        for listener in self.recovered:
+            listener()
+        recovery.start(self.config.recovery_wait_s)
+        return recovery
+
+    def recovery_finished(self, recovery: Recovery) -> None:
+        """The wait is over: every journaled container is back or requeued; scheduling resumes."""
+        self.recovery = None
+        st = recovery.stats
+        self.log.info(
+            "rm.recovery_finished", epoch=self.epoch, claimed=st.claimed, requeued=st.requeued,
+            nodes=len(self.cluster.nodes), wait_s=round(self.clock.now() - st.started_at, 6),
+        )
+        self.request_pass()
+
+    def _journal(self, rec: Any) -> None:
+        j = self.journal
+        if j is not None and j.is_open:
+            j.append(rec)
+            if j.appended > self._compact_after:
+                self._write_snapshot()
+
+    def _write_snapshot(self) -> None:
+        """Rewrite the journal as the live state (start, recovery, and when it grew too long)."""
+        assert self.journal is not None
+        records = snapshot(self)
+        self.journal.rewrite(records)
+        if not self.journal.is_open:
+            self.journal.open()
+        self._compact_after = max(_COMPACT_MIN, _COMPACT_RATIO * len(records))
+
     # ---- inbound messages --------------------------------------------------------------
 
     def receive(self, link: Any, msg: Any) -> None:
         """Called by a transport for every message from a node connection."""
-        self.inbound.submit((link, msg))
+        if self.up:
+            self.inbound.submit((link, msg))
 
     def _inbound_cost(self, item: tuple[Any, Any]) -> float:
         st = self.config.service_time
@@ -167,7 +270,7 @@ class ResourceManager:
         if isinstance(msg, Heartbeat):
             return (st.heartbeat_us + st.heartbeat_per_status_us * len(msg.statuses)) * _US
         if isinstance(msg, Register):
-            return st.register_us * _US
+            return (st.register_us + st.heartbeat_per_status_us * len(msg.containers)) * _US
         return st.unliveliness_us * _US
 
     def _handle_inbound(self, item: tuple[Any, Any]) -> None:
@@ -219,7 +322,7 @@ class ResourceManager:
 
     def _fill(self, node: NodeRecord) -> int:
         """Start tasks on ``node`` until the policy stops; push the launches in one message."""
-        if not node.schedulable:
+        if not node.schedulable or self.recovery is not None:
             return 0
         launches: list[ContainerLaunch] = []
         self.policy.begin_fill(node)
@@ -235,6 +338,8 @@ class ResourceManager:
 
     def _place(self) -> int:
         """Node-choosing policies (DRFH): the policy picks operation and node together."""
+        if self.recovery is not None:
+            return 0
         place = self.policy.place  # type: ignore[attr-defined]
         launches: dict[int, list[ContainerLaunch]] = {}
         while self.root.pending_tasks > 0:
@@ -257,6 +362,7 @@ class ResourceManager:
         self.cluster.release(alloc, self.clock.now())
         self.unconfirmed.pop(alloc.container_id, None)
         alloc.op.requeue(alloc.task)
+        self._journal(Ended(cid=alloc.container_id, completed=False))
         self.stats.tasks_preempted += 1
 
     def _start(self, op: Operation, node: NodeRecord) -> ContainerLaunch:
@@ -270,6 +376,7 @@ class ResourceManager:
         alloc = Allocation(cid, node, op, task, now)
         self.cluster.place(alloc, now)
         self.unconfirmed[cid] = (alloc, now)
+        self._journal(Started(cid=cid, op_id=op.id, task=task.index, address=node.address, at=now))
         self.stats.allocations += 1
         if first:
             self.log.info("operation.started", operation=op.name, pool=op.pool.name)
@@ -283,6 +390,7 @@ class ResourceManager:
         self.unconfirmed.pop(alloc.container_id, None)
         op = alloc.op
         if exit_code == EXIT_SUCCESS:
+            self._journal(Ended(cid=alloc.container_id, completed=True))
             self.stats.containers_completed += 1
             self.groups[op.group].completed_tasks += 1
             for listener in self.task_completed:
@@ -293,9 +401,14 @@ class ResourceManager:
             self._requeue(alloc)
 
     def _requeue(self, alloc: Allocation) -> None:
-        alloc.op.requeue(alloc.task)
+        self.requeue_task(alloc.op, alloc.task, alloc.container_id)
+
+    def requeue_task(self, op: Operation, task: Task, container_id: int) -> None:
+        """The task of a container that is gone runs again from scratch."""
+        op.requeue(task)
+        self._journal(Ended(cid=container_id, completed=False))
         self.stats.tasks_requeued += 1
-        self.groups[alloc.op.group].requeued += 1
+        self.groups[op.group].requeued += 1
         if self.continuous:
             self.request_pass()
 
@@ -376,7 +489,8 @@ class ResourceManager:
     async def _preemption_loop(self, preemptor: Preemptor) -> None:
         while True:
             await self.clock.sleep(preemptor.config.check_interval_s)
-            preemptor.check()
+            if self.up and self.recovery is None:
+                preemptor.check()
 
     # ---- client side: pools and operations ---------------------------------------------
 
@@ -389,27 +503,41 @@ class ResourceManager:
             raise ValueError(f"pool {name!r}: unknown parent pool {parent!r}")
         pool = Pool(name, weight, min_share, self.pools[parent])
         self.pools[name] = pool
+        self._journal(PoolAdded(name=name, weight=weight, min_share=min_share, parent=parent))
         return pool
 
     def submit_operation(self, spec: OperationSpec) -> Operation:
+        if not self.up:
+            raise RMUnavailable(f"operation {spec.name!r}: the RM is down")
         pool = self.pools.get(spec.pool)
         if pool is None:
             raise ValueError(f"operation {spec.name!r}: unknown pool {spec.pool!r}")
-        op = Operation(self._next_op_id, spec, pool, self.clock.now())
+        op = self._add_operation(self._next_op_id, spec, pool, self.clock.now())
         self._next_op_id += 1
-        pool.operations.append(op)
-        self.operations[op.id] = op
-        group = self.groups.get(op.group)
-        if group is None:
-            group = self.groups[op.group] = GroupStats(pool.name)
-        group.operations_submitted += 1
-        self.policy.on_submitted(op)
+        self._journal(Submitted(op_id=op.id, spec=spec, at=op.submitted_at))
+        self.groups[op.group].operations_submitted += 1
         self.log.info("operation.submitted", operation=op.name, pool=pool.name, tasks=op.total)
+        for listener in self.operation_submitted:
+            listener(op)
         if op.total == 0:
             self._finish_operation(op)
         elif self.continuous:
             self.request_pass()
         return op
+
+    def _add_operation(self, op_id: int, spec: OperationSpec, pool: Pool, at: float) -> Operation:
+        op = Operation(op_id, spec, pool, at)
+        pool.operations.append(op)
+        self.operations[op.id] = op
+        if op.group not in self.groups:
+            self.groups[op.group] = GroupStats(pool.name)
+        self.policy.on_submitted(op)
+        return op
+
+    def restore_operation(self, op_id: int, spec: OperationSpec, at: float) -> Operation:
+        """Recovery: an operation the journal says is live, submitted at ``at``."""
+        pool = self.pools.get(spec.pool) or self.add_pool(spec.pool)
+        return self._add_operation(op_id, spec, pool, at)
 
     def _finish_operation(self, op: Operation) -> None:
         op.pool.operations.remove(op)

@@ -98,22 +98,35 @@ class MembershipService:
         self._rm = rm
         self._cfg = config
         self._log = rm.log
-        self.ring = Membership(config.ring_strides())
         self.stats = MembershipStats()
         self._probe_first = config.detector == "kring"
-        self._suspects: dict[int, _Suspicion] = {}
-        self._held: dict[int, float] = {}
-        self._removed_at: deque[float] = deque()
-        self._braking = False
-        self._next_probe = 1
+        self._encoder = msgspec.msgpack.Encoder()
         self._flush_timer: Timer | None = None
         self._release_timer: Timer | None = None
-        self._encoder = msgspec.msgpack.Encoder()
-        self._snapshot: tuple[int, Ring, int] | None = None
+        self._suspects: dict[int, _Suspicion] = {}
+        self._reset()
         rm.unliveliness_handler = self.handle
         rm.ring_provider = self.current_ring
         rm.node_registered.append(self._on_registered)
         rm.node_lost.append(self._on_lost)
+        rm.restarted.append(self._reset)
+        rm.recovered.append(self._reset)
+
+    def _reset(self) -> None:
+        """A new RM life starts with an empty ring whose versions are above every earlier life's
+        (the RM's epoch in the high bits), so nodes never take a new ring for an old one."""
+        for timer in (self._flush_timer, self._release_timer, *(s.timer for s in self._suspects.values())):
+            if timer is not None:
+                timer.cancel()
+        self.ring = Membership(self._cfg.ring_strides(), version=self._rm.epoch << 32)
+        self._suspects = {}
+        self._held: dict[int, float] = {}
+        self._removed_at: deque[float] = deque()
+        self._braking = False
+        self._next_probe = 1
+        self._flush_timer = None
+        self._release_timer = None
+        self._snapshot: tuple[int, Ring, int] | None = None
 
     # ---- joins and removals ------------------------------------------------------------
 

@@ -93,6 +93,7 @@ class Operation:
         "pool",
         "pools_up",
         "running",
+        "spec",
         "started_at",
         "state",
         "submitted_at",
@@ -104,6 +105,7 @@ class Operation:
 
     def __init__(self, op_id: int, spec: OperationSpec, pool: Pool, now: float) -> None:
         self.id = op_id
+        self.spec = spec
         self.name = spec.name
         self.group = spec.group or spec.name
         self.pool = pool
@@ -158,6 +160,30 @@ class Operation:
             self.finished_at = now
             return True
         return False
+
+    def restore(self, completed: set[int], running: set[int], started_at: float | None) -> dict[int, Task]:
+        """Recovery: the journal says these tasks completed and these run; returns the running ones."""
+        taken: dict[int, Task] = {}
+        keep: deque[Task] = deque()
+        for task in self.pending:
+            if task.index in completed:
+                self.completed += 1
+            elif task.index in running:
+                task.attempts = 1
+                taken[task.index] = task
+            else:
+                keep.append(task)
+        gone = self.total - len(keep)
+        self.pending = keep
+        for p in self.pools_up:
+            p.pending_tasks -= gone
+        for _ in taken:
+            self.running += 1
+            self._add_usage(1.0)
+        if started_at is not None:
+            self.started_at = started_at
+            self.state = OpState.RUNNING
+        return taken
 
     def requeue(self, task: Task) -> None:
         """A running task was lost (node lost, preempted): it runs again from scratch."""

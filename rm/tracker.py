@@ -92,20 +92,26 @@ class ResourceTracker:
         rm = self._rm
         running: set[int] = set()
         kill: list[int] = []
+        recovery = rm.recovery
         for st in reported:
+            cid = st.container_id
+            alloc = node.containers.get(cid)
+            if alloc is None and recovery is not None:
+                alloc = recovery.claim(cid, node)  # after an RM restart: the journal's container
             if st.state == "complete":
-                alloc = node.containers.get(st.container_id)
                 if alloc is not None:
                     rm.container_finished(alloc, st.exit_code)
-                rm.pending_kills.pop(st.container_id, None)
-            elif st.container_id in node.containers:
-                running.add(st.container_id)
-                rm.unconfirmed.pop(st.container_id, None)
+                rm.pending_kills.pop(cid, None)
+            elif alloc is not None:
+                running.add(cid)
+                rm.unconfirmed.pop(cid, None)
             else:
-                kill.append(st.container_id)
+                kill.append(cid)
         for cid in [c for c in node.containers if c not in running]:
             # The node does not run it: it never started or died with the node's old life.
             rm.container_finished(node.containers[cid], -1)
+        if recovery is not None:
+            recovery.node_reported(node)
         return kill
 
     # ---- heartbeats --------------------------------------------------------------------

@@ -6,11 +6,13 @@ Delivery is FIFO per link and never re-enters the sender: RM -> node goes throug
 
 from __future__ import annotations
 
+import random
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from emulator.clock import LoopClock
+from emulator.transport.backoff import backoff_delay
 
 
 class MemoryLink:
@@ -78,16 +80,29 @@ class MemoryLink:
 
 class MemoryNetwork:
     """Connects nodes to one RM. ``rm.receive(link, msg)`` gets node messages, with the RM-side
-    link to answer on; ``node.receive(msg)`` gets RM messages."""
+    link to answer on; ``node.receive(msg)`` gets RM messages.
+
+    ``drop_all`` is the RM process dying: every connection closes and each node retries with
+    exponential backoff (as the TCP client does) until ``listen`` is called again; on reconnecting
+    a node gets a new link and a ``resync()`` call."""
 
     def __init__(
-        self, clock: LoopClock, rm: Any, latency_s: float = 0.0, wrap: Callable[[Any, str], Any] | None = None
+        self,
+        clock: LoopClock,
+        rm: Any,
+        latency_s: float = 0.0,
+        wrap: Callable[[Any, str], Any] | None = None,
+        seed: int = 0,
     ) -> None:
         """``wrap(link, direction)`` may decorate each end (direction "to_rm" or "to_node")."""
         self._clock = clock
         self._rm = rm
         self._latency = latency_s
         self._wrap = wrap
+        self._rng = random.Random(f"{seed}:reconnect")
+        self._links: dict[Any, MemoryLink] = {}
+        self.listening = True
+        self.reconnects = 0
 
     def connect(self, node: Any) -> tuple[MemoryLink, MemoryLink]:
         """Returns (node-side link, RM-side link); the node is attached to its side."""
@@ -98,4 +113,24 @@ class MemoryNetwork:
         to_node._on_close = to_rm.close
         to_rm._on_close = to_node.close
         node.attach(to_rm if self._wrap is None else self._wrap(to_rm, "to_rm"))
+        self._links[node] = to_rm
         return to_rm, to_node
+
+    def drop_all(self) -> None:
+        """The RM stops listening and every connection breaks."""
+        self.listening = False
+        links, self._links = self._links, {}
+        for node, link in links.items():
+            link.close()
+            self._clock.call_later(backoff_delay(0, self._rng), self._retry, node, 1)
+
+    def listen(self) -> None:
+        self.listening = True
+
+    def _retry(self, node: Any, attempt: int) -> None:
+        if not self.listening:
+            self._clock.call_later(backoff_delay(attempt, self._rng), self._retry, node, attempt + 1)
+            return
+        self.connect(node)
+        self.reconnects += 1
+        node.resync()

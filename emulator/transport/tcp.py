@@ -14,12 +14,12 @@ end of a link closes both. A connection that sends a bad frame is aborted; nobod
 from __future__ import annotations
 
 import asyncio
-import random
 import socket
 from collections.abc import Callable
 from typing import Any
 
 from emulator.clock import LoopClock, wall_time
+from emulator.transport.backoff import Backoff
 from emulator.transport.framing import (
     DEFAULT_MAX_FRAME_BYTES,
     FrameDecoder,
@@ -371,24 +371,6 @@ class _ClientConnection(_Connection):
     def close_channel(self, channel: int) -> None:
         super().close_channel(channel)
         self._nodes.pop(channel, None)
-
-
-class Backoff:
-    """Exponential backoff with seeded jitter, in emulated seconds."""
-
-    def __init__(self, initial_s: float = 0.1, maximum_s: float = 5.0, seed: int = 0) -> None:
-        self.initial_s = initial_s
-        self.maximum_s = maximum_s
-        self._rng = random.Random(f"{seed}:backoff")
-        self.attempt = 0
-
-    def next_delay(self) -> float:
-        base = min(self.maximum_s, self.initial_s * 2**self.attempt)
-        self.attempt += 1
-        return base * self._rng.uniform(0.8, 1.2)
-
-    def reset(self) -> None:
-        self.attempt = 0
 
 
 class TcpClient:

@@ -1,0 +1,230 @@
+"""Work-preserving RM restart: the journal, the rebuilt RM, and whole runs that restart the RM.
+
+Every scenario run here has the invariant checker on (tests/conftest.py): a task completed twice,
+a task lost, or a container the RM and its node disagree on at the end fails the test.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from emulator.eventlog import make_logger
+from emulator.loader import ScenarioError
+from emulator.results import build_summary
+from emulator.runner import RunOutcome, run_blocking
+from rm import manager as manager_module
+from rm.journal import Ended, Journal, JournalState, Started, Submitted
+from rm.manager import ResourceManager
+from rm.operations import OperationSpec
+from rm.protocol import ContainerStatus, LaunchContainers, Register, RegisterResponse
+from rm.recovery import snapshot
+from rm.resources import Resources
+from tests.helpers import ManualClock, RecordingLink, scenario
+
+WORK = {
+    "operations": [
+        {"name": "a", "cpu": 1, "ram_gib": 2, "job_count": 60, "seconds_mean": 40, "seconds_deviation": 10,
+         "loop": True},
+        {"name": "b", "cpu": 2, "ram_gib": 1, "job_count": 40, "seconds_mean": 90, "seconds_deviation": 20,
+         "loop": True},
+    ]
+}
+
+
+def restart_run(tmp_path: Path, mode: str = "periodic", faults: list[dict[str, Any]] | None = None,
+                **sections: Any) -> tuple[dict[str, Any], RunOutcome]:
+    data: dict[str, Any] = {
+        "cluster": {"nodes": [{"count": 12, "cpu": 8, "ram_gib": 16}]},
+        "heartbeat": {"mode": mode, "interval_s": 3},
+        "rm": {"expiry_s": 60},
+        "workload": WORK,
+        "faults": faults if faults is not None else [{"kind": "rm_restart", "at_s": 200, "downtime_s": 8}],
+        "run": {"duration_s": 600, "seed": 5},
+    }
+    sc = scenario(**{**data, **sections})
+    out = run_blocking(sc, tmp_path / "events.jsonl")
+    return build_summary(out), out
+
+
+# ---- the journal ------------------------------------------------------------------------------
+
+
+def test_replay_rebuilds_live_work_and_a_torn_tail_ends_it(tmp_path: Path) -> None:
+    j = Journal(tmp_path / "j.jsonl")
+    j.open()
+    spec = OperationSpec(name="x", pool="p", demand=Resources(1, 1), durations=[5.0, 5.0, 5.0])
+    j.append(Submitted(op_id=7, spec=spec, at=1.0))
+    j.append(Started(cid=1, op_id=7, task=0, address="n1", at=2.0))
+    j.append(Started(cid=2, op_id=7, task=1, address="n2", at=2.0))
+    j.append(Ended(cid=1, completed=True))
+    j.append(Ended(cid=2, completed=False))  # requeued: pending again, not running
+    j.append(Started(cid=3, op_id=7, task=1, address="n1", at=9.0))
+    j.close()
+    with (tmp_path / "j.jsonl").open("ab") as f:
+        f.write(b'["end",3,tr')  # the RM died in the middle of this write
+    state = j.read()
+    assert state.torn
+    assert state.operations[7].completed == {0}
+    assert set(state.running) == {3} and state.running[3].address == "n1"
+    assert (state.next_op_id, state.next_container_id) == (8, 4)
+
+
+def test_an_operation_whose_tasks_all_completed_is_not_recovered(tmp_path: Path) -> None:
+    j = Journal(tmp_path / "j.jsonl")
+    j.open()
+    spec = OperationSpec(name="x", pool="p", demand=Resources(1, 1), durations=[5.0])
+    j.append(Submitted(op_id=1, spec=spec, at=0.0))
+    j.append(Started(cid=1, op_id=1, task=0, address="n1", at=0.0))
+    j.append(Ended(cid=1, completed=True))
+    j.close()
+    assert j.read().operations == {}
+
+
+def _state_key(state: JournalState) -> tuple[Any, ...]:
+    ops = {i: (o.spec.name, sorted(o.completed)) for i, o in state.operations.items()}
+    running = {c: (r.op_id, r.task, r.address) for c, r in state.running.items()}
+    return ops, running, [p.name for p in state.pools]
+
+
+def test_compacted_journal_replays_to_the_live_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Compact every few hundred records: the file is rewritten many times during the run.
+    monkeypatch.setattr(manager_module, "_COMPACT_MIN", 300)
+    summary, out = restart_run(tmp_path, faults=[], rm={"expiry_s": 60, "journal": True})
+    rm = out.rm
+    assert rm.journal is not None and summary["containers_completed"] > 500
+    from_file = rm.journal.read()
+    from_memory = JournalState()
+    for rec in snapshot(rm):
+        from_memory.apply(rec)
+    assert _state_key(from_file) == _state_key(from_memory)
+    assert from_file.running  # work was live at the end
+    assert from_file.records < 2000  # compacted, not the whole history
+
+
+# ---- the RM's restart, message by message ----------------------------------------------------
+
+
+def journaled_rm(clock: ManualClock, tmp_path: Path) -> ResourceManager:
+    """Synchronous, continuously scheduling (a submission is placed at once), journaled."""
+    log = make_logger(clock, None)
+    journal = Journal(tmp_path / "j")
+    return ResourceManager(clock, log, heartbeat_mode="delta", queueing=False, journal=journal)
+
+
+def test_journaled_launch_the_node_never_got_is_rerun(tmp_path: Path) -> None:
+    clock = ManualClock()
+    rm = journaled_rm(clock, tmp_path)
+    rm.add_pool("p")
+    link = RecordingLink()
+    node = Register(address="n1", resources=Resources(8, 16))
+    rm.receive(link, node)
+    rm.submit_operation(OperationSpec(name="x", pool="p", demand=Resources(2, 2), durations=[50.0] * 3))
+    sent = [c.container_id for m in link.of(LaunchContainers) for c in m.containers]
+    assert len(sent) == 3
+    clock.set(10.0)
+    rm.crash()  # the launch was journaled, then the RM died before the node got it
+    assert rm.operations == {} and rm.cluster.nodes == {}
+    rm.recover()
+    assert rm.recovery is not None and len(rm.recovery.waiting) == 3
+    link2 = RecordingLink()
+    # The node runs one of them (it got that launch), not the other two.
+    rm.receive(link2, Register(address="n1", resources=Resources(8, 16),
+                               containers=(ContainerStatus(sent[0], "running"),)))
+    assert link2.last(RegisterResponse).action == "normal"
+    assert rm.recovery is None  # every journaled container is accounted for: scheduling resumes
+    op = next(iter(rm.operations.values()))
+    assert op.running == 3 and not op.pending  # one kept, two started again
+    relaunched = [c.container_id for m in link2.of(LaunchContainers) for c in m.containers]
+    assert len(relaunched) == 2 and min(relaunched) > max(sent)  # new containers, never reused ids
+    assert sent[0] in rm.cluster.by_address["n1"].containers
+    rm.journal.close()
+    clock.close()
+
+
+def test_scheduling_is_held_until_the_journaled_containers_are_back(tmp_path: Path) -> None:
+    clock = ManualClock()
+    rm = journaled_rm(clock, tmp_path)
+    rm.add_pool("p")
+    l1, l2 = RecordingLink(), RecordingLink()
+    rm.receive(l1, Register(address="n1", resources=Resources(4, 4)))
+    rm.receive(l2, Register(address="n2", resources=Resources(4, 4)))
+    rm.submit_operation(OperationSpec(name="x", pool="p", demand=Resources(2, 2), durations=[50.0] * 6))
+    on_n1 = [c.container_id for m in l1.of(LaunchContainers) for c in m.containers]
+    assert len(on_n1) == 2
+    rm.crash()
+    rm.recover()
+    l3 = RecordingLink()
+    # n2 comes back first, with its containers; n1 (two containers) is not back yet.
+    on_n2 = [c.container_id for m in l2.of(LaunchContainers) for c in m.containers]
+    rm.receive(l3, Register(address="n2", resources=Resources(4, 4),
+                            containers=tuple(ContainerStatus(c, "running") for c in on_n2)))
+    assert rm.recovery is not None and not l3.of(LaunchContainers)
+    rm.recovery.finish()  # the wait expired: n1's containers are presumed gone and run again
+    assert rm.recovery is None
+    op = next(iter(rm.operations.values()))
+    assert len(op.pending) == 2 + 2  # n1's two, plus the two that never fitted
+    rm.journal.close()
+    clock.close()
+
+
+# ---- whole runs ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["periodic", "delta"])
+def test_restart_keeps_every_running_container(tmp_path: Path, mode: str) -> None:
+    summary, out = restart_run(tmp_path, mode)
+    (r,) = summary["rm_restarts"]
+    assert r["containers_waiting"] > 50
+    assert r["containers_kept"] == r["containers_waiting"] and r["containers_rerun"] == 0
+    assert r["nodes_back"] == 12 and r["recovery_s"] is not None and r["recovery_s"] < 10
+    # Nothing ran twice, nothing was lost, no node was declared dead, and work went on afterwards.
+    assert summary["tasks_requeued"] == 0 and summary["nodes_lost"] == 0
+    assert summary["tasks_lost"] == 0 and summary["tasks_duplicated"] == 0
+    completed_after = [row for row in out.sampler.rows if row[0] > 300]
+    assert completed_after and out.rm.stats.containers_completed > summary["tasks_completed_once"] // 2
+    assert out.rm.epoch == 1
+    events = (tmp_path / "events.jsonl").read_text()
+    assert '"rm.crashed"' in events and '"rm.recovered"' in events and '"rm.recovery_finished"' in events
+
+
+def test_containers_of_a_node_that_died_meanwhile_run_again_after_the_wait(tmp_path: Path) -> None:
+    faults = [
+        {"kind": "crash", "at_s": 195, "nodes": ["node-0-00003"]},
+        {"kind": "rm_restart", "at_s": 200, "downtime_s": 8},
+    ]
+    summary, _ = restart_run(tmp_path, faults=faults, rm={"expiry_s": 60, "recovery_wait_s": 20})
+    (r,) = summary["rm_restarts"]
+    assert r["nodes_expected"] == 11 and r["nodes_back"] == 11
+    assert r["containers_rerun"] > 0
+    assert r["containers_kept"] + r["containers_rerun"] == r["containers_waiting"]
+    assert r["scheduling_resumed_s"] == pytest.approx(20)  # held for the whole wait
+    assert summary["tasks_lost"] == 0
+
+
+def test_submissions_while_the_rm_is_down_wait_for_it(tmp_path: Path) -> None:
+    work = {"operations": [
+        *WORK["operations"],
+        {"name": "late", "cpu": 1, "ram_gib": 1, "job_count": 10, "seconds_mean": 20, "submit_at_s": 204},
+    ]}
+    summary, out = restart_run(tmp_path, workload=work)
+    late = next(o for o in summary["operations"] if o["name"] == "late")
+    assert late["completed_tasks"] == 10
+    assert out.rm.groups["late"].operations_finished == 1
+
+
+def test_ring_is_rebuilt_after_a_restart_with_newer_versions(tmp_path: Path) -> None:
+    summary, out = restart_run(tmp_path, "delta")
+    membership = out.extra["membership"]
+    assert membership.ring.version >> 32 == 1  # the new life's versions are above the old life's
+    assert len(membership.ring) == 12
+    for node in out.nodes:
+        assert node.monitor.view is not None and node.monitor.view.version == membership.ring.version
+    assert summary["false_removals"] == 0
+
+
+def test_rm_restart_without_a_journal_is_a_clear_error() -> None:
+    with pytest.raises(ScenarioError, match="journal"):
+        scenario(rm={"journal": False}, faults=[{"kind": "rm_restart", "at_s": 5}])
