@@ -15,6 +15,7 @@ from emulator.cli_tcp import add_commands as add_tcp_commands
 from emulator.efficiency import add_command as add_efficiency_command
 from emulator.invariants import InvariantViolation
 from emulator.loader import ScenarioError, load_scenario
+from emulator.recovery_bench import add_command as add_recovery_command
 from emulator.sweep import add_command as add_sweep_command
 
 
@@ -235,6 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_tcp_commands(sub)
     add_sweep_command(sub)
     add_efficiency_command(sub)
+    add_recovery_command(sub)
     return p
 
 

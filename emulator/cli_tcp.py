@@ -65,7 +65,8 @@ def cmd_rm(args: argparse.Namespace) -> int:
         try:
             with (out / "events.jsonl").open("w", encoding="utf-8") as sink:
                 tap: Any = sink if live is None else EventTap(live.events, sink)
-                proc, wall = await serve_rm(scenario, host, port, args.start_at, tap, on_start=attach)
+                proc, wall = await serve_rm(scenario, host, port, args.start_at, tap, on_start=attach,
+                                              journal_dir=out)
         finally:
             if live is not None:
                 live.finish()

@@ -112,9 +112,29 @@ def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> 
     except tomllib.TOMLDecodeError as err:
         raise ScenarioError(f"{p}: not valid TOML: {err}") from None
     for dotted, value in (overrides or {}).items():
-        target = data
-        *parents, leaf = dotted.split(".")
-        for key in parents:
-            target = target.setdefault(key, {})
-        target[leaf] = value
+        _override(data, dotted, value, p)
     return scenario_from_dict(data, str(p), p.parent)
+
+
+def _override(data: dict[str, Any], dotted: str, value: Any, source: Path) -> None:
+    """Set ``a.b.0.c = value``: tables by key (created if missing), arrays by index."""
+    target: Any = data
+    *parents, leaf = dotted.split(".")
+    for depth, key in enumerate([*parents, leaf]):
+        where = ".".join([*parents, leaf][: depth + 1])
+        if isinstance(target, list):
+            if not key.isdigit() or int(key) >= len(target):
+                raise ScenarioError(
+                    f"{source}: --set {dotted}: `{where}` must index the array (0..{len(target) - 1})"
+                )
+            index: Any = int(key)
+        elif isinstance(target, dict):
+            index = key
+        else:
+            raise ScenarioError(f"{source}: --set {dotted}: `{where}` is inside a value, not a table")
+        if depth == len(parents):
+            target[index] = value
+        else:
+            if isinstance(target, dict) and key not in target:
+                target[key] = {}
+            target = target[index]

@@ -3,6 +3,7 @@ resumed scheduling; what the journal replay cost; how many containers were kept 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from emulator.clock import wall_time
@@ -62,12 +63,19 @@ def _r(x: float | None) -> float | None:
     return None if x is None else round(x, 6)
 
 
+def live_count(nodes: list[NodeManager]) -> Callable[[], int]:
+    """In-process nodes that should come back: not crashed, not shut down."""
+    return lambda: sum(1 for n in nodes if not n.crashed and n.state is not NodeState.STOPPED)
+
+
 class RestartLog:
     """Watches one RM across its lives; ``restart(downtime_s)`` is the ``rm_restart`` fault."""
 
-    def __init__(self, rm: ResourceManager, nodes: list[NodeManager], network: Any) -> None:
+    def __init__(self, rm: ResourceManager, live_nodes: Callable[[], int], network: Any) -> None:
+        """``live_nodes()``: how many nodes should come back; ``network``: the transport's RM side
+        (``drop_all()`` when the RM dies, ``listen()`` when the new one is up)."""
         self._rm = rm
-        self._nodes = nodes
+        self._live_nodes = live_nodes
         self._network = network
         self.records: list[RestartRecord] = []
         rm.node_registered.append(self._on_registered)
@@ -85,7 +93,7 @@ class RestartLog:
         rm = self._rm
         rec = self.records[-1]
         rec.up_at = rm.clock.now()
-        rec.expected_nodes = sum(1 for n in self._nodes if not n.crashed and n.state is not NodeState.STOPPED)
+        rec.expected_nodes = self._live_nodes()
         if rm.journal is not None and rm.journal.path.exists():
             rec.journal_bytes = rm.journal.path.stat().st_size
         started = wall_time()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import math
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,12 +25,14 @@ from emulator.costs import RMCostMeter, efficiency
 from emulator.eventlog import make_logger
 from emulator.metrics import COLUMNS, Sampler
 from emulator.nodehost import EpochClock, HostConfig, HostReport, NodeSpec, quiet_gc
+from emulator.restarts import RestartLog
 from emulator.runner import ProgressHook, RunOutcome
-from emulator.scenario import Scenario
+from emulator.scenario import RMRestartFault, Scenario
 from emulator.topology import node_specs, phases
 from emulator.transport.tcp import TcpServer
 from emulator.workload import WorkloadDriver
 from nodemanager.stats import NodeStats
+from rm.journal import Journal
 from rm.manager import ResourceManager
 
 _N_I = COLUMNS.index("n_i")
@@ -37,14 +40,49 @@ _M_I = COLUMNS.index("m_i")
 _S_I = COLUMNS.index("s_i")
 
 
+class _Listener:
+    """The TCP server as the restart log sees it: stop serving when the RM dies, serve again on
+    the same address when the new one is up (nodes reconnect with backoff and resync)."""
+
+    def __init__(self, server: TcpServer) -> None:
+        self._server = server
+        self._closing: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def drop_all(self) -> None:
+        self._closing = self._spawn(self._server.close())
+
+    def listen(self) -> None:
+        self._spawn(self._reopen())
+
+    async def _reopen(self) -> None:
+        if self._closing is not None:
+            await self._closing
+        await self._server.start(*self._server.address)
+
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+
 class RMProcess:
-    def __init__(self, scenario: Scenario, clock: LoopClock, events: IO[str] | None) -> None:
+    def __init__(
+        self, scenario: Scenario, clock: LoopClock, events: IO[str] | None, journal_dir: Path | None = None
+    ) -> None:
+        """``journal_dir``: where the RM keeps its journal, when the scenario has one."""
         self.scenario = scenario
         self.clock = clock
         self.log = make_logger(clock, events)
+        journal = None
+        if scenario.journaled:
+            if journal_dir is None:
+                raise ValueError("this scenario journals the RM: give a journal directory")
+            journal = Journal(journal_dir / "rm-journal.jsonl", fsync=scenario.rm.journal_fsync)
         self.rm = ResourceManager(
             clock, self.log, scenario.rm, scenario.scheduler, heartbeat_mode=scenario.heartbeat.mode,
-            queueing=True,
+            queueing=True, journal=journal,
         )
         self.workload = WorkloadDriver(scenario.workload, self.rm, clock, scenario.run.seed, self.log)
         self.workload.install_pools()
@@ -63,6 +101,7 @@ class RMProcess:
         self.server.handshake_hold = True
         self.meter.install()
         self.server.decode_cost = self.meter.decode
+        self.restarts = RestartLog(self.rm, lambda: scenario.node_count, _Listener(self.server))
 
     async def run(self, until_s: float) -> None:
         """Run the RM from emulated t = 0 (the epoch) to ``until_s``; the server must be started."""
@@ -77,6 +116,9 @@ class RMProcess:
         async with asyncio.TaskGroup() as tg:
             tasks = [tg.create_task(self.rm.run(), name="rm"), tg.create_task(self.sampler.run())]
             self.workload.start()
+            for f in sc.faults:
+                if isinstance(f, RMRestartFault):
+                    clock.call_later(f.at_s, self._restart, f)
             if sc.run.warmup_s > 0:
                 clock.call_later(sc.run.warmup_s, self.rm.cluster.reset_integral, sc.run.warmup_s)
             await clock.sleep_until(until_s)
@@ -85,7 +127,13 @@ class RMProcess:
             for task in tasks:
                 task.cancel()
         self.meter.stop()
+        if self.rm.journal is not None:
+            self.rm.journal.close()
         self.log.info("run.finished")
+
+    def _restart(self, fault: RMRestartFault) -> None:
+        self.log.info("fault.injected", kind=type(fault).__name__, downtime_s=fault.downtime_s)
+        self.restarts.restart(fault.downtime_s)
 
     def window(self) -> tuple[int, int]:
         """Whole intervals after the warm-up whose heartbeats had a full interval to be answered."""
@@ -215,9 +263,13 @@ async def run_tcp_scenario(
     margin_s = 2.0 + scenario.node_count / 10_000
     epoch = time.time() + margin_s
     clock = EpochClock(asyncio.get_running_loop(), scenario.run.speed, epoch)
-    proc = RMProcess(scenario, clock, events)
+    if scenario.journaled and events_dir is None:
+        with tempfile.TemporaryDirectory(prefix="hbemu-journal-") as tmp:
+            return await run_tcp_scenario(scenario, events, Path(tmp), progress)
+    proc = RMProcess(scenario, clock, events, events_dir)
     host, port = await proc.server.start(tc.host, tc.port)
     outcome = RunOutcome(scenario, proc.rm, [], proc.node_stats, proc.sampler)
+    outcome.extra["restarts"] = proc.restarts
     if progress is not None:
         proc.sampler.listeners.append(lambda row: progress(outcome, row))
     started = wall_time()
@@ -258,12 +310,13 @@ def run_tcp_blocking(
 
 async def serve_rm(scenario: Scenario, host: str, port: int, epoch: float | None,
                    events: IO[str] | None,
-                   on_start: Callable[[RMProcess], None] | None = None) -> tuple[RMProcess, float]:
+                   on_start: Callable[[RMProcess], None] | None = None,
+                   journal_dir: Path | None = None) -> tuple[RMProcess, float]:
     """``emulator rm``: the RM alone, for ``run.duration_s`` emulated seconds from the epoch.
     ``on_start(proc)`` runs before the RM serves (the status page attaches there)."""
     loop = asyncio.get_running_loop()
     clock = EpochClock(loop, scenario.run.speed, epoch if epoch is not None else time.time())
-    proc = RMProcess(scenario, clock, events)
+    proc = RMProcess(scenario, clock, events, journal_dir)
     if on_start is not None:
         on_start(proc)
     address = await proc.server.start(host, port)

@@ -17,7 +17,7 @@ from emulator.faults import FaultInjector
 from emulator.invariants import InvariantChecker, InvariantViolation
 from emulator.metrics import Sampler
 from emulator.removals import RemovalLog
-from emulator.restarts import RestartLog
+from emulator.restarts import RestartLog, live_count
 from emulator.scenario import MessageFault, RMStallFault, Scenario
 from emulator.topology import node_specs, phases
 from emulator.transport.faulty import FaultWindow, MessageFaultPlan
@@ -125,7 +125,7 @@ async def run_scenario(
         sampler.listeners.append(lambda _row: checker.check_step())
     if progress is not None:
         sampler.listeners.append(lambda row: progress(outcome, row))
-    restarts = RestartLog(rm, nodes, network)
+    restarts = RestartLog(rm, live_count(nodes), network)
     faults = FaultInjector(
         scenario.faults, nodes, clock, scenario.run.seed, log, rm=rm, peers=peers, restart_rm=restarts.restart
     )

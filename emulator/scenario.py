@@ -278,6 +278,14 @@ class Scenario(Base, kw_only=True):
     def __post_init__(self) -> None:
         if self.transport.kind == "tcp" and self.run.clock != "realtime":
             raise ValueError('`transport.kind = "tcp"` needs `run.clock = "realtime"`')
+        if self.transport.kind == "tcp":
+            # Node faults act on in-process nodes; over TCP the nodes live in other processes.
+            others = [f for f in self.faults if not isinstance(f, RMRestartFault)]
+            kinds = sorted({str(type(f).__struct_config__.tag) for f in others})
+            if kinds:
+                raise ValueError(
+                    f'over `transport.kind = "tcp"` only `rm_restart` faults are applied, not {kinds}'
+                )
         packing = self.scheduler.packing
         pools = {"root", *(p.name for p in self.workload.pools), *(o.pool for o in self.workload.operations)}
         unknown = sorted(set(packing.disabled_pools) - pools)

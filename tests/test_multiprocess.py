@@ -96,3 +96,22 @@ def test_bad_address_is_a_clear_error() -> None:
     proc = emulator("nodes", "--connect", "localhost", "--count", "1")
     assert proc.returncode == 2
     assert "--connect: expected HOST:PORT" in proc.stderr
+
+
+def test_rm_restart_over_tcp_nodes_reconnect_and_keep_their_containers(tmp_path: Path) -> None:
+    sc = tmp_path / "mp.toml"
+    text = SCENARIO.format(nodes=200, mode="periodic", workers=1, tasks=2000, duration=60)
+    text = text.replace("seconds_mean = 12", "seconds_mean = 40")
+    sc.write_text(text + '\n[[faults]]\nkind = "rm_restart"\nat_s = 20\ndowntime_s = 4\n')
+    out = tmp_path / "out"
+    proc = emulator("run", str(sc), "--out", str(out), "--quiet", timeout=90)
+    assert proc.returncode == 0, proc.stderr
+    s = json.loads((out / "summary.json").read_text())
+    (r,) = s["rm_restarts"]
+    # Every node process noticed, reconnected over a new TCP connection and re-registered with
+    # its containers; the new RM took every journaled container back and ran none again.
+    assert r["nodes_back"] == 200 and r["recovery_s"] is not None
+    assert r["containers_waiting"] > 100 and r["containers_kept"] == r["containers_waiting"]
+    assert s["workers"][0]["reconnects"] >= 1
+    assert s["registrations"] >= 400 and s["tasks_requeued"] == 0
+    assert (out / "rm-journal.jsonl").exists()

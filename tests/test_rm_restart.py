@@ -228,3 +228,22 @@ def test_ring_is_rebuilt_after_a_restart_with_newer_versions(tmp_path: Path) -> 
 def test_rm_restart_without_a_journal_is_a_clear_error() -> None:
     with pytest.raises(ScenarioError, match="journal"):
         scenario(rm={"journal": False}, faults=[{"kind": "rm_restart", "at_s": 5}])
+
+
+def test_soak_scenario_at_a_tenth_of_its_size_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    from emulator.loader import load_scenario
+
+    # scenarios/soak.toml (two emulated hours, every fault kind, one RM restart) with 100 nodes and
+    # a tenth of the work; `make soak` runs it whole.
+    sc = load_scenario(Path(__file__).parent.parent / "scenarios" / "soak.toml", {
+        "cluster.nodes.0.count": 100,
+        "workload.operations.0.job_count": 50,
+        "workload.operations.1.job_count": 200,
+    })
+    out = run_blocking(sc, tmp_path / "events.jsonl", check_invariants=True)
+    s = build_summary(out)
+    assert s["tasks_lost"] == 0 and s["tasks_duplicated"] == 0
+    assert s["invariant_checks"] > 400
+    assert s["rm_restarts"][0]["nodes_back"] >= 95 and s["rm_restarts"][0]["containers_kept"] > 0
+    assert s["crashed_nodes"] > 0 and s["nodes_lost"] > 0  # the faults did happen
+    assert s["false_removals"] == 0
