@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench e1 e2 e3 clean chromium
+.PHONY: run test lint bench e1 e2 e3 recovery soak clean chromium
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or run: make PYTHON=python3 ...)"; exit 1; }
@@ -41,6 +41,14 @@ e2: $(STAMP)
 # E3 (paper 004 Fig. 9): 7,500 nodes, 5% crash at 400 s; ring vs RM liveliness monitor (~6 min).
 e3: $(STAMP)
 	$(BIN)/emulator e3 --out runs/e3
+
+# Work-preserving RM restart: recovery time at 1,000 and 10,000 nodes (~4 min on 2 cores).
+recovery: $(STAMP)
+	$(BIN)/emulator recovery scenarios/rm-restart.toml --out runs/recovery
+
+# Soak: 2 emulated hours of 1,000 nodes through every fault and one RM restart, invariants on.
+soak: $(STAMP)
+	$(BIN)/emulator run scenarios/soak.toml --out runs/soak --check-invariants
 
 clean:
 	rm -rf $(VENV) runs

@@ -414,8 +414,9 @@ class NodeManager:
 
     def _on_heartbeat_response(self, msg: HeartbeatResponse) -> None:
         sent = self._inflight
-        if self.state is not NodeState.RUNNING or sent is None:
+        if self.state is not NodeState.RUNNING:
             return
+        # Actions count even unasked: the RM declared us lost while we had nothing to report.
         if msg.action == "shutdown":
             self._log.info("node.shutdown", node=self.address, machine_id=self.machine_id)
             self.stop()
@@ -423,6 +424,8 @@ class NodeManager:
         if msg.action == "resync":
             self._stats.resyncs += 1
             self._start_registration()
+            return
+        if sent is None:
             return
         if msg.heartbeat_id != sent.heartbeat_id + 1:
             return  # a late answer to an earlier copy

@@ -66,6 +66,18 @@ def test_pause_longer_than_grace_is_removed_and_rejoins_with_a_new_registration(
     assert s["registrations"] == 51
 
 
+def test_an_idle_node_removed_while_stalled_is_told_to_register_again() -> None:
+    # Delta mode, nothing running: after its stall the node has nothing to report, so only the
+    # RM telling it (at removal) brings it back instead of leaving it alive but out of the cluster.
+    fault = {"kind": "pause", "at_s": 40, "nodes": ["node-0-00007"], "duration_s": 20}
+    outcome, s = run_ring(nodes=20, faults=[fault], ring={"grace_s": 9.0}, duration_s=90, job_count=1,
+                          loop=False)
+    assert s["nodes_lost"] == 1 and s["stalled_removals"] == 1
+    node = next(n for n in outcome.nodes if n.address == "node-0-00007")
+    assert node.machine_id in outcome.rm.cluster.nodes and node.monitor.member
+    assert s["registrations"] == 21
+
+
 def test_pause_shorter_than_grace_keeps_the_node() -> None:
     fault = {"kind": "pause", "at_s": 40, "nodes": ["node-0-00007"], "duration_s": 8}
     _, s = run_ring(nodes=50, faults=[fault], ring={"grace_s": 9.0}, duration_s=90)
