@@ -163,8 +163,8 @@ def scheduling_metrics(outcome: RunOutcome, operations: list[dict[str, Any]]) ->
 
 
 def restart_summary(outcome: RunOutcome) -> dict[str, Any]:
-    """RM restarts (recovery times, containers kept) and, with the invariant checker on, the
-    exactly-once task accounting."""
+    """RM restarts (recovery times, containers kept), with the invariant checker on the exactly-once
+    task accounting, and with message faults what they did."""
     out: dict[str, Any] = {}
     restarts = outcome.extra.get("restarts")
     if restarts is not None and restarts.records:
@@ -174,6 +174,13 @@ def restart_summary(outcome: RunOutcome) -> dict[str, Any]:
     checker = outcome.extra.get("invariants")
     if checker is not None:
         out.update(checker.summary())
+    plan = outcome.extra.get("message_faults")
+    if plan is not None and plan.windows:
+        out.update(
+            messages_dropped=plan.dropped, messages_duplicated=plan.duplicated,
+            messages_reordered=plan.reordered, messages_delayed=plan.delayed,
+            commands_resent=outcome.rm.stats.commands_resent,
+        )
     return out
 
 
