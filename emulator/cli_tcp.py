@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from emulator.credentials import CredentialsError, read_secret
 from emulator.loader import ScenarioError, load_scenario
 from emulator.nodehost import HostConfig, HostReport, NodeSpec, run_workers
 from emulator.scenario import Scenario
@@ -117,7 +118,8 @@ def node_configs(args: argparse.Namespace, host: str, port: int) -> list[HostCon
                      rng.uniform(0, hb.interval_s))
             for i in range(args.count)
         ]
-        speed, duration, credentials, seed, interval = args.speed, None, args.credentials, 0, hb.interval_s
+        speed, duration, seed, interval = args.speed, None, 0, hb.interval_s
+        credentials = _node_secret(args)
     if args.duration is not None:
         duration = args.duration
     return [
@@ -126,6 +128,20 @@ def node_configs(args: argparse.Namespace, host: str, port: int) -> list[HostCon
         for i, chunk in enumerate(split(specs, args.workers))
         if chunk
     ]
+
+
+def _node_secret(args: argparse.Namespace) -> str:
+    """The shared secret from --credentials-env / --credentials-file (or, visible to anyone who
+    can list processes, --credentials)."""
+    given = [f for f in ("credentials", "credentials_env", "credentials_file") if getattr(args, f)]
+    if len(given) > 1:
+        raise ScenarioError("give the shared secret one way only: --credentials, --credentials-env or "
+                            "--credentials-file")
+    try:
+        return args.credentials or read_secret(args.credentials_env, args.credentials_file, Path.cwd(),
+                                               names=("--credentials-env", "--credentials-file"))
+    except CredentialsError as err:
+        raise ScenarioError(f"emulator nodes: {err}") from None
 
 
 def cmd_nodes(args: argparse.Namespace) -> int:
@@ -198,7 +214,10 @@ def add_commands(sub: Any) -> None:
     n.add_argument("--speed", type=float, default=1.0, help="emulated s per wall s (match the RM)")
     n.add_argument("--duration", type=float, help="emulated s to run (default: until Ctrl-C)")
     n.add_argument("--start-at", type=float, help="Unix time of emulated t=0 (match the RM)")
-    n.add_argument("--credentials", default="")
+    n.add_argument("--credentials", default="", help="shared secret (prefer the two options below: "
+                   "a command line is visible to every user of the machine)")
+    n.add_argument("--credentials-env", default="", metavar="VAR", help="read the secret from this variable")
+    n.add_argument("--credentials-file", default="", metavar="PATH", help="read the secret from this file")
     n.add_argument("--name-prefix", help="node address prefix (default: host name)")
     n.add_argument("--quiet", action="store_true")
     n.set_defaults(func=cmd_nodes)

@@ -22,15 +22,17 @@ class CredentialsError(ValueError):
 
 
 def read_secret(env: str = "", file: str = "", base_dir: Path | None = None,
-                environ: Mapping[str, str] | None = None) -> str:
-    """The secret named by ``env`` (a variable) or ``file`` (relative to ``base_dir``)."""
+                environ: Mapping[str, str] | None = None, names: tuple[str, str] = (
+                    "rm.credentials_env", "rm.credentials_file")) -> str:
+    """The secret named by ``env`` (a variable) or ``file`` (relative to ``base_dir``); ``names``
+    are the settings' names for the error messages."""
     if env:
         value = (os.environ if environ is None else environ).get(env)
         if value is None:
-            raise CredentialsError(f"at `rm.credentials_env`: environment variable `{env}` is not set")
+            raise CredentialsError(f"at `{names[0]}`: environment variable `{env}` is not set")
         secret = value.strip()
         if not secret:
-            raise CredentialsError(f"at `rm.credentials_env`: environment variable `{env}` is empty")
+            raise CredentialsError(f"at `{names[0]}`: environment variable `{env}` is empty")
         return secret
     if file:
         path = Path(file)
@@ -39,12 +41,12 @@ def read_secret(env: str = "", file: str = "", base_dir: Path | None = None,
         try:
             secret = path.read_text(encoding="utf-8").strip()
         except FileNotFoundError:
-            raise CredentialsError(f"at `rm.credentials_file`: {path}: no such file") from None
+            raise CredentialsError(f"at `{names[1]}`: {path}: no such file") from None
         except (OSError, UnicodeDecodeError) as err:
-            raise CredentialsError(f"at `rm.credentials_file`: cannot read {path}: "
+            raise CredentialsError(f"at `{names[1]}`: cannot read {path}: "
                                    f"{type(err).__name__}") from None
         if not secret:
-            raise CredentialsError(f"at `rm.credentials_file`: {path} is empty")
+            raise CredentialsError(f"at `{names[1]}`: {path} is empty")
         return secret
     return ""
 

@@ -152,3 +152,21 @@ def test_nodes_take_commands_only_on_the_channel_they_opened_to_the_rm() -> None
             await server.close()
 
     run(main, "realtime")
+
+
+def test_emulator_nodes_reads_the_secret_from_a_file_or_variable_not_only_the_command_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from emulator.cli import build_parser, main
+    from emulator.cli_tcp import node_configs
+
+    (tmp_path / "secret.txt").write_text(SECRET + "\n")
+    base = ["nodes", "--connect", "127.0.0.1:1", "--count", "3"]
+    args = build_parser().parse_args([*base, "--credentials-file", str(tmp_path / "secret.txt")])
+    assert {c.credentials for c in node_configs(args, "127.0.0.1", 1)} == {SECRET}
+    monkeypatch.setenv("EMU_TEST_NODE_SECRET", SECRET)
+    args = build_parser().parse_args([*base, "--credentials-env", "EMU_TEST_NODE_SECRET"])
+    assert {c.credentials for c in node_configs(args, "127.0.0.1", 1)} == {SECRET}
+    assert main([*base, "--credentials-env", "EMU_TEST_UNSET_VAR"]) == 2
+    err = capsys.readouterr().err
+    assert "at `--credentials-env`: environment variable `EMU_TEST_UNSET_VAR` is not set" in err
