@@ -79,13 +79,13 @@ class FaultyLink:
         copies = 2 if plan.roll(w.duplicate) else 1
         plan.duplicated += copies - 1
         for _ in range(copies):
-            if w.delay_s > 0:
-                plan.delayed += 1
-                self._clock.call_later(plan._rng.uniform(0, w.delay_s), self._inner.send, msg)
-            elif self._held is None and plan.roll(w.reorder):
+            if self._held is None and plan.roll(w.reorder):
                 plan.reordered += 1
                 self._held = msg  # goes out right after the next message on this link
                 self._clock.call_later(1.0, self._flush)
+            elif w.delay_s > 0:
+                plan.delayed += 1
+                self._clock.call_later(plan._rng.uniform(0, w.delay_s), self._inner.send, msg)
             else:
                 self._pass(msg)
 
