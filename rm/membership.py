@@ -110,10 +110,22 @@ class MembershipService:
         self._release_timer: Timer | None = None
         self._encoder = msgspec.msgpack.Encoder()
         self._snapshot: tuple[int, Ring, int] | None = None
+        self.published_at = 0.0  # emulated time of the last published ring change
         rm.unliveliness_handler = self.handle
         rm.ring_provider = self.current_ring
         rm.node_registered.append(self._on_registered)
         rm.node_lost.append(self._on_lost)
+
+    @property
+    def interval_s(self) -> float:
+        return self._cfg.interval_s
+
+    def quiet_since(self) -> float | None:
+        """When the ring last changed, or None while a change is on its way (pending joins or
+        removals, open suspicions, suspects held by the brake). For the invariant checker."""
+        if self.ring.pending or self._flush_timer is not None or self._suspects or self._held:
+            return None
+        return self.published_at
 
     # ---- joins and removals ------------------------------------------------------------
 
@@ -156,6 +168,7 @@ class MembershipService:
         if delta is None:
             return
         self.stats.deltas += 1
+        self.published_at = self._rm.clock.now()
         size = len(self._encoder.encode(delta))
         nodes = list(self._rm.cluster.nodes.values())
         for node in nodes:
