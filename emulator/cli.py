@@ -13,6 +13,7 @@ from rich.console import Console
 
 from emulator.cli_tcp import add_commands as add_tcp_commands
 from emulator.efficiency import add_command as add_efficiency_command
+from emulator.fuzz_command import add_command as add_fuzz_command
 from emulator.invariants import InvariantViolation
 from emulator.loader import ScenarioError, load_scenario
 from emulator.sweep import add_command as add_sweep_command
@@ -235,6 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_tcp_commands(sub)
     add_sweep_command(sub)
     add_efficiency_command(sub)
+    add_fuzz_command(sub)
     return p
 
 
