@@ -52,9 +52,8 @@ class TransportStats:
         self.bytes_out = 0
         self.bad_frames = 0
         self.reconnects = 0
-        # Server side: connections refused over the cap (all slots held by registered nodes),
-        # unregistered ones closed to make room for a newcomer, and closed for not registering
-        # in time.
+        # Server side: refused over the cap (every slot registered), evicted for a newcomer (not
+        # registered, idlest), and closed for not registering in time.
         self.refused = 0
         self.evicted = 0
         self.handshake_timeouts = 0
@@ -224,9 +223,8 @@ class _ServerConnection(_Connection):
     Messages before admission still reach the RM, which refuses what an unregistered link may not
     do (heartbeats for a machine id not registered on that link get ``resync``).
 
-    At the connection cap a newcomer takes the slot of the unadmitted connection that has been
-    idle longest (no bytes received); only when every slot is admitted is it refused. So a flood of
-    connections or slowloris cannot lock honest nodes out, and a registered node is never evicted.
+    At the cap a newcomer takes the slot of the unadmitted connection idle longest (no bytes in),
+    so floods and slowloris cannot lock honest nodes out; an admitted one is never evicted.
     """
 
     def __init__(self, server: TcpServer) -> None:
@@ -241,13 +239,11 @@ class _ServerConnection(_Connection):
         server = self._server
         if len(server.connections) >= server.max_connections and server.unadmitted:
             victim = next(iter(server.unadmitted))  # the longest idle, not yet registered
-            server.stats.evicted += 1
-            n = server.stats.evicted
+            n = server.stats.evicted = server.stats.evicted + 1
             if n & (n - 1) == 0 or n % 1000 == 0:  # sparsely, as refusals
-                self._log.warning("transport.evicted", peer=victim.peer, reason="connection cap, idle and "
-                                  "not registered", limit=server.max_connections, evicted_total=n)
-            victim.abort()
-            # Its slot is free now; asyncio reports the loss (connection_lost) a moment later.
+                self._log.warning("transport.evicted", peer=victim.peer, limit=server.max_connections,
+                                  evicted_total=n)
+            victim.abort()  # asyncio calls its connection_lost later; the slot is free now
             server.connections.discard(victim)
             del server.unadmitted[victim]
         if len(server.connections) >= server.max_connections:
@@ -269,9 +265,8 @@ class _ServerConnection(_Connection):
             )
 
     def data_received(self, data: bytes) -> None:
-        unadmitted = self._server.unadmitted
-        if self in unadmitted:
-            unadmitted.move_to_end(self)  # least recently active first: the eviction order
+        if self in self._server.unadmitted:
+            self._server.unadmitted.move_to_end(self)  # least recently active first: eviction order
         super().data_received(data)
 
     def connection_lost(self, exc: Exception | None) -> None:
