@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench e1 e2 e3 recovery soak clean chromium
+.PHONY: run test lint bench e1 e2 e3 recovery soak fuzz clean chromium
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or run: make PYTHON=python3 ...)"; exit 1; }
@@ -49,6 +49,10 @@ recovery: $(STAMP)
 # Soak: 2 emulated hours of 1,000 nodes through every fault and one RM restart, invariants on.
 soak: $(STAMP)
 	$(BIN)/emulator run scenarios/soak.toml --out runs/soak --check-invariants
+
+# Scenario-file fuzzing (docs/security.md "Fuzzing"): 20,000 inputs, exit 1 on any crash (~2 min).
+fuzz: $(STAMP)
+	$(BIN)/emulator fuzz --examples 20000 --seed 0
 
 clean:
 	rm -rf $(VENV) runs

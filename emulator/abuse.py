@@ -156,7 +156,7 @@ async def _phase(scenario: Scenario, abuse: bool, start_after_s: float) -> dict[
         "registrations": outcome.rm.tracker.stats.registrations,
         "rm_resyncs_sent": outcome.rm.tracker.stats.resyncs,
         "reconnects": sum(w["reconnects"] for w in outcome.extra["workers"]),
-        "server": {k: transport[k] for k in ("bad_frames", "refused", "handshake_timeouts")},
+        "server": {k: transport[k] for k in ("bad_frames", "refused", "evicted", "handshake_timeouts")},
         "attacker": counts,
     }
 

@@ -13,6 +13,7 @@ from rich.console import Console
 
 from emulator.cli_tcp import add_commands as add_tcp_commands
 from emulator.efficiency import add_command as add_efficiency_command
+from emulator.fuzz_command import add_command as add_fuzz_command
 from emulator.invariants import InvariantViolation
 from emulator.loader import ScenarioError, load_scenario
 from emulator.recovery_bench import add_command as add_recovery_command
@@ -237,6 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_sweep_command(sub)
     add_efficiency_command(sub)
     add_recovery_command(sub)
+    add_fuzz_command(sub)
     return p
 
 

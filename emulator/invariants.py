@@ -1,4 +1,5 @@
-"""The invariant checker: capacity, exactly-once tasks, and RM view == node reality at quiescence.
+"""The invariant checker: capacity, exactly-once tasks, RM view == node reality at quiescence, and
+ring agreement once membership changes have settled (see ``check_ring`` and docs/ring.md).
 
 On in tests (``HBEMU_CHECK_INVARIANTS=1``, set by tests/conftest.py) and with ``run --check-invariants``.
 A violation raises ``InvariantViolation`` with a report that names the node, task or container.
@@ -6,11 +7,23 @@ A violation raises ``InvariantViolation`` with a report that names the node, tas
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from nodemanager.node import NodeManager, NodeState
 from rm.cluster import Allocation
 from rm.manager import ResourceManager
 from rm.operations import Operation
 from rm.resources import EPS
+
+if TYPE_CHECKING:
+    from emulator.transport.faulty import MessageFaultPlan
+    from rm.membership import MembershipService
+
+# Ring changes have settled once nothing has changed for this many ring intervals (plus
+# SETTLE_LATENCY_S for messages in flight): time for a node that lost a delta to hear a newer
+# version from a neighbour's liveness and fetch the ring (ringmon.monitor anti-entropy).
+SETTLE_INTERVALS = 4
+SETTLE_LATENCY_S = 1.0
 
 
 class InvariantViolation(Exception):
@@ -18,9 +31,18 @@ class InvariantViolation(Exception):
 
 
 class InvariantChecker:
-    def __init__(self, rm: ResourceManager, nodes: list[NodeManager]) -> None:
+    def __init__(
+        self,
+        rm: ResourceManager,
+        nodes: list[NodeManager],
+        membership: MembershipService | None = None,
+        message_faults: MessageFaultPlan | None = None,
+    ) -> None:
         self._rm = rm
         self._nodes = {n.address: n for n in nodes}
+        self._membership = membership
+        self._message_faults = message_faults
+        self.ring_checks = 0
         self._completed: set[tuple[int, int]] = set()
         # Every operation ever submitted (op id -> name, tasks) and its completions, across RM lives.
         self._submitted: dict[int, tuple[str, int]] = {}
@@ -86,6 +108,48 @@ class InvariantChecker:
             if op.running + len(op.pending) + op.completed != op.total:
                 self._fail(f"operation {op.name}: running {op.running} + pending {len(op.pending)} + "
                            f"completed {op.completed} != {op.total} tasks")
+        if self._membership is not None:
+            self.check_ring()
+
+    def ring_settled(self) -> bool:
+        """Membership changes have settled: nothing pending at the RM (joins/removals not yet
+        published, open suspicions, suspects held by the brake), its inbound queue empty, and no
+        ring change published and no message-fault window active for the settle time."""
+        ms = self._membership
+        if ms is None or not self._rm.up or self._rm.recovery is not None:
+            return False  # an RM restart: nodes rejoin a new ring as they reconnect
+        quiet = ms.quiet_since()
+        if quiet is None or self._rm.inbound.depth:
+            return False
+        now = self._rm.clock.now()
+        if self._message_faults is not None:
+            for w in self._message_faults.windows:
+                if w.start <= now:
+                    quiet = max(quiet, min(w.end, now))
+        return now - quiet >= SETTLE_INTERVALS * ms.interval_s + SETTLE_LATENCY_S
+
+    def check_ring(self) -> None:
+        """When settled: the RM's published ring is its set of registered nodes, and every live
+        node (running, ring monitor active, loop not stalled) holds exactly that ring version."""
+        ms = self._membership
+        if ms is None or not self.ring_settled():
+            return
+        self.ring_checks += 1
+        pub = ms.ring.published
+        registered = set(self._rm.cluster.nodes)
+        if set(pub.ids) != registered:
+            missing, extra = sorted(registered - pub.members)[:10], sorted(pub.members - registered)[:10]
+            self._fail(f"the RM's ring v{pub.version} is not its registered nodes: missing {missing}, "
+                       f"extra {extra}")
+        for nm in self._nodes.values():
+            mon = nm.monitor
+            if nm.state is not NodeState.RUNNING or mon is None or not mon.active or nm.paused:
+                continue
+            view = mon.view
+            if view is None or view.version != pub.version or view.members != pub.members:
+                held = "no ring" if view is None else f"ring v{view.version} ({len(view.ids)} members)"
+                self._fail(f"ring disagreement after settling: node {nm.address} (id {nm.machine_id}) "
+                           f"holds {held}, the RM's ring is v{pub.version} ({len(pub.ids)} members)")
 
     def check_quiescent(self) -> None:
         """The RM's containers per node equal what the node runs, give or take unreported completions."""

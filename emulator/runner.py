@@ -119,7 +119,7 @@ async def run_scenario(
     if scenario.run.clock == "realtime":
         meter = RMCostMeter(rm)
         meter.install()
-    checker = InvariantChecker(rm, nodes) if check_invariants else None
+    checker = InvariantChecker(rm, nodes, membership, message_faults) if check_invariants else None
     outcome.extra["invariants"] = checker
     if checker is not None:
         sampler.listeners.append(lambda _row: checker.check_step())

@@ -14,6 +14,15 @@ Two detectors share this code (``RingConfig.detector``):
   unanswered too; it does not trust silence measured while it was itself late; the RM probes
   the suspect before removing it (``rm.membership``).
 
+Anti-entropy (a lost delta must not leave a node on a stale ring while the ring stays quiet):
+every liveness advertises the newest ring version its sender has held for a whole interval (so a
+delta still in flight triggers nothing). A node that hears a newer version than it holds, or gets
+a delta it cannot apply, asks the RM for the whole ring (``RingSyncRequest``), again after
+``SYNC_RETRY_INTERVALS`` if still behind (the request or the answer may be lost). A node that
+hears an *older* version answers with its own liveness, so a stale node learns from its successor
+as well as its predecessor. A node that registered but has not seen itself in the ring for a
+while asks too, and one that sees a newer ring without itself knows the RM dropped it.
+
 Sans-IO apart from the injected clock's timers: messages come in through ``from_peer`` /
 ``from_rm`` and go out through the ``PeerChannel`` and the ``to_rm`` callable.
 """
@@ -41,6 +50,9 @@ from ringmon.protocol import (
 from rm.ports import Clock, Timer
 
 _EPS = 1e-9
+# A node still behind this many intervals after asking for the ring asks again (the request or
+# the answer may have been lost).
+SYNC_RETRY_INTERVALS = 2.0
 
 
 class _Watch:
@@ -97,7 +109,12 @@ class RingMonitor:
         self._check_at = float("inf")
         self._paused = False
         self._backlog: list[tuple[bool, Any]] = []
-        self._sync_asked = -1
+        self._sync_asked = -1  # the newest version we asked the RM for, and when
+        self._sync_at = -1e18
+        self._joined_version = -1  # the ring version in our RegisterResponse, and when
+        self._joined_at = 0.0
+        self._prev_version = -1  # the version held before the current one, and since when
+        self._adopted_at = 0.0
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -111,7 +128,9 @@ class RingMonitor:
         k = (now - self._phase) // self._interval + 1
         self._next_tick = self._phase + k * self._interval
         self._tick_timer = self._clock.call_later(self._next_tick - now, self._tick)
+        self._joined_at = now
         if ring is not None:
+            self._joined_version = ring.version
             self._adopt(RingView.of(ring))
 
     def leave(self) -> None:
@@ -129,6 +148,8 @@ class RingMonitor:
         self.watching = {}
         self._backlog.clear()
         self._paused = False
+        self._sync_asked = self._joined_version = self._prev_version = -1
+        self._sync_at = -1e18
 
     def pause(self) -> None:
         """The node's event loop stalls. Only the in-loop ``ring`` detector stalls with it."""
@@ -160,9 +181,15 @@ class RingMonitor:
         while self._next_tick <= now + _EPS:
             self._next_tick += self._interval
         self._tick_timer = self._clock.call_later(self._next_tick - now, self._tick)
+        if (
+            not self.member
+            and self.view is not None
+            and now - self._joined_at >= SYNC_RETRY_INTERVALS * self._interval
+        ):
+            self._want_sync(self.view.version + 1)  # registered, yet not in the ring we hold
         if self.successors:
             self._seq += 1
-            msg = Liveness(sender=self.machine_id, seq=self._seq, stalled_s=self._stall_age())
+            msg = self._liveness()
             for dst in self.successors:
                 self._peers.send(dst, msg)
             self.stats.liveness_sent += len(self.successors)
@@ -232,7 +259,13 @@ class RingMonitor:
             self._backlog.append((False, msg))
             return
         match msg:
-            case Liveness(sender=sender, stalled_s=stalled):
+            case Liveness(sender=sender, stalled_s=stalled, ring_version=version):
+                if version > (self.view.version if self.view is not None else -1):
+                    self._want_sync(version)
+                elif version < self._advertised():
+                    self._seq += 1
+                    self._peers.send(sender, self._liveness())  # tell the sender it is behind
+                    self.stats.liveness_sent += 1
                 w = self.watching.get(sender)
                 if w is None:
                     return  # not (or no longer) our predecessor
@@ -249,9 +282,7 @@ class RingMonitor:
                     self._report(sender, "stalled")
             case LivenessPing(sender=sender):
                 self._seq += 1
-                self._peers.send(
-                    sender, Liveness(sender=self.machine_id, seq=self._seq, stalled_s=self._stall_age())
-                )
+                self._peers.send(sender, self._liveness())
                 self.stats.liveness_sent += 1
             case RingUpdate() | RingDelta() | UnlivelinessResponse() | Probe():
                 # Ring changes come from the RM only (paper 004 flow 3).
@@ -294,25 +325,52 @@ class RingMonitor:
     def _on_delta(self, delta: RingDelta) -> None:
         view = self.view
         if view is None or delta.base_version > view.version:
-            # A gap (or no ring yet): ask once per version for the whole ring.
-            if self._sync_asked < delta.version:
-                self._sync_asked = delta.version
-                self.stats.sync_requests += 1
-                self._to_rm(RingSyncRequest(machine_id=self.machine_id, version=view.version if view else -1))
+            self._want_sync(delta.version)  # a gap (or no ring yet)
             return
         if delta.version <= view.version:
             self.stats.updates_stale += 1
             return
         self._adopt(self._views.apply(view, delta))
 
+    def _advertised(self) -> int:
+        """The newest ring version we have held for a whole interval (-1: none)."""
+        if self.view is None:
+            return -1
+        if self._clock.now() - self._adopted_at >= self._interval - _EPS:
+            return self.view.version
+        return self._prev_version
+
+    def _liveness(self) -> Liveness:
+        return Liveness(
+            sender=self.machine_id, seq=self._seq, stalled_s=self._stall_age(),
+            ring_version=self._advertised(),
+        )
+
+    def _want_sync(self, version: int) -> None:
+        """We are behind ``version``: ask for the whole ring, once per version and again only if
+        still behind after ``SYNC_RETRY_INTERVALS``."""
+        now = self._clock.now()
+        if version <= self._sync_asked and now - self._sync_at < SYNC_RETRY_INTERVALS * self._interval:
+            return
+        self._sync_asked = max(self._sync_asked, version)
+        self._sync_at = now
+        self.stats.sync_requests += 1
+        held = self.view.version if self.view is not None else -1
+        self._to_rm(RingSyncRequest(machine_id=self.machine_id, version=held))
+
     # ---- ring changes ------------------------------------------------------------------
 
     def _adopt(self, view: RingView) -> None:
+        if self.view is not None:
+            self._prev_version = self._advertised()
+        self._adopted_at = self._clock.now()
         self.view = view
         self.stats.updates_applied += 1
         me = self.machine_id
         if me not in view.members:
-            if self.member:
+            # The RM inserts a registered node in the ring version after the one it answered
+            # with; a newer ring without us means it dropped us (maybe before we saw ourselves in).
+            if self.member or view.version > self._joined_version:
                 self._removed()
             return
         self.member = True

@@ -29,6 +29,9 @@ class Liveness(RingMessage):
     # How long the sender's main event loop has been stalled (0 when it runs); sent by a watchdog
     # that does not share that loop, so a hung node is told apart from a dead one.
     stalled_s: float = 0.0
+    # The ring version the sender holds (anti-entropy: a receiver holding an older one missed a
+    # change and asks the RM for the ring; -1: none).
+    ring_version: int = -1
 
 
 class UnlivelinessReport(RingMessage):

@@ -8,9 +8,10 @@ nodes arrive there through the inbound dispatcher, so they queue and cost like h
 
 Removal rule: ``ring`` detector — one valid report removes the suspect (the paper). ``kring`` —
 one valid report makes the RM probe the suspect on its own connection; it is removed only if
-the probe is not answered within ``probe_timeout`` (answers are handled in arrival order, behind
-everything the RM already queued, so an RM stall does not turn into removals) or the answer says
-its loop has been stalled longer than ``grace_s``.
+the probe is not answered (with its probe id, on the suspect's own link) within
+``probe_timeout`` (answers are handled in arrival order, behind everything the RM already
+queued, so an RM stall does not turn into removals) or the answer says its loop has been
+stalled longer than ``grace_s``.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class ProbeExpired(RingMessage):
 
 class MembershipStats:
     __slots__ = (
+        "acks_rejected",
         "brake_held",
         "bytes_join",
         "bytes_removal",
@@ -68,6 +70,7 @@ class MembershipStats:
         self.reports_unregistered = 0
         self.probes = 0
         self.refuted = 0
+        self.acks_rejected = 0  # probe answers on another link than the probed node's
         self.removals = 0
         self.brake_held = 0
         self.deltas = 0
@@ -127,6 +130,18 @@ class MembershipService:
         self._flush_timer = None
         self._release_timer = None
         self._snapshot: tuple[int, Ring, int] | None = None
+        self.published_at = self._rm.clock.now()  # emulated time of the last published ring change
+
+    @property
+    def interval_s(self) -> float:
+        return self._cfg.interval_s
+
+    def quiet_since(self) -> float | None:
+        """When the ring last changed, or None while a change is on its way (pending joins or
+        removals, open suspicions, suspects held by the brake). For the invariant checker."""
+        if self.ring.pending or self._flush_timer is not None or self._suspects or self._held:
+            return None
+        return self.published_at
 
     # ---- joins and removals ------------------------------------------------------------
 
@@ -169,6 +184,7 @@ class MembershipService:
         if delta is None:
             return
         self.stats.deltas += 1
+        self.published_at = self._rm.clock.now()
         size = len(self._encoder.encode(delta))
         nodes = list(self._rm.cluster.nodes.values())
         for node in nodes:
@@ -190,7 +206,7 @@ class MembershipService:
             case UnlivelinessReport():
                 self._on_report(link, msg)
             case ProbeAck():
-                self._on_ack(msg)
+                self._on_ack(link, msg)
             case ProbeExpired():
                 self._on_expired(msg)
             case RingSyncRequest():
@@ -248,12 +264,18 @@ class MembershipService:
         if self._suspects.get(node.machine_id) is sus and self._rm.cluster.nodes.get(node.machine_id) is node:
             node.link.send(probe)
 
-    def _on_ack(self, msg: ProbeAck) -> None:
+    def _on_ack(self, link: Any, msg: ProbeAck) -> None:
         sus = self._suspects.get(msg.machine_id)
         if sus is None or sus.probe_id != msg.probe_id:
-            return
+            return  # not the open probe (a repeat's answer after the first, or a guess)
         node = self._rm.cluster.nodes.get(msg.machine_id)
-        if node is not None and msg.stalled_s > self._cfg.grace_s:
+        if node is None or node.link is not link:
+            # Only the probed node, on the link it registered on, can refute the suspicion: a
+            # peer guessing the probe id must not keep a dead node in the ring.
+            self.stats.acks_rejected += 1
+            self._log.warning("ring.ack_rejected", machine_id=msg.machine_id, why="not the node's link")
+            return
+        if msg.stalled_s > self._cfg.grace_s:
             self._confirm(node, f"stalled {msg.stalled_s:.1f}s > grace")
             return
         del self._suspects[msg.machine_id]

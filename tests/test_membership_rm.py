@@ -157,6 +157,30 @@ def test_kring_probes_before_removing() -> None:
     virtual(body)
 
 
+def test_probe_answers_count_only_from_the_probed_nodes_link_with_its_probe_id() -> None:
+    async def body(clock: LoopClock) -> None:
+        c = Cluster(clock, 200, interval_s=3.0, probe_timeout=0.2)
+        await clock.sleep(1.0)
+        c.report(11, 10)
+        probe = c.links[10].of(Probe)[-1]
+        # Node 11 (or anyone who learnt the id) answers for the silent node 10: rejected.
+        c.rm.receive(c.links[11], ProbeAck(machine_id=10, probe_id=probe.probe_id))
+        c.rm.receive(Link(), ProbeAck(machine_id=10, probe_id=probe.probe_id))
+        # The right link with a guessed probe id: ignored.
+        c.rm.receive(c.links[10], ProbeAck(machine_id=10, probe_id=probe.probe_id + 1))
+        assert c.svc.stats.acks_rejected == 2 and c.svc.stats.refuted == 0
+        await clock.sleep(0.7)
+        assert not c.alive(10)  # the probe went unanswered: removed
+        # The node's own answer on its own link still refutes.
+        c.report(21, 20)
+        probe = c.links[20].of(Probe)[-1]
+        c.rm.receive(c.links[20], ProbeAck(machine_id=20, probe_id=probe.probe_id))
+        await clock.sleep(1.0)
+        assert c.alive(20) and c.svc.stats.refuted == 1
+
+    virtual(body)
+
+
 def test_brake_holds_removals_beyond_the_fraction_then_releases_them() -> None:
     async def body(clock: LoopClock) -> None:
         c = Cluster(clock, 100, brake_fraction=0.1, brake_window_s=30.0)

@@ -177,14 +177,15 @@ def test_thousands_of_connections_are_capped_and_honest_nodes_still_served() -> 
                     )
                     opened += [item[1] for item in batch if isinstance(item, tuple)]
                 st = h.server.stats
-                # Past the cap every accepted connection is refused at once (the rest wait in the
-                # kernel's listen backlog and come in as slots free up).
-                await eventually(clock, lambda: st.refused >= total // 4, timeout_s=10)
-                assert len(h.server.connections) <= cap
+                # Past the cap every newcomer takes the slot of the longest idle unregistered
+                # connection (the rest wait in the kernel's listen backlog); the registered one is
+                # never evicted, so nothing is refused.
+                await eventually(clock, lambda: st.evicted >= total // 4, timeout_s=10)
+                assert len(h.server.connections) <= cap and st.refused == 0
                 await h.still_served()
-                # Refusals are logged, but sparsely: a flood must not flood the log.
-                refusals = [e for e in events(h.sink) if e["event"] == "transport.refused"]
-                assert 1 <= len(refusals) <= 20 and refusals[-1]["limit"] == cap
+                # Evictions are logged, but sparsely: a flood must not flood the log.
+                evictions = [e for e in events(h.sink) if e["event"] == "transport.evicted"]
+                assert 1 <= len(evictions) <= 20 and evictions[-1]["limit"] == cap
                 # The silent ones inside the cap are reclaimed by the handshake timeout.
                 await eventually(clock, lambda: len(h.server.connections) == 1, timeout_s=10)
             finally:
@@ -194,6 +195,59 @@ def test_thousands_of_connections_are_capped_and_honest_nodes_still_served() -> 
             _, writer = await asyncio.open_connection(*h.address)
             await eventually(clock, lambda: len(h.server.connections) == 2)
             writer.close()
+            await h.still_served()
+
+    run(main, "realtime", speed=10)
+
+
+def test_a_cap_full_of_silent_connections_does_not_lock_a_new_honest_node_out() -> None:
+    cap = 16
+
+    async def main(clock: LoopClock) -> None:
+        # A handshake timeout far beyond the test: only eviction can make room.
+        async with honest_cluster(clock, max_connections=cap, handshake_s=60.0) as h:
+            silent = [await asyncio.open_connection(*h.address) for _ in range(3 * cap)]
+            st = h.server.stats
+            await eventually(clock, lambda: st.evicted >= 2 * cap - 1, timeout_s=10)
+            assert len(h.server.connections) == cap
+            # A node worker that connects now registers (it evicts the longest idle silent one).
+            log = make_logger(clock, None)
+            client = TcpClient(*h.address, clock, log, backoff=Backoff(initial_s=0.5, seed=2))
+            late = NodeManager("late", Resources(8, 16), HeartbeatConfig(interval_s=1.0), clock, h.stats, log)
+            client.connect(late)
+            loop = asyncio.get_running_loop()
+            tasks = [loop.create_task(client.run())]
+            try:
+                async with asyncio.timeout(5):
+                    await client.wait_connected()
+                tasks.append(loop.create_task(late.run()))
+                await eventually(clock, lambda: late.state is NodeState.RUNNING, timeout_s=10)
+                assert client.stats.reconnects == 0 and st.refused == 0
+                h.nodes.append(late)
+                # More silent connections now evict only silent ones: both registered ones stay.
+                silent += [await asyncio.open_connection(*h.address) for _ in range(cap)]
+                await eventually(clock, lambda: st.evicted >= 3 * cap, timeout_s=10)
+                await h.still_served()
+                assert client.stats.reconnects == 0
+            finally:
+                late.stop()
+                for t in tasks:
+                    t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                for _, w in silent:
+                    w.close()
+
+    run(main, "realtime", speed=10)
+
+
+def test_a_cap_full_of_registered_connections_refuses_the_newcomer() -> None:
+    async def main(clock: LoopClock) -> None:
+        # The honest nodes share one (registered) connection, which fills the cap of 1.
+        async with honest_cluster(clock, max_connections=1) as h:
+            reader, writer = await asyncio.open_connection(*h.address)
+            assert await hung_up(reader, 3)
+            writer.close()
+            assert h.server.stats.refused == 1 and h.server.stats.evicted == 0
             await h.still_served()
 
     run(main, "realtime", speed=10)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -39,8 +40,8 @@ class TransportStats:
     """Totals over every connection of one side (one process)."""
 
     __slots__ = (
-        "bad_frames", "bytes_in", "bytes_out", "connections", "frames_in", "frames_out",
-        "handshake_timeouts", "reconnects", "refused",
+        "bad_frames", "bytes_in", "bytes_out", "connections", "evicted", "frames_in",
+        "frames_out", "handshake_timeouts", "reconnects", "refused",
     )
 
     def __init__(self) -> None:
@@ -51,8 +52,10 @@ class TransportStats:
         self.bytes_out = 0
         self.bad_frames = 0
         self.reconnects = 0
-        # Server side: connections refused over the cap, and closed for not registering in time.
+        # Server side: refused over the cap (every slot registered), evicted for a newcomer (not
+        # registered, idlest), and closed for not registering in time.
         self.refused = 0
+        self.evicted = 0
         self.handshake_timeouts = 0
 
     def snapshot(self) -> dict[str, int]:
@@ -219,6 +222,9 @@ class _ServerConnection(_Connection):
     credentials, or only talks nonsense the RM rejects) holds a connection slot for a bounded time.
     Messages before admission still reach the RM, which refuses what an unregistered link may not
     do (heartbeats for a machine id not registered on that link get ``resync``).
+
+    At the cap a newcomer takes the slot of the unadmitted connection idle longest (no bytes in),
+    so floods and slowloris cannot lock honest nodes out; an admitted one is never evicted.
     """
 
     def __init__(self, server: TcpServer) -> None:
@@ -231,6 +237,15 @@ class _ServerConnection(_Connection):
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
         server = self._server
+        if len(server.connections) >= server.max_connections and server.unadmitted:
+            victim = next(iter(server.unadmitted))  # the longest idle, not yet registered
+            n = server.stats.evicted = server.stats.evicted + 1
+            if n & (n - 1) == 0 or n % 1000 == 0:  # sparsely, as refusals
+                self._log.warning("transport.evicted", peer=victim.peer, limit=server.max_connections,
+                                  evicted_total=n)
+            victim.abort()  # asyncio calls its connection_lost later; the slot is free now
+            server.connections.discard(victim)
+            del server.unadmitted[victim]
         if len(server.connections) >= server.max_connections:
             server.stats.refused += 1
             n = server.stats.refused
@@ -241,6 +256,7 @@ class _ServerConnection(_Connection):
             self.abort()
             return
         server.connections.add(self)
+        server.unadmitted[self] = None
         self._log.info("transport.connected", peer=self.peer)
         if server.handshake_timeout_s is not None:
             # Wall time on purpose: this protects the socket, whatever the emulated clock does.
@@ -248,9 +264,15 @@ class _ServerConnection(_Connection):
                 server.handshake_timeout_s, self._handshake_expired
             )
 
+    def data_received(self, data: bytes) -> None:
+        if self in self._server.unadmitted:
+            self._server.unadmitted.move_to_end(self)  # least recently active first: eviction order
+        super().data_received(data)
+
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
         self._server.connections.discard(self)
+        self._server.unadmitted.pop(self, None)
         if self._handshake_timer is not None:
             self._handshake_timer.cancel()
 
@@ -272,6 +294,7 @@ class _ServerConnection(_Connection):
     def send(self, channel: int, msg: Any) -> None:
         if not self.admitted and isinstance(msg, RegisterResponse) and msg.action == "normal":
             self.admitted = True
+            self._server.unadmitted.pop(self, None)
             if self._handshake_timer is not None:
                 self._handshake_timer.cancel()
                 self._handshake_timer = None
@@ -320,6 +343,8 @@ class TcpServer:
         self.handshake_hold = False
         self.stats = TransportStats()
         self.connections: set[_ServerConnection] = set()
+        # Connections no node has registered on yet, least recently active first (eviction order).
+        self.unadmitted: OrderedDict[_ServerConnection, None] = OrderedDict()
         # Wall seconds spent decoding each frame, when measuring the RM's costs.
         self.decode_cost: LogHistogram | None = None
         self._server: asyncio.Server | None = None
