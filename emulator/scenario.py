@@ -224,7 +224,8 @@ class TransportConfig(Base, kw_only=True):
     workers: Count = 1
     max_frame_bytes: Annotated[int, msgspec.Meta(ge=64)] = 1 << 20
     # tcp: wall seconds a connection may stay open without a node registering on it (slowloris),
-    # and connections the RM accepts at once (more are refused and logged). See docs/security.md.
+    # and connections the RM holds at once (a newcomer evicts the longest-idle unregistered one;
+    # refused only when all are registered). See docs/security.md.
     handshake_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=3600)] = 10.0
     max_connections: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] = 1024
 

@@ -78,6 +78,29 @@ def test_an_idle_node_removed_while_stalled_is_told_to_register_again() -> None:
     assert s["registrations"] == 21
 
 
+def test_a_stale_registration_answered_during_a_stall_does_not_steal_a_reused_id() -> None:
+    # X rejoins just before a long stall: the RM's answer (machine id m) waits in X's backlog while
+    # X is removed for the stall and m goes to Y. When X resumes it briefly takes m from that stale
+    # answer, then re-registers; Y must still get the liveness addressed to m.
+    x, y = "node-0-00003", "node-0-00011"
+    faults = [
+        {"kind": "crash", "at_s": 10, "nodes": [x], "rejoin_after_s": 49.96},
+        {"kind": "crash", "at_s": 10, "nodes": [y], "rejoin_after_s": 65},
+        {"kind": "pause", "at_s": 60, "nodes": [x], "duration_s": 25},
+    ]
+    data = ring_scenario(
+        nodes=20, faults=faults, ring={"grace_s": 9.0}, duration_s=150, job_count=1, loop=False
+    )
+    data["transport"] = {"latency_s": 0.05}
+    outcome = run_blocking(scenario_from_dict(data, "<test>"))
+    by = {n.address: n for n in outcome.nodes}
+    ny = by[y]
+    assert outcome.extra["peers"].receiver(ny.machine_id) is ny.monitor
+    assert by[x].machine_id in outcome.rm.cluster.nodes and ny.machine_id in outcome.rm.cluster.nodes
+    # No watcher keeps suspecting a live node whose liveness went to nobody.
+    assert outcome.extra["membership"].stats.refuted <= 3  # 18 when it went to nobody
+
+
 def test_pause_shorter_than_grace_keeps_the_node() -> None:
     fault = {"kind": "pause", "at_s": 40, "nodes": ["node-0-00007"], "duration_s": 8}
     _, s = run_ring(nodes=50, faults=[fault], ring={"grace_s": 9.0}, duration_s=90)

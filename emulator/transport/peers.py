@@ -19,7 +19,8 @@ class MemoryPeers:
         self._clock = clock
         self._latency = latency_s
         self._rng = random.Random(f"{seed}:peers")
-        self._bound: dict[int, PeerReceiver] = {}
+        # Binders per id, latest last (ids are reused: the smallest free one goes to a new node).
+        self._bound: dict[int, list[PeerReceiver]] = {}
         self.loss = 0.0
         self.sent = 0
         self.lost = 0
@@ -31,11 +32,21 @@ class MemoryPeers:
         self.loss = fraction
 
     def bind(self, machine_id: int, receiver: PeerReceiver) -> None:
-        self._bound[machine_id] = receiver
+        self._bound.setdefault(machine_id, []).append(receiver)
 
     def unbind(self, machine_id: int, receiver: PeerReceiver) -> None:
-        if self._bound.get(machine_id) is receiver:
-            del self._bound[machine_id]
+        # A stale claimant (a node acting on a registration answer the RM has since revoked, and
+        # whose id went to another node) leaving must not cut off the id's current owner.
+        stack = self._bound.get(machine_id)
+        if stack is not None and receiver in stack:
+            stack.remove(receiver)
+            if not stack:
+                del self._bound[machine_id]
+
+    def receiver(self, machine_id: int) -> PeerReceiver | None:
+        """Who gets messages for ``machine_id``: the latest of its binders still bound."""
+        stack = self._bound.get(machine_id)
+        return stack[-1] if stack else None
 
     def send(self, dst: int, msg: Any) -> None:
         self.sent += 1
@@ -49,7 +60,8 @@ class MemoryPeers:
 
     def _deliver(self, dst: int, msg: Any) -> None:
         # Resolved at delivery: a message to an id whose owner crashed goes nowhere.
-        receiver = self._bound.get(dst)
+        stack = self._bound.get(dst)
+        receiver = stack[-1] if stack else None
         if receiver is None:
             self.undeliverable += 1
             return
