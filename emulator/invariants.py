@@ -79,6 +79,8 @@ class InvariantChecker:
     def summary(self) -> dict[str, int]:
         return {
             "invariant_checks": self.checks,
+            # Samples at which membership had settled and every live node's ring was compared.
+            "ring_agreement_checks": self.ring_checks,
             "tasks_submitted": sum(total for _, total in self._submitted.values()),
             "tasks_completed_once": len(self._completed),
             "tasks_lost": sum(self.lost_tasks().values()),
