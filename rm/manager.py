@@ -16,7 +16,8 @@ from ringmon.protocol import Ring, RingMessage, UnlivelinessReport
 from rm.cluster import Allocation, Cluster, NodeRecord
 from rm.config import RMConfig
 from rm.dispatcher import Dispatcher
-from rm.journal import Ended, Journal, JournalState, PoolAdded, Started, Submitted
+from rm.journal import Ended, Journal, PoolAdded, Started, Submitted
+from rm.lifecycle import COMPACT_MIN, Lives
 from rm.operations import Operation, OperationSpec, Pool, Task
 from rm.ports import Clock
 from rm.preemption import Preemptor
@@ -30,7 +31,7 @@ from rm.protocol import (
     LaunchContainers,
     Register,
 )
-from rm.recovery import Recovery, snapshot
+from rm.recovery import Recovery
 from rm.resources import EPS, ZERO, Resources
 from rm.scheduler.config import SchedulerConfig
 from rm.scheduler.drf import DRFPolicy
@@ -51,10 +52,6 @@ POLICIES: dict[str, PolicyFactory] = {
 }
 
 _US = 1e-6
-# Compact the journal when it holds this many times more records than a snapshot would.
-_COMPACT_RATIO = 4
-_COMPACT_MIN = 100_000
-
 
 class RMUnavailable(Exception):
     """The RM is down (between a crash and its recovery): clients retry later."""
@@ -102,7 +99,7 @@ class RMStats:
         self.restarts = 0
 
 
-class ResourceManager:
+class ResourceManager(Lives):
     def __init__(
         self,
         clock: Clock,
@@ -140,7 +137,7 @@ class ResourceManager:
         self.up = True
         self.epoch = 0
         self.recovery: Recovery | None = None
-        self._compact_after = _COMPACT_MIN
+        self._compact_after = COMPACT_MIN
         self.operation_submitted: list[Callable[[Operation], None]] = []
         self.operation_finished: list[Callable[[Operation], None]] = []
         self.task_completed: list[Callable[[Allocation], None]] = []
@@ -184,79 +181,6 @@ class ResourceManager:
             tg.create_task(self._command_monitor(), name="rm.commands")
             if self.preemptor is not None:
                 tg.create_task(self._preemption_loop(self.preemptor), name="rm.preemption")
-
-    def crash(self) -> None:
-        """The RM process dies: every bit of soft state is gone, queued messages with it. Only the
-        journal (if any) survives; ``recover`` starts the next life from it."""
-        if not self.up:
-            return
-        now = self.clock.now()
-        self.up = False
-        if self.recovery is not None:
-            self.recovery.cancel()
-            self.recovery = None
-        # The harness's time integrals and counters go on across lives; the state does not.
-        self.cluster.advance(now)
-        integral, policy_stats = self.cluster.integral, self.policy.stats
-        self._init_state(now)
-        self.cluster.integral, self.policy.stats = integral, policy_stats
-        self.inbound.clear()
-        self.events.clear()
-        if self.journal is not None:
-            self.journal.close()
-        self.stats.restarts += 1
-        self.log.warning("rm.crashed", epoch=self.epoch)
-        for listener in self.restarted:
-            listener()
-
-    def recover(self) -> Recovery:
-        """Start a new life: rebuild pools and operations from the journal, then wait for the
-        nodes to re-register with their containers (``rm.recovery``)."""
-        if self.up:
-            raise RuntimeError("recover() is for an RM that crashed")
-        state = self.journal.read() if self.journal is not None else JournalState()
-        self.epoch = state.epoch + 1
-        recovery = Recovery(self, state)
-        self._next_op_id = state.next_op_id
-        self._next_container_id = state.next_container_id
-        self.recovery = recovery
-        if self.journal is not None:
-            self._write_snapshot()
-        self.up = True
-        self.log.info(
-            "rm.recovered", epoch=self.epoch, operations=recovery.stats.operations,
-            waiting_containers=recovery.stats.waiting, journal_records=state.records, torn=state.torn,
-        )
-        for listener in self.recovered:
-            listener()
-        recovery.start(self.config.recovery_wait_s)
-        return recovery
-
-    def recovery_finished(self, recovery: Recovery) -> None:
-        """The wait is over: every journaled container is back or requeued; scheduling resumes."""
-        self.recovery = None
-        st = recovery.stats
-        self.log.info(
-            "rm.recovery_finished", epoch=self.epoch, claimed=st.claimed, requeued=st.requeued,
-            nodes=len(self.cluster.nodes), wait_s=round(self.clock.now() - st.started_at, 6),
-        )
-        self.request_pass()
-
-    def _journal(self, rec: Any) -> None:
-        j = self.journal
-        if j is not None and j.is_open:
-            j.append(rec)
-            if j.appended > self._compact_after:
-                self._write_snapshot()
-
-    def _write_snapshot(self) -> None:
-        """Rewrite the journal as the live state (start, recovery, and when it grew too long)."""
-        assert self.journal is not None
-        records = snapshot(self)
-        self.journal.rewrite(records)
-        if not self.journal.is_open:
-            self.journal.open()
-        self._compact_after = max(_COMPACT_MIN, _COMPACT_RATIO * len(records))
 
     # ---- inbound messages --------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from emulator.eventlog import make_logger
 from emulator.loader import ScenarioError
 from emulator.results import build_summary
 from emulator.runner import RunOutcome, run_blocking
-from rm import manager as manager_module
+from rm import lifecycle
 from rm.journal import Ended, Journal, JournalState, Started, Submitted
 from rm.manager import ResourceManager
 from rm.operations import OperationSpec
@@ -91,7 +91,7 @@ def _state_key(state: JournalState) -> tuple[Any, ...]:
 
 def test_compacted_journal_replays_to_the_live_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Compact every few hundred records: the file is rewritten many times during the run.
-    monkeypatch.setattr(manager_module, "_COMPACT_MIN", 300)
+    monkeypatch.setattr(lifecycle, "COMPACT_MIN", 300)
     summary, out = restart_run(tmp_path, faults=[], rm={"expiry_s": 60, "journal": True})
     rm = out.rm
     assert rm.journal is not None and summary["containers_completed"] > 500
