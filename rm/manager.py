@@ -195,7 +195,7 @@ class ResourceManager(Lives):
         if isinstance(msg, Heartbeat):
             return (st.heartbeat_us + st.heartbeat_per_status_us * len(msg.statuses)) * _US
         if isinstance(msg, Register):
-            return (st.register_us + st.heartbeat_per_status_us * len(msg.containers)) * _US
+            return st.register_us * _US
         return st.unliveliness_us * _US
 
     def _handle_inbound(self, item: tuple[Any, Any]) -> None:
