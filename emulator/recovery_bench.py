@@ -17,8 +17,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from emulator.loader import ScenarioError
 from emulator.results import write_results
 from emulator.runner import run_blocking
+from emulator.scenario import RMRestartFault
 from emulator.sweep import load_sweep, point
 
 COLUMNS = (
@@ -45,6 +47,8 @@ def run_recovery(path: Path, out: Path, nodes: list[int] | None, console: Consol
     for mode in cfg.modes:
         for n in nodes or cfg.nodes:
             sc = point(base, cfg, n, mode, str(path))
+            if not any(isinstance(f, RMRestartFault) for f in sc.faults):
+                raise ScenarioError(f"{path}: at `faults`: `emulator recovery` needs an `rm_restart` fault")
             run_dir = out / f"{mode}-{n}"
             run_dir.mkdir(parents=True, exist_ok=True)
             console.print(f"[bold]{sc.name}[/]: {n:,} nodes, {mode} ...")

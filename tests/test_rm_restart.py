@@ -247,3 +247,20 @@ def test_soak_scenario_at_a_tenth_of_its_size_loses_and_duplicates_nothing(tmp_p
     assert s["rm_restarts"][0]["nodes_back"] >= 95 and s["rm_restarts"][0]["containers_kept"] > 0
     assert s["crashed_nodes"] > 0 and s["nodes_lost"] > 0  # the faults did happen
     assert s["false_removals"] == 0
+
+
+def test_emulator_recovery_prints_one_row_per_cluster_size(tmp_path: Path) -> None:
+    import json
+
+    from emulator.cli import main
+
+    text = (Path(__file__).parent.parent / "scenarios" / "rm-restart.toml").read_text()
+    text = text.replace("nodes = [1000, 10000]", "nodes = [20, 40]")
+    (tmp_path / "r.toml").write_text(text)
+    assert main(["recovery", str(tmp_path / "r.toml"), "--out", str(tmp_path / "out")]) == 0
+    rows = json.loads((tmp_path / "out" / "recovery.json").read_text())
+    assert [r["nodes"] for r in rows] == [20, 40]
+    for r in rows:
+        assert r["nodes_back"] == r["nodes"] and r["containers_kept"] == r["containers_waiting"] > 0
+        assert r["tasks_lost"] == 0 and r["recovery_s"] is not None
+    assert main(["recovery", "scenarios/quickstart.toml"]) == 2  # no [sweep], no rm_restart: clear error
