@@ -26,7 +26,6 @@ from rm.protocol import (
     EXIT_SUCCESS,
     ContainerLaunch,
     Heartbeat,
-    HeartbeatResponse,
     KillContainers,
     LaunchContainers,
     Register,
@@ -354,9 +353,6 @@ class ResourceManager(Lives):
         for alloc in allocs:
             self._requeue(alloc)
         self.stats.nodes_lost += 1
-        # If it is alive after all (stalled, cut off), it must not run on as a node nobody
-        # schedules or watches: tell it to register again. A dead one never reads this.
-        node.link.send(HeartbeatResponse(action="resync", heartbeat_id=node.last_response_id))
         self.log.warning(
             "node.lost", machine_id=node.machine_id, address=node.address, reason=reason,
             requeued=len(allocs),

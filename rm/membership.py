@@ -35,6 +35,7 @@ from ringmon.protocol import (
 )
 from rm.cluster import NodeRecord
 from rm.ports import Timer
+from rm.protocol import HeartbeatResponse
 
 if TYPE_CHECKING:
     from rm.manager import ResourceManager
@@ -321,6 +322,12 @@ class MembershipService:
     def _remove(self, node: NodeRecord, reason: str) -> None:
         self._removed_at.append(self._rm.clock.now())
         self.stats.removals += 1
+        # If it is alive after all (stalled past the grace), it must not run on out of the cluster
+        # with nothing to report (delta mode): tell it to register again, on its node channel (so
+        # it comes after anything the RM said before, e.g. a registration answer it has not read).
+        resync = HeartbeatResponse(action="resync", heartbeat_id=node.last_response_id)
+        self.stats.bytes_removal += len(self._encoder.encode(resync))
+        node.link.send(resync)
         self._rm.lose_node(node, reason=reason)
 
     def _release(self) -> None:
