@@ -3,14 +3,33 @@ resumed scheduling; what the journal replay cost; how many containers were kept 
 
 from __future__ import annotations
 
+import contextlib
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from emulator.clock import wall_time
+from emulator.scenario import Scenario
 from nodemanager.node import NodeManager, NodeState
 from rm.cluster import NodeRecord
+from rm.journal import Journal
 from rm.manager import ResourceManager
 from rm.recovery import Recovery
+
+
+def scenario_journal(
+    scenario: Scenario, directory: Path | None, stack: contextlib.ExitStack[Any]
+) -> Journal | None:
+    """The RM's journal for ``scenario`` (None when it keeps none): ``rm-journal.jsonl`` in
+    ``directory``, or in a temporary directory removed when ``stack`` closes; closed with it."""
+    if not scenario.journaled:
+        return None
+    if directory is None:
+        directory = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hbemu-journal-")))
+    journal = Journal(directory / "rm-journal.jsonl", fsync=scenario.rm.journal_fsync)
+    stack.callback(journal.close)
+    return journal
 
 
 class RestartRecord:

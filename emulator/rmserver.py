@@ -10,9 +10,9 @@ per-interval counters into the time series, so h1/h2 come out as in an in-memory
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,7 +25,7 @@ from emulator.costs import RMCostMeter, efficiency
 from emulator.eventlog import make_logger
 from emulator.metrics import COLUMNS, Sampler
 from emulator.nodehost import EpochClock, HostConfig, HostReport, NodeSpec, quiet_gc
-from emulator.restarts import RestartLog
+from emulator.restarts import RestartLog, scenario_journal
 from emulator.runner import ProgressHook, RunOutcome
 from emulator.scenario import RMRestartFault, Scenario
 from emulator.topology import node_specs, phases
@@ -69,17 +69,12 @@ class _Listener:
 
 class RMProcess:
     def __init__(
-        self, scenario: Scenario, clock: LoopClock, events: IO[str] | None, journal_dir: Path | None = None
+        self, scenario: Scenario, clock: LoopClock, events: IO[str] | None, journal: Journal | None = None
     ) -> None:
-        """``journal_dir``: where the RM keeps its journal, when the scenario has one."""
+        """``journal``: the RM's durable record (``emulator.restarts.scenario_journal``)."""
         self.scenario = scenario
         self.clock = clock
         self.log = make_logger(clock, events)
-        journal = None
-        if scenario.journaled:
-            if journal_dir is None:
-                raise ValueError("this scenario journals the RM: give a journal directory")
-            journal = Journal(journal_dir / "rm-journal.jsonl", fsync=scenario.rm.journal_fsync)
         self.rm = ResourceManager(
             clock, self.log, scenario.rm, scenario.scheduler, heartbeat_mode=scenario.heartbeat.mode,
             queueing=True, journal=journal,
@@ -127,8 +122,6 @@ class RMProcess:
             for task in tasks:
                 task.cancel()
         self.meter.stop()
-        if self.rm.journal is not None:
-            self.rm.journal.close()
         self.log.info("run.finished")
 
     def _restart(self, fault: RMRestartFault) -> None:
@@ -258,15 +251,21 @@ def host_configs(
 async def run_tcp_scenario(
     scenario: Scenario, events: IO[str] | None, events_dir: Path | None, progress: ProgressHook | None
 ) -> RunOutcome:
+    with contextlib.ExitStack() as stack:
+        journal = scenario_journal(scenario, events_dir, stack)
+        return await _run_tcp(scenario, events, events_dir, progress, journal)
+
+
+async def _run_tcp(
+    scenario: Scenario, events: IO[str] | None, events_dir: Path | None, progress: ProgressHook | None,
+    journal: Journal | None,
+) -> RunOutcome:
     tc = scenario.transport
     # Everything before the epoch is set-up: workers start, build their nodes and connect.
     margin_s = 2.0 + scenario.node_count / 10_000
     epoch = time.time() + margin_s
     clock = EpochClock(asyncio.get_running_loop(), scenario.run.speed, epoch)
-    if scenario.journaled and events_dir is None:
-        with tempfile.TemporaryDirectory(prefix="hbemu-journal-") as tmp:
-            return await run_tcp_scenario(scenario, events, Path(tmp), progress)
-    proc = RMProcess(scenario, clock, events, events_dir)
+    proc = RMProcess(scenario, clock, events, journal)
     host, port = await proc.server.start(tc.host, tc.port)
     outcome = RunOutcome(scenario, proc.rm, [], proc.node_stats, proc.sampler)
     outcome.extra["restarts"] = proc.restarts
@@ -316,14 +315,15 @@ async def serve_rm(scenario: Scenario, host: str, port: int, epoch: float | None
     ``on_start(proc)`` runs before the RM serves (the status page attaches there)."""
     loop = asyncio.get_running_loop()
     clock = EpochClock(loop, scenario.run.speed, epoch if epoch is not None else time.time())
-    proc = RMProcess(scenario, clock, events, journal_dir)
-    if on_start is not None:
-        on_start(proc)
-    address = await proc.server.start(host, port)
-    print(f"rm listening on {address[0]}:{address[1]}", file=sys.stderr, flush=True)
-    started = wall_time()
-    try:
-        await proc.run(scenario.run.duration_s)
-    finally:
-        await proc.server.close()
-    return proc, wall_time() - started
+    with contextlib.ExitStack() as stack:
+        proc = RMProcess(scenario, clock, events, scenario_journal(scenario, journal_dir, stack))
+        if on_start is not None:
+            on_start(proc)
+        address = await proc.server.start(host, port)
+        print(f"rm listening on {address[0]}:{address[1]}", file=sys.stderr, flush=True)
+        started = wall_time()
+        try:
+            await proc.run(scenario.run.duration_s)
+        finally:
+            await proc.server.close()
+        return proc, wall_time() - started

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +17,7 @@ from emulator.faults import FaultInjector
 from emulator.invariants import InvariantChecker, InvariantViolation
 from emulator.metrics import Sampler
 from emulator.removals import RemovalLog
-from emulator.restarts import RestartLog, live_count
+from emulator.restarts import RestartLog, live_count, scenario_journal
 from emulator.scenario import MessageFault, RMStallFault, Scenario
 from emulator.topology import node_specs, phases
 from emulator.transport.faulty import FaultWindow, MessageFaultPlan
@@ -63,17 +63,23 @@ async def run_scenario(
 ) -> RunOutcome:
     """``journal_dir``: where the RM's journal goes when the scenario has one (default: a temporary
     directory removed after the run)."""
-    if scenario.journaled and journal_dir is None:
-        with tempfile.TemporaryDirectory(prefix="hbemu-journal-") as tmp:
-            return await run_scenario(
-                scenario, clock, events, progress, check_invariants, on_start, Path(tmp)
-            )
+    with contextlib.ExitStack() as stack:
+        journal = scenario_journal(scenario, journal_dir, stack)
+        return await _run_scenario(scenario, clock, events, progress, check_invariants, on_start, journal)
+
+
+async def _run_scenario(
+    scenario: Scenario,
+    clock: LoopClock,
+    events: IO[str] | None,
+    progress: ProgressHook | None,
+    check_invariants: bool | None,
+    on_start: StartHook | None,
+    journal: Journal | None,
+) -> RunOutcome:
     if check_invariants is None:
         check_invariants = os.environ.get("HBEMU_CHECK_INVARIANTS") == "1"
     log = make_logger(clock, events)
-    journal = None
-    if scenario.journaled and journal_dir is not None:
-        journal = Journal(journal_dir / "rm-journal.jsonl", fsync=scenario.rm.journal_fsync)
     rm = ResourceManager(
         clock, log, scenario.rm, scenario.scheduler, heartbeat_mode=scenario.heartbeat.mode,
         queueing=scenario.run.clock == "realtime"
@@ -178,9 +184,6 @@ async def run_scenario(
     except* InvariantViolation as group:
         # Raised inside a task (the sampler): surface the first violation itself, not the group.
         raise group.exceptions[0] from None
-    finally:
-        if journal is not None:
-            journal.close()
     outcome.wall_s = wall_time() - started
     if meter is not None:
         meter.stop()

@@ -137,7 +137,6 @@ class Journal:
         self._file: IO[bytes] | None = None
         # Records appended since the file was last rewritten as a snapshot (compaction trigger).
         self.appended = 0
-        self.bytes_written = 0
 
     def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -156,7 +155,6 @@ class Journal:
         if self.fsync:
             os.fsync(f.fileno())
         self.appended += 1
-        self.bytes_written += len(line)
 
     def close(self) -> None:
         if self._file is not None:
