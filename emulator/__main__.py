@@ -1,5 +1,5 @@
 import sys
 
-from emulator.cli import main
+from emulator.cli.main import main
 
 sys.exit(main())

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from emulator.clock import LoopClock, VirtualTimeLoop
-from emulator.eventlog import make_logger
-from emulator.loader import scenario_from_dict
-from emulator.scenario import Scenario
+from emulator.harness.eventlog import make_logger
+from emulator.scenario.loader import scenario_from_dict
+from emulator.scenario.schema import Scenario
+from emulator.time.clock import LoopClock, VirtualTimeLoop
 from rm.config import RMConfig
 from rm.manager import ResourceManager
 from rm.scheduler.config import SchedulerConfig

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from emulator.loader import scenario_from_dict
-from emulator.results import build_summary
-from emulator.runner import RunOutcome, run_blocking
+from emulator.harness.runner import RunOutcome, run_blocking
+from emulator.results.summary import build_summary
+from emulator.scenario.loader import scenario_from_dict
 
 INTERVAL = 3.0
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from emulator.compare import compare_table, load_summary
-from emulator.loader import scenario_from_dict
-from emulator.results import build_summary, write_results
-from emulator.runner import run_blocking
+from emulator.harness.runner import run_blocking
+from emulator.results.compare import compare_table, load_summary
+from emulator.results.summary import build_summary, write_results
+from emulator.scenario.loader import scenario_from_dict
 from rm.cluster import Cluster
 from rm.operations import Operation, OperationSpec, Pool
 from rm.resources import Resources
@@ -145,7 +145,7 @@ def test_e1_scenarios_differ_only_in_the_policy() -> None:
 
     import msgspec
 
-    from emulator.loader import load_scenario
+    from emulator.scenario.loader import load_scenario
 
     root = Path(__file__).resolve().parent.parent / "scenarios"
     plain = load_scenario(root / "e1-no-packing.toml")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from emulator.clock import LoopClock, run, wall_time
+from emulator.time.clock import LoopClock, run, wall_time
 from emulator.transport.memory import MemoryNetwork
 
 

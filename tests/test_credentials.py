@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from emulator.clock import LoopClock, run
-from emulator.eventlog import make_logger
-from emulator.loader import ScenarioError, load_scenario
+from emulator.harness.eventlog import make_logger
+from emulator.scenario.loader import ScenarioError, load_scenario
+from emulator.time.clock import LoopClock, run
 from emulator.transport.framing import FrameEncoder
 from emulator.transport.tcp import TcpClient, TcpServer
 from ringmon.protocol import Ring
@@ -157,8 +157,8 @@ def test_nodes_take_commands_only_on_the_channel_they_opened_to_the_rm() -> None
 def test_emulator_nodes_reads_the_secret_from_a_file_or_variable_not_only_the_command_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from emulator.cli import build_parser, main
-    from emulator.cli_tcp import node_configs
+    from emulator.cli.main import build_parser, main
+    from emulator.cli.processes import node_configs
 
     (tmp_path / "secret.txt").write_text(SECRET + "\n")
     base = ["nodes", "--connect", "127.0.0.1:1", "--count", "3"]

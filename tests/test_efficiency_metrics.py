@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from emulator.clock import LoopClock, VirtualTimeLoop
-from emulator.costs import LinearFit, RMCostMeter, efficiency
-from emulator.eventlog import make_logger
-from emulator.metrics import Sampler
+from emulator.harness.eventlog import make_logger
+from emulator.measure.costs import LinearFit, RMCostMeter, efficiency
+from emulator.measure.sampler import Sampler
+from emulator.time.clock import LoopClock, VirtualTimeLoop
 from nodemanager.stats import NodeStats
 from rm.manager import ResourceManager
 from rm.protocol import ContainerStatus, Heartbeat, HeartbeatResponse, Register, RegisterResponse
@@ -152,7 +152,7 @@ nodes = [10, 40, 400]
 def test_sweep_scales_the_workload_finds_limits_and_writes_plots(tmp_path: Any) -> None:
     from rich.console import Console
 
-    from emulator.sweep import largest_ok, load_sweep, point, run_sweep
+    from emulator.experiments.sweep import largest_ok, load_sweep, point, run_sweep
 
     path = tmp_path / "tiny.toml"
     path.write_text(SWEEP)
@@ -177,7 +177,7 @@ def test_sweep_scales_the_workload_finds_limits_and_writes_plots(tmp_path: Any) 
 
 
 def test_tcp_needs_the_realtime_clock() -> None:
-    from emulator.loader import ScenarioError, scenario_from_dict
+    from emulator.scenario.loader import ScenarioError, scenario_from_dict
 
     with pytest.raises(ScenarioError, match=re.escape('needs `run.clock = "realtime"`')):
         scenario_from_dict({"cluster": {"nodes": [{"count": 1, "cpu": 1, "ram_gib": 1}]},

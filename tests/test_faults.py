@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from emulator.loader import ScenarioError, scenario_from_dict
-from emulator.runner import run_blocking
+from emulator.harness.runner import run_blocking
+from emulator.scenario.loader import ScenarioError, scenario_from_dict
 from rm.manager import ResourceManager
 from tests.ring_support import INTERVAL, ring_scenario, run_ring
 

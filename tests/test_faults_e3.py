@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from emulator.e3 import EXPERIMENTS, e3_scenario, run_e3
-from emulator.loader import ScenarioError
+from emulator.experiments.e3 import EXPERIMENTS, e3_scenario, run_e3
+from emulator.scenario.loader import ScenarioError
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 

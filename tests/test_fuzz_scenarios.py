@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from emulator import fuzz as fz
-from emulator.fuzz import KEYS, field_mutations, mutate, to_toml, values
-from emulator.loader import ScenarioError, load_scenario, scenario_from_dict
+from emulator.experiments import fuzz as fz
+from emulator.experiments.fuzz import KEYS, field_mutations, mutate, to_toml, values
+from emulator.scenario.loader import ScenarioError, load_scenario, scenario_from_dict
 
 BASE = tomllib.loads(fz.base_text())
 
@@ -73,7 +73,7 @@ def test_documents_written_as_toml_read_back_the_same(doc: dict[str, Any]) -> No
 
 
 def test_the_fuzz_command_loads_and_runs_inputs_with_no_crash(capsys: pytest.CaptureFixture[str]) -> None:
-    from emulator import cli
+    from emulator.cli import main as cli
 
     assert cli.main(["fuzz", "--examples", "400", "--seed", "3"]) == 0
     out = capsys.readouterr().out
@@ -87,7 +87,7 @@ def test_the_fuzz_command_loads_and_runs_inputs_with_no_crash(capsys: pytest.Cap
 def test_the_fuzz_command_reports_a_crash_and_exits_1(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from emulator import cli
+    from emulator.cli import main as cli
 
     real = fz.load_scenario
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from emulator.results import build_summary
-from emulator.runner import RunOutcome, run_blocking
+from emulator.harness.runner import RunOutcome, run_blocking
+from emulator.results.summary import build_summary
 from rm.resources import EPS
 from tests.helpers import scenario
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from emulator.invariants import InvariantChecker, InvariantViolation
-from emulator.runner import RunOutcome, run_blocking
+from emulator.harness.invariants import InvariantChecker, InvariantViolation
+from emulator.harness.runner import RunOutcome, run_blocking
 from rm.protocol import ContainerStatus, Heartbeat, LaunchContainers
 from tests.helpers import scenario
 
@@ -67,7 +67,7 @@ def test_a_second_completion_of_the_same_task_is_reported() -> None:
 def test_cli_reports_a_violation_with_exit_status_3(
     monkeypatch: pytest.MonkeyPatch, tmp_path, capsys
 ) -> None:
-    from emulator import cli
+    from emulator.cli import main as cli
 
     def broken(self: InvariantChecker) -> None:
         raise InvariantViolation("t=1.000s: node n0 allocated beyond capacity")

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from emulator.clock import LoopClock, run
-from emulator.eventlog import make_logger
+from emulator.harness.eventlog import make_logger
+from emulator.time.clock import LoopClock, run
 from ringmon.config import RingConfig
 from ringmon.membership import decode_ids
 from ringmon.protocol import (

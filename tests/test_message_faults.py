@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from emulator.results import build_summary
-from emulator.runner import run_blocking
+from emulator.harness.runner import run_blocking
+from emulator.results.summary import build_summary
 from tests.helpers import scenario
 
 WORK = {

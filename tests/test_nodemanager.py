@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from emulator.clock import LoopClock, run
-from emulator.eventlog import make_logger
+from emulator.harness.eventlog import make_logger
+from emulator.time.clock import LoopClock, run
 from nodemanager.config import HeartbeatConfig
 from nodemanager.node import NodeManager, NodeState
 from nodemanager.stats import NodeStats

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from emulator.pacing import PacedClock
+from emulator.time.pacing import PacedClock
 
 
 @pytest.mark.asyncio

@@ -8,7 +8,7 @@ import random
 import msgspec
 import pytest
 
-from emulator.loader import ScenarioError
+from emulator.scenario.loader import ScenarioError
 from rm.cluster import Cluster
 from rm.resources import Resources
 from rm.scheduler.config import PRESETS, PackingConfig, PackingParams

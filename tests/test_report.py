@@ -8,11 +8,11 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from emulator.cli import main
-from emulator.loader import scenario_from_dict
-from emulator.report import ReportError, load_run, write_compare_report, write_run_report
-from emulator.results import write_results
-from emulator.runner import run_blocking
+from emulator.cli.main import main
+from emulator.harness.runner import run_blocking
+from emulator.results.report import ReportError, load_run, write_compare_report, write_run_report
+from emulator.results.summary import write_results
+from emulator.scenario.loader import scenario_from_dict
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -73,7 +73,7 @@ def test_removals_are_counted_from_the_event_log(tmp_path: Path) -> None:
         f.write('{"t": 101.0, "event": "node.lost", "machine_id": 4}\n')
     run = load_run(d)
     assert run.removals == [100.5, 101.0]
-    from emulator.report import derived
+    from emulator.results.report import derived
 
     removals = derived(run)["removals"]
     assert sum(removals) == 2 and removals[run.series["t_s"].index(102.0)] == 2

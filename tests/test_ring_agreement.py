@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from emulator.clock import LoopClock
-from emulator.invariants import InvariantChecker, InvariantViolation
-from emulator.loader import scenario_from_dict
-from emulator.runner import RunOutcome, run_blocking
+from emulator.harness.invariants import InvariantChecker, InvariantViolation
+from emulator.harness.runner import RunOutcome, run_blocking
+from emulator.scenario.loader import scenario_from_dict
+from emulator.time.clock import LoopClock
 from nodemanager.node import NodeState
 from ringmon.membership import RingView, encode_ids
 from ringmon.protocol import Liveness, Ring, RingDelta, RingSyncRequest, RingUpdate

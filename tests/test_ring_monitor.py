@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from emulator.clock import LoopClock, run
-from emulator.eventlog import make_logger
+from emulator.harness.eventlog import make_logger
+from emulator.time.clock import LoopClock, run
 from emulator.transport.peers import MemoryPeers
 from ringmon.config import RingConfig
 from ringmon.membership import ViewCache, encode_ids

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from emulator.eventlog import make_logger
-from emulator.loader import ScenarioError
-from emulator.results import build_summary
-from emulator.runner import RunOutcome, run_blocking
+from emulator.harness.eventlog import make_logger
+from emulator.harness.runner import RunOutcome, run_blocking
+from emulator.results.summary import build_summary
+from emulator.scenario.loader import ScenarioError
 from rm import lifecycle
 from rm.journal import Ended, Journal, JournalState, Started, Submitted
 from rm.manager import ResourceManager
@@ -231,7 +231,7 @@ def test_rm_restart_without_a_journal_is_a_clear_error() -> None:
 
 
 def test_soak_scenario_at_a_tenth_of_its_size_loses_and_duplicates_nothing(tmp_path: Path) -> None:
-    from emulator.loader import load_scenario
+    from emulator.scenario.loader import load_scenario
 
     # scenarios/soak.toml (two emulated hours, every fault kind, one RM restart) with 100 nodes and
     # a tenth of the work; `make soak` runs it whole.
@@ -252,7 +252,7 @@ def test_soak_scenario_at_a_tenth_of_its_size_loses_and_duplicates_nothing(tmp_p
 def test_emulator_recovery_prints_one_row_per_cluster_size(tmp_path: Path) -> None:
     import json
 
-    from emulator.cli import main
+    from emulator.cli.main import main
 
     text = (Path(__file__).parent.parent / "scenarios" / "rm-restart.toml").read_text()
     text = text.replace("nodes = [1000, 10000]", "nodes = [20, 40]")

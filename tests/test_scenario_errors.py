@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from emulator.cli import main
+from emulator.cli.main import main
 
 GOOD = """
 [cluster]

@@ -7,10 +7,10 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from emulator.cli import main
-from emulator.loader import load_scenario
-from emulator.results import build_summary, write_results
-from emulator.runner import run_blocking
+from emulator.cli.main import main
+from emulator.harness.runner import run_blocking
+from emulator.results.summary import build_summary, write_results
+from emulator.scenario.loader import load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from emulator.abuse import hostile_payload
-from emulator.clock import LoopClock, run
-from emulator.eventlog import make_logger
+from emulator.experiments.abuse import hostile_payload
+from emulator.harness.eventlog import make_logger
+from emulator.time.clock import LoopClock, run
 from emulator.transport.tcp import Backoff, TcpClient, TcpServer
 from nodemanager.config import HeartbeatConfig
 from nodemanager.node import NodeManager, NodeState

@@ -11,8 +11,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from emulator.clock import LoopClock, run
-from emulator.eventlog import make_logger
+from emulator.harness.eventlog import make_logger
+from emulator.time.clock import LoopClock, run
 from emulator.transport.framing import HEADER, FrameEncoder
 from emulator.transport.tcp import Backoff, TcpClient, TcpServer
 from nodemanager.config import HeartbeatConfig

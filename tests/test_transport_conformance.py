@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from emulator.clock import LoopClock, run
-from emulator.eventlog import make_logger
+from emulator.harness.eventlog import make_logger
+from emulator.time.clock import LoopClock, run
 from emulator.transport.memory import MemoryNetwork
 from emulator.transport.tcp import TcpClient, TcpServer
 from ringmon.protocol import Ring, RingUpdate, UnlivelinessReport, UnlivelinessResponse

@@ -254,7 +254,7 @@ def test_run_serve_command_end_to_end(
 ) -> None:
     from pathlib import Path
 
-    from emulator.cli import main
+    from emulator.cli.main import main
 
     # The end-of-run quiescence check assumes virtual time: in real time, with the RM's queueing
     # dispatchers, a launch decided in the last instant can still be a few loop hops from its node

@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from emulator.loader import scenario_from_dict
-from emulator.scenario import Scenario
+from emulator.scenario.loader import scenario_from_dict
+from emulator.scenario.schema import Scenario
 from emulator.web.serve import serve_scenario
 from emulator.web.state import LiveRun
 

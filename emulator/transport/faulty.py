@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from emulator.clock import LoopClock
+from emulator.time.clock import LoopClock
 
 
 class FaultWindow:

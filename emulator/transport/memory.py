@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from emulator.clock import LoopClock
+from emulator.time.clock import LoopClock
 from emulator.transport.backoff import backoff_delay
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from emulator.clock import LoopClock
+from emulator.time.clock import LoopClock
 from ringmon.ports import PeerReceiver
 
 

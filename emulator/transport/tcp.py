@@ -19,7 +19,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from emulator.clock import LoopClock, wall_time
+from emulator.time.clock import LoopClock, wall_time
 from emulator.transport.backoff import Backoff
 from emulator.transport.framing import (
     DEFAULT_MAX_FRAME_BYTES,

@@ -9,10 +9,10 @@ from pathlib import Path
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from emulator.prom import make_registry
 from emulator.web import api, live
 from emulator.web.control import Controller
 from emulator.web.keys import CONTROLLER, LIVE, PUSH_INTERVAL_S, REGISTRY, STOPPING
+from emulator.web.prom import make_registry
 from emulator.web.state import LiveRun
 
 STATIC = Path(__file__).parent / "static"

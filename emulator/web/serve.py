@@ -15,9 +15,9 @@ from typing import Any
 
 import msgspec
 
-from emulator.pacing import PacedClock
-from emulator.runner import ProgressHook, RunOutcome, run_scenario
-from emulator.scenario import Scenario
+from emulator.harness.runner import ProgressHook, RunOutcome, run_scenario
+from emulator.scenario.schema import Scenario
+from emulator.time.pacing import PacedClock
 from emulator.web.app import make_app, start_server
 from emulator.web.events import EventTap
 from emulator.web.state import LiveRun
@@ -80,7 +80,7 @@ async def serve_scenario(
 
 def serve_blocking(scenario: Scenario, host: str, port: int, **kwargs: Any) -> tuple[RunOutcome, LiveRun]:
     """Run ``serve_scenario`` on a fresh real-time loop (uvloop when available); Ctrl-C stops it."""
-    from emulator.clock import new_event_loop
+    from emulator.time.clock import new_event_loop
 
     with asyncio.Runner(loop_factory=lambda: new_event_loop("realtime")) as runner:
         return runner.run(serve_scenario(scenario, host, port, **kwargs))
@@ -90,9 +90,9 @@ def run_served(args: Any, scenario: Scenario, out: Path, console: Any) -> int:
     """The ``run --serve`` path of the CLI: serve, run, write results and the report, linger."""
     from rich.console import Console
 
-    from emulator.progress import RunProgress, summary_table
-    from emulator.report import write_run_report
-    from emulator.results import write_results
+    from emulator.results.console import RunProgress, summary_table
+    from emulator.results.report import write_run_report
+    from emulator.results.summary import write_results
     from emulator.web.app import parse_bind
 
     try:

@@ -13,10 +13,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from emulator.metrics import COLUMNS
-from emulator.pacing import PacedClock
-from emulator.runner import RunOutcome
-from emulator.scenario import Scenario
+from emulator.harness.runner import RunOutcome
+from emulator.measure.sampler import COLUMNS
+from emulator.scenario.schema import Scenario
+from emulator.time.pacing import PacedClock
 from emulator.web.events import EventBuffer
 
 # Per-interval columns the page adds to the sampler's: RM busy fraction (emulated service time

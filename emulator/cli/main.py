@@ -1,0 +1,271 @@
+"""`emulator` command line: run, validate, bench."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from rich.console import Console
+
+from emulator.cli.fuzz import add_command as add_fuzz_command
+from emulator.cli.processes import add_commands as add_tcp_commands
+from emulator.experiments.efficiency import add_command as add_efficiency_command
+from emulator.experiments.recovery import add_command as add_recovery_command
+from emulator.experiments.sweep import add_command as add_sweep_command
+from emulator.harness.invariants import InvariantViolation
+from emulator.scenario.loader import ScenarioError, load_scenario
+
+
+def _parse_set(item: str) -> tuple[str, Any]:
+    """``a.b=VALUE`` where VALUE is a TOML value; bare words are taken as strings."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key.strip():
+        raise ScenarioError(f"--set {item!r}: expected KEY=VALUE, e.g. scheduler.policy=fifo")
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return key.strip(), value
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = dict(_parse_set(item) for item in getattr(args, "set", None) or [])
+    if getattr(args, "seed", None) is not None:
+        out["run.seed"] = args.seed
+    if getattr(args, "duration", None) is not None:
+        out["run.duration_s"] = args.duration
+    return out
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from emulator.harness.runner import run_blocking
+    from emulator.results.console import RunProgress, summary_table
+    from emulator.results.summary import write_results
+
+    scenario = load_scenario(args.scenario, _overrides(args))
+    console = Console(stderr=True, quiet=args.quiet)
+    out = Path(args.out) if args.out else Path("runs") / Path(args.scenario).stem
+    out.mkdir(parents=True, exist_ok=True)
+    if args.serve is not None:
+        from emulator.web.serve import run_served
+
+        return run_served(args, scenario, out, console)
+    console.print(
+        f"[bold]{scenario.name or args.scenario}[/]: {scenario.node_count} nodes, "
+        f"{scenario.heartbeat.mode} heartbeats every {scenario.heartbeat.interval_s:g}s, "
+        f"{scenario.scheduler.policy}, {scenario.run.duration_s:g}s emulated ({scenario.run.clock})"
+    )
+    check = True if args.check_invariants else None
+    if args.quiet:
+        outcome = run_blocking(scenario, out / "events.jsonl", check_invariants=check)
+    else:
+        with RunProgress(scenario.run.duration_s, console) as bar:
+            outcome = run_blocking(scenario, out / "events.jsonl", bar.update, check_invariants=check)
+    summary = write_results(outcome, out)
+    from emulator.results.report import write_run_report
+
+    report = write_run_report(out)
+    Console(quiet=args.quiet).print(summary_table(summary, outcome.wall_s))
+    console.print(f"results in {out}/ (summary.json, timeseries.csv, events.jsonl, {report.name}, *.png)")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from emulator.results.report import ReportError, write_compare_report, write_run_report
+
+    try:
+        if len(args.dirs) == 1 and args.out is None:
+            path = write_run_report(Path(args.dirs[0]))
+        else:
+            out = Path(args.out or "compare-report.html")
+            path = write_compare_report([Path(d) for d in args.dirs], out)
+    except ReportError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"report written to {path}")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    for path in args.scenarios:
+        sc = load_scenario(path, _overrides(args))
+        print(f"{path}: ok ({sc.node_count} nodes, {len(sc.workload.operations)} operations)")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from emulator.experiments.bench import run_bench
+
+    report = run_bench(nodes=args.nodes, hours=args.hours, interval_s=args.interval)
+    if args.json:
+        sys.stdout.write(msgspec.json.format(msgspec.json.encode(report)).decode() + "\n")
+    return 0
+
+
+def cmd_e3(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from emulator.experiments.e3 import EXPERIMENTS, run_e3
+
+    console = Console(stderr=True, quiet=args.quiet)
+    modes = args.modes or list(EXPERIMENTS[args.experiment])
+    out = Path(args.out)
+    results = run_e3(
+        out, modes, Path(args.scenarios), args.nodes, progress=console.print, experiment=args.experiment
+    )
+    t = Table(title=f"E3 {args.experiment}")
+    for col in ("mode", "removed", "crashed removed", "false removals", "latency p50/p99/max s",
+                "RM msgs/node/min (quiet)", "RM membership bytes (removals)", "wall s"):
+        t.add_column(col, justify="right")
+    for mode, r in results.items():
+        lat = r["detection_latency_s"]
+        t.add_row(
+            mode, str(r["removals"]), f"{r['crashed_removed']}/{r['crashed']}", str(r["false_removals"]),
+            f"{lat['p50']}/{lat['p99']}/{lat['max']}", f"{r['quiet_rm_messages_per_node_minute']:g}",
+            f"{r['membership_bytes_removal']:,}" if r["membership_bytes_removal"] is not None else "-",
+            f"{r['wall_s']:g}",
+        )
+    Console(quiet=args.quiet).print(t)
+    (out / "e3.json").write_bytes(msgspec.json.format(msgspec.json.encode(results)) + b"\n")
+    console.print(f"results in {out}/ (removals.csv, removals.png, e3.json, one directory per mode)")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from emulator.results.compare import CompareError, compare_table, load_summary, operations_table
+
+    try:
+        summaries = [(Path(d).name or str(d), load_summary(d)) for d in args.dirs]
+        table = compare_table(summaries, args.reference)
+    except CompareError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    console = Console()
+    if not console.is_terminal:  # piped into a file: keep the columns readable
+        console = Console(width=160)
+    console.print(table)
+    if args.operations:
+        console.print(operations_table(summaries))
+    if args.html:
+        from emulator.results.report import ReportError, write_compare_report
+
+        try:
+            path = write_compare_report([Path(d) for d in args.dirs], Path(args.html))
+        except ReportError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        console.print(f"report written to {path}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="emulator", description="Cluster scheduler emulator")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("run", help="run a scenario file and write its results")
+    r.add_argument("scenario")
+    r.add_argument("--out", help="results directory (default runs/<scenario name>)")
+    r.add_argument("--seed", type=int, help="override run.seed")
+    r.add_argument("--duration", type=float, help="override run.duration_s")
+    r.add_argument(
+        "--set", action="append", metavar="KEY=VALUE",
+        help="override a scenario field, e.g. --set scheduler.policy=fifo (repeatable)",
+    )
+    r.add_argument("--quiet", action="store_true", help="no progress bar or table")
+    r.add_argument(
+        "--check-invariants", action="store_true",
+        help="check capacity, exactly-once tasks and RM/node agreement; stop on a violation",
+    )
+    r.add_argument("--serve", metavar="[HOST:]PORT",
+                   help="watch the run live on a status page (real time; default host 127.0.0.1)")
+    r.add_argument("--allow-control", action="store_true",
+                   help="with --serve: let the page pause the run and crash or pause nodes")
+    r.add_argument("--speed", type=float,
+                   help="with --serve: emulated seconds per wall second (default: the scenario's "
+                   "speed for a realtime scenario, else 20)")
+    r.add_argument("--linger", type=float, metavar="SECONDS",
+                   help="with --serve: keep serving this long after the run (default: until Ctrl-C)")
+    r.set_defaults(func=cmd_run)
+
+    rp = sub.add_parser("report", help="write report.html for one results directory, or a "
+                        "side-by-side report of several")
+    rp.add_argument("dirs", nargs="+", help="results directories of `emulator run`")
+    rp.add_argument("--out", help="output file (several dirs: default compare-report.html)")
+    rp.set_defaults(func=cmd_report)
+
+    v = sub.add_parser("validate", help="check scenario files without running them")
+    v.add_argument("scenarios", nargs="+")
+    v.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field")
+    v.set_defaults(func=cmd_validate)
+
+    c = sub.add_parser("compare", help="print result directories side by side")
+    c.add_argument("dirs", nargs="+", metavar="DIR", help="results directories (summary.json inside)")
+    c.add_argument(
+        "--reference", choices=["thesis-e1"],
+        help="add reference columns (thesis-e1: seed 000 Table 4.3, without / with packing)",
+    )
+    c.add_argument("--operations", action="store_true", help="also the per-operation shares")
+    c.add_argument("--html", metavar="FILE", help="also write a side-by-side report (charts + PNGs)")
+    c.set_defaults(func=cmd_compare)
+
+    b = sub.add_parser("bench", help="measure the emulator's own speed and memory")
+    b.add_argument("--nodes", type=int, default=1000)
+    b.add_argument("--hours", type=float, default=1.0)
+    b.add_argument("--interval", type=float, default=3.0)
+    b.add_argument("--json", action="store_true", help="also print the figures as JSON")
+    b.set_defaults(func=cmd_bench)
+
+    e = sub.add_parser("e3", help="the crash experiment (E3) in every failure-detection mode, with a plot")
+    e.add_argument(
+        "--experiment", choices=["crash", "rack", "stalls"], default="crash",
+        help="crash: 5%% of 7,500 nodes crash (4 modes); rack: 20 consecutive ids; stalls: no crash",
+    )
+    e.add_argument("--out", default="runs/e3", help="results directory (default runs/e3)")
+    e.add_argument("--modes", nargs="+", help="subset of the experiment modes (ring, paper-ring, ...)")
+    e.add_argument("--nodes", type=int, help="scale the cluster (and the jobs) to this many nodes")
+    e.add_argument("--scenarios", default="scenarios", help="directory holding the e3-*.toml files")
+    e.add_argument("--quiet", action="store_true")
+    e.set_defaults(func=cmd_e3)
+    a = sub.add_parser("abuse", help="honest TCP nodes' h1 without vs with a hostile client")
+    a.add_argument("scenario", help="a TCP scenario, e.g. scenarios/abuse.toml")
+    a.add_argument("--out", type=Path, help="also write the figures to this JSON file")
+    a.set_defaults(func=cmd_abuse)
+    add_tcp_commands(sub)
+    add_sweep_command(sub)
+    add_efficiency_command(sub)
+    add_recovery_command(sub)
+    add_fuzz_command(sub)
+    return p
+
+
+def cmd_abuse(args: argparse.Namespace) -> int:
+    from emulator.experiments.abuse import compare, write_figures
+
+    scenario = load_scenario(args.scenario)
+    if scenario.transport.kind != "tcp":
+        raise ScenarioError(f"{args.scenario}: at `transport.kind`: `emulator abuse` needs \"tcp\"")
+    write_figures(compare(scenario), args.out)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except ScenarioError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except InvariantViolation as err:
+        print(f"invariant violated: {err}", file=sys.stderr)
+        return 3
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

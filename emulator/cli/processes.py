@@ -1,0 +1,223 @@
+"""`emulator rm` and `emulator nodes`: the RM and the NodeManagers as separate processes (TCP)."""
+
+from __future__ import annotations
+
+import argparse
+import random
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from emulator.harness.nodehost import HostConfig, HostReport, NodeSpec, run_workers
+from emulator.scenario.credentials import CredentialsError, read_secret
+from emulator.scenario.loader import ScenarioError, load_scenario
+from emulator.scenario.schema import Scenario
+from nodemanager.config import HeartbeatConfig
+from rm.resources import Resources
+
+
+def parse_address(text: str, flag: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ScenarioError(f"{flag}: expected HOST:PORT (e.g. 127.0.0.1:7077), got {text!r}")
+    return host or "127.0.0.1", int(port)
+
+
+def _realtime(scenario: Scenario, source: str) -> None:
+    if scenario.run.clock != "realtime":
+        raise ScenarioError(f'{source}: at `run.clock`: separate processes need "realtime"')
+
+
+def cmd_rm(args: argparse.Namespace) -> int:
+    from emulator.harness.rmserver import serve_rm
+    from emulator.harness.runner import RunOutcome
+    from emulator.results.console import summary_table
+    from emulator.results.summary import write_results
+    from emulator.time.clock import run
+
+    host, port = parse_address(args.listen, "--listen")
+    overrides: dict[str, Any] = {"run.clock": "realtime"}
+    if args.duration is not None:
+        overrides["run.duration_s"] = args.duration
+    scenario = load_scenario(args.scenario, overrides)
+    out = Path(args.out) if args.out else Path("runs") / f"{Path(args.scenario).stem}-rm"
+    out.mkdir(parents=True, exist_ok=True)
+
+    async def main(_: Any) -> RunOutcome:
+        live = server = None
+        if args.serve is not None:
+            from emulator.web.app import make_app, parse_bind, start_server
+            from emulator.web.events import EventTap
+            from emulator.web.state import LiveRun
+
+            web_host, web_port = parse_bind(args.serve)
+            live = LiveRun(scenario)  # read-only: an RM alone has no nodes to crash from the page
+            server = await start_server(make_app(live), web_host, web_port)
+            print(f"status page: {server.url}", file=sys.stderr, flush=True)
+
+        def attach(proc: Any) -> None:
+            if live is not None:
+                live.attach(RunOutcome(scenario, proc.rm, [], proc.node_stats, proc.sampler))
+
+        try:
+            with (out / "events.jsonl").open("w", encoding="utf-8") as sink:
+                tap: Any = sink if live is None else EventTap(live.events, sink)
+                proc, wall = await serve_rm(scenario, host, port, args.start_at, tap, on_start=attach,
+                                              journal_dir=out)
+        finally:
+            if live is not None:
+                live.finish()
+            if server is not None:
+                await server.close()
+        outcome = RunOutcome(scenario, proc.rm, [], proc.node_stats, proc.sampler, wall_s=wall)
+        outcome.extra["costs"] = proc.costs()
+        # h1 needs the nodes' counters: see the `emulator nodes` table.
+        outcome.extra["efficiency"] = {"h1": None, "h2": proc.rm_side_h2()}
+        return outcome
+
+    outcome = run(main, "realtime", scenario.run.speed)
+    summary = write_results(outcome, out)
+    Console(quiet=args.quiet, width=140).print(summary_table(summary, outcome.wall_s))
+    Console(quiet=args.quiet, width=140).print(costs_table(summary["costs"]))
+    print(f"results in {out}/ (node-side counters are in the `emulator nodes` output)", file=sys.stderr)
+    return 0
+
+
+def node_configs(args: argparse.Namespace, host: str, port: int) -> list[HostConfig]:
+    from emulator.harness.rmserver import split
+    from emulator.scenario.topology import node_specs, phases
+
+    if args.scenario:
+        sc = load_scenario(args.scenario, {"run.clock": "realtime"})
+        specs_all = node_specs(sc)
+        phase_all = phases(sc, len(specs_all))
+        stop = args.first_id + args.count
+        if stop > len(specs_all):
+            raise ScenarioError(
+                f"{args.scenario}: --first-id {args.first_id} + --count {args.count} exceeds its "
+                f"{len(specs_all)} nodes"
+            )
+        specs = [
+            NodeSpec(a, r, p)
+            for (a, r), p in zip(
+                specs_all[args.first_id : stop], phase_all[args.first_id : stop], strict=True
+            )
+        ]
+        hb, speed, duration = sc.heartbeat, sc.run.speed, sc.run.duration_s
+        credentials, seed, interval = sc.rm.credentials, sc.run.seed, sc.sample_interval_s
+    else:
+        hb = HeartbeatConfig(mode=args.mode, interval_s=args.interval)
+        prefix = args.name_prefix or socket.gethostname()
+        rng = random.Random(f"{args.first_id}:phase")
+        specs = [
+            NodeSpec(f"{prefix}-{args.first_id + i:06d}", Resources(args.cpu, args.ram_gib),
+                     rng.uniform(0, hb.interval_s))
+            for i in range(args.count)
+        ]
+        speed, duration, seed, interval = args.speed, None, 0, hb.interval_s
+        credentials = _node_secret(args)
+    if args.duration is not None:
+        duration = args.duration
+    return [
+        HostConfig(host=host, port=port, nodes=chunk, heartbeat=hb, credentials=credentials, speed=speed,
+                   epoch=args.start_at, duration_s=duration, sample_interval_s=interval, seed=seed + i)
+        for i, chunk in enumerate(split(specs, args.workers))
+        if chunk
+    ]
+
+
+def _node_secret(args: argparse.Namespace) -> str:
+    """The shared secret from --credentials-env / --credentials-file (or, visible to anyone who
+    can list processes, --credentials)."""
+    given = [f for f in ("credentials", "credentials_env", "credentials_file") if getattr(args, f)]
+    if len(given) > 1:
+        raise ScenarioError("give the shared secret one way only: --credentials, --credentials-env or "
+                            "--credentials-file")
+    try:
+        return args.credentials or read_secret(args.credentials_env, args.credentials_file, Path.cwd(),
+                                               names=("--credentials-env", "--credentials-file"))
+    except CredentialsError as err:
+        raise ScenarioError(f"emulator nodes: {err}") from None
+
+
+def cmd_nodes(args: argparse.Namespace) -> int:
+    host, port = parse_address(args.connect, "--connect")
+    if port == 0:
+        raise ScenarioError("--connect: the RM's port is needed (it prints it when it starts)")
+    configs = node_configs(args, host, port)
+    try:
+        reports = run_workers(configs)
+    except RuntimeError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    Console(quiet=args.quiet, width=140).print(workers_table(reports))
+    return 0
+
+
+def workers_table(reports: list[HostReport]) -> Table:
+    t = Table(title="node worker processes")
+    for col in ("worker", "nodes", "hb sent", "responses", "h1 (node side)", "lateness p99 s",
+                "RSS MiB", "KiB / node", "CPU s", "reconnects"):
+        t.add_column(col, justify="right")
+    for i, r in enumerate(reports):
+        # Whole intervals only: not the first (registration) nor the last (answers still due).
+        inner = r.intervals[1:-1]
+        ratios = [iv.responses / iv.sent for iv in inner if iv.sent > 0]
+        t.add_row(
+            str(i), f"{r.nodes:,}", f"{int(r.totals['heartbeats_sent']):,}",
+            f"{int(r.totals['heartbeat_responses']):,}", f"{min(ratios):.4f}" if ratios else "n/a",
+            f"{r.lateness_s['p99']:.4f}", f"{r.max_rss_kib / 1024:.0f}",
+            f"{r.max_rss_kib / max(r.nodes, 1):.1f}", f"{r.cpu_s:.1f}", str(r.transport["reconnects"]),
+        )
+    return t
+
+
+def costs_table(costs: dict[str, Any]) -> Table:
+    t = Table(title=f"RM costs (wall time, speed {costs['speed']:g})")
+    for col in ("item", "count", "mean µs", "p50 µs", "p99 µs", "max µs"):
+        t.add_column(col, justify="right")
+    for kind, h in costs["busy_us_by_type"].items():
+        t.add_row(kind, f"{int(h['count']):,}", f"{h['mean']:.2f}", f"{h['p50']:.2f}", f"{h['p99']:.2f}",
+                  f"{h['max']:.0f}")
+    t.caption = (
+        f"RM CPU {costs['rm_cpu_percent']:.1f}%, busy fraction {costs['rm_busy_fraction']:.3f}, "
+        f"{costs['rm_cost_us_per_heartbeat']} µs per heartbeat"
+    )
+    return t
+
+
+def add_commands(sub: Any) -> None:
+    r = sub.add_parser("rm", help="run the RM alone, serving nodes over TCP")
+    r.add_argument("scenario", help="scenario file (rm, scheduler, workload, run sections are used)")
+    r.add_argument("--listen", default="127.0.0.1:0", help="HOST:PORT to listen on (default 127.0.0.1:0)")
+    r.add_argument("--duration", type=float, help="override run.duration_s")
+    r.add_argument("--start-at", type=float, help="Unix time of emulated t=0 (default: now)")
+    r.add_argument("--out", help="results directory (default runs/<scenario>-rm)")
+    r.add_argument("--serve", metavar="[HOST:]PORT", help="serve the live status page (read-only)")
+    r.add_argument("--quiet", action="store_true")
+    r.set_defaults(func=cmd_rm)
+
+    n = sub.add_parser("nodes", help="host NodeManagers in worker processes, connecting to an RM")
+    n.add_argument("--connect", required=True, help="the RM's HOST:PORT")
+    n.add_argument("--count", type=int, required=True, help="number of NodeManagers")
+    n.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    n.add_argument("--first-id", type=int, default=0, help="index of the first node (several hosts)")
+    n.add_argument("--scenario", help="take nodes first-id.. and heartbeat/run settings from this file")
+    n.add_argument("--mode", choices=("periodic", "delta"), default="periodic")
+    n.add_argument("--interval", type=float, default=3.0, help="heartbeat interval, emulated s")
+    n.add_argument("--cpu", type=float, default=20.0)
+    n.add_argument("--ram-gib", type=float, default=40.0)
+    n.add_argument("--speed", type=float, default=1.0, help="emulated s per wall s (match the RM)")
+    n.add_argument("--duration", type=float, help="emulated s to run (default: until Ctrl-C)")
+    n.add_argument("--start-at", type=float, help="Unix time of emulated t=0 (match the RM)")
+    n.add_argument("--credentials", default="", help="shared secret (prefer the two options below: "
+                   "a command line is visible to every user of the machine)")
+    n.add_argument("--credentials-env", default="", metavar="VAR", help="read the secret from this variable")
+    n.add_argument("--credentials-file", default="", metavar="PATH", help="read the secret from this file")
+    n.add_argument("--name-prefix", help="node address prefix (default: host name)")
+    n.add_argument("--quiet", action="store_true")
+    n.set_defaults(func=cmd_nodes)

@@ -1,0 +1,150 @@
+"""`emulator bench`: the emulator's own speed (virtual time) and memory per NodeManager.
+
+Both heartbeat modes run the same E2-style workload in one invocation, so their ratio is
+measured under the same machine conditions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import tracemalloc
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from emulator.harness.eventlog import make_logger
+from emulator.harness.runner import run_blocking
+from emulator.scenario.loader import scenario_from_dict
+from emulator.scenario.schema import Scenario
+from emulator.time.clock import LoopClock, run
+from nodemanager.config import HeartbeatConfig
+from nodemanager.node import NodeManager
+from nodemanager.stats import NodeStats
+from rm.protocol import ContainerLaunch, LaunchContainers, RegisterResponse
+from rm.resources import Resources
+
+SLOTS_PER_NODE = 20  # E2: c = 20 containers per node
+LOAD = 0.95
+JOBS = 30
+
+
+def bench_scenario(nodes: int, hours: float, interval_s: float, mode: str) -> Scenario:
+    tasks = max(1, round(nodes * SLOTS_PER_NODE * LOAD / JOBS))
+    return scenario_from_dict(
+        {
+            "name": f"bench-{mode}",
+            "cluster": {"nodes": [{"count": nodes, "cpu": SLOTS_PER_NODE, "ram_gib": 2 * SLOTS_PER_NODE}]},
+            "heartbeat": {"mode": mode, "interval_s": interval_s},
+            "workload": {
+                "operations": [
+                    {
+                        "name": f"job{j:02d}",
+                        "pool": f"user{j:02d}",
+                        "cpu": 1,
+                        "ram_gib": 2,
+                        "job_count": tasks,
+                        "seconds_mean": 300,
+                        "seconds_deviation": 60,
+                        "submit_at_s": 10 * j,
+                        "loop": True,
+                    }
+                    for j in range(JOBS)
+                ]
+            },
+            "run": {"duration_s": hours * 3600, "seed": 1},
+        },
+        "<bench>",
+    )
+
+
+def speed(nodes: int, hours: float, interval_s: float, mode: str) -> dict[str, Any]:
+    scenario = bench_scenario(nodes, hours, interval_s, mode)
+    outcome = run_blocking(scenario)
+    wall = outcome.wall_s
+    sent = outcome.node_stats.heartbeats_sent
+    allocs = outcome.rm.stats.allocations
+    return {
+        "mode": mode,
+        "nodes": nodes,
+        "emulated_s": scenario.run.duration_s,
+        "wall_s": round(wall, 3),
+        "heartbeats": sent,
+        "heartbeats_per_wall_s": round(sent / wall),
+        "tasks_scheduled": allocs,
+        "tasks_per_wall_s": round(allocs / wall),
+        "emulated_per_wall": round(scenario.run.duration_s / wall, 1),
+    }
+
+
+class _Sink:
+    closed = False
+
+    def send(self, msg: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def memory_per_node(count: int = 5000, containers: int = SLOTS_PER_NODE) -> dict[str, float]:
+    """tracemalloc bytes per NodeManager: the object, its task, and ``containers`` running ones."""
+
+    async def main(clock: LoopClock) -> dict[str, float]:
+        log = make_logger(clock, None)
+        cfg = HeartbeatConfig(interval_s=3.0)
+        stats = NodeStats()
+        gc.collect()
+        tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        nodes = [
+            NodeManager(f"n{i}", Resources(32, 64), cfg, clock, stats, log, phase_s=1.0)
+            for i in range(count)
+        ]
+        tasks = [asyncio.get_running_loop().create_task(n.run()) for n in nodes]
+        for n in nodes:
+            n.attach(_Sink())
+        await clock.sleep(1.5)  # every node has sent Register and sleeps until its next tick
+        for i, n in enumerate(nodes):
+            n.receive(RegisterResponse(action="normal", machine_id=i + 1))
+        idle = tracemalloc.get_traced_memory()[0] - base
+        launch = tuple(ContainerLaunch(c, Resources(1, 2), 1e6) for c in range(containers))
+        for n in nodes:
+            n.receive(LaunchContainers(containers=launch))
+        busy = tracemalloc.get_traced_memory()[0] - base
+        tracemalloc.stop()
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return {
+            "nodes": count,
+            "bytes_per_idle_node": round(idle / count),
+            f"bytes_per_node_with_{containers}_containers": round(busy / count),
+        }
+
+    return run(main, "virtual")
+
+
+def run_bench(nodes: int = 1000, hours: float = 1.0, interval_s: float = 3.0) -> dict[str, Any]:
+    console = Console()
+    console.print(f"bench: {nodes} nodes x {hours:g} emulated h, {interval_s:g}s heartbeats, virtual time")
+    periodic = speed(nodes, hours, interval_s, "periodic")
+    delta = speed(nodes, hours, interval_s, "delta")
+    mem = memory_per_node()
+    t = Table(title="emulator speed (wall time of a virtual-time run)")
+    for col in ("mode", "wall s", "heartbeats", "hb / wall s", "tasks / wall s", "emulated s / wall s"):
+        t.add_column(col, justify="right")
+    for r in (periodic, delta):
+        t.add_row(
+            r["mode"], f"{r['wall_s']:.1f}", f"{r['heartbeats']:,}", f"{r['heartbeats_per_wall_s']:,}",
+            f"{r['tasks_per_wall_s']:,}", f"{r['emulated_per_wall']:,}",
+        )
+    console.print(t)
+    ratio = periodic["wall_s"] / delta["wall_s"] if delta["wall_s"] > 0 else float("inf")
+    console.print(f"wall-time ratio periodic / delta: {ratio:.2f}x")
+    console.print(
+        "memory per NodeManager (tracemalloc): "
+        + ", ".join(f"{k} = {v:,}" for k, v in mem.items() if k != "nodes")
+    )
+    return {"periodic": periodic, "delta": delta, "periodic_over_delta_wall": round(ratio, 3), "memory": mem}

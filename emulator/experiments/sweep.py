@@ -1,0 +1,267 @@
+"""`emulator sweep FILE`: one scenario over a list of node counts and heartbeat modes (E2).
+
+The file is an ordinary scenario plus a ``[sweep]`` table. Its cluster and workload describe the
+base node count; each sweep point scales the node groups and (``scale_workload``) every
+operation's ``job_count`` by n / base, as E2 does (t = n·c·l / a tasks per job). Prints a table,
+writes sweep.csv / sweep.json, a Fig. 5-style plot (h1, h2 vs nodes) and a Fig. 8-style plot
+(RM CPU vs nodes), and reports per mode the largest n with h1 and h2 >= threshold and the
+delta/periodic ratio. Real-time sweeps also print the fitted service-time model, ready to paste
+into the virtual-time variant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import csv
+import statistics
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from rich.console import Console
+from rich.table import Table
+
+from emulator.harness.runner import RunOutcome, run_blocking
+from emulator.results.summary import write_results
+from emulator.scenario.loader import ScenarioError, scenario_from_dict
+from emulator.scenario.schema import SweepConfig
+
+
+def load_sweep(path: Path) -> tuple[dict[str, Any], SweepConfig]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ScenarioError(f"{path}: no such file") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ScenarioError(f"{path}: not valid TOML: {err}") from None
+    cfg = scenario_from_dict(data, str(path)).sweep
+    if cfg is None:
+        raise ScenarioError(f"{path}: at `sweep`: a sweep file needs a [sweep] table (nodes = [...])")
+    del data["sweep"]
+    return data, cfg
+
+
+def point(base: dict[str, Any], cfg: SweepConfig, nodes: int, mode: str, source: str) -> Any:
+    """The base scenario scaled to ``nodes`` nodes in heartbeat ``mode``."""
+    data = copy.deepcopy(base)
+    groups = data["cluster"]["nodes"]
+    base_n = sum(g.get("count", 1) for g in groups)
+    factor = nodes / base_n
+    left = nodes
+    for i, g in enumerate(groups):
+        g["count"] = left if i == len(groups) - 1 else max(1, round(g.get("count", 1) * factor))
+        left -= g["count"]
+    if left < 0 or groups[-1]["count"] < 1:
+        raise ScenarioError(f"{source}: cannot split {nodes} nodes over {len(groups)} node groups")
+    if cfg.scale_workload:
+        for op in data.get("workload", {}).get("operations", []):
+            op["job_count"] = max(1, round(op["job_count"] * factor))
+    data.setdefault("heartbeat", {})["mode"] = mode
+    data["name"] = f"{data.get('name', 'sweep')}-{mode}-{nodes}"
+    return scenario_from_dict(data, source)
+
+
+def measure(outcome: RunOutcome) -> dict[str, Any]:
+    sc = outcome.scenario
+    h1, h2 = outcome.sampler.efficiency()
+    if "efficiency" in outcome.extra:  # TCP: per-interval attribution across processes
+        h1, h2 = outcome.extra["efficiency"]["h1"], outcome.extra["efficiency"]["h2"]
+    rm = outcome.rm
+    costs = outcome.extra.get("costs")
+    workers = outcome.extra.get("workers", [])
+    row: dict[str, Any] = {
+        "mode": sc.heartbeat.mode,
+        "nodes": sc.node_count,
+        "h1": h1,
+        "h2": h2,
+        "heartbeats_sent": outcome.node_stats.heartbeats_sent,
+        "heartbeats_skipped": outcome.node_stats.heartbeats_skipped,
+        "update_events": rm.stats.update_events,
+        "allocations": rm.stats.allocations,
+        "nodes_lost": rm.stats.nodes_lost,
+        "rm_queue_depth_max": rm.inbound.depth_max,
+        "rm_wait_p99_s": rm.inbound.waits.quantile(0.99),
+        "wall_s": round(outcome.wall_s, 2),
+    }
+    if costs is not None:  # real time: measured
+        row["rm_cpu_percent"] = costs["rm_cpu_percent"]
+        row["rm_busy_fraction"] = costs["rm_busy_fraction"]
+        row["rm_cost_us_per_heartbeat"] = costs["rm_cost_us_per_heartbeat"]
+        row["messages_to_rm_per_node_minute"] = costs.get("messages_to_rm_per_node_minute")
+        row["bytes_to_rm_per_node_minute"] = costs.get("bytes_to_rm_per_node_minute")
+        row["service_time_us"] = costs["service_time_us"]
+    else:  # virtual time: the service-time model's busy time is the RM's CPU
+        busy = (rm.inbound.busy_s + rm.events.busy_s) / sc.run.duration_s
+        row["rm_cpu_percent"] = round(100 * busy, 2)
+        row["rm_busy_fraction"] = round(busy, 4)
+        sent = outcome.node_stats.heartbeats_sent + outcome.node_stats.registrations
+        row["messages_to_rm_per_node_minute"] = round(sent / sc.node_count / (sc.run.duration_s / 60), 3)
+    lateness = [w["lateness_s"]["p99"] for w in workers]
+    if not lateness and outcome.node_stats.lateness.count:
+        lateness = [outcome.node_stats.lateness.quantile(0.99)]
+    row["lateness_p99_s"] = max(lateness) if lateness else None
+    return row
+
+
+def largest_ok(rows: list[dict[str, Any]], mode: str, threshold: float) -> tuple[int | None, bool]:
+    """Largest n of ``mode`` such that it and every smaller n keep h1, h2 >= threshold; and whether
+    a larger n failed (False: the true limit may be higher than the sweep went)."""
+    best = None
+    for r in sorted((r for r in rows if r["mode"] == mode), key=lambda r: r["nodes"]):
+        if r["h1"] is None or r["h2"] is None or r["h1"] < threshold or r["h2"] < threshold:
+            return best, True
+        best = r["nodes"]
+    return best, False
+
+
+def calibration(rows: list[dict[str, Any]]) -> dict[str, float] | None:
+    """Median of the per-run fitted service-time models (wall µs)."""
+    fits = [r["service_time_us"] for r in rows if r.get("service_time_us")]
+    if not fits:
+        return None
+    return {k: round(statistics.median(f[k] for f in fits), 3) for k in fits[0]}
+
+
+def plot(
+    rows: list[dict[str, Any]], modes: list[str], threshold: float, title: str, out_dir: Path
+) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colors = {"periodic": "tab:red", "delta": "tab:blue"}
+    paths = []
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    for ax, key in zip(axes, ("h1", "h2"), strict=True):
+        for mode in modes:
+            pts = sorted((r["nodes"], r[key]) for r in rows if r["mode"] == mode and r[key] is not None)
+            if pts:
+                ax.plot(*zip(*pts, strict=True), marker="o", color=colors.get(mode), label=mode)
+        ax.axhline(threshold, color="grey", linestyle=":", linewidth=1)
+        ax.set_xlabel("nodes")
+        ax.set_title(f"{key} = min_i({'m_i' if key == 'h1' else 's_i'} / n_i)")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    axes[0].set_ylabel("efficiency")
+    fig.suptitle(f"{title}: heartbeat processing (h1) and scheduler update (h2) efficiency")
+    fig.tight_layout()
+    paths.append(out_dir / f"{title}-h1-h2.png")
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for mode in modes:
+        pts = sorted((r["nodes"], r["rm_cpu_percent"]) for r in rows if r["mode"] == mode)
+        if pts:
+            ax.plot(*zip(*pts, strict=True), marker="o", color=colors.get(mode), label=mode)
+    ax.set_xlabel("nodes")
+    ax.set_ylabel("RM CPU %")
+    ax.set_title(f"{title}: RM CPU vs cluster size")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    paths.append(out_dir / f"{title}-rm-cpu.png")
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+    return paths
+
+
+def _fmt(v: Any, spec: str = ".4f") -> str:
+    if v is None:
+        return "n/a"
+    return format(v, spec) if isinstance(v, float) else f"{v:,}"
+
+
+def run_sweep(path: Path, out: Path, plots_dir: Path | None, nodes: list[int] | None,
+              modes: list[str] | None, duration: float | None, console: Console) -> dict[str, Any]:
+    base, cfg = load_sweep(path)
+    if duration is not None:
+        base.setdefault("run", {})["duration_s"] = duration
+    counts = nodes or cfg.nodes
+    use_modes = modes or list(cfg.modes)
+    out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict[str, Any]] = []
+    for n in counts:
+        for mode in use_modes:
+            sc = point(base, cfg, n, mode, str(path))
+            console.print(f"[bold]{mode}[/] {n:,} nodes ({sc.run.clock}, {sc.transport.kind}) ...", end=" ")
+            outcome = run_blocking(sc)
+            write_results(outcome, out / f"{mode}-{n}")  # summary.json + timeseries.csv per point
+            row = measure(outcome)
+            for key in ("heartbeats_sent", "heartbeats_skipped"):
+                row[key] = int(row[key])
+            rows.append(row)
+            console.print(f"h1={_fmt(row['h1'])} h2={_fmt(row['h2'])} RM CPU {row['rm_cpu_percent']:.1f}% "
+                          f"({row['wall_s']:.0f}s wall)")
+    t = Table(title=f"sweep {path.name}")
+    cols = ("mode", "nodes", "h1", "h2", "RM CPU %", "busy", "µs/hb", "msgs/node/min", "skipped",
+            "lateness p99 s", "wall s")
+    for c in cols:
+        t.add_column(c, justify="left" if c == "mode" else "right")
+    for r in rows:
+        t.add_row(r["mode"], f"{r['nodes']:,}", _fmt(r["h1"]), _fmt(r["h2"]),
+                  _fmt(r["rm_cpu_percent"], ".1f"),
+                  _fmt(r["rm_busy_fraction"], ".3f"), _fmt(r.get("rm_cost_us_per_heartbeat"), ".1f"),
+                  _fmt(r.get("messages_to_rm_per_node_minute"), ".2f"), _fmt(r["heartbeats_skipped"]),
+                  _fmt(r["lateness_p99_s"], ".4f"), _fmt(r["wall_s"], ".0f"))
+    console.print(t)
+    limits = {m: largest_ok(rows, m, cfg.threshold) for m in use_modes}
+    for m, (n_ok, bounded) in limits.items():
+        text = "none" if n_ok is None else f"{'' if bounded else '>= '}{n_ok:,}"
+        console.print(f"largest n with h1, h2 >= {cfg.threshold}: {m}: {text}")
+    ratio = None
+    if "periodic" in limits and "delta" in limits and limits["periodic"][0] and limits["delta"][0]:
+        ratio = limits["delta"][0] / limits["periodic"][0]
+        lower = "" if limits["delta"][1] else ">= "
+        console.print(f"delta / periodic: {lower}{ratio:.2f}x (paper 004: 1.88x)")
+    fit = calibration(rows)
+    speed = base.get("run", {}).get("speed", 1.0)
+    if fit is not None:
+        lines = ["[rm.service_time]  # fitted wall µs x speed " + f"{speed:g}"]
+        lines += [f"{k} = {v * speed:.3f}" for k, v in fit.items()]
+        (out / "calibration.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        console.print("service-time model (wall µs): " + ", ".join(f"{k}={v}" for k, v in fit.items()))
+        console.print(f"for the virtual-time variant at speed {speed:g}: {out / 'calibration.toml'}")
+    with (out / "sweep.csv").open("w", newline="", encoding="utf-8") as f:
+        keys = [k for k in rows[0] if k != "service_time_us"]
+        w = csv.DictWriter(f, keys, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    result = {
+        "file": str(path), "threshold": cfg.threshold, "rows": rows, "calibration_us": fit,
+        "largest_ok": {m: {"nodes": v[0], "limited_by_sweep": not v[1]} for m, v in limits.items()},
+        "delta_over_periodic": ratio,
+    }
+    (out / "sweep.json").write_bytes(msgspec.json.format(msgspec.json.encode(result)) + b"\n")
+    pdir = plots_dir or out
+    pdir.mkdir(parents=True, exist_ok=True)
+    title = base.get("name", path.stem)
+    for p in plot(rows, use_modes, cfg.threshold, title, pdir):
+        console.print(f"wrote {p}")
+    return result
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    path = Path(args.file)
+    out = Path(args.out) if args.out else Path("runs") / f"sweep-{path.stem}"
+    nodes = [int(x) for x in args.nodes.split(",")] if args.nodes else None
+    modes = args.modes.split(",") if args.modes else None
+    if modes and any(m not in ("periodic", "delta") for m in modes):
+        raise ScenarioError(f"--modes: expected periodic and/or delta, got {args.modes!r}")
+    run_sweep(path, out, Path(args.plots_dir) if args.plots_dir else None, nodes, modes, args.duration,
+              Console(width=150))
+    return 0
+
+
+def add_command(sub: Any) -> None:
+    s = sub.add_parser("sweep", help="run a scenario over node counts and heartbeat modes (E2)")
+    s.add_argument("file", help="scenario file with a [sweep] table")
+    s.add_argument("--out", help="results directory (default runs/sweep-<file>)")
+    s.add_argument("--plots-dir", help="where to write the PNGs (default: --out)")
+    s.add_argument("--nodes", help="override sweep.nodes, e.g. 1000,2000")
+    s.add_argument("--modes", help="override sweep.modes, e.g. periodic,delta")
+    s.add_argument("--duration", type=float, help="override run.duration_s")
+    s.set_defaults(func=cmd_sweep)

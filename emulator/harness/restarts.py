@@ -1,0 +1,134 @@
+"""Measuring work-preserving RM restarts: when the RM died, came back, had every node back, and
+resumed scheduling; what the journal replay cost; how many containers were kept or rerun."""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from emulator.scenario.schema import Scenario
+from emulator.time.clock import wall_time
+from nodemanager.node import NodeManager, NodeState
+from rm.cluster import NodeRecord
+from rm.journal import Journal
+from rm.manager import ResourceManager
+from rm.recovery import Recovery
+
+
+def scenario_journal(
+    scenario: Scenario, directory: Path | None, stack: contextlib.ExitStack[Any]
+) -> Journal | None:
+    """The RM's journal for ``scenario`` (None when it keeps none): ``rm-journal.jsonl`` in
+    ``directory``, or in a temporary directory removed when ``stack`` closes; closed with it."""
+    if not scenario.journaled:
+        return None
+    if directory is None:
+        directory = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hbemu-journal-")))
+    journal = Journal(directory / "rm-journal.jsonl", fsync=scenario.rm.journal_fsync)
+    stack.callback(journal.close)
+    return journal
+
+
+class RestartRecord:
+    __slots__ = (
+        "back", "crashed_at", "expected_nodes", "journal_bytes", "nodes_back_at", "recovery", "replay_wall_s",
+        "up_at",
+    )
+
+    def __init__(self, crashed_at: float) -> None:
+        self.crashed_at = crashed_at
+        self.up_at: float | None = None
+        self.expected_nodes = 0
+        self.back: set[str] = set()
+        self.nodes_back_at: float | None = None
+        self.recovery: Recovery | None = None
+        self.replay_wall_s = 0.0
+        self.journal_bytes = 0
+
+    def summary(self) -> dict[str, Any]:
+        rec = self.recovery.stats if self.recovery is not None else None
+        resumed = rec.finished_at if rec is not None else None
+        done = None
+        if self.up_at is not None and self.nodes_back_at is not None and resumed is not None:
+            done = max(self.nodes_back_at, resumed) - self.up_at
+        return {
+            "crashed_at_s": round(self.crashed_at, 6),
+            "up_at_s": _r(self.up_at),
+            "nodes_expected": self.expected_nodes,
+            "nodes_back": len(self.back),
+            # From the new RM's start: every live node re-registered, and scheduling resumed.
+            "all_nodes_back_s": _r(_minus(self.nodes_back_at, self.up_at)),
+            "scheduling_resumed_s": _r(_minus(resumed, self.up_at)),
+            "recovery_s": _r(done),
+            "journal_records": rec.journal_records if rec else 0,
+            "journal_bytes": self.journal_bytes,
+            "journal_torn": rec.torn if rec else False,
+            "replay_wall_s": round(self.replay_wall_s, 6),
+            "operations_recovered": rec.operations if rec else 0,
+            "containers_waiting": rec.waiting if rec else 0,
+            "containers_kept": rec.claimed if rec else 0,
+            "containers_rerun": rec.requeued if rec else 0,
+        }
+
+
+def _minus(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a - b
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(x, 6)
+
+
+def live_count(nodes: list[NodeManager]) -> Callable[[], int]:
+    """In-process nodes that should come back: not crashed, not shut down."""
+    return lambda: sum(1 for n in nodes if not n.crashed and n.state is not NodeState.STOPPED)
+
+
+class RestartLog:
+    """Watches one RM across its lives; ``restart(downtime_s)`` is the ``rm_restart`` fault."""
+
+    def __init__(self, rm: ResourceManager, live_nodes: Callable[[], int], network: Any) -> None:
+        """``live_nodes()``: how many nodes should come back; ``network``: the transport's RM side
+        (``drop_all()`` when the RM dies, ``listen()`` when the new one is up)."""
+        self._rm = rm
+        self._live_nodes = live_nodes
+        self._network = network
+        self.records: list[RestartRecord] = []
+        rm.node_registered.append(self._on_registered)
+
+    def restart(self, downtime_s: float) -> None:
+        rm = self._rm
+        if not rm.up:
+            return
+        rm.crash()
+        self._network.drop_all()
+        self.records.append(RestartRecord(rm.clock.now()))
+        rm.clock.call_later(downtime_s, self._up)
+
+    def _up(self) -> None:
+        rm = self._rm
+        rec = self.records[-1]
+        rec.up_at = rm.clock.now()
+        rec.expected_nodes = self._live_nodes()
+        if rm.journal is not None and rm.journal.path.exists():
+            rec.journal_bytes = rm.journal.path.stat().st_size
+        started = wall_time()
+        rec.recovery = rm.recover()
+        rec.replay_wall_s = wall_time() - started
+        self._network.listen()
+
+    def _on_registered(self, node: NodeRecord) -> None:
+        if not self.records:
+            return
+        rec = self.records[-1]
+        if rec.up_at is None or rec.nodes_back_at is not None:
+            return
+        rec.back.add(node.address)
+        if len(rec.back) >= rec.expected_nodes:
+            rec.nodes_back_at = self._rm.clock.now()
+
+    def summary(self) -> list[dict[str, Any]]:
+        return [r.summary() for r in self.records]

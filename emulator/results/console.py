@@ -1,0 +1,81 @@
+"""A rich progress bar over emulated time, plus the end-of-run summary table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from emulator.harness.runner import RunOutcome
+from emulator.time.clock import wall_time
+
+
+class RunProgress:
+    def __init__(self, duration_s: float, console: Console) -> None:
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TextColumn("t={task.completed:,.0f}/{task.total:,.0f}s"),
+            TextColumn("{task.fields[hb]:>9,.0f} hb/s"),
+            TextColumn("cpu {task.fields[cpu]:6.1%} ram {task.fields[ram]:6.1%}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        )
+        self._task = self._progress.add_task("emulating", total=duration_s, hb=0.0, cpu=0.0, ram=0.0)
+        self._last_wall = wall_time()
+        self._last_sent = 0
+
+    def __enter__(self) -> RunProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.stop()
+
+    def update(self, outcome: RunOutcome, row: tuple[float, ...]) -> None:
+        now = wall_time()
+        sent = outcome.node_stats.heartbeats_sent
+        dt = now - self._last_wall
+        if dt < 0.2:
+            return
+        rate = (sent - self._last_sent) / dt
+        self._last_wall, self._last_sent = now, sent
+        self._progress.update(self._task, completed=row[0], hb=rate, cpu=row[1], ram=row[2])
+
+
+def summary_table(summary: dict[str, Any], wall_s: float) -> Table:
+    t = Table(title=f"{summary['scenario'] or 'scenario'} — {summary['nodes']} nodes, "
+              f"{summary['heartbeat_mode']} heartbeats, {summary['policy']}")
+    t.add_column("metric")
+    t.add_column("value", justify="right")
+    keys = (
+        "cpu_utilization", "ram_utilization", "heartbeats_sent", "heartbeat_responses",
+        "update_events", "h1", "h2", "nodes_lost", "allocations", "containers_completed",
+        "tasks_requeued", "rm_queue_depth_max", "rm_wait_p99_s", "messages_to_rm_per_node_minute",
+    )
+    # Shown only when the run had them: RM restarts, and the invariant checker's task accounting.
+    keys += tuple(k for k in ("recovery_s", "tasks_lost", "tasks_duplicated") if k in summary)
+    for k in keys:
+        v = summary.get(k)
+        if isinstance(v, float):
+            text = f"{v:.2%}" if k.endswith("utilization") else f"{v:,.4g}"
+        else:
+            text = "n/a" if v is None else f"{v:,}"
+        t.add_row(k, text)
+    t.add_row("wall time (s)", f"{wall_s:.2f}")
+    ops = Table(title="operations (means over the measurement window)")
+    for col in ("name", "pool", "running", "completed", "dominant share", "fair share"):
+        ops.add_column(col, justify="left" if col in ("name", "pool") else "right")
+    for op in summary["operations"]:
+        ops.add_row(
+            op["name"], op["pool"], str(op["running_tasks"]), f"{op['completed_tasks']:,}",
+            f"{op['dominant_share']:.3f}", f"{op['fair_share']:.3f}",
+        )
+    grid = Table.grid()
+    grid.add_row(t)
+    if summary["operations"]:
+        grid.add_row(ops)
+    return grid

@@ -1,0 +1,140 @@
+"""Reading scenario files, with errors that name the file, the field path and what was expected."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from emulator.scenario.credentials import CredentialsError, resolve_credentials
+from emulator.scenario.schema import Scenario
+
+
+class ScenarioError(Exception):
+    """A scenario file cannot be used; the message is meant for the user as-is."""
+
+
+_AT = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
+
+
+def _field_type(path: str) -> Any:
+    """The declared type at a msgspec error path like ``.scheduler.policy`` or ``.faults[0].kind``;
+    a tag field of a union of structs comes back as ``Literal[tags...]``."""
+    t: Any = Scenario
+    for part in re.findall(r"\.([A-Za-z_]\w*)|\[\d+\]", path):
+        t = _unwrap(t)
+        if not part:  # an index into a list
+            args = typing.get_args(t)
+            t = args[0] if args else None
+            continue
+        members = t if isinstance(t, list) else [t]
+        if not all(isinstance(m, type) and issubclass(m, msgspec.Struct) for m in members):
+            return None
+        cfg = members[0].__struct_config__
+        if part == cfg.tag_field:
+            return typing.Literal[tuple(m.__struct_config__.tag for m in members)]
+        hints = typing.get_type_hints(members[0], include_extras=True)
+        if part not in hints:
+            return None
+        t = hints[part]
+    return _unwrap(t)
+
+
+def _unwrap(t: Any) -> Any:
+    while typing.get_origin(t) is typing.Annotated:
+        t = typing.get_args(t)[0]
+    args = typing.get_args(t)
+    if typing.get_origin(t) in (typing.Union, types.UnionType):
+        structs = [a for a in args if isinstance(a, type) and issubclass(a, msgspec.Struct)]
+        if len(structs) > 1:
+            return structs
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) == 1:
+            return _unwrap(rest[0])
+    return t
+
+
+def _choices(path: str) -> str:
+    t = _field_type(path)
+    if typing.get_origin(t) is typing.Literal:
+        return "expected one of " + ", ".join(f"`{v}`" for v in typing.get_args(t))
+    return ""
+
+
+def _explain(err: msgspec.ValidationError) -> str:
+    m = _AT.match(str(err))
+    assert m is not None
+    msg, path = m.group("msg"), m.group("path")
+    where = path.lstrip(".") if path else "(top level)"
+    msg = msg[0].lower() + msg[1:] if msg else msg
+    if path and msg.startswith(("invalid enum value", "invalid value")):
+        choices = _choices(path)
+        if choices:
+            msg = f"{msg}; {choices}"
+    return _printable(f"at `{where}`: {msg}")
+
+
+def _printable(text: str) -> str:
+    """One line, whatever odd key names the file contains."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def scenario_from_dict(
+    data: dict[str, Any], source: str = "<scenario>", base_dir: Path | None = None
+) -> Scenario:
+    """``base_dir``: where a relative ``rm.credentials_file`` is (default: the current directory)."""
+    try:
+        scenario = msgspec.convert(data, Scenario, strict=True)
+    except msgspec.ValidationError as err:
+        raise ScenarioError(f"{source}: {_explain(err)}") from None
+    try:
+        return resolve_credentials(scenario, base_dir)
+    except CredentialsError as err:
+        raise ScenarioError(f"{source}: {err}") from None
+
+
+def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> Scenario:
+    """Load and validate ``path``; ``overrides`` maps dotted field paths to values."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(f"{p}: no such file") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ScenarioError(f"{p}: cannot read: {err}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ScenarioError(f"{p}: not valid TOML: {err}") from None
+    for dotted, value in (overrides or {}).items():
+        _override(data, dotted, value, p)
+    return scenario_from_dict(data, str(p), p.parent)
+
+
+def _override(data: dict[str, Any], dotted: str, value: Any, source: Path) -> None:
+    """Set ``a.b.0.c = value``: tables by key (created if missing), arrays by index."""
+    target: Any = data
+    *parents, leaf = dotted.split(".")
+    for depth, key in enumerate([*parents, leaf]):
+        where = ".".join([*parents, leaf][: depth + 1])
+        if isinstance(target, list):
+            if not key.isdigit() or int(key) >= len(target):
+                raise ScenarioError(
+                    f"{source}: --set {dotted}: `{where}` must index the array (0..{len(target) - 1})"
+                )
+            index: Any = int(key)
+        elif isinstance(target, dict):
+            index = key
+        else:
+            raise ScenarioError(f"{source}: --set {dotted}: `{where}` is inside a value, not a table")
+        if depth == len(parents):
+            target[index] = value
+        else:
+            if isinstance(target, dict) and key not in target:
+                target[key] = {}
+            target = target[index]
