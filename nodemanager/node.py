@@ -1,16 +1,21 @@
-"""One emulated node: registers, runs containers, heartbeats (periodic or delta)."""
+"""One emulated node: registers, runs containers, heartbeats (periodic or delta).
+
+Sans-IO: everything happens in ``receive`` (a message from the RM) or in a timer callback on the
+injected clock; messages leave through the injected ``send``. The heartbeat tick is a timer on
+the node's own phase; an idle delta node (nothing to report, nothing in flight) arms no timer
+at all until something changes. Pausing, crashing and restarting the node's process are the
+harness's business (it holds the node's timers and messages while the process is stalled).
+"""
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import math
-from typing import Any
+from collections.abc import Callable
 
 from nodemanager.config import HeartbeatConfig
-from nodemanager.stats import NodeStats
-from ringmon.protocol import Ring, RingMessage, RingUpdate, UnlivelinessResponse
-from rm.ports import Clock, Link, Timer
+from nodemanager.ports import Clock, Log, MembershipAgent, Send, Timer, TimingProbe
+from nodemanager.stats import NodeCounters
 from rm.protocol import (
     EXIT_KILLED,
     EXIT_REJECTED,
@@ -23,8 +28,11 @@ from rm.protocol import (
     LaunchContainers,
     Register,
     RegisterResponse,
+    Resources,
 )
-from rm.resources import EPS, Resources
+
+# Resource comparisons tolerate float rounding of this size.
+EPS = 1e-9
 
 
 class NodeState(enum.Enum):
@@ -45,7 +53,6 @@ class _Container:
 
 class NodeManager:
     __slots__ = (
-        "_backlog",
         "_changes",
         "_clock",
         "_config",
@@ -54,24 +61,20 @@ class NodeManager:
         "_inflight",
         "_inflight_at",
         "_last_response_id",
-        "_link",
         "_log",
-        "_paused_until",
-        "_phase",
-        "_reboot",
+        "_membership",
+        "_next_tick",
         "_reported_healthy",
-        "_stalled_since",
+        "_send",
         "_stats",
+        "_tick_timer",
+        "_timing",
         "_used_cpu",
         "_used_ram",
-        "_wake",
         "address",
-        "crashed",
         "credentials",
         "machine_id",
-        "monitor",
         "resources",
-        "ring",
         "state",
     )
 
@@ -81,24 +84,32 @@ class NodeManager:
         resources: Resources,
         config: HeartbeatConfig,
         clock: Clock,
-        stats: NodeStats,
-        log: Any,
-        phase_s: float = 0.0,
+        send: Send,
+        stats: NodeCounters,
+        log: Log,
         credentials: str = "",
+        membership: MembershipAgent | None = None,
+        timing: TimingProbe | None = None,
     ) -> None:
         self.address = address
         self.resources = resources
         self.credentials = credentials
-        self.machine_id = -1
-        self.state = NodeState.NEW
-        self.ring: Ring | None = None
         self._config = config
         self._clock = clock
+        self._send = send
         self._stats = stats
         self._log = log
-        self._phase = phase_s
-        self._link: Link | None = None
+        self._membership = membership
+        self._timing = timing
         self._containers: dict[int, _Container] = {}
+        self._tick_timer: Timer | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        """A fresh process: not registered, nothing running, nothing to report."""
+        self.machine_id = -1
+        self.state = NodeState.NEW
+        self._containers.clear()
         # Latest status per container not yet acknowledged by the RM.
         self._changes: dict[int, ContainerStatus] = {}
         self._used_cpu = 0.0
@@ -108,19 +119,44 @@ class NodeManager:
         self._inflight: Heartbeat | None = None
         self._inflight_at = 0.0
         self._last_response_id = 0
-        self._wake: asyncio.Future[None] | None = None
-        # Ring monitor (ringmon.monitor.RingMonitor) when the ring is on; faults: crash, pause.
-        self.monitor: Any = None
-        self.crashed = False
-        self._reboot: asyncio.Future[None] | None = None
-        self._paused_until = -1.0
-        self._stalled_since = 0.0
-        self._backlog: list[tuple[Any, ...]] = []
+        self._next_tick = 0.0
 
-    # ---- wiring -------------------------------------------------------------------------
+    # ---- lifecycle ------------------------------------------------------------------------
 
-    def attach(self, link: Link) -> None:
-        self._link = link
+    def start(self, phase_s: float = 0.0) -> None:
+        """Register ``phase_s`` from now, then tick every interval on that phase."""
+        if self.state is NodeState.STOPPED:
+            self._reset()
+        self._next_tick = self._clock.now() + phase_s
+        self._arm(self._first_tick)
+
+    def stop(self) -> None:
+        """Shut down: kill every container, arm nothing more. Sends nothing."""
+        for container in self._containers.values():
+            container.timer.cancel()
+        self._containers.clear()
+        self._changes.clear()
+        self._used_cpu = self._used_ram = 0.0
+        self.state = NodeState.STOPPED
+        if self._tick_timer is not None:
+            self._tick_timer.cancel()
+            self._tick_timer = None
+        if self._membership is not None:
+            self._membership.leave()
+
+    def resync(self) -> None:
+        """The connection to the RM was re-established: register again with the full state."""
+        if self.state in (NodeState.RUNNING, NodeState.REGISTERING):
+            self._stats.resyncs += 1
+            self._start_registration()
+
+    def ring_removed(self) -> None:
+        """The ring monitor saw us removed from the ring while alive: register again."""
+        if self.state is NodeState.RUNNING:
+            self._stats.resyncs += 1
+            self._start_registration()
+
+    # ---- what the node knows -------------------------------------------------------------
 
     @property
     def healthy(self) -> bool:
@@ -140,60 +176,43 @@ class NodeManager:
     def used(self) -> Resources:
         return Resources(self._used_cpu, self._used_ram)
 
-    # ---- main loop ----------------------------------------------------------------------
+    # ---- the tick ------------------------------------------------------------------------
 
-    async def run(self) -> None:
-        """One life (see ``_life``); after a crash, another one each time ``rejoin`` is called."""
-        await self._life(self._phase)
-        while self._reboot is not None:
-            await self._reboot
-            self._reboot = None
-            await self._life(0.0)
+    def _arm(self, fn: Callable[[], None] | None = None) -> None:
+        """Arm the next tick at ``_next_tick`` (if none is armed)."""
+        if self._tick_timer is None:
+            delay = max(0.0, self._next_tick - self._clock.now())
+            self._tick_timer = self._clock.call_later(delay, self._tick if fn is None else fn)
 
-    async def _life(self, phase_s: float) -> None:
-        """Register, then heartbeat every interval until stopped or told to shut down.
-
-        Registration is message-driven: a tick while still registering resends ``Register``
-        once the previous attempt is older than the RPC timeout.
-        """
-        interval = self._config.interval_s
-        clock = self._clock
-        next_tick = clock.now() + phase_s
-        await clock.sleep_until(next_tick)
+    def _first_tick(self) -> None:
+        self._tick_timer = None
+        if self.state is NodeState.STOPPED:
+            return
+        self._next_tick += self._config.interval_s
         self._start_registration()
-        next_tick += interval
-        while self.state is not NodeState.STOPPED:
-            if self._idle():
-                # Delta mode with nothing to say: sleep until something changes, then report at
-                # the next tick of our own phase (no wake-ups of idle nodes at all).
-                self._wake = asyncio.get_running_loop().create_future()
-                await self._wake
-                self._wake = None
-                behind = clock.now() - next_tick
-                if behind > 0:
-                    next_tick += math.ceil(behind / interval) * interval
-                continue
-            await clock.sleep_until(next_tick)
-            while self._paused_until > clock.now():
-                await clock.sleep_until(self._paused_until)  # the stalled loop runs nothing
-            if self.state is NodeState.STOPPED:
-                break
-            late = clock.now() - next_tick
-            self._stats.lateness.add(late if late > 0 else 0.0)
-            if late > 0:
-                self._stats.lateness_sum_s += late
-                if late > self._stats.lateness_max_s:
-                    self._stats.lateness_max_s = late
-            next_tick += interval
-            if self.state is NodeState.RUNNING:
-                self._heartbeat()
-            elif (
-                self.state is NodeState.REGISTERING
-                and self._clock.now() - self._inflight_at >= self._config.effective_rpc_timeout()
-            ):
-                self._start_registration()
+        self._arm()
+
+    def _tick(self) -> None:
+        self._tick_timer = None
+        if self.state is NodeState.STOPPED:
+            return
+        now = self._clock.now()
+        late = now - self._next_tick
+        if self._timing is not None:
+            self._timing.tick(late if late > 0 else 0.0)
+        self._next_tick += self._config.interval_s
+        if self.state is NodeState.RUNNING:
+            self._heartbeat()
+        elif (
+            self.state is NodeState.REGISTERING
+            and now - self._inflight_at >= self._config.effective_rpc_timeout()
+        ):
+            self._start_registration()
+        if not self._idle():
+            self._arm()
 
     def _idle(self) -> bool:
+        """Delta mode with nothing to say: no tick is armed until something changes."""
         return (
             self._config.mode == "delta"
             and self.state is NodeState.RUNNING
@@ -203,18 +222,25 @@ class NodeManager:
         )
 
     def _touch(self) -> None:
-        """Something changed that a delta heartbeat must carry."""
-        w = self._wake
-        if w is not None and not w.done():
-            w.set_result(None)
+        """Something changed that a delta heartbeat must carry: report at the next tick of our
+        own phase (an idle node has none armed)."""
+        if self._tick_timer is not None or self.state is NodeState.STOPPED or self.state is NodeState.NEW:
+            return
+        interval = self._config.interval_s
+        behind = self._clock.now() - self._next_tick
+        if behind > 0:
+            self._next_tick += math.ceil(behind / interval) * interval
+        self._arm()
+
+    # ---- registration --------------------------------------------------------------------
 
     def _start_registration(self) -> None:
-        if self.monitor is not None:
-            self.monitor.leave()
+        if self._membership is not None:
+            self._membership.leave()
         self.state = NodeState.REGISTERING
         self._inflight = None
         self._inflight_at = self._clock.now()
-        self._touch()  # an idle delta node's loop must run to retry a lost registration
+        self._touch()  # an idle delta node must tick to retry a lost registration
         self._send(
             Register(
                 address=self.address,
@@ -225,90 +251,23 @@ class NodeManager:
             )
         )
 
-    def resync(self) -> None:
-        """The transport reconnected: register again with the full container state."""
-        if self.state in (NodeState.RUNNING, NodeState.REGISTERING):
-            self._stats.resyncs += 1
-            self._start_registration()
-
-    def stop(self) -> None:
-        """Shut down: kill every container and leave the loop. Sends nothing."""
-        for container in self._containers.values():
-            container.timer.cancel()
-        self._containers.clear()
-        self._changes.clear()
-        self._used_cpu = self._used_ram = 0.0
-        self.state = NodeState.STOPPED
-        if self.monitor is not None:
-            self.monitor.leave()
-        self._touch()
-
-    # ---- faults --------------------------------------------------------------------------
-
-    def crash(self) -> None:
-        """The process dies: no heartbeats, no liveness, no answers; ``rejoin`` restarts it."""
-        self._paused_until = -1.0
-        self._backlog.clear()
-        self.stop()
-        self.crashed = True
-        if self._reboot is None:
-            self._reboot = asyncio.get_running_loop().create_future()
-
-    def rejoin(self) -> None:
-        """Start a fresh process after a crash: it registers as a new node, with no containers."""
-        if not self.crashed or self._reboot is None:
+    def _on_register_response(self, msg: RegisterResponse) -> None:
+        if self.state is not NodeState.REGISTERING:
             return
-        self.crashed = False
-        self.state = NodeState.NEW
-        self._inflight = None
+        if msg.action == "shutdown":
+            self._log.warning("node.rejected", node=self.address, reason=msg.reason)
+            self.stop()
+            return
+        self.machine_id = msg.machine_id
+        self.state = NodeState.RUNNING
         self._last_response_id = 0
-        self._reported_healthy = self._healthy = True
-        if not self._reboot.done():
-            self._reboot.set_result(None)
-
-    def pause(self, seconds: float) -> None:
-        """The node's event loop stalls for ``seconds``: nothing it receives or that completes is
-        handled until then (containers, being processes, do finish)."""
-        if self.state is NodeState.STOPPED or seconds <= 0:
-            return
-        now = self._clock.now()
-        if self._paused_until <= now:
-            self._stalled_since = now
-            self._clock.call_later(seconds, self._resume)
-        elif now + seconds > self._paused_until:
-            self._clock.call_later(now + seconds - self._paused_until, self._resume)
-        self._paused_until = max(self._paused_until, now + seconds)
-        if self.monitor is not None:
-            self.monitor.pause()
-
-    @property
-    def paused(self) -> bool:
-        return self._paused_until > self._clock.now()
-
-    def stalled_for(self) -> float:
-        """How long the event loop has been stalled (0 while it runs)."""
-        now = self._clock.now()
-        return now - self._stalled_since if self._paused_until > now else 0.0
-
-    def _resume(self) -> None:
-        if self._paused_until > self._clock.now() or self.state is NodeState.STOPPED:
-            return
-        self._paused_until = -1.0
-        backlog, self._backlog = self._backlog, []
-        for fn, *args in backlog:
-            if self.state is not NodeState.STOPPED:
-                fn(*args)
-        if self.monitor is not None:
-            self.monitor.resume()
-        self._touch()
-
-    def ring_removed(self) -> None:
-        """The ring monitor saw us removed from the ring while alive: register again."""
-        if self.paused:
-            self._backlog.append((self.ring_removed,))
-        elif self.state is NodeState.RUNNING:
-            self._stats.resyncs += 1
-            self._start_registration()
+        self._inflight = None
+        # Registration carried our full state, including completions.
+        self._changes.clear()
+        self._reported_healthy = self._healthy
+        self._stats.registrations += 1
+        if self._membership is not None:
+            self._membership.join(self.machine_id, msg.ring)
 
     # ---- heartbeats ---------------------------------------------------------------------
 
@@ -319,14 +278,16 @@ class NodeManager:
 
     def _heartbeat(self) -> None:
         now = self._clock.now()
+        stats = self._stats
         if self._inflight is not None:
             if now - self._inflight_at < self._config.effective_rpc_timeout():
-                self._stats.heartbeats_skipped += 1
+                stats.heartbeats_skipped += 1
                 return
             # Lost or hopelessly late: send the same report again (the RM treats it as duplicate).
             self._inflight_at = now
-            self._stats.heartbeats_sent += 1
-            self._stats.mark_sent(now)
+            stats.heartbeats_sent += 1
+            if self._timing is not None:
+                self._timing.sent(now)
             self._send(self._inflight)
             return
         if self._config.mode == "delta":
@@ -346,71 +307,11 @@ class NodeManager:
         )
         self._inflight = hb
         self._inflight_at = now
-        self._stats.heartbeats_sent += 1
-        self._stats.mark_sent(now)
-        self._stats.statuses_sent += len(statuses)
+        stats.heartbeats_sent += 1
+        stats.statuses_sent += len(statuses)
+        if self._timing is not None:
+            self._timing.sent(now)
         self._send(hb)
-
-    def send_to_rm(self, msg: Any) -> None:
-        """For the ring monitor: reports and probe answers go on the node's RM connection."""
-        self._send(msg)
-
-    def _send(self, msg: Any) -> None:
-        if self._link is not None and not self._link.closed:
-            self._link.send(msg)
-
-    # ---- inbound ------------------------------------------------------------------------
-
-    def receive(self, msg: Any) -> None:
-        if self.state is NodeState.STOPPED:
-            return
-        if self.monitor is not None and isinstance(msg, RingMessage):
-            self.monitor.from_rm(msg)  # the monitor decides whether our stall delays it
-            return
-        if self._paused_until > self._clock.now():
-            self._backlog.append((self.receive, msg))
-            return
-        match msg:
-            case HeartbeatResponse():
-                self._on_heartbeat_response(msg)
-            case LaunchContainers(containers=containers):
-                if self.state is not NodeState.RUNNING:
-                    return  # pushed before our re-registration; the RM has requeued it
-                for launch in containers:
-                    self._launch(launch)
-            case KillContainers(container_ids=ids, exit_code=code):
-                for cid in ids:
-                    self._kill(cid, code)
-            case RegisterResponse():
-                self._on_register_response(msg)
-            case RingUpdate(ring=ring):
-                if self.ring is None or ring.version > self.ring.version:
-                    self.ring = ring
-            case UnlivelinessResponse(ring=ring):
-                if ring is not None and (self.ring is None or ring.version > self.ring.version):
-                    self.ring = ring
-            case _:
-                self._log.warning("node.unexpected_message", node=self.address, type=type(msg).__name__)
-
-    def _on_register_response(self, msg: RegisterResponse) -> None:
-        if self.state is not NodeState.REGISTERING:
-            return
-        if msg.action == "shutdown":
-            self._log.warning("node.rejected", node=self.address, reason=msg.reason)
-            self.stop()
-            return
-        self.machine_id = msg.machine_id
-        if msg.ring is not None:
-            self.ring = msg.ring
-        self.state = NodeState.RUNNING
-        self._last_response_id = 0
-        self._inflight = None
-        # Registration carried our full state, including completions.
-        self._changes.clear()
-        self._reported_healthy = self._healthy
-        self._stats.registrations += 1
-        if self.monitor is not None:
-            self.monitor.join(self.machine_id, msg.ring)
 
     def _on_heartbeat_response(self, msg: HeartbeatResponse) -> None:
         sent = self._inflight
@@ -430,7 +331,8 @@ class NodeManager:
         if msg.heartbeat_id != sent.heartbeat_id + 1:
             return  # a late answer to an earlier copy
         self._stats.heartbeat_responses += 1
-        self._stats.mark_answered(self._inflight_at, self._clock.now())
+        if self._timing is not None:
+            self._timing.answered(self._inflight_at, self._clock.now())
         self._inflight = None
         self._last_response_id = msg.heartbeat_id
         self._reported_healthy = sent.healthy
@@ -443,6 +345,28 @@ class NodeManager:
         for cid in msg.kill:
             self._kill(cid, EXIT_KILLED)
         self._touch()
+
+    # ---- inbound ------------------------------------------------------------------------
+
+    def receive(self, msg: object) -> None:
+        """A message from the RM (ring messages go to the ring monitor, not here)."""
+        if self.state is NodeState.STOPPED:
+            return
+        match msg:
+            case HeartbeatResponse():
+                self._on_heartbeat_response(msg)
+            case LaunchContainers(containers=containers):
+                if self.state is not NodeState.RUNNING:
+                    return  # pushed before our re-registration; the RM has requeued it
+                for launch in containers:
+                    self._launch(launch)
+            case KillContainers(container_ids=ids, exit_code=code):
+                for cid in ids:
+                    self._kill(cid, code)
+            case RegisterResponse():
+                self._on_register_response(msg)
+            case _:
+                self._log.warning("node.unexpected_message", node=self.address, type=type(msg).__name__)
 
     # ---- containers ---------------------------------------------------------------------
 
@@ -481,9 +405,6 @@ class NodeManager:
         return True
 
     def _finish(self, cid: int) -> None:
-        if self._paused_until > self._clock.now():
-            self._backlog.append((self._finish, cid))
-            return
         if self._release(cid, EXIT_SUCCESS):
             self._stats.containers_finished += 1
             if self._config.on_completion and self.state is NodeState.RUNNING:
@@ -494,4 +415,3 @@ class NodeManager:
 
     def __repr__(self) -> str:
         return f"NodeManager({self.address!r}, id={self.machine_id}, {self.state.value})"
-

@@ -4,8 +4,9 @@ silent ones to the RM and follows the RM's ring versions.
 Two detectors share this code (``RingConfig.detector``):
 
 - ``ring`` (paper 004 §1.3): one ring; runs inside the node's event loop (a stalled node stops
-  sending *and* watching); at each tick a predecessor not heard since the previous tick is
-  reported; the RM removes on that one report.
+  sending *and* watching: the harness gives it the node process's clock and channels, which hold
+  everything while the process is paused); at each tick a predecessor not heard since the
+  previous tick is reported; the RM removes on that one report.
 - ``kring``: one ring per stride, so every node has ``len(strides)`` watchers, and a block of
   consecutive ids is watched from outside the block. The monitor is a watchdog beside the event
   loop: it keeps sending while the loop stalls and puts the stall's age in every liveness, so a
@@ -23,8 +24,8 @@ hears an *older* version answers with its own liveness, so a stale node learns f
 as well as its predecessor. A node that registered but has not seen itself in the ring for a
 while asks too, and one that sees a newer ring without itself knows the RM dropped it.
 
-Sans-IO apart from the injected clock's timers: messages come in through ``from_peer`` /
-``from_rm`` and go out through the ``PeerChannel`` and the ``to_rm`` callable.
+Sans-IO: timers on the injected clock; messages come in through ``from_peer`` / ``from_rm`` and go
+out through the ``PeerChannel`` and the ``to_rm`` callable. The node drives ``join`` / ``leave``.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from typing import Any, Literal
 
 from ringmon.config import RingConfig
 from ringmon.membership import RingView, ViewCache
-from ringmon.ports import PeerChannel, RingStats
+from ringmon.ports import Clock, Log, PeerChannel, RingCounters, Timer
 from ringmon.protocol import (
     Liveness,
     LivenessPing,
@@ -47,7 +48,6 @@ from ringmon.protocol import (
     UnlivelinessReport,
     UnlivelinessResponse,
 )
-from rm.ports import Clock, Timer
 
 _EPS = 1e-9
 # A node still behind this many intervals after asking for the ring asks again (the request or
@@ -75,8 +75,8 @@ class RingMonitor:
         peers: PeerChannel,
         to_rm: Callable[[Any], None],
         views: ViewCache,
-        stats: RingStats,
-        log: Any,
+        stats: RingCounters,
+        log: Log,
         stall_age: Callable[[], float] = lambda: 0.0,
         on_removed: Callable[[], None] | None = None,
         phase_s: float = 0.0,
@@ -93,6 +93,7 @@ class RingMonitor:
         self._phase = phase_s % config.interval_s
         self._interval = config.interval_s
         self._strides = config.ring_strides()
+        # The paper's detector reports a predecessor unheard for one tick, at its tick.
         self._in_loop = config.detector == "ring"
         self._suspect_s = config.suspect_after * config.interval_s
         self._ping_s = config.ping_timeout * config.interval_s
@@ -107,8 +108,6 @@ class RingMonitor:
         self._tick_timer: Timer | None = None
         self._check_timer: Timer | None = None
         self._check_at = float("inf")
-        self._paused = False
-        self._backlog: list[tuple[bool, Any]] = []
         self._sync_asked = -1  # the newest version we asked the RM for, and when
         self._sync_at = -1e18
         self._joined_version = -1  # the ring version in our RegisterResponse, and when
@@ -146,35 +145,14 @@ class RingMonitor:
         self.view = None
         self.successors = ()
         self.watching = {}
-        self._backlog.clear()
-        self._paused = False
         self._sync_asked = self._joined_version = self._prev_version = -1
         self._sync_at = -1e18
-
-    def pause(self) -> None:
-        """The node's event loop stalls. Only the in-loop ``ring`` detector stalls with it."""
-        if self._in_loop and self.active:
-            self._paused = True
-            if self._tick_timer is not None:
-                self._tick_timer.cancel()
-                self._tick_timer = None
-
-    def resume(self) -> None:
-        if not self._paused:
-            return
-        self._paused = False
-        backlog, self._backlog = self._backlog, []
-        for from_rm, msg in backlog:
-            if self.active:
-                (self.from_rm if from_rm else self.from_peer)(msg)
-        if self.active and self._tick_timer is None:
-            self._tick()  # the overdue tick runs as soon as the loop is back
 
     # ---- timers ------------------------------------------------------------------------
 
     def _tick(self) -> None:
         self._tick_timer = None
-        if not self.active or self._paused:
+        if not self.active:
             return
         now = self._clock.now()
         late = now - self._next_tick
@@ -255,9 +233,6 @@ class RingMonitor:
         """A message on the node<->node channel."""
         if not self.active:
             return
-        if self._paused:
-            self._backlog.append((False, msg))
-            return
         match msg:
             case Liveness(sender=sender, stalled_s=stalled, ring_version=version):
                 if version > (self.view.version if self.view is not None else -1):
@@ -293,15 +268,12 @@ class RingMonitor:
 
     def from_rm(self, msg: Any) -> None:
         """A ring message on the node's RM connection."""
-        if isinstance(msg, Probe) and not (self.active and self._paused):
+        if isinstance(msg, Probe):
             # Alive, even if not (yet) in the ring: answer at once.
             mid = self.machine_id if self.active else msg.machine_id
             self._to_rm(ProbeAck(machine_id=mid, probe_id=msg.probe_id, stalled_s=self._stall_age()))
             return
         if not self.active:
-            return
-        if self._paused:
-            self._backlog.append((True, msg))
             return
         match msg:
             case RingDelta():

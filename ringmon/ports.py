@@ -1,10 +1,29 @@
-"""What a ring monitor needs from its environment besides the clock: a node<->node channel for
-liveness, addressed by machine id. The harness provides it (in memory with seeded loss; a TCP
-one can implement the same three methods)."""
+"""What a ring monitor needs from its environment: a clock with timers, a node<->node channel for
+liveness (addressed by machine id), a logger. The harness provides them (in memory with seeded
+loss, or over TCP between node-hosting processes)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
+
+import msgspec
+
+
+class Timer(Protocol):
+    def cancel(self) -> None: ...
+
+
+class Clock(Protocol):
+    def now(self) -> float: ...
+
+    def call_later(self, delay: float, callback: Callable[..., object], *args: Any) -> Timer: ...
+
+
+class Log(Protocol):
+    def info(self, event: str, **fields: Any) -> Any: ...
+
+    def warning(self, event: str, **fields: Any) -> Any: ...
 
 
 class PeerReceiver(Protocol):
@@ -22,29 +41,17 @@ class PeerChannel(Protocol):
         """Best effort: may be lost; never blocks and never re-enters the sender."""
 
 
-class RingStats:
-    """Counters shared by every monitor of one run (the emulator's totals)."""
+class RingCounters(msgspec.Struct):
+    """Counters shared by every monitor of one process (a run's or a worker's totals)."""
 
-    __slots__ = (
-        "liveness_sent",
-        "pings_sent",
-        "reports_sent",
-        "self_lag_skips",
-        "sync_requests",
-        "updates_applied",
-        "updates_rejected",
-        "updates_stale",
-    )
-
-    def __init__(self) -> None:
-        self.liveness_sent = 0
-        self.pings_sent = 0
-        self.reports_sent = 0
-        self.sync_requests = 0
-        self.updates_applied = 0
-        self.updates_rejected = 0
-        self.updates_stale = 0
-        self.self_lag_skips = 0
+    liveness_sent: int = 0
+    pings_sent: int = 0
+    reports_sent: int = 0
+    sync_requests: int = 0
+    updates_applied: int = 0
+    updates_rejected: int = 0
+    updates_stale: int = 0
+    self_lag_skips: int = 0
 
     @property
     def peer_messages(self) -> int:

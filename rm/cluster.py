@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import enum
 import heapq
-from typing import Any
 
 from rm.operations import Operation, Task
-from rm.protocol import HeartbeatResponse
-from rm.resources import EPS, ZERO, Resources
+from rm.ports import Link
+from rm.protocol import ZERO, HeartbeatResponse, Resources
+
+# Resource comparisons tolerate float rounding of this size.
+EPS = 1e-9
 
 
 class NodeState(enum.Enum):
@@ -21,7 +23,6 @@ class Allocation:
     """A container the RM placed on a node for one task."""
 
     __slots__ = ("container_id", "node", "op", "started_at", "task")
-
 
     def __init__(
         self, container_id: int, node: NodeRecord, op: Operation, task: Task, now: float
@@ -49,7 +50,7 @@ class NodeRecord:
         "total",
     )
 
-    def __init__(self, machine_id: int, address: str, total: Resources, link: Any, now: float) -> None:
+    def __init__(self, machine_id: int, address: str, total: Resources, link: Link, now: float) -> None:
         self.machine_id = machine_id
         self.address = address
         self.total = total
@@ -66,7 +67,6 @@ class NodeRecord:
     @property
     def schedulable(self) -> bool:
         return self.state is NodeState.RUNNING
-
 
     def fits(self, demand: Resources) -> bool:
         return demand.cpu <= self.free_cpu + EPS and demand.ram_gib <= self.free_ram + EPS
@@ -90,9 +90,17 @@ class UsageIntegral:
     def ram_utilization(self) -> float:
         return self.used_ram_s / self.cap_ram_s if self.cap_ram_s > 0 else 0.0
 
+    def reset(self, t: float) -> None:
+        """Start integrating afresh from ``t`` (the measurement window begins)."""
+        self.last_t = t
+        self.used_cpu_s = self.used_ram_s = self.cap_cpu_s = self.cap_ram_s = 0.0
+
 
 class Cluster:
-    def __init__(self, now: float = 0.0) -> None:
+    def __init__(self, integral: UsageIntegral | None = None) -> None:
+        """``integral``: the time integrals to advance (they outlive an RM restart)."""
+        if integral is None:
+            integral = UsageIntegral(0.0)
         self.nodes: dict[int, NodeRecord] = {}
         self.by_address: dict[str, NodeRecord] = {}
         self._free_ids: list[int] = []
@@ -101,7 +109,7 @@ class Cluster:
         self.cap_ram = 0.0
         self.used_cpu = 0.0
         self.used_ram = 0.0
-        self.integral = UsageIntegral(now)
+        self.integral = integral
 
     # ---- capacity and usage ------------------------------------------------------------
 
@@ -123,10 +131,6 @@ class Cluster:
             g.cap_ram_s += self.cap_ram * dt
             g.last_t = now
 
-    def reset_integral(self, now: float) -> None:
-        self.advance(now)
-        self.integral = UsageIntegral(now)
-
     def _capacity_delta(self, node: NodeRecord, sign: float, now: float) -> None:
         # Totals cover schedulable nodes only: capacity and what is allocated on it.
         self.advance(now)
@@ -144,7 +148,7 @@ class Cluster:
         self._next_id += 1
         return mid
 
-    def add(self, address: str, total: Resources, link: Any, now: float) -> NodeRecord:
+    def add(self, address: str, total: Resources, link: Link, now: float) -> NodeRecord:
         node = NodeRecord(self.allocate_id(), address, total, link, now)
         self.nodes[node.machine_id] = node
         self.by_address[address] = node

@@ -1,24 +1,29 @@
-"""One queue, one worker: the RM's event dispatcher (YARN's AsyncDispatcher).
+"""One queue, one server: the RM's event dispatcher (YARN's AsyncDispatcher), driven by timers.
 
-Every item may carry an emulated service time (from the service-time model); the worker is busy
-for that long before it handles the item, so waiting times and queue depth behave like those of a
-saturated single-threaded RM, deterministically in virtual time.
+Every item may carry an emulated service time (from the service-time model): the server is busy
+for that long before it handles the item, so waiting times and queue depth behave like those of
+a saturated single-threaded RM, deterministically in virtual time. An item with no cost that
+finds the server free is handled at once (a trampoline keeps FIFO order when a handler submits
+more). ``stall`` stops the server for a while: the process is paused, what arrives queues.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections import deque
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Generic, TypeVar
+
+import msgspec
 
 from rm.histogram import LogHistogram
-from rm.ports import Clock
+from rm.ports import Clock, Timer
 
-Handler = Callable[[Any], float | None]
+T = TypeVar("T")
+# Handles one item; may return extra service time known only afterwards (e.g. allocations made).
+Handler = Callable[[T], float | None]
 
 
-class DispatcherStatistics(NamedTuple):
+class DispatcherStatistics(msgspec.Struct, frozen=True):
     depth: int
     depth_max: int
     processed: int
@@ -28,26 +33,16 @@ class DispatcherStatistics(NamedTuple):
     wait_max_s: float
 
 
-class Dispatcher:
+class Dispatcher(Generic[T]):
     def __init__(
-        self,
-        clock: Clock,
-        handler: Callable[[Any], float | None],
-        cost_s: Callable[[Any], float] | None = None,
-        inline: bool = False,
+        self, clock: Clock, handler: Handler[T], cost_s: Callable[[T], float] | None = None
     ) -> None:
-        """``inline``: handle items as they are submitted (a trampoline, same FIFO order) instead of
-        in a worker task. Only for items with no service time, where a worker never queues in
-        virtual time anyway; it saves two task switches per item."""
-        if inline and cost_s is not None:
-            raise ValueError("an inline dispatcher cannot charge service time")
-        self._inline = inline
-        self._draining = False
         self._clock = clock
         self._handler = handler
         self._cost_s = cost_s
-        self._queue: deque[tuple[float, Any]] = deque()
-        self._wakeup: asyncio.Future[None] | None = None
+        self._queue: deque[tuple[float, T]] = deque()
+        self._timer: Timer | None = None  # the server is busy (serving, or stalled) until it fires
+        self._draining = False
         self.depth_max = 0
         self.processed = 0
         self.busy_s = 0.0
@@ -55,84 +50,76 @@ class Dispatcher:
         self._stalled_until = 0.0
         # Fault injection (RM overload): every service-time cost is multiplied by this.
         self.cost_scale = 1.0
-        # Bumped by ``clear``: an item taken before it is dropped, not handled.
-        self._generation = 0
 
-    def submit(self, item: Any) -> None:
+    def submit(self, item: T) -> None:
         q = self._queue
         q.append((self._clock.now(), item))
         if len(q) > self.depth_max:
             self.depth_max = len(q)
-        if self._inline:
-            if not self._draining:
-                self._drain()
-            return
-        w = self._wakeup
-        if w is not None and not w.done():
-            w.set_result(None)
+        if self._timer is None and not self._draining:
+            self._drain()
 
     def _drain(self) -> None:
         q = self._queue
+        clock = self._clock
         self._draining = True
         try:
-            while q:
-                _, item = q.popleft()
-                self.waits.add(0.0)
-                self._handler(item)
-                self.processed += 1
+            while q and self._timer is None:
+                now = clock.now()
+                if now < self._stalled_until:
+                    self._timer = clock.call_later(self._stalled_until - now, self._resume)
+                    return
+                t_enq, item = q.popleft()
+                self.waits.add(now - t_enq)
+                cost = self._cost_s(item) * self.cost_scale if self._cost_s is not None else 0.0
+                if cost > 0:
+                    self.busy_s += cost
+                    self._timer = clock.call_later(cost, self._serve, item)
+                    return
+                self._handle(item)
         finally:
             self._draining = False
 
-    def instrument(self, wrap: Callable[[Handler], Handler]) -> None:
+    def _serve(self, item: T) -> None:
+        self._timer = None
+        self._handle(item)
+        if self._timer is None:
+            self._drain()
+
+    def _handle(self, item: T) -> None:
+        extra = self._handler(item)
+        self.processed += 1
+        if extra:
+            # Work whose size is known only after handling (allocations) is charged afterwards.
+            self.busy_s += extra
+            self._timer = self._clock.call_later(extra, self._resume)
+
+    def _resume(self) -> None:
+        self._timer = None
+        self._drain()
+
+    def instrument(self, wrap: Callable[[Handler[T]], Handler[T]]) -> None:
         """Replace the handler by ``wrap(handler)``, e.g. to time every item (cost accounting)."""
         self._handler = wrap(self._handler)
+
     def stall(self, seconds: float) -> None:
-        """Handle nothing for ``seconds`` (fault injection: an RM pause). Queued dispatchers only."""
-        if self._inline:
-            raise RuntimeError("an inline dispatcher cannot stall; run the RM with queueing")
-        self._stalled_until = max(self._stalled_until, self._clock.now() + seconds)
+        """Handle nothing for ``seconds`` (the process is paused); what arrives meanwhile queues."""
+        now = self._clock.now()
+        self._stalled_until = max(self._stalled_until, now + seconds)
+        if self._timer is None:
+            self._timer = self._clock.call_later(self._stalled_until - now, self._resume)
 
     def clear(self) -> None:
         """Drop everything queued, and the item being served (the process died)."""
         self._queue.clear()
-        self._generation += 1
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         self._stalled_until = 0.0
 
     @property
     def depth(self) -> int:
         return len(self._queue)
-
-    async def run(self) -> None:
-        if self._inline:
-            return
-        q = self._queue
-        clock = self._clock
-        loop = asyncio.get_running_loop()
-        while True:
-            if not q:
-                self._wakeup = loop.create_future()
-                await self._wakeup
-                continue
-            if clock.now() < self._stalled_until:
-                # A stalled process handles nothing; what arrives meanwhile queues.
-                await clock.sleep_until(self._stalled_until)
-                continue
-            t_enq, item = q.popleft()
-            self.waits.add(clock.now() - t_enq)
-            if self._cost_s is not None:
-                cost = self._cost_s(item) * self.cost_scale
-                if cost > 0:
-                    self.busy_s += cost
-                    generation = self._generation
-                    await clock.sleep(cost)
-                    if generation != self._generation:
-                        continue
-            # Work whose size is known only after handling (allocations) is charged afterwards.
-            extra = self._handler(item)
-            self.processed += 1
-            if extra:
-                self.busy_s += extra
-                await clock.sleep(extra)
 
     def statistics(self) -> DispatcherStatistics:
         return DispatcherStatistics(

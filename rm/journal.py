@@ -21,7 +21,7 @@ from typing import IO
 import msgspec
 
 from rm.operations import OperationSpec
-from rm.resources import Resources
+from rm.protocol import Resources
 
 
 class Record(msgspec.Struct, tag=True, frozen=True, array_like=True):
@@ -135,8 +135,11 @@ class Journal:
         self.fsync = fsync
         self._encoder = msgspec.json.Encoder()
         self._file: IO[bytes] | None = None
-        # Records appended since the file was last rewritten as a snapshot (compaction trigger).
+        # Records appended since the file was last rewritten as a snapshot (compaction trigger),
+        # records appended in all, and how many times the file was rewritten.
         self.appended = 0
+        self.appended_total = 0
+        self.rewrites = 0
 
     def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -155,6 +158,7 @@ class Journal:
         if self.fsync:
             os.fsync(f.fileno())
         self.appended += 1
+        self.appended_total += 1
 
     def close(self) -> None:
         if self._file is not None:
@@ -189,5 +193,6 @@ class Journal:
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
         self.appended = 0
+        self.rewrites += 1
         if was_open:
             self.open()

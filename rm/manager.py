@@ -1,194 +1,141 @@
-"""The ResourceManager: tracker service, scheduler and liveliness monitor around one cluster view.
+"""The ResourceManager shell: the two queues, the periodic checks, routing, and the RM's lives.
 
-Two single-worker dispatchers, as in YARN: ``inbound`` takes node messages (the resource tracker:
-validate, apply statuses, answer) and turns heartbeats into node-update events; ``events`` is the
-scheduler's queue (node updates and continuous-scheduling passes). Each counts its queue depth and
-waiting times and may charge an emulated service time per item.
+Two single-server queues, as in YARN: ``inbound`` takes node messages (the resource tracker:
+validate, apply statuses, answer; ring messages go to the membership service) and turns
+heartbeats into node-update events; ``events`` is the scheduler's queue (node updates and
+continuous-scheduling passes). Each may charge an emulated service time per item.
+
+Everything a crash loses lives in one ``RMLife``; what outlives it (configuration, counters,
+time integrals, the journal, observers, the membership service) stays here. ``crash`` drops the
+life; ``recover`` starts a new one from the journal.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
 
-from ringmon.protocol import Ring, RingMessage, UnlivelinessReport
-from rm.cluster import Allocation, Cluster, NodeRecord
+import msgspec
+
+from ringmon.config import RingConfig
+from ringmon.protocol import RingMessage
+from rm.cluster import NodeRecord, NodeState
 from rm.config import RMConfig
-from rm.dispatcher import Dispatcher
-from rm.journal import Ended, Journal, PoolAdded, Started, Submitted
-from rm.lifecycle import COMPACT_MIN, Lives
-from rm.operations import Operation, OperationSpec, Pool, Task
-from rm.ports import Clock
-from rm.preemption import Preemptor
-from rm.protocol import (
-    EXIT_KILLED,
-    EXIT_SUCCESS,
-    ContainerLaunch,
-    Heartbeat,
-    KillContainers,
-    LaunchContainers,
-    Register,
-)
+from rm.context import RMContext
+from rm.counters import RMCounters
+from rm.dispatcher import Dispatcher, Handler
+from rm.journal import AnyRecord, Journal, JournalState, PoolAdded, Submitted
+from rm.life import RMLife, operation_event
+from rm.membership import MembershipService
+from rm.observer import RMObserver
+from rm.operations import OperationSpec
+from rm.ports import Clock, Link, Log
+from rm.protocol import ZERO, Heartbeat, Register, Resources
 from rm.recovery import Recovery
-from rm.resources import EPS, ZERO, Resources
 from rm.scheduler.config import SchedulerConfig
-from rm.scheduler.drf import DRFPolicy
-from rm.scheduler.drfh import DRFHPolicy
-from rm.scheduler.fifo import FIFOPolicy
-from rm.scheduler.packing import PackingPolicy
-from rm.scheduler.policy import Policy
-from rm.scheduler.tetris import TetrisPolicy
-from rm.tracker import ResourceTracker
-
-PolicyFactory = Callable[[Pool, Cluster, SchedulerConfig, Clock], Policy]
-POLICIES: dict[str, PolicyFactory] = {
-    "drf": lambda root, cluster, _config, _clock: DRFPolicy(root, cluster),
-    "fifo": lambda root, cluster, _config, _clock: FIFOPolicy(root, cluster),
-    "packing": PackingPolicy,
-    "tetris": TetrisPolicy,
-    "drfh": DRFHPolicy,
-}
+from rm.scheduler.fair_share import progressive_filling
+from rm.scheduling import SchedulerItem
+from rm.snapshot import (
+    ContainerView,
+    NodeView,
+    OperationView,
+    PoolView,
+    RingSnapshot,
+    RMSnapshot,
+    Share,
+    SharesSnapshot,
+    UsageWindow,
+)
+from rm.timers import Periodic
 
 _US = 1e-6
+# Compact the journal when it holds this many times more records than a snapshot would.
+COMPACT_RATIO = 4
+COMPACT_MIN = 100_000
+
+Inbound = tuple[Link | None, object]
+
 
 class RMUnavailable(Exception):
     """The RM is down (between a crash and its recovery): clients retry later."""
 
 
-class _NodeUpdate:
-    __slots__ = ("node",)
-
-    def __init__(self, node: NodeRecord) -> None:
-        self.node = node
-
-
-class _SchedulePass:
-    """Continuous scheduling: offer every node with free resources (coalesced)."""
-
-
-class GroupStats:
-    """Totals per workload entry (a looping user resubmits operations of one group)."""
-
-    __slots__ = ("completed_tasks", "operations_finished", "operations_submitted", "pool", "requeued")
-
-    def __init__(self, pool: str) -> None:
-        self.pool = pool
-        self.completed_tasks = 0
-        self.operations_submitted = 0
-        self.operations_finished = 0
-        self.requeued = 0
-
-
-class RMStats:
-    __slots__ = (
-        "allocations", "commands_resent", "containers_completed", "nodes_lost", "restarts", "tasks_preempted",
-        "tasks_requeued", "update_events",
-    )
-
-    def __init__(self) -> None:
-        self.update_events = 0
-        self.allocations = 0
-        self.containers_completed = 0
-        self.tasks_requeued = 0
-        self.nodes_lost = 0
-        self.tasks_preempted = 0
-        # Launches and kills sent again because no report confirmed them.
-        self.commands_resent = 0
-        self.restarts = 0
-
-
-class ResourceManager(Lives):
+class ResourceManager:
     def __init__(
         self,
         clock: Clock,
-        log: Any,
+        log: Log,
         config: RMConfig | None = None,
         scheduler: SchedulerConfig | None = None,
         heartbeat_mode: str = "periodic",
-        queueing: bool = True,
+        ring: RingConfig | None = None,
         journal: Journal | None = None,
     ) -> None:
-        """``queueing=False`` lets a zero-cost RM handle messages as they arrive instead of through
-        worker tasks: identical order and results in virtual time, fewer task switches."""
+        """``ring``: run the ring membership service (the ring is on); ``journal``: keep a
+        durable record of the work, for work-preserving restart."""
+        config = config or RMConfig()
+        scheduler = scheduler or SchedulerConfig()
+        continuous = scheduler.continuous if scheduler.continuous is not None else heartbeat_mode == "delta"
+        monitor = config.liveliness_monitor
+        self._monitor_enabled = monitor if monitor is not None else heartbeat_mode == "periodic"
         self.clock = clock
         self.log = log
-        self.config = config or RMConfig()
-        self.scheduler_config = scheduler or SchedulerConfig()
-        sc = self.scheduler_config
-        self.continuous = sc.continuous if sc.continuous is not None else heartbeat_mode == "delta"
-        monitor = self.config.liveliness_monitor
-        self.monitor_enabled = monitor if monitor is not None else heartbeat_mode == "periodic"
-        self.groups: dict[str, GroupStats] = {}
-        self._init_state(clock.now())
-        self.preemptor = Preemptor(self, sc.preemption) if sc.preemption.enabled else None
-        self.tracker = ResourceTracker(self)
-        self.stats = RMStats()
-        timed = not self.config.service_time.is_zero()
-        inline = not (queueing or timed)
-        self.inbound = Dispatcher(
-            clock, self._handle_inbound, self._inbound_cost if timed else None, inline=inline
+        self.config = config
+        self._ctx = RMContext(clock, log, config, scheduler, continuous, self._journal)
+        timed = not config.service_time.is_zero()
+        self.inbound: Dispatcher[Inbound] = Dispatcher(
+            clock, self._handle_inbound, self._inbound_cost if timed else None
         )
-        self.events = Dispatcher(clock, self._handle_event, inline=inline)
-        # Work-preserving restart (rm.recovery): the durable record, the RM's life count, and the
-        # containers waiting for their node after a restart (None when not recovering).
+        self.events: Dispatcher[SchedulerItem] = Dispatcher(clock, self._handle_event)
         self.journal = journal
-        self.up = True
-        self.epoch = 0
-        self.recovery: Recovery | None = None
         self._compact_after = COMPACT_MIN
-        self.operation_submitted: list[Callable[[Operation], None]] = []
-        self.operation_finished: list[Callable[[Operation], None]] = []
-        self.task_completed: list[Callable[[Allocation], None]] = []
-        self.node_lost: list[Callable[[NodeRecord, str], None]] = []
-        self.unliveliness_handler: Callable[[Any, UnlivelinessReport], None] | None = None
-        # Ring membership (rm.membership): told about new nodes; supplies the ring for
-        # RegisterResponse.
-        self.node_registered: list[Callable[[NodeRecord], None]] = []
-        self.ring_provider: Callable[[], Ring] | None = None
-        # Restart: ``restarted`` after the state is dropped, ``recovered`` once a new life began.
-        self.restarted: list[Callable[[], None]] = []
-        self.recovered: list[Callable[[], None]] = []
+        self.up = True
+        self._epoch = 0
+        self._life = RMLife(self._ctx, self.events.submit)
+        self.membership = MembershipService(ring, clock, log, self) if ring is not None else None
+        self._ctx.membership = self.membership
+        self._timers: list[Periodic] = []
         if journal is not None:
             self._write_snapshot()
 
-    def _init_state(self, now: float) -> None:
-        """Everything a restart loses: set here, and only here, by ``__init__`` and ``crash``."""
-        sc = self.scheduler_config
-        self.cluster = Cluster(now)
-        self.root = Pool("root")
-        self.pools: dict[str, Pool] = {"root": self.root}
-        self.operations: dict[int, Operation] = {}
-        self.policy: Policy = POLICIES[sc.policy](self.root, self.cluster, sc, self.clock)
-        # DRFH-style policies pick the node too: every scheduling event becomes a cluster pass.
-        self._chooses_nodes = bool(getattr(self.policy, "chooses_nodes", False))
-        self._pass_pending = False
-        # Commands whose effect no report has shown yet: container id -> launch, or kill target.
-        self.unconfirmed: dict[int, tuple[Allocation, float]] = {}
-        self.pending_kills: dict[int, tuple[NodeRecord, float]] = {}
-        self._next_container_id = 1
-        self._next_op_id = 1
+    # ---- lifecycle -----------------------------------------------------------------------
 
-    # ---- lifecycle ---------------------------------------------------------------------
+    def start(self) -> None:
+        """Arm the periodic checks: the liveliness monitor, lost-command repair, preemption."""
+        cfg = self.config
+        if self._monitor_enabled:
+            period = cfg.monitor_interval_s or cfg.expiry_s / 3
+            self._timers.append(Periodic(self.clock, period, self._check_liveliness))
+        self._timers.append(Periodic(self.clock, cfg.command_timeout_s, self._resend))
+        if self._ctx.preemption is not None:
+            period = self._ctx.scheduler.preemption.check_interval_s
+            self._timers.append(Periodic(self.clock, period, self._check_preemption))
+        for t in self._timers:
+            t.start()
 
-    async def run(self) -> None:
-        async with asyncio.TaskGroup() as tg:
-            tg.create_task(self.inbound.run(), name="rm.inbound")
-            tg.create_task(self.events.run(), name="rm.events")
-            if self.monitor_enabled:
-                tg.create_task(self._liveliness_monitor(), name="rm.liveliness")
-            tg.create_task(self._command_monitor(), name="rm.commands")
-            if self.preemptor is not None:
-                tg.create_task(self._preemption_loop(self.preemptor), name="rm.preemption")
+    def stop(self) -> None:
+        for t in self._timers:
+            t.cancel()
+        self._timers.clear()
+
+    def observe(self, observer: RMObserver) -> None:
+        self._ctx.observers.add(observer)
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    @property
+    def continuous(self) -> bool:
+        return self._ctx.continuous
 
     # ---- inbound messages --------------------------------------------------------------
 
-    def receive(self, link: Any, msg: Any) -> None:
+    def receive(self, link: Link, msg: object) -> None:
         """Called by a transport for every message from a node connection."""
         if self.up:
             self.inbound.submit((link, msg))
 
-    def _inbound_cost(self, item: tuple[Any, Any]) -> float:
+    def _inbound_cost(self, item: Inbound) -> float:
         st = self.config.service_time
         msg = item[1]
         if isinstance(msg, Heartbeat):
@@ -197,280 +144,305 @@ class ResourceManager(Lives):
             return st.register_us * _US
         return st.unliveliness_us * _US
 
-    def _handle_inbound(self, item: tuple[Any, Any]) -> None:
+    def _handle_inbound(self, item: Inbound) -> None:
         link, msg = item
+        tracker = self._life.tracker
         match msg:
-            case Heartbeat():
-                self.tracker.on_heartbeat(link, msg)
-            case Register():
-                self.tracker.on_register(link, msg)
-            case RingMessage() if self.unliveliness_handler is not None:
-                # Reports, probe answers, ring sync requests: the membership service's.
-                self.unliveliness_handler(link, msg)
+            case Heartbeat() if link is not None:
+                tracker.on_heartbeat(link, msg)
+            case Register() if link is not None:
+                tracker.on_register(link, msg)
+            case RingMessage() if self.membership is not None:
+                # Reports, probe answers, ring sync requests, probe deadlines.
+                self.membership.handle(link, msg)
             case _:
                 self.log.warning("rm.unexpected_message", type=type(msg).__name__)
 
-    # ---- scheduler events --------------------------------------------------------------
+    def _handle_event(self, item: SchedulerItem) -> float:
+        return self._life.scheduling.handle(item)
 
-    def node_update(self, node: NodeRecord) -> None:
-        self.events.submit(_NodeUpdate(node))
+    def instrument(
+        self, inbound: Callable[[Handler[Inbound]], Handler[Inbound]],
+        events: Callable[[Handler[SchedulerItem]], Handler[SchedulerItem]],
+    ) -> None:
+        """Wrap the queues' handlers (cost accounting)."""
+        self.inbound.instrument(inbound)
+        self.events.instrument(events)
 
-    def request_pass(self) -> None:
-        if not self._pass_pending:
-            self._pass_pending = True
-            self.events.submit(_SchedulePass())
+    # ---- faults --------------------------------------------------------------------------
 
-    def _handle_event(self, item: Any) -> float:
-        st = self.config.service_time
-        if self._chooses_nodes:
-            if isinstance(item, _NodeUpdate):
-                self.stats.update_events += 1
-            else:
-                self._pass_pending = False
-            n = self._place()
-            return (st.node_update_us + st.allocation_us * n) * _US
-        if isinstance(item, _NodeUpdate):
-            self.stats.update_events += 1
-            node = item.node
-            n = self._fill(node) if self.cluster.nodes.get(node.machine_id) is node else 0
-            return (st.node_update_us + st.allocation_us * n) * _US
-        self._pass_pending = False
-        visited = n = 0
-        for node in list(self.cluster.nodes.values()):
-            if self.root.pending_tasks == 0:
-                break
-            if node.free_cpu > EPS and node.free_ram > EPS:
-                visited += 1
-                n += self._fill(node)
-        return (st.node_update_us * visited + st.allocation_us * n) * _US
+    def stall(self, seconds: float) -> None:
+        """The RM process pauses: no node message is handled for ``seconds`` (they queue)."""
+        self.inbound.stall(seconds)
 
-    def _fill(self, node: NodeRecord) -> int:
-        """Start tasks on ``node`` until the policy stops; push the launches in one message."""
-        if not node.schedulable or self.recovery is not None:
-            return 0
-        launches: list[ContainerLaunch] = []
-        self.policy.begin_fill(node)
-        assign = self.policy.assign
-        while self.root.pending_tasks > 0:
-            op = assign(node)
-            if op is None:
-                break
-            launches.append(self._start(op, node))
-        if launches:
-            node.link.send(LaunchContainers(containers=tuple(launches)))
-        return len(launches)
+    def set_cost_scale(self, factor: float) -> None:
+        """Overload: every service-time cost is multiplied by ``factor``."""
+        self.inbound.cost_scale = factor
 
-    def _place(self) -> int:
-        """Node-choosing policies (DRFH): the policy picks operation and node together."""
-        if self.recovery is not None:
-            return 0
-        place = self.policy.place  # type: ignore[attr-defined]
-        launches: dict[int, list[ContainerLaunch]] = {}
-        while self.root.pending_tasks > 0:
-            pick = place(self.cluster.nodes.values())
-            if pick is None:
-                break
-            op, node = pick
-            launches.setdefault(node.machine_id, []).append(self._start(op, node))
-        for mid, batch in launches.items():
-            self.cluster.nodes[mid].link.send(LaunchContainers(containers=tuple(batch)))
-        return sum(len(b) for b in launches.values())
+    # ---- membership host ---------------------------------------------------------------------
 
-    def start_on(self, op: Operation, node: NodeRecord) -> None:
-        """Start one task of ``op`` on ``node`` outside a node update (preemption)."""
-        node.link.send(LaunchContainers(containers=(self._start(op, node),)))
+    def node(self, machine_id: int) -> NodeRecord | None:
+        return self._life.cluster.nodes.get(machine_id)
 
-    def kill_container(self, alloc: Allocation, exit_code: int) -> None:
-        """Take a running task back (preemption): the node kills it, the task is pending again."""
-        self.send_kill(alloc.node, [alloc.container_id], exit_code)
-        self.cluster.release(alloc, self.clock.now())
-        self.unconfirmed.pop(alloc.container_id, None)
-        alloc.op.requeue(alloc.task)
-        self._journal(Ended(cid=alloc.container_id, completed=False))
-        self.stats.tasks_preempted += 1
+    def nodes(self) -> Iterable[NodeRecord]:
+        return self._life.cluster.nodes.values()
 
-    def _start(self, op: Operation, node: NodeRecord) -> ContainerLaunch:
-        now = self.clock.now()
-        if not node.fits(op.demand):
-            raise AssertionError(f"policy chose {op} that does not fit {node}")
-        first = op.started_at is None
-        task = op.take_task(now)
-        cid = self._next_container_id
-        self._next_container_id += 1
-        alloc = Allocation(cid, node, op, task, now)
-        self.cluster.place(alloc, now)
-        self.unconfirmed[cid] = (alloc, now)
-        self._journal(Started(cid=cid, op_id=op.id, task=task.index, address=node.address, at=now))
-        self.stats.allocations += 1
-        if first:
-            self.log.info("operation.started", operation=op.name, pool=op.pool.name)
-        return ContainerLaunch(cid, op.demand, task.duration_s)
+    def remove_node(self, node: NodeRecord, reason: str) -> None:
+        self._life.lose_node(node, reason)
 
-    # ---- container and node outcomes ---------------------------------------------------
+    def enqueue(self, msg: RingMessage) -> None:
+        self.inbound.submit((None, msg))
 
-    def container_finished(self, alloc: Allocation, exit_code: int) -> None:
-        now = self.clock.now()
-        self.cluster.release(alloc, now)
-        self.unconfirmed.pop(alloc.container_id, None)
-        op = alloc.op
-        if exit_code == EXIT_SUCCESS:
-            self._journal(Ended(cid=alloc.container_id, completed=True))
-            self.stats.containers_completed += 1
-            self.groups[op.group].completed_tasks += 1
-            for listener in self.task_completed:
-                listener(alloc)
-            if op.task_completed(now):
-                self._finish_operation(op)
-        else:
-            self._requeue(alloc)
+    # ---- periodic checks -------------------------------------------------------------------
 
-    def _requeue(self, alloc: Allocation) -> None:
-        self.requeue_task(alloc.op, alloc.task, alloc.container_id)
+    def _check_liveliness(self) -> None:
+        """YARN's NMLivelinessMonitor: a node with no heartbeat processed for ``expiry_s`` is lost."""
+        deadline = self.clock.now() - self.config.expiry_s
+        life = self._life
+        for node in [n for n in life.cluster.nodes.values() if n.last_heartbeat_at < deadline]:
+            life.lose_node(node, reason="expired")
 
-    def requeue_task(self, op: Operation, task: Task, container_id: int) -> None:
-        """The task of a container that is gone runs again from scratch."""
-        op.requeue(task)
-        self._journal(Ended(cid=container_id, completed=False))
-        self.stats.tasks_requeued += 1
-        self.groups[op.group].requeued += 1
-        if self.continuous:
-            self.request_pass()
+    def _resend(self) -> None:
+        self._life.resend_overdue()
 
-    def lose_node(self, node: NodeRecord, reason: str) -> None:
-        """Mark ``node`` lost: return its resources, requeue its tasks, forget it."""
-        if self.cluster.nodes.get(node.machine_id) is not node:
-            return
-        now = self.clock.now()
-        allocs = list(node.containers.values())
-        for alloc in allocs:
-            self.cluster.release(alloc, now)
-            self.unconfirmed.pop(alloc.container_id, None)
-        for cid in [c for c, (n, _) in self.pending_kills.items() if n is node]:
-            del self.pending_kills[cid]
-        # Forget the node before requeueing: a requeue may run a scheduling pass at once (inline
-        # dispatch), which must not place the tasks back on this node.
-        self.cluster.remove(node, now)
-        for alloc in allocs:
-            self._requeue(alloc)
-        self.stats.nodes_lost += 1
-        self.log.warning(
-            "node.lost", machine_id=node.machine_id, address=node.address, reason=reason,
-            requeued=len(allocs),
-        )
-        for listener in self.node_lost:
-            listener(node, reason)
+    def _check_preemption(self) -> None:
+        self.check_preemption()
 
-    def set_node_health(self, node: NodeRecord, healthy: bool) -> None:
-        if self.cluster.set_healthy(node, healthy, self.clock.now()):
-            self.log.info(
-                "node.healthy" if healthy else "node.unhealthy", machine_id=node.machine_id
-            )
+    def check_preemption(self) -> int:
+        """One preemption pass now (the periodic check); returns the tasks preempted."""
+        life = self._life
+        if self.up and not life.holding() and life.preemptor is not None:
+            return life.preemptor.check()
+        return 0
 
-    def send_kill(self, node: NodeRecord, container_ids: list[int], exit_code: int = EXIT_KILLED) -> None:
-        """Tell ``node`` to kill containers the RM no longer accounts for; resent until confirmed."""
-        if container_ids:
-            node.link.send(KillContainers(container_ids=tuple(container_ids), exit_code=exit_code))
-            self.expect_kills(node, container_ids)
-
-    def expect_kills(self, node: NodeRecord, container_ids: list[int] | tuple[int, ...]) -> None:
-        now = self.clock.now()
-        for cid in container_ids:
-            self.pending_kills[cid] = (node, now)
-
-    async def _command_monitor(self) -> None:
-        """Repair lost launch and kill commands: a node's reports never mentioned them."""
-        timeout = self.config.command_timeout_s
-        while True:
-            await self.clock.sleep(timeout)
-            deadline = self.clock.now() - timeout
-            now = self.clock.now()
-            relaunch: dict[int, list[Allocation]] = {}
-            for alloc, sent_at in self.unconfirmed.values():
-                if sent_at < deadline:
-                    relaunch.setdefault(alloc.node.machine_id, []).append(alloc)
-            for allocs in relaunch.values():
-                node = allocs[0].node
-                self.stats.commands_resent += len(allocs)
-                for a in allocs:
-                    self.unconfirmed[a.container_id] = (a, now)
-                node.link.send(LaunchContainers(containers=tuple(
-                    ContainerLaunch(a.container_id, a.op.demand, a.task.duration_s) for a in allocs
-                )))
-            stale = [(cid, node) for cid, (node, t) in self.pending_kills.items() if t < deadline]
-            for cid, node in stale:
-                self.stats.commands_resent += 1
-                self.send_kill(node, [cid])
-
-    async def _liveliness_monitor(self) -> None:
-        expiry = self.config.expiry_s
-        period = self.config.monitor_interval_s or expiry / 3
-        while True:
-            await self.clock.sleep(period)
-            deadline = self.clock.now() - expiry
-            for node in [n for n in self.cluster.nodes.values() if n.last_heartbeat_at < deadline]:
-                self.lose_node(node, reason="expired")
-
-    async def _preemption_loop(self, preemptor: Preemptor) -> None:
-        while True:
-            await self.clock.sleep(preemptor.config.check_interval_s)
-            if self.up and self.recovery is None:
-                preemptor.check()
-
-    # ---- client side: pools and operations ---------------------------------------------
+    # ---- clients: pools and operations -------------------------------------------------
 
     def add_pool(
         self, name: str, weight: float = 1.0, min_share: Resources = ZERO, parent: str = "root"
-    ) -> Pool:
-        if name in self.pools:
-            raise ValueError(f"pool {name!r} already exists")
-        if parent not in self.pools:
-            raise ValueError(f"pool {name!r}: unknown parent pool {parent!r}")
-        pool = Pool(name, weight, min_share, self.pools[parent])
-        self.pools[name] = pool
+    ) -> None:
+        self._life.book.add_pool(name, weight, min_share, parent)
         self._journal(PoolAdded(name=name, weight=weight, min_share=min_share, parent=parent))
-        return pool
 
-    def submit_operation(self, spec: OperationSpec) -> Operation:
+    def has_pool(self, name: str) -> bool:
+        return name in self._life.book.pools
+
+    def submit_operation(self, spec: OperationSpec) -> int:
+        """Accept an operation; returns its id."""
         if not self.up:
             raise RMUnavailable(f"operation {spec.name!r}: the RM is down")
-        pool = self.pools.get(spec.pool)
-        if pool is None:
-            raise ValueError(f"operation {spec.name!r}: unknown pool {spec.pool!r}")
-        op = self._add_operation(self._next_op_id, spec, pool, self.clock.now())
-        self._next_op_id += 1
+        life = self._life
+        ctx = self._ctx
+        op = life.add_operation(spec, self.clock.now())
         self._journal(Submitted(op_id=op.id, spec=spec, at=op.submitted_at))
-        self.groups[op.group].operations_submitted += 1
-        self.log.info("operation.submitted", operation=op.name, pool=pool.name, tasks=op.total)
-        for listener in self.operation_submitted:
-            listener(op)
+        ctx.groups[op.group].operations_submitted += 1
+        self.log.info("operation.submitted", operation=op.name, pool=op.pool.name, tasks=op.total)
+        if ctx.observers:
+            ctx.observers.operation_submitted(operation_event(op))
         if op.total == 0:
-            self._finish_operation(op)
-        elif self.continuous:
-            self.request_pass()
-        return op
+            life.finish_operation(op)
+        elif ctx.continuous:
+            life.request_pass()
+        return op.id
 
-    def _add_operation(self, op_id: int, spec: OperationSpec, pool: Pool, at: float) -> Operation:
-        op = Operation(op_id, spec, pool, at)
-        pool.operations.append(op)
-        self.operations[op.id] = op
-        if op.group not in self.groups:
-            self.groups[op.group] = GroupStats(pool.name)
-        self.policy.on_submitted(op)
-        return op
+    def request_pass(self) -> None:
+        """Queue a continuous-scheduling pass over every node with free resources."""
+        self._life.request_pass()
 
-    def restore_operation(self, op_id: int, spec: OperationSpec, at: float) -> Operation:
-        """Recovery: an operation the journal says is live, submitted at ``at``."""
-        pool = self.pools.get(spec.pool) or self.add_pool(spec.pool)
-        return self._add_operation(op_id, spec, pool, at)
+    # ---- lives -------------------------------------------------------------------------------
 
-    def _finish_operation(self, op: Operation) -> None:
-        op.pool.operations.remove(op)
-        del self.operations[op.id]
-        self.policy.on_finished(op)
-        self.groups[op.group].operations_finished += 1
-        self.log.info(
-            "operation.finished", operation=op.name, pool=op.pool.name,
-            duration_s=round(self.clock.now() - op.submitted_at, 6),
+    def crash(self) -> None:
+        """The RM process dies: every bit of soft state is gone, queued messages with it. Only the
+        journal (if any) survives; ``recover`` starts the next life from it."""
+        if not self.up:
+            return
+        now = self.clock.now()
+        self.up = False
+        self._life.end()
+        self._life.cluster.advance(now)
+        self._life = RMLife(self._ctx, self.events.submit, self._epoch)
+        self.inbound.clear()
+        self.events.clear()
+        if self.journal is not None:
+            self.journal.close()
+        self._ctx.counters.restarts += 1
+        self.log.warning("rm.crashed", epoch=self._epoch)
+        if self.membership is not None:
+            self.membership.reset()
+        self._ctx.observers.rm_crashed()
+
+    def recover(self) -> Recovery:
+        """Start a new life: rebuild pools and operations from the journal, then wait for the
+        nodes to re-register with their containers (``rm.recovery``)."""
+        if self.up:
+            raise RuntimeError("recover() is for an RM that crashed")
+        state = self.journal.read() if self.journal is not None else JournalState()
+        self._epoch = state.epoch + 1
+        life = self._life = RMLife(
+            self._ctx, self.events.submit, self._epoch, state.next_op_id, state.next_container_id
         )
-        for listener in self.operation_finished:
-            listener(op)
+        recovery = life.recover(state)
+        if self.journal is not None:
+            self._write_snapshot()
+        self.up = True
+        self.log.info(
+            "rm.recovered", epoch=self._epoch, operations=recovery.stats.operations,
+            waiting_containers=recovery.stats.waiting, journal_records=state.records, torn=state.torn,
+        )
+        if self.membership is not None:
+            self.membership.reset()
+        self._ctx.observers.rm_recovered()
+        recovery.start(self.config.recovery_wait_s)
+        return recovery
+
+    def _journal(self, rec: AnyRecord) -> None:
+        j = self.journal
+        if j is not None and j.is_open:
+            j.append(rec)
+            if j.appended > self._compact_after:
+                self._write_snapshot()
+
+    def durable_state(self) -> list[AnyRecord]:
+        """The live work as journal records: what a compacted journal holds now."""
+        return self._life.journal_snapshot()
+
+    def recovery_waiting(self) -> int | None:
+        """Containers a restarted RM still waits for (None: not recovering)."""
+        life = self._life
+        return len(life.recovery.waiting) if life.recovery is not None and life.recovery.active else None
+
+    def _write_snapshot(self) -> None:
+        """Rewrite the journal as the live state (start, recovery, and when it grew too long)."""
+        assert self.journal is not None
+        records = self._life.journal_snapshot()
+        self.journal.rewrite(records)
+        if not self.journal.is_open:
+            self.journal.open()
+        self._compact_after = max(COMPACT_MIN, COMPACT_RATIO * len(records))
+
+    # ---- measurement -------------------------------------------------------------------------
+
+    def start_measurement(self, now: float) -> None:
+        """The measurement window starts now (after the warm-up): time integrals and lost work
+        count from here."""
+        self._life.cluster.advance(now)
+        self._ctx.integral.reset(now)
+        if self._ctx.preemption is not None:
+            self._ctx.preemption.preempted_cpu_s = 0.0
+            self._ctx.preemption.window_start_s = now
+
+    @property
+    def allocations(self) -> int:
+        """Containers allocated so far (cost accounting reads it around every scheduler event)."""
+        return self._ctx.counters.allocations
+
+    def counters(self) -> RMCounters:
+        return msgspec.structs.replace(self._ctx.counters)
+
+    def snapshot(self) -> RMSnapshot:
+        ctx = self._ctx
+        life = self._life
+        now = self.clock.now()
+        cluster = life.cluster
+        cluster.advance(now)
+        g = ctx.integral
+        ops = life.book.operations.values()
+        unhealthy = registered_cpu = registered_ram = 0.0
+        for n in cluster.nodes.values():
+            registered_cpu += n.total.cpu
+            registered_ram += n.total.ram_gib
+            if n.state is NodeState.UNHEALTHY:
+                unhealthy += 1
+        return RMSnapshot(
+            t=now,
+            up=self.up,
+            epoch=self._epoch,
+            recovering=life.holding(),
+            counters=msgspec.structs.replace(ctx.counters),
+            inbound=self.inbound.statistics(),
+            scheduler=self.events.statistics(),
+            nodes=len(cluster.nodes),
+            nodes_unhealthy=int(unhealthy),
+            capacity=cluster.capacity,
+            allocated=cluster.used,
+            registered=Resources(registered_cpu, registered_ram),
+            window=UsageWindow(g.used_cpu_s, g.used_ram_s, g.cap_cpu_s, g.cap_ram_s),
+            operations=len(life.book.operations),
+            running_tasks=sum(op.running for op in ops),
+            pending_tasks=life.book.pending_tasks,
+            policy=msgspec.structs.replace(
+                ctx.policy_counters,
+                by_group={k: msgspec.structs.replace(v) for k, v in ctx.policy_counters.by_group.items()},
+            ),
+            preemption=msgspec.structs.replace(ctx.preemption) if ctx.preemption is not None else None,
+            groups={k: msgspec.structs.replace(v) for k, v in ctx.groups.items()},
+            membership=self.membership.snapshot() if self.membership is not None else None,
+        )
+
+    def shares(self) -> SharesSnapshot:
+        """Fair shares of the live operations, and what each achieves now."""
+        life = self._life
+        cap = life.cluster.capacity
+        ops = list(life.book.operations.values())
+        fair = progressive_filling(life.book.root, ops, cap)
+        ok = cap.cpu > 0 and cap.ram_gib > 0
+
+        def dominant(cpu: float, ram: float) -> float:
+            return max(cpu / cap.cpu, ram / cap.ram_gib) if ok else 0.0
+
+        operations = {
+            op.id: Share(dominant(op.usage_cpu, op.usage_ram), fair.operations.get(op.id, 0.0)) for op in ops
+        }
+        usage: dict[str, list[float]] = {}
+        for op in ops:
+            u = usage.setdefault(op.group, [0.0, 0.0, 0.0, 0.0])
+            f = fair.usage.get(op.id, (0.0, 0.0))
+            u[0] += op.usage_cpu
+            u[1] += op.usage_ram
+            u[2] += f[0]
+            u[3] += f[1]
+        groups = {g: Share(dominant(u[0], u[1]), max(u[2], u[3])) for g, u in usage.items()}
+        pools = {
+            name: Share(dominant(p.usage_cpu, p.usage_ram), fair.pools.get(name, 0.0))
+            for name, p in life.book.pools.items() if name != "root"
+        }
+        return SharesSnapshot(fair.utilization, operations, groups, pools)
+
+    def operations_view(self) -> list[OperationView]:
+        return [
+            OperationView(
+                id=op.id, name=op.name, group=op.group, pool=op.pool.name, state=op.state,
+                demand=op.demand, running=op.running, pending=len(op.pending), completed=op.completed,
+                total=op.total, usage=Resources(op.usage_cpu, op.usage_ram), submitted_at=op.submitted_at,
+            )
+            for op in self._life.book.operations.values()
+        ]
+
+    def pools_view(self) -> list[PoolView]:
+        return [
+            PoolView(
+                name=p.name, parent=p.parent.name if p.parent is not None else None, weight=p.weight,
+                operations=len(p.operations), pending=p.pending_tasks,
+                usage=Resources(p.usage_cpu, p.usage_ram),
+            )
+            for p in self._life.book.pools.values()
+        ]
+
+    def nodes_view(self) -> list[NodeView]:
+        return [
+            NodeView(
+                machine_id=n.machine_id, address=n.address, state=n.state.value, total=n.total,
+                free=Resources(n.free_cpu, n.free_ram),
+                containers=tuple(
+                    ContainerView(cid, a.op.id, a.task.index) for cid, a in n.containers.items()
+                ),
+                last_heartbeat_at=n.last_heartbeat_at,
+            )
+            for n in self._life.cluster.nodes.values()
+        ]
+
+    def ring_snapshot(self) -> RingSnapshot | None:
+        return self.membership.ring_snapshot() if self.membership is not None else None
+
+    def ring_quiet_since(self) -> float | None:
+        """When the ring last changed, or None while a change is on its way (or no ring)."""
+        return self.membership.quiet_since() if self.membership is not None else None

@@ -1,10 +1,10 @@
 """RM membership service (design.md §2 steps 1, 4, 5): the ring, unliveliness reports, removal,
 the mass-failure brake, and batched ring deltas pushed to the nodes.
 
-Wiring: it installs itself as ``ResourceManager.unliveliness_handler`` (all ring messages from
-nodes arrive there through the inbound dispatcher, so they queue and cost like heartbeats), as
-``ring_provider`` (the ring in every ``RegisterResponse``) and listens to ``node_registered`` /
-``node_lost`` (whatever removes a node, it leaves the ring).
+Wiring: the RM builds it when the ring is on and routes every ring message from nodes to
+``handle`` (through the inbound queue, so they queue and cost like heartbeats); the tracker asks
+it for the ring in every ``RegisterResponse`` and tells it about joins, and whatever removes a
+node tells it the node left. It reaches the RM only through ``MembershipHost``.
 
 Removal rule: ``ring`` detector — one valid report removes the suspect (the paper). ``kring`` —
 one valid report makes the RM probe the suspect on its own connection; it is removed only if
@@ -17,7 +17,8 @@ stalled longer than ``grace_s``.
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import Protocol
 
 import msgspec
 
@@ -34,11 +35,9 @@ from ringmon.protocol import (
     UnlivelinessResponse,
 )
 from rm.cluster import NodeRecord
-from rm.ports import Timer
+from rm.ports import Clock, Link, Log, Timer
 from rm.protocol import HeartbeatResponse
-
-if TYPE_CHECKING:
-    from rm.manager import ResourceManager
+from rm.snapshot import MembershipSnapshot, RingSnapshot
 
 
 class ProbeExpired(RingMessage):
@@ -48,43 +47,41 @@ class ProbeExpired(RingMessage):
     probe_id: int
 
 
-class MembershipStats:
-    __slots__ = (
-        "acks_rejected",
-        "brake_held",
-        "bytes_join",
-        "bytes_removal",
-        "deltas",
-        "probes",
-        "refuted",
-        "removals",
-        "reports",
-        "reports_rejected",
-        "reports_unregistered",
-        "ring_messages",
-        "syncs",
-    )
+class MembershipCounters(msgspec.Struct):
+    reports: int = 0
+    reports_rejected: int = 0
+    reports_unregistered: int = 0
+    probes: int = 0
+    refuted: int = 0
+    acks_rejected: int = 0  # probe answers on another link than the probed node's
+    removals: int = 0
+    brake_held: int = 0
+    deltas: int = 0
+    syncs: int = 0
+    ring_messages: int = 0
+    # Bytes the RM sends for membership (msgpack size, as on the wire): ring snapshots in
+    # register responses and deltas with joins only vs deltas carrying removals and syncs.
+    bytes_join: int = 0
+    bytes_removal: int = 0
 
-    def __init__(self) -> None:
-        self.reports = 0
-        self.reports_rejected = 0
-        self.reports_unregistered = 0
-        self.probes = 0
-        self.refuted = 0
-        self.acks_rejected = 0  # probe answers on another link than the probed node's
-        self.removals = 0
-        self.brake_held = 0
-        self.deltas = 0
-        self.syncs = 0
-        self.ring_messages = 0
-        # Bytes the RM sends for membership (msgpack size, as on the wire): ring snapshots in
-        # register responses and deltas with joins only vs deltas carrying removals and syncs.
-        self.bytes_join = 0
-        self.bytes_removal = 0
+
+class MembershipHost(Protocol):
+    """What the membership service needs of the RM."""
 
     @property
-    def bytes_total(self) -> int:
-        return self.bytes_join + self.bytes_removal
+    def epoch(self) -> int:
+        """How many times the RM restarted (ring versions of a new life start above the old)."""
+        ...
+
+    def node(self, machine_id: int) -> NodeRecord | None: ...
+
+    def nodes(self) -> Iterable[NodeRecord]: ...
+
+    def remove_node(self, node: NodeRecord, reason: str) -> None: ...
+
+    def enqueue(self, msg: RingMessage) -> None:
+        """Queue ``msg`` behind the RM's inbound work (handled by ``handle`` in turn)."""
+        ...
 
 
 class _Suspicion:
@@ -98,31 +95,26 @@ class _Suspicion:
 
 
 class MembershipService:
-    def __init__(self, rm: ResourceManager, config: RingConfig) -> None:
-        self._rm = rm
+    def __init__(self, config: RingConfig, clock: Clock, log: Log, host: MembershipHost) -> None:
         self._cfg = config
-        self._log = rm.log
-        self.stats = MembershipStats()
+        self._clock = clock
+        self._log = log
+        self._host = host
+        self.stats = MembershipCounters()
         self._probe_first = config.detector == "kring"
         self._encoder = msgspec.msgpack.Encoder()
         self._flush_timer: Timer | None = None
         self._release_timer: Timer | None = None
         self._suspects: dict[int, _Suspicion] = {}
-        self._reset()
-        rm.unliveliness_handler = self.handle
-        rm.ring_provider = self.current_ring
-        rm.node_registered.append(self._on_registered)
-        rm.node_lost.append(self._on_lost)
-        rm.restarted.append(self._reset)
-        rm.recovered.append(self._reset)
+        self.reset()
 
-    def _reset(self) -> None:
+    def reset(self) -> None:
         """A new RM life starts with an empty ring whose versions are above every earlier life's
         (the RM's epoch in the high bits), so nodes never take a new ring for an old one."""
         for timer in (self._flush_timer, self._release_timer, *(s.timer for s in self._suspects.values())):
             if timer is not None:
                 timer.cancel()
-        self.ring = Membership(self._cfg.ring_strides(), version=self._rm.epoch << 32)
+        self.ring = Membership(self._cfg.ring_strides(), version=self._host.epoch << 32)
         self._suspects = {}
         self._held: dict[int, float] = {}
         self._removed_at: deque[float] = deque()
@@ -131,7 +123,7 @@ class MembershipService:
         self._flush_timer = None
         self._release_timer = None
         self._snapshot: tuple[int, Ring, int] | None = None
-        self.published_at = self._rm.clock.now()  # emulated time of the last published ring change
+        self.published_at = self._clock.now()  # emulated time of the last published ring change
 
     @property
     def interval_s(self) -> float:
@@ -156,7 +148,7 @@ class MembershipService:
         self.stats.bytes_join += snap[2]
         return snap[1]
 
-    def _on_registered(self, node: NodeRecord) -> None:
+    def node_joined(self, node: NodeRecord) -> None:
         """A new node joins the ring; a known one re-registering has just shown it is alive."""
         sus = self._suspects.pop(node.machine_id, None)
         if sus is not None and sus.timer is not None:
@@ -165,7 +157,7 @@ class MembershipService:
             self.ring.insert(node.machine_id)
             self._schedule_flush()
 
-    def _on_lost(self, node: NodeRecord, reason: str) -> None:
+    def node_left(self, node: NodeRecord) -> None:
         mid = node.machine_id
         sus = self._suspects.pop(mid, None)
         if sus is not None and sus.timer is not None:
@@ -177,7 +169,7 @@ class MembershipService:
 
     def _schedule_flush(self) -> None:
         if self._flush_timer is None:
-            self._flush_timer = self._rm.clock.call_later(self._cfg.batch_s, self._flush)
+            self._flush_timer = self._clock.call_later(self._cfg.batch_s, self._flush)
 
     def _flush(self) -> None:
         self._flush_timer = None
@@ -185,9 +177,9 @@ class MembershipService:
         if delta is None:
             return
         self.stats.deltas += 1
-        self.published_at = self._rm.clock.now()
+        self.published_at = self._clock.now()
         size = len(self._encoder.encode(delta))
-        nodes = list(self._rm.cluster.nodes.values())
+        nodes = list(self._host.nodes())
         for node in nodes:
             node.link.send(delta)
         self.stats.ring_messages += len(nodes)
@@ -202,15 +194,16 @@ class MembershipService:
 
     # ---- node messages -----------------------------------------------------------------
 
-    def handle(self, link: Any, msg: Any) -> None:
+    def handle(self, link: Link | None, msg: RingMessage) -> None:
+        """A ring message from a node (``link``: its connection), or an internal probe deadline."""
         match msg:
-            case UnlivelinessReport():
+            case UnlivelinessReport() if link is not None:
                 self._on_report(link, msg)
-            case ProbeAck():
+            case ProbeAck() if link is not None:
                 self._on_ack(link, msg)
             case ProbeExpired():
                 self._on_expired(msg)
-            case RingSyncRequest():
+            case RingSyncRequest() if link is not None:
                 self.stats.syncs += 1
                 ring = self.ring.published.ring()
                 self.stats.bytes_removal += len(self._encoder.encode(RingUpdate(ring=ring)))
@@ -218,17 +211,16 @@ class MembershipService:
             case _:
                 self._log.warning("rm.unexpected_message", type=type(msg).__name__)
 
-    def _on_report(self, link: Any, msg: UnlivelinessReport) -> None:
-        rm = self._rm
+    def _on_report(self, link: Link, msg: UnlivelinessReport) -> None:
         self.stats.reports += 1
-        reporter = rm.cluster.nodes.get(msg.reporter)
+        reporter = self._host.node(msg.reporter)
         if reporter is None or reporter.link is not link:
             self.stats.reports_unregistered += 1
             self._log.warning("ring.report_rejected", reporter=msg.reporter, suspect=msg.suspect,
                               why="reporter not registered")
             link.send(UnlivelinessResponse(action="resync"))
             return
-        suspect = rm.cluster.nodes.get(msg.suspect)
+        suspect = self._host.node(msg.suspect)
         ring = self.ring
         if suspect is None or msg.suspect not in ring or msg.reporter not in ring.watchers(msg.suspect):
             # Not (or no longer) consistent with our ring: answer with it, change nothing.
@@ -245,7 +237,7 @@ class MembershipService:
             return
         sus = self._suspects.get(msg.suspect)
         if sus is None:
-            sus = self._suspects[msg.suspect] = _Suspicion(self._next_probe, rm.clock.now())
+            sus = self._suspects[msg.suspect] = _Suspicion(self._next_probe, self._clock.now())
             self._next_probe += 1
             self._probe(suspect, sus)
         sus.reporters.add(msg.reporter)
@@ -257,19 +249,19 @@ class MembershipService:
         timeout = self._cfg.probe_timeout * self._cfg.interval_s
         attempts = self._cfg.probe_attempts
         for k in range(1, attempts):
-            self._rm.clock.call_later(timeout * k / attempts, self._reprobe, node, sus, probe)
+            self._clock.call_later(timeout * k / attempts, self._reprobe, node, sus, probe)
         expired = ProbeExpired(machine_id=node.machine_id, probe_id=sus.probe_id)
-        sus.timer = self._rm.clock.call_later(timeout, self._rm.inbound.submit, (None, expired))
+        sus.timer = self._clock.call_later(timeout, self._host.enqueue, expired)
 
     def _reprobe(self, node: NodeRecord, sus: _Suspicion, probe: Probe) -> None:
-        if self._suspects.get(node.machine_id) is sus and self._rm.cluster.nodes.get(node.machine_id) is node:
+        if self._suspects.get(node.machine_id) is sus and self._host.node(node.machine_id) is node:
             node.link.send(probe)
 
-    def _on_ack(self, link: Any, msg: ProbeAck) -> None:
+    def _on_ack(self, link: Link, msg: ProbeAck) -> None:
         sus = self._suspects.get(msg.machine_id)
         if sus is None or sus.probe_id != msg.probe_id:
             return  # not the open probe (a repeat's answer after the first, or a guess)
-        node = self._rm.cluster.nodes.get(msg.machine_id)
+        node = self._host.node(msg.machine_id)
         if node is None or node.link is not link:
             # Only the probed node, on the link it registered on, can refute the suspicion: a
             # peer guessing the probe id must not keep a dead node in the ring.
@@ -287,7 +279,7 @@ class MembershipService:
 
     def _on_expired(self, msg: ProbeExpired) -> None:
         sus = self._suspects.get(msg.machine_id)
-        node = self._rm.cluster.nodes.get(msg.machine_id)
+        node = self._host.node(msg.machine_id)
         if sus is None or sus.probe_id != msg.probe_id or node is None:
             return
         self._confirm(node, f"silent; reported by {sorted(sus.reporters)}; probe unanswered")
@@ -295,7 +287,7 @@ class MembershipService:
     # ---- removal and the brake ---------------------------------------------------------
 
     def _confirm(self, node: NodeRecord, reason: str) -> None:
-        now = self._rm.clock.now()
+        now = self._clock.now()
         window = self._cfg.brake_window_s
         while self._removed_at and self._removed_at[0] <= now - window:
             self._removed_at.popleft()
@@ -313,14 +305,14 @@ class MembershipService:
                 self._log.warning("ring.brake_engaged", removed_in_window=len(self._removed_at),
                                   budget=budget, window_s=window)
             if self._release_timer is None:
-                self._release_timer = self._rm.clock.call_later(
+                self._release_timer = self._clock.call_later(
                     self._removed_at[0] + window - now, self._release
                 )
             return
         self._remove(node, reason)
 
     def _remove(self, node: NodeRecord, reason: str) -> None:
-        self._removed_at.append(self._rm.clock.now())
+        self._removed_at.append(self._clock.now())
         self.stats.removals += 1
         # If it is alive after all (stalled past the grace), it must not run on out of the cluster
         # with nothing to report (delta mode): tell it to register again, on its node channel (so
@@ -328,7 +320,7 @@ class MembershipService:
         resync = HeartbeatResponse(action="resync", heartbeat_id=node.last_response_id)
         self.stats.bytes_removal += len(self._encoder.encode(resync))
         node.link.send(resync)
-        self._rm.lose_node(node, reason=reason)
+        self._host.remove_node(node, reason)
 
     def _release(self) -> None:
         """The brake window moved: probe held suspects again (they may be back)."""
@@ -339,9 +331,28 @@ class MembershipService:
             return
         self._log.info("ring.brake_release", held=len(held))
         for mid in sorted(held):
-            node = self._rm.cluster.nodes.get(mid)
+            node = self._host.node(mid)
             if node is None or mid in self._suspects:
                 continue
-            sus = self._suspects[mid] = _Suspicion(self._next_probe, self._rm.clock.now())
+            sus = self._suspects[mid] = _Suspicion(self._next_probe, self._clock.now())
             self._next_probe += 1
             self._probe(node, sus)
+
+    # ---- views -------------------------------------------------------------------------------
+
+    def snapshot(self) -> MembershipSnapshot:
+        s = self.stats
+        return MembershipSnapshot(
+            version=self.ring.version, members=len(self.ring), suspects=len(self._suspects),
+            reports=s.reports, reports_rejected=s.reports_rejected + s.reports_unregistered,
+            probes=s.probes, refuted=s.refuted, removals=s.removals, brake_held=s.brake_held,
+            deltas=s.deltas, syncs=s.syncs, ring_messages=s.ring_messages, bytes_join=s.bytes_join,
+            bytes_removal=s.bytes_removal,
+        )
+
+    def ring_snapshot(self) -> RingSnapshot:
+        pub = self.ring.published
+        return RingSnapshot(
+            version=pub.version, members=pub.ids, suspected=tuple(sorted(self._suspects)),
+            held=tuple(sorted(self._held)),
+        )

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import enum
 from collections import deque
 from typing import Annotated
 
 import msgspec
 
-from rm.resources import ZERO, Resources
+from rm.protocol import ZERO, Resources
 
 
 class OperationSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -21,12 +20,6 @@ class OperationSpec(msgspec.Struct, frozen=True, kw_only=True):
     weight: Annotated[float, msgspec.Meta(gt=0)] = 1.0
     # Which workload entry this instance belongs to (a looping user resubmits the same group).
     group: str = ""
-
-
-class OpState(enum.Enum):
-    PENDING = "pending"
-    RUNNING = "running"
-    FINISHED = "finished"
 
 
 class Task:
@@ -95,7 +88,6 @@ class Operation:
         "running",
         "spec",
         "started_at",
-        "state",
         "submitted_at",
         "total",
         "usage_cpu",
@@ -116,7 +108,6 @@ class Operation:
         self.submitted_at = now
         self.started_at: float | None = None
         self.finished_at: float | None = None
-        self.state = OpState.PENDING
         self.pending: deque[Task] = deque(Task(i, d) for i, d in enumerate(spec.durations))
         self.total = len(spec.durations)
         self.running = 0
@@ -144,7 +135,6 @@ class Operation:
         self._add_usage(1.0)
         if self.started_at is None:
             self.started_at = now
-            self.state = OpState.RUNNING
         return task
 
     def task_ended(self) -> None:
@@ -156,7 +146,6 @@ class Operation:
         self.task_ended()
         self.completed += 1
         if self.completed == self.total:
-            self.state = OpState.FINISHED
             self.finished_at = now
             return True
         return False
@@ -182,7 +171,6 @@ class Operation:
             self._add_usage(1.0)
         if started_at is not None:
             self.started_at = started_at
-            self.state = OpState.RUNNING
         return taken
 
     def requeue(self, task: Task) -> None:
@@ -191,6 +179,12 @@ class Operation:
         self.pending.appendleft(task)
         for p in self.pools_up:
             p.pending_tasks += 1
+
+    @property
+    def state(self) -> str:
+        if self.finished_at is not None:
+            return "finished"
+        return "pending" if self.started_at is None else "running"
 
     def dominant_share(self, capacity: Resources) -> float:
         return Resources(self.usage_cpu, self.usage_ram).dominant_share(capacity)

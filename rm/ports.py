@@ -1,7 +1,7 @@
-"""What the RM, the NodeManagers and the ring need from their environment.
+"""What the RM needs from its environment: a clock with timers, links to nodes, a logger.
 
-The harness (``emulator``) implements these: a clock (virtual or real time) and the links a
-transport provides. System packages depend only on these protocols, never on the harness.
+The harness implements these (virtual or real time, in-memory or TCP links); the RM never
+imports it. Nothing here blocks: the RM is driven by the messages it receives and its timers.
 """
 
 from __future__ import annotations
@@ -15,19 +15,15 @@ class Timer(Protocol):
 
 
 class Clock(Protocol):
-    """Emulated time in seconds since the start of the run."""
+    """Emulated time in seconds since the start of the run, and timers on it."""
 
     def now(self) -> float: ...
 
-    async def sleep(self, seconds: float) -> None: ...
-
-    async def sleep_until(self, t: float) -> None: ...
-
-    def call_later(self, delay: float, callback: Callable[..., Any], *args: Any) -> Timer: ...
+    def call_later(self, delay: float, callback: Callable[..., object], *args: Any) -> Timer: ...
 
 
 class Link(Protocol):
-    """One end of a bidirectional message channel. ``send`` never blocks and never re-enters."""
+    """The RM's end of one node's connection. ``send`` never blocks and never re-enters."""
 
     def send(self, msg: Any) -> None: ...
 
@@ -35,3 +31,13 @@ class Link(Protocol):
 
     @property
     def closed(self) -> bool: ...
+
+
+class Log(Protocol):
+    """A structlog-style logger: an event name and key-value fields."""
+
+    def info(self, event: str, **fields: Any) -> Any: ...
+
+    def warning(self, event: str, **fields: Any) -> Any: ...
+
+    def error(self, event: str, **fields: Any) -> Any: ...

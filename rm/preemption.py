@@ -11,56 +11,52 @@ pending and the CPU-seconds they had run are counted as lost work.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import Protocol
 
-from rm.cluster import Allocation, NodeRecord
+from rm.cluster import EPS, Allocation, Cluster, NodeRecord
+from rm.context import RMContext
+from rm.counters import PreemptionCounters
 from rm.operations import Operation
 from rm.protocol import EXIT_PREEMPTED
-from rm.resources import EPS
 from rm.scheduler.config import PreemptionConfig
 from rm.scheduler.fair_share import progressive_filling
-
-if TYPE_CHECKING:
-    from rm.manager import ResourceManager
+from rm.workload import WorkloadBook
 
 
-class PreemptionRecord(NamedTuple):
-    t: float
-    started_at: float
-    cpu: float
-    ram_gib: float
-    victim: str  # workload group of the preempted task
-    starving: str  # workload group it made room for
+class PreemptionHost(Protocol):
+    def start_on(self, op: Operation, node: NodeRecord) -> None:
+        """Start one task of ``op`` on ``node`` now."""
+        ...
+
+    def kill_container(self, alloc: Allocation, exit_code: int) -> None:
+        """Take a running task back: the node kills it, the task is pending again."""
+        ...
 
 
 class Preemptor:
-    def __init__(self, rm: ResourceManager, config: PreemptionConfig) -> None:
-        self._rm = rm
-        self.config = config
+    def __init__(
+        self, ctx: RMContext, counters: PreemptionCounters, cluster: Cluster, book: WorkloadBook,
+        host: PreemptionHost,
+    ) -> None:
+        self._ctx = ctx
+        self.config: PreemptionConfig = ctx.scheduler.preemption
+        self._counters = counters
+        self._cluster = cluster
+        self._book = book
+        self._host = host
         self._starving_since: dict[int, float] = {}
-        self.records: list[PreemptionRecord] = []
-        self.starved_starts = 0  # tasks started for starving operations (with or without kills)
-
-    @property
-    def preemptions(self) -> int:
-        return len(self.records)
-
-    def preempted_cpu_s(self, since: float = 0.0) -> float:
-        """CPU-seconds of work lost to preemption, counting only run time after ``since``."""
-        return sum(r.cpu * (r.t - max(r.started_at, since)) for r in self.records if r.t > since)
 
     # ---- the pass ------------------------------------------------------------------------
 
     def check(self) -> int:
         """One preemption pass; returns the number of tasks preempted."""
-        rm = self._rm
-        now = rm.clock.now()
-        cap = rm.cluster.capacity
-        ops = list(rm.operations.values())
+        now = self._ctx.clock.now()
+        cap = self._cluster.capacity
+        ops = list(self._book.operations.values())
         if cap.cpu <= 0 or cap.ram_gib <= 0 or not ops:
             self._starving_since.clear()
             return 0
-        fair = progressive_filling(rm.root, ops, cap).operations
+        fair = progressive_filling(self._book.root, ops, cap).operations
         starving: list[Operation] = []
         for op in ops:
             f = fair.get(op.id, 0.0)
@@ -73,25 +69,24 @@ class Preemptor:
         for gone in set(self._starving_since) - {op.id for op in ops}:
             del self._starving_since[gone]
         starving.sort(key=lambda op: op.dominant_share(cap) / fair[op.id])
-        before = len(self.records)
+        before = self._counters.preemptions
         for op in starving:
             self._satisfy(op, fair)
-        return len(self.records) - before
+        return self._counters.preemptions - before
 
     def _satisfy(self, op: Operation, fair: dict[int, float]) -> None:
-        rm = self._rm
-        cap = rm.cluster.capacity
+        cap = self._cluster.capacity
         tried: set[int] = set()
         while op.pending and op.dominant_share(cap) < fair[op.id] - EPS:
             node = self._free_node(op) or self._make_room(op, fair, tried)
             if node is None:
                 return
-            rm.start_on(op, node)
-            self.starved_starts += 1
+            self._host.start_on(op, node)
+            self._counters.starved_starts += 1
         self._starving_since.pop(op.id, None)
 
     def _free_node(self, op: Operation) -> NodeRecord | None:
-        for node in self._rm.cluster.nodes.values():
+        for node in self._cluster.nodes.values():
             if node.schedulable and node.fits(op.demand):
                 return node
         return None
@@ -100,16 +95,16 @@ class Preemptor:
         self, op: Operation, fair: dict[int, float], tried: set[int]
     ) -> NodeRecord | None:
         """Preempt the most recently started victim tasks on one node until ``op`` fits there."""
-        rm = self._rm
-        cap = rm.cluster.capacity
+        cluster = self._cluster
+        cap = cluster.capacity
         above = {
-            o.id for o in rm.operations.values()
+            o.id for o in self._book.operations.values()
             if o is not op and o.dominant_share(cap) > fair.get(o.id, 0.0) + EPS
         }
         if not above:
             return None
         victims = sorted(
-            (a for n in rm.cluster.nodes.values() if n.schedulable
+            (a for n in cluster.nodes.values() if n.schedulable
              for a in n.containers.values() if a.op.id in above),
             key=lambda a: (-a.started_at, -a.container_id),
         )
@@ -139,19 +134,26 @@ class Preemptor:
                 free_cpu += v.demand.cpu
                 free_ram += v.demand.ram_gib
             if d.cpu <= free_cpu + EPS and d.ram_gib <= free_ram + EPS and chosen:
-                now = rm.clock.now()
-                for alloc in chosen:
-                    self.records.append(
-                        PreemptionRecord(
-                            now, alloc.started_at, alloc.op.demand.cpu, alloc.op.demand.ram_gib,
-                            alloc.op.group, op.group,
-                        )
-                    )
-                    rm.kill_container(alloc, EXIT_PREEMPTED)
-                rm.log.info(
-                    "task.preempted", operation=op.name, machine_id=node.machine_id,
-                    victims=[a.op.name for a in chosen],
-                )
+                self._preempt(op, node, chosen)
                 return node
             tried.add(node.machine_id)  # no room to be made here for this operation
         return None
+
+    def _preempt(self, op: Operation, node: NodeRecord, chosen: list[Allocation]) -> None:
+        ctx = self._ctx
+        now = ctx.clock.now()
+        counters = self._counters
+        for alloc in chosen:
+            counters.preemptions += 1
+            # Lost work counts only inside the measurement window.
+            ran = now - max(alloc.started_at, counters.window_start_s)
+            if ran > 0:
+                counters.preempted_cpu_s += alloc.op.demand.cpu * ran
+            group = ctx.groups.get(alloc.op.group)
+            if group is not None:
+                group.preempted += 1
+            self._host.kill_container(alloc, EXIT_PREEMPTED)
+        ctx.log.info(
+            "task.preempted", operation=op.name, machine_id=node.machine_id,
+            victims=[a.op.name for a in chosen],
+        )

@@ -1,7 +1,9 @@
-"""Messages between NodeManager and ResourceManager (design.md §2, paper 004 flows 1-2).
+"""The RM's public API: the messages NodeManagers and the RM exchange (design.md §2, paper 004
+flows 1-2), and the resource vector they carry.
 
 One tagged union per direction; the in-memory transport passes the objects, the TCP transport
-encodes exactly these structs as msgpack.
+encodes exactly these structs as msgpack. Ring messages travel on the same connection and are
+defined by the ring (``ringmon.protocol``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,28 @@ from ringmon.protocol import (
     UnlivelinessReport,
     UnlivelinessResponse,
 )
-from rm.resources import Resources
+
+
+class Resources(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """Cores and GiB of RAM."""
+
+    cpu: float
+    ram_gib: float
+
+    def __add__(self, other: Resources) -> Resources:
+        return Resources(self.cpu + other.cpu, self.ram_gib + other.ram_gib)
+
+    def __sub__(self, other: Resources) -> Resources:
+        return Resources(self.cpu - other.cpu, self.ram_gib - other.ram_gib)
+
+    def dominant_share(self, capacity: Resources) -> float:
+        return max(
+            self.cpu / capacity.cpu if capacity.cpu > 0 else 0.0,
+            self.ram_gib / capacity.ram_gib if capacity.ram_gib > 0 else 0.0,
+        )
+
+
+ZERO = Resources(0.0, 0.0)
 
 ContainerState = Literal["running", "complete"]
 
@@ -109,6 +132,7 @@ __all__ = [
     "EXIT_PREEMPTED",
     "EXIT_REJECTED",
     "EXIT_SUCCESS",
+    "ZERO",
     "Action",
     "ContainerLaunch",
     "ContainerState",
@@ -124,6 +148,7 @@ __all__ = [
     "RMInbound",
     "Register",
     "RegisterResponse",
+    "Resources",
     "Ring",
     "RingDelta",
     "RingSyncRequest",

@@ -1,42 +1,37 @@
-"""Work-preserving restart: rebuilding the RM from its journal, and the wait for the nodes.
+"""Work-preserving restart: rebuilding an RM life from its journal, and the wait for the nodes.
 
-After ``ResourceManager.recover`` replays the journal, the containers it says were running are
-*waiting*: their tasks count as running (so fair shares stay right) but sit on no node. A node's
-re-registration carries its full container list: a waiting container it reports is placed back
-on it (``claim``); one journaled on that node that it does not report is gone, and its task is
-pending again. Scheduling is held while containers wait (YARN's scheduling wait), so resources
-still in use on nodes not yet back are not handed out twice; it resumes when every waiting
-container is accounted for, or after ``RMConfig.recovery_wait_s``, when the rest are requeued.
+After a restart the journal's live work is replayed: pools and operations come back, and the
+containers it says were running are *waiting*: their tasks count as running (so fair shares stay
+right) but sit on no node. A node's re-registration carries its full container list: a waiting
+container it reports is placed back on it (``claim``); one journaled on that node that it does
+not report is gone, and its task is pending again. Scheduling is held while containers wait
+(YARN's scheduling wait), so resources still in use on nodes not yet back are not handed out
+twice; it resumes when every waiting container is accounted for, or after
+``RMConfig.recovery_wait_s``, when the rest are requeued.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
-from rm.cluster import Allocation, NodeRecord
+import msgspec
+
+from rm.cluster import Allocation, Cluster, NodeRecord
 from rm.journal import AnyRecord, Epoch, JournalState, PoolAdded, Progress, Started, Submitted
-from rm.operations import Operation, Task
-from rm.ports import Timer
-
-if TYPE_CHECKING:
-    from rm.manager import ResourceManager
+from rm.operations import Operation, OperationSpec, Task
+from rm.ports import Clock, Timer
+from rm.workload import WorkloadBook
 
 
-class RecoveryStats:
-    __slots__ = (
-        "claimed", "finished_at", "journal_records", "operations", "requeued", "started_at", "torn",
-        "waiting",
-    )
-
-    def __init__(self, started_at: float) -> None:
-        self.started_at = started_at
-        self.finished_at: float | None = None
-        self.journal_records = 0
-        self.torn = False
-        self.operations = 0
-        self.waiting = 0  # containers the journal said were running
-        self.claimed = 0  # ... that a node reported again
-        self.requeued = 0  # ... that no node had: their tasks run again
+class RecoveryStats(msgspec.Struct):
+    started_at: float
+    finished_at: float | None = None
+    journal_records: int = 0
+    torn: bool = False
+    operations: int = 0
+    waiting: int = 0  # containers the journal said were running
+    claimed: int = 0  # ... that a node reported again
+    requeued: int = 0  # ... that no node had: their tasks run again
 
 
 class _Waiting:
@@ -50,27 +45,38 @@ class _Waiting:
 
 
 class Recovery:
-    def __init__(self, rm: ResourceManager, state: JournalState) -> None:
-        self._rm = rm
-        now = rm.clock.now()
-        self.stats = RecoveryStats(now)
-        self.stats.journal_records = state.records
-        self.stats.torn = state.torn
+    def __init__(
+        self, clock: Clock, cluster: Cluster, book: WorkloadBook, state: JournalState,
+        *,
+        add_operation: Callable[[int, OperationSpec, float], Operation],
+        requeue: Callable[[Operation, Task, int], None],
+        finished: Callable[[], None],
+    ) -> None:
+        """``add_operation(op_id, spec, at)`` restores a journaled operation; ``requeue`` makes a
+        task whose container is gone pending again; ``finished`` is called when the wait ends."""
+        self._clock = clock
+        self._cluster = cluster
+        self._requeue_task = requeue
+        self._finished = finished
+        self.stats = RecoveryStats(clock.now(), journal_records=state.records, torn=state.torn)
         self.waiting: dict[int, _Waiting] = {}
         self._by_address: dict[str, set[int]] = {}
         self._timer: Timer | None = None
-        self._rebuild(state)
+        self.active = True
+        self._rebuild(book, state, add_operation)
 
-    def _rebuild(self, state: JournalState) -> None:
-        rm = self._rm
+    def _rebuild(
+        self, book: WorkloadBook, state: JournalState,
+        add_operation: Callable[[int, OperationSpec, float], Operation],
+    ) -> None:
         for p in state.pools:
-            rm.add_pool(p.name, p.weight, p.min_share, p.parent)
+            book.add_pool(p.name, p.weight, p.min_share, p.parent)
         running_by_op: dict[int, dict[int, int]] = {}
         for cid, run in state.running.items():
             running_by_op.setdefault(run.op_id, {})[run.task] = cid
         for op_id in sorted(state.operations):
             st = state.operations[op_id]
-            op = rm.restore_operation(op_id, st.spec, st.at)
+            op = add_operation(op_id, st.spec, st.at)
             running = running_by_op.get(op_id, {})
             for index, task in op.restore(st.completed, set(running), st.started_at).items():
                 cid = running[index]
@@ -82,7 +88,7 @@ class Recovery:
 
     def start(self, wait_s: float) -> None:
         if self.waiting:
-            self._timer = self._rm.clock.call_later(wait_s, self.finish)
+            self._timer = self._clock.call_later(wait_s, self.finish)
         else:
             self.finish()
 
@@ -94,13 +100,12 @@ class Recovery:
         if w is None or w.address != node.address:
             return None
         self._forget(cid)
-        rm = self._rm
         if not node.fits(w.op.demand):
             # The node came back smaller than what ran on it: the task runs again elsewhere.
             self._requeue(cid, w)
             return None
         alloc = Allocation(cid, node, w.op, w.task, w.at)
-        rm.cluster.place(alloc, rm.clock.now())
+        self._cluster.place(alloc, self._clock.now())
         self.stats.claimed += 1
         return alloc
 
@@ -122,48 +127,55 @@ class Recovery:
 
     def _requeue(self, cid: int, w: _Waiting) -> None:
         self.stats.requeued += 1
-        self._rm.requeue_task(w.op, w.task, cid)
+        self._requeue_task(w.op, w.task, cid)
 
     # ---- the end of the wait ---------------------------------------------------------------
 
     def finish(self) -> None:
-        rm = self._rm
-        if rm.recovery is not self:
+        if not self.active:
             return
+        self.active = False
         if self._timer is not None:
             self._timer.cancel()
         for cid in sorted(self.waiting):
             w = self.waiting[cid]
             self._forget(cid)
             self._requeue(cid, w)
-        self.stats.finished_at = rm.clock.now()
-        rm.recovery_finished(self)
+        self.stats.finished_at = self._clock.now()
+        self._finished()
 
     def cancel(self) -> None:
+        self.active = False
         if self._timer is not None:
             self._timer.cancel()
 
+    def journal_records(self) -> list[Started]:
+        return [
+            Started(cid=cid, op_id=w.op.id, task=w.task.index, address=w.address, at=w.at)
+            for cid, w in self.waiting.items()
+        ]
 
-def snapshot(rm: ResourceManager) -> list[AnyRecord]:
-    """The live work of ``rm`` as journal records (what a replay of the whole journal gives)."""
-    records: list[AnyRecord] = [Epoch(n=rm.epoch)]
-    for pool in rm.pools.values():
+
+def journal_snapshot(
+    epoch: int, book: WorkloadBook, cluster: Cluster, recovery: Recovery | None
+) -> list[AnyRecord]:
+    """The live work as journal records (what a replay of the whole journal gives)."""
+    records: list[AnyRecord] = [Epoch(n=epoch)]
+    for pool in book.pools.values():
         if pool.parent is not None:
             records.append(PoolAdded(
                 name=pool.name, weight=pool.weight, min_share=pool.min_share, parent=pool.parent.name,
             ))
     running: dict[int, list[Started]] = {}
-    for node in rm.cluster.nodes.values():
+    for node in cluster.nodes.values():
         for cid, a in node.containers.items():
             running.setdefault(a.op.id, []).append(
                 Started(cid=cid, op_id=a.op.id, task=a.task.index, address=node.address, at=a.started_at)
             )
-    if rm.recovery is not None:
-        for cid, w in rm.recovery.waiting.items():
-            running.setdefault(w.op.id, []).append(
-                Started(cid=cid, op_id=w.op.id, task=w.task.index, address=w.address, at=w.at)
-            )
-    for op in rm.operations.values():
+    if recovery is not None and recovery.active:
+        for s in recovery.journal_records():
+            running.setdefault(s.op_id, []).append(s)
+    for op in book.operations.values():
         records.append(Submitted(op_id=op.id, spec=op.spec, at=op.submitted_at))
         started = running.get(op.id, [])
         busy = {s.task for s in started} | {t.index for t in op.pending}

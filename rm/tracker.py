@@ -1,15 +1,20 @@
 """Resource tracker service: the protocol rules of design.md §2 steps 1-2.
 
-Sans-IO: it takes one message and the link it came on, updates the cluster through the
-``ResourceManager``, and answers through ``link.send``.
+Sans-IO: it takes one message and the link it came on, updates the cluster view and the ledger,
+tells the life's outcomes (``TrackerHost``) what happened, and answers through ``link.send``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Protocol
 
-from rm.cluster import NodeRecord
+from rm.cluster import Allocation, Cluster, NodeRecord
+from rm.context import RMContext
+from rm.ledger import ContainerLedger
+from rm.observer import NodeEvent
+from rm.ports import Link
 from rm.protocol import (
+    EXIT_KILLED,
     ContainerStatus,
     Heartbeat,
     HeartbeatResponse,
@@ -17,32 +22,42 @@ from rm.protocol import (
     RegisterResponse,
 )
 
-if TYPE_CHECKING:
-    from rm.manager import ResourceManager
 
+class TrackerHost(Protocol):
+    """What the tracker asks of the RM life when a report changes something."""
 
-class TrackerStats:
-    __slots__ = ("duplicates", "heartbeats", "registrations", "rejected", "resyncs", "statuses")
+    def lose_node(self, node: NodeRecord, reason: str) -> None: ...
 
-    def __init__(self) -> None:
-        self.heartbeats = 0
-        self.statuses = 0
-        self.registrations = 0
-        self.rejected = 0
-        self.resyncs = 0
-        self.duplicates = 0
+    def container_finished(self, alloc: Allocation, exit_code: int) -> None: ...
+
+    def set_node_health(self, node: NodeRecord, healthy: bool) -> None: ...
+
+    def send_kill(self, node: NodeRecord, container_ids: list[int], exit_code: int = EXIT_KILLED) -> None: ...
+
+    def node_update(self, node: NodeRecord) -> None: ...
+
+    def claim(self, cid: int, node: NodeRecord) -> Allocation | None:
+        """After an RM restart: the journal's container ``cid``, if it ran on ``node``."""
+        ...
+
+    def node_reported(self, node: NodeRecord) -> None:
+        """After an RM restart: ``node`` re-registered with its full container list."""
+        ...
 
 
 class ResourceTracker:
-    def __init__(self, rm: ResourceManager) -> None:
-        self._rm = rm
-        self.stats = TrackerStats()
+    def __init__(self, ctx: RMContext, cluster: Cluster, ledger: ContainerLedger, host: TrackerHost) -> None:
+        self._ctx = ctx
+        self._cluster = cluster
+        self._ledger = ledger
+        self._host = host
 
     # ---- registration ------------------------------------------------------------------
 
-    def on_register(self, link: Any, msg: Register) -> None:
-        rm = self._rm
-        cfg = rm.config
+    def on_register(self, link: Link, msg: Register) -> None:
+        ctx = self._ctx
+        cfg = ctx.config
+        counters = ctx.counters
         reason = ""
         if cfg.credentials and msg.credentials != cfg.credentials:
             reason = "bad credentials"
@@ -52,18 +67,19 @@ class ResourceTracker:
                 f"minimum allocation {cfg.min_cpu:g} cpu / {cfg.min_ram_gib:g} GiB"
             )
         if reason:
-            self.stats.rejected += 1
-            rm.log.warning("node.rejected", address=msg.address, reason=reason)
+            counters.rejected += 1
+            ctx.log.warning("node.rejected", address=msg.address, reason=reason)
             link.send(RegisterResponse(action="shutdown", reason=reason))
             return
-        now = rm.clock.now()
-        node = rm.cluster.by_address.get(msg.address)
+        now = ctx.clock.now()
+        host = self._host
+        node = self._cluster.by_address.get(msg.address)
         if node is not None and node.total != msg.resources:
-            rm.lose_node(node, reason="re-registered with different resources")
+            host.lose_node(node, reason="re-registered with different resources")
             node = None
         if node is None:
-            node = rm.cluster.add(msg.address, msg.resources, link, now)
-            rm.log.info(
+            node = self._cluster.add(msg.address, msg.resources, link, now)
+            ctx.log.info(
                 "node.registered",
                 machine_id=node.machine_id,
                 address=msg.address,
@@ -72,95 +88,97 @@ class ResourceTracker:
             )
         else:
             node.link = link
-            rm.log.info("node.reregistered", machine_id=node.machine_id, address=msg.address)
+            ctx.log.info("node.reregistered", machine_id=node.machine_id, address=msg.address)
         node.last_response_id = 0
         node.last_response = None
         node.last_heartbeat_at = now
-        self.stats.registrations += 1
-        for listener in rm.node_registered:
-            listener(node)
+        counters.registrations += 1
+        if ctx.membership is not None:
+            ctx.membership.node_joined(node)
+        if ctx.observers:
+            ctx.observers.node_registered(NodeEvent(node.machine_id, node.address))
         if msg.healthy != node.schedulable:
-            rm.set_node_health(node, msg.healthy)
+            host.set_node_health(node, msg.healthy)
         kill = self._reconcile(node, msg.containers)
-        ring = rm.ring_provider() if rm.ring_provider is not None else None
+        ring = ctx.membership.current_ring() if ctx.membership is not None else None
         link.send(RegisterResponse(action="normal", machine_id=node.machine_id, ring=ring))
-        rm.send_kill(node, kill)
-        rm.node_update(node)
+        host.send_kill(node, kill)
+        host.node_update(node)
 
     def _reconcile(self, node: NodeRecord, reported: tuple[ContainerStatus, ...]) -> list[int]:
         """Align the RM's view with a node's full report; returns containers the node must kill."""
-        rm = self._rm
+        host = self._host
+        ledger = self._ledger
         running: set[int] = set()
         kill: list[int] = []
-        recovery = rm.recovery
         for st in reported:
             cid = st.container_id
             alloc = node.containers.get(cid)
-            if alloc is None and recovery is not None:
-                alloc = recovery.claim(cid, node)  # after an RM restart: the journal's container
+            if alloc is None:
+                alloc = host.claim(cid, node)
             if st.state == "complete":
                 if alloc is not None:
-                    rm.container_finished(alloc, st.exit_code)
-                rm.pending_kills.pop(cid, None)
+                    host.container_finished(alloc, st.exit_code)
+                ledger.kill_confirmed(cid)
             elif alloc is not None:
                 running.add(cid)
-                rm.unconfirmed.pop(cid, None)
+                ledger.confirmed(cid)
             else:
                 kill.append(cid)
         for cid in [c for c in node.containers if c not in running]:
             # The node does not run it: it never started or died with the node's old life.
-            rm.container_finished(node.containers[cid], -1)
-        if recovery is not None:
-            recovery.node_reported(node)
+            host.container_finished(node.containers[cid], -1)
+        host.node_reported(node)
         return kill
 
     # ---- heartbeats --------------------------------------------------------------------
 
-    def on_heartbeat(self, link: Any, hb: Heartbeat) -> None:
-        rm = self._rm
-        node = rm.cluster.nodes.get(hb.machine_id)
+    def on_heartbeat(self, link: Link, hb: Heartbeat) -> None:
+        ctx = self._ctx
+        counters = ctx.counters
+        node = self._cluster.nodes.get(hb.machine_id)
         if node is None or node.link is not link:
             self._resync(link, hb, "unknown node")
             return
         if hb.heartbeat_id + 1 == node.last_response_id and node.last_response is not None:
-            self.stats.duplicates += 1
+            counters.duplicates += 1
             link.send(node.last_response)
             return
         if hb.heartbeat_id != node.last_response_id:
             self._resync(link, hb, "heartbeat id out of order")
             return
-        self.stats.heartbeats += 1
-        self.stats.statuses += len(hb.statuses)
-        now = rm.clock.now()
+        counters.heartbeats += 1
+        counters.statuses += len(hb.statuses)
+        host = self._host
+        ledger = self._ledger
+        now = ctx.clock.now()
         node.last_heartbeat_at = now
         if hb.healthy != node.schedulable:
-            rm.set_node_health(node, hb.healthy)
+            host.set_node_health(node, hb.healthy)
         kill: list[int] = []
         containers = node.containers
-        unconfirmed = rm.unconfirmed
         for st in hb.statuses:
             cid = st.container_id
             alloc = containers.get(cid)
             if st.state == "complete":
                 if alloc is not None:
-                    rm.container_finished(alloc, st.exit_code)
+                    host.container_finished(alloc, st.exit_code)
                 else:
-                    rm.pending_kills.pop(cid, None)
+                    ledger.kill_confirmed(cid)
             elif alloc is None:
                 kill.append(cid)
-            elif unconfirmed:
-                unconfirmed.pop(cid, None)
+            else:
+                ledger.confirmed(cid)
         response = HeartbeatResponse(
             action="normal", heartbeat_id=node.last_response_id + 1, kill=tuple(kill)
         )
-        rm.expect_kills(node, kill)
+        ledger.expect_kills(node, kill, now)
         node.last_response_id += 1
         node.last_response = response
         link.send(response)
-        rm.node_update(node)
+        host.node_update(node)
 
-    def _resync(self, link: Any, hb: Heartbeat, why: str) -> None:
-        self.stats.resyncs += 1
-        self._rm.log.info("node.resync", machine_id=hb.machine_id, reason=why)
+    def _resync(self, link: Link, hb: Heartbeat, why: str) -> None:
+        self._ctx.counters.resyncs += 1
+        self._ctx.log.info("node.resync", machine_id=hb.machine_id, reason=why)
         link.send(HeartbeatResponse(action="resync", heartbeat_id=hb.heartbeat_id))
-

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from rm.operations import OperationSpec
-from rm.protocol import EXIT_SUCCESS, ContainerStatus, Heartbeat, LaunchContainers, Register
-from rm.resources import Resources
+from rm.protocol import EXIT_SUCCESS, ContainerStatus, Heartbeat, LaunchContainers, Register, Resources
 from rm.scheduler.config import SchedulerConfig
-from tests.helpers import RecordingLink, sync_rm
+from rm.snapshot import OperationView
+from tests.helpers import RecordingLink, node_view, sync_rm
 
 
 class FakeNodes:
@@ -25,7 +25,7 @@ class FakeNodes:
             self.running.append({})
 
     def submit(self, name: str, cpu: float, ram: float, tasks: int, pool: str = "p") -> None:
-        if pool not in self.rm.pools:
+        if not self.rm.has_pool(pool):
             self.rm.add_pool(pool)
         self.rm.submit_operation(
             OperationSpec(name=name, pool=pool, demand=Resources(cpu, ram), durations=[1.0] * tasks)
@@ -47,17 +47,17 @@ class FakeNodes:
         )
         self.hb_id[i] += 1
         launched = 0
+        op_of = {c.container_id: c.op_id for c in node_view(self.rm, i + 1).containers}
         for msg in link.sent[seen:]:
             if isinstance(msg, LaunchContainers):
                 for c in msg.containers:
-                    alloc = self.rm.cluster.nodes[i + 1].containers[c.container_id]
-                    self.running[i][c.container_id] = alloc.op.id
+                    self.running[i][c.container_id] = op_of[c.container_id]
                     launched += 1
         return launched
 
-    def ops(self) -> dict[str, object]:
-        return {op.name: op for op in self.rm.operations.values()}
+    def ops(self) -> dict[str, OperationView]:
+        return {op.name: op for op in self.rm.operations_view()}
 
     def utilisation(self) -> tuple[float, float]:
-        c = self.rm.cluster
-        return c.used_cpu / c.cap_cpu, c.used_ram / c.cap_ram
+        s = self.rm.snapshot()
+        return s.cpu_utilization, s.ram_utilization

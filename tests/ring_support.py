@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
-from emulator.harness.runner import RunOutcome, run_blocking
+from emulator.harness.outcome import RunOutcome
+from emulator.harness.runner import RunHandle
 from emulator.results.summary import build_summary
 from emulator.scenario.loader import scenario_from_dict
+from tests.helpers import run_with_handle
 
 INTERVAL = 3.0
 
@@ -41,6 +43,11 @@ def ring_scenario(
     }
 
 
-def run_ring(**kw: Any) -> tuple[RunOutcome, dict[str, Any]]:
-    outcome = run_blocking(scenario_from_dict(ring_scenario(**kw), "<test>"))
-    return outcome, build_summary(outcome)
+class RingRun(NamedTuple):
+    outcome: RunOutcome
+    handle: RunHandle
+
+
+def run_ring(**kw: Any) -> tuple[RingRun, dict[str, Any]]:
+    outcome, handle = run_with_handle(scenario_from_dict(ring_scenario(**kw), "<test>"))
+    return RingRun(outcome, handle), build_summary(outcome)

@@ -11,11 +11,12 @@ from emulator.results.summary import build_summary, write_results
 from emulator.scenario.loader import scenario_from_dict
 from rm.cluster import Cluster
 from rm.operations import Operation, OperationSpec, Pool
-from rm.resources import Resources
+from rm.protocol import Resources
 from rm.scheduler.config import SchedulerConfig
 from rm.scheduler.drfh import DRFHPolicy
+from rm.scheduler.policy import PolicyCounters
 from rm.scheduler.tetris import TetrisPolicy
-from tests.helpers import ManualClock
+from tests.helpers import FakeClock
 
 
 def op(op_id: int, pool: Pool, cpu: float, ram: float, running: int = 0) -> Operation:
@@ -28,13 +29,11 @@ def op(op_id: int, pool: Pool, cpu: float, ram: float, running: int = 0) -> Oper
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    c = ManualClock()
-    yield c
-    c.close()
+def clock() -> FakeClock:
+    return FakeClock()
 
 
-def test_tetris_f_trades_fairness_for_packing(clock: ManualClock) -> None:
+def test_tetris_f_trades_fairness_for_packing(clock: FakeClock) -> None:
     cluster = Cluster()
     node = cluster.add("n", Resources(40, 40), link=None, now=0.0)
     node.free_cpu, node.free_ram = 4.0, 16.0  # a RAM-heavy hole
@@ -42,23 +41,23 @@ def test_tetris_f_trades_fairness_for_packing(clock: ManualClock) -> None:
     cpu_op = op(1, root, 2, 1)  # neediest (no usage), packs badly here
     op(2, root, 1, 3, running=2)
     ram_op = op(3, root, 1, 4, running=4)  # least needy, packs best: <D, F> largest
-    fair = TetrisPolicy(root, cluster, SchedulerConfig(tetris_f=1.0), clock)
-    greedy = TetrisPolicy(root, cluster, SchedulerConfig(tetris_f=0.0), clock)
-    head = TetrisPolicy(root, cluster, SchedulerConfig(tetris_f=0.5), clock)
+    fair = TetrisPolicy(root, cluster, SchedulerConfig(tetris_f=1.0), clock, PolicyCounters())
+    greedy = TetrisPolicy(root, cluster, SchedulerConfig(tetris_f=0.0), clock, PolicyCounters())
+    head = TetrisPolicy(root, cluster, SchedulerConfig(tetris_f=0.5), clock, PolicyCounters())
     assert fair.assign(node) is cpu_op
     assert greedy.assign(node) is ram_op
     # f = 0.5: only the first ceil(1.5) = 2 of the fairness order compete; op2 packs better.
     assert head.assign(node).name == "op2"  # type: ignore[union-attr]
 
 
-def test_drfh_places_the_neediest_operation_on_the_best_matching_node(clock: ManualClock) -> None:
+def test_drfh_places_the_neediest_operation_on_the_best_matching_node(clock: FakeClock) -> None:
     cluster = Cluster()
     square = cluster.add("square", Resources(8, 8), link=None, now=0.0)
     tall = cluster.add("tall", Resources(4, 16), link=None, now=0.0)
     root = Pool("root")
     ram_heavy = op(1, root, 1, 4)
     cpu_heavy = op(2, root, 2, 1, running=1)
-    policy = DRFHPolicy(root, cluster, SchedulerConfig(policy="drfh"), clock)
+    policy = DRFHPolicy(root, cluster, SchedulerConfig(policy="drfh"), clock, PolicyCounters())
     first = policy.place(cluster.nodes.values())
     assert first == (ram_heavy, tall)  # same cpu:ram ratio as the tall node
     ram_heavy.take_task(0.0)

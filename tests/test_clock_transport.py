@@ -68,7 +68,7 @@ def test_memory_transport_delivers_in_order_with_latency_and_stops_when_closed()
     async def main(clock: LoopClock) -> tuple[list, list]:
         rm, node = Endpoint(), Endpoint()
         rm.clock = node.clock = clock
-        MemoryNetwork(clock, rm, latency_s=0.25).connect(node)
+        MemoryNetwork(clock, rm.receive, latency_s=0.25).connect(node)
         for i in range(3):
             node.link.send(i)
         node.link.send("ping")

@@ -16,8 +16,7 @@ from emulator.time.clock import LoopClock, run
 from emulator.transport.framing import FrameEncoder
 from emulator.transport.tcp import TcpClient, TcpServer
 from ringmon.protocol import Ring
-from rm.protocol import ContainerLaunch, KillContainers, LaunchContainers, Register, RingUpdate
-from rm.resources import Resources
+from rm.protocol import ContainerLaunch, KillContainers, LaunchContainers, Register, Resources, RingUpdate
 from tests.test_tcp_abuse import events, honest_cluster, hung_up
 from tests.test_transport_conformance import FakeNode, eventually
 
@@ -108,7 +107,7 @@ def test_wrong_secret_is_refused_unlogged_and_its_connection_closed() -> None:
             assert await hung_up(reader, 5)  # refused, then closed by the handshake timeout
             writer.close()
             await h.still_served()
-            assert "intruder" not in {n.address for n in h.rm.cluster.nodes.values()}
+            assert "intruder" not in {n.address for n in h.rm.nodes_view()}
             assert any(e["event"] == "node.rejected" and e["reason"] == "bad credentials"
                        for e in events(h.sink))
             log = h.sink.getvalue()

@@ -6,9 +6,16 @@ import pytest
 
 from rm.cluster import Cluster
 from rm.operations import Operation, OperationSpec, Pool
-from rm.resources import Resources
+from rm.protocol import Resources
+from rm.scheduler.config import SchedulerConfig
 from rm.scheduler.drf import DRFPolicy
 from rm.scheduler.fair_share import progressive_filling
+from rm.scheduler.policy import PolicyCounters
+from tests.helpers import FakeClock
+
+
+def drf(root: Pool, cluster: Cluster) -> DRFPolicy:
+    return DRFPolicy(root, cluster, SchedulerConfig(), FakeClock(), PolicyCounters())
 
 
 def make_cluster(cpu: float, ram: float) -> tuple[Cluster, object]:
@@ -37,7 +44,7 @@ def test_lowest_dominant_share_goes_first() -> None:
     a, b = op(1, root, 1, 4), op(2, root, 3, 1)
     run_tasks(a, 5)  # dominant 20/100 ram
     run_tasks(b, 5)  # dominant 15/100 cpu
-    assert [o.name for o in DRFPolicy(root, cluster).candidates(node)] == ["op2", "op1"]
+    assert [o.name for o in drf(root, cluster).candidates(node)] == ["op2", "op1"]
 
 
 def test_weights_divide_dominant_shares() -> None:
@@ -46,7 +53,7 @@ def test_weights_divide_dominant_shares() -> None:
     heavy, light = op(1, root, 1, 1, weight=3.0), op(2, root, 1, 1)
     run_tasks(heavy, 20)  # 0.20 / 3
     run_tasks(light, 10)  # 0.10 / 1
-    assert DRFPolicy(root, cluster).assign(node) is heavy
+    assert drf(root, cluster).assign(node) is heavy
 
 
 def test_ties_are_broken_by_next_dominant_share_then_submission_order() -> None:
@@ -55,7 +62,7 @@ def test_ties_are_broken_by_next_dominant_share_then_submission_order() -> None:
     a, b, c = op(1, root, 2, 1), op(2, root, 2, 2), op(3, root, 2, 1)
     for o in (a, b, c):
         run_tasks(o, 5)  # all dominant 0.10 cpu; b's ram share 0.10 > a's and c's 0.05
-    assert [o.name for o in DRFPolicy(root, cluster).candidates(node)] == ["op1", "op3", "op2"]
+    assert [o.name for o in drf(root, cluster).candidates(node)] == ["op1", "op3", "op2"]
 
 
 def test_pool_below_min_share_is_served_first() -> None:
@@ -67,9 +74,9 @@ def test_pool_below_min_share_is_served_first() -> None:
     for o, n in ((o_rich, 5), (o_needy, 20)):
         run_tasks(o, n)
     # needy has the larger share (0.20 vs 0.05) but is below its 30-cpu min share.
-    assert DRFPolicy(root, cluster).assign(node) is o_needy
+    assert drf(root, cluster).assign(node) is o_needy
     run_tasks(o_needy, 10)  # now at 30 cpu: no longer needy
-    assert DRFPolicy(root, cluster).assign(node) is o_rich
+    assert drf(root, cluster).assign(node) is o_rich
 
 
 def test_nested_pools_compare_pool_shares_before_operation_shares() -> None:
@@ -82,7 +89,7 @@ def test_nested_pools_compare_pool_shares_before_operation_shares() -> None:
     run_tasks(t1, 10)
     run_tasks(t2, 10)  # team at 0.20 in total, each of its ops at 0.10
     run_tasks(s1, 15)  # solo at 0.15: higher than each team op, lower than the team
-    assert DRFPolicy(root, cluster).assign(node) is s1
+    assert drf(root, cluster).assign(node) is s1
 
 
 def test_operations_whose_task_does_not_fit_are_skipped() -> None:
@@ -90,8 +97,8 @@ def test_operations_whose_task_does_not_fit_are_skipped() -> None:
     root = Pool("root")
     big, small = op(1, root, 8, 1), op(2, root, 1, 1)
     run_tasks(small, 2)
-    assert DRFPolicy(root, cluster).assign(node) is small
-    assert big not in list(DRFPolicy(root, cluster).candidates(node))
+    assert drf(root, cluster).assign(node) is small
+    assert big not in list(drf(root, cluster).candidates(node))
 
 
 def test_progressive_filling_seed002_example() -> None:

@@ -9,21 +9,11 @@ import pytest
 
 from emulator.harness.eventlog import make_logger
 from emulator.measure.costs import LinearFit, RMCostMeter, efficiency
-from emulator.measure.sampler import Sampler
-from emulator.time.clock import LoopClock, VirtualTimeLoop
-from nodemanager.stats import NodeStats
+from emulator.measure.sampler import COLUMNS, Sampler, SampleRow
+from emulator.measure.timing import HeartbeatTiming
 from rm.manager import ResourceManager
-from rm.protocol import ContainerStatus, Heartbeat, HeartbeatResponse, Register, RegisterResponse
-from rm.resources import Resources
-
-
-class Clock(LoopClock):
-    def __init__(self) -> None:
-        self.loop = VirtualTimeLoop()
-        super().__init__(self.loop)
-
-    def set(self, t: float) -> None:
-        self.loop._virtual_now = t
+from rm.protocol import ContainerStatus, Heartbeat, HeartbeatResponse, Register, RegisterResponse, Resources
+from tests.helpers import FakeClock
 
 
 class Link:
@@ -51,31 +41,27 @@ def test_h1_h2_are_minima_of_per_interval_ratios_over_the_window() -> None:
 
 
 def test_sampler_h1_h2_on_hand_made_rows() -> None:
-    clock = Clock()
-    rm = ResourceManager(clock, make_logger(clock, None), queueing=False)
-    sampler = Sampler(rm, NodeStats(), clock, 3.0, 6.0, [])
-    # Only n_i, m_i, s_i (columns 6-8) matter; t <= warm-up and n_i = 0 rows are skipped.
-    base = [0.0] * 13
+    clock = FakeClock()
+    rm = ResourceManager(clock, make_logger(clock, None))
+    sampler = Sampler(rm, lambda: (0, 0), clock, 3.0, 6.0, [])
+    # Only n_i, m_i, s_i matter; t <= warm-up and n_i = 0 rows are skipped.
+    zero = dict.fromkeys(COLUMNS, 0)
     for t, n, m, s in [(3, 10, 1, 1), (6, 10, 2, 2), (9, 100, 99, 95), (12, 0, 0, 0), (15, 40, 40, 40)]:
-        row = list(base)
-        row[0], row[6], row[7], row[8] = t, n, m, s
-        sampler.rows.append(tuple(row))
+        sampler.rows.append(SampleRow(**{**zero, "t_s": t, "n_i": n, "m_i": m, "s_i": s}))
     assert sampler.efficiency() == (pytest.approx(0.99), pytest.approx(0.95))
-    clock.loop.close()
 
 
 def test_node_attribution_counts_a_heartbeat_in_the_interval_it_was_sent() -> None:
-    stats = NodeStats()
-    stats.interval_s = 3.0
-    stats.mark_sent(2.9)
-    stats.mark_answered(2.9, 3.2)  # answered after the boundary: still interval 1's
-    stats.mark_sent(3.5)
-    stats.mark_answered(3.5, 6.6)  # took longer than an interval: not answered in time
-    stats.mark_sent(6.0)
-    assert stats.sent_by_interval == {1: 1, 2: 1, 3: 1}
-    assert stats.answered_by_interval == {1: 1}
-    off = NodeStats()
-    off.mark_sent(1.0)
+    timing = HeartbeatTiming(interval_s=3.0)
+    timing.sent(2.9)
+    timing.answered(2.9, 3.2)  # answered after the boundary: still interval 1's
+    timing.sent(3.5)
+    timing.answered(3.5, 6.6)  # took longer than an interval: not answered in time
+    timing.sent(6.0)
+    assert timing.sent_by_interval == {1: 1, 2: 1, 3: 1}
+    assert timing.answered_by_interval == {1: 1}
+    off = HeartbeatTiming()
+    off.sent(1.0)
     assert off.sent_by_interval == {}
 
 
@@ -92,8 +78,8 @@ def test_line_fit_recovers_a_linear_cost_model() -> None:
 
 
 def test_cost_meter_times_each_message_type_and_attributes_update_events() -> None:
-    clock = Clock()
-    rm = ResourceManager(clock, make_logger(clock, None), queueing=False)
+    clock = FakeClock()
+    rm = ResourceManager(clock, make_logger(clock, None))
     meter = RMCostMeter(rm, interval_s=3.0)
     meter.install()
     receive = meter.wrap_receive(rm.receive)
@@ -120,7 +106,6 @@ def test_cost_meter_times_each_message_type_and_attributes_update_events() -> No
     assert report["rm_cost_us_per_heartbeat"] > 0
     assert report["messages_to_rm_per_node_minute"] == pytest.approx(7 / 0.3, abs=1e-3)
     assert set(report["busy_us_by_type"]) == {"Heartbeat", "NodeUpdate", "Register"}
-    clock.loop.close()
 
 
 SWEEP = """
@@ -159,7 +144,7 @@ def test_sweep_scales_the_workload_finds_limits_and_writes_plots(tmp_path: Any) 
     base, cfg = load_sweep(path)
     sc = point(base, cfg, 40, "delta", str(path))
     assert sc.node_count == 40 and sc.heartbeat.mode == "delta"
-    assert sc.workload.operations[0].job_count == 400  # t = n·c·l/a scales with n
+    assert sc.workload.operations[0].task_count == 400  # t = n·c·l/a scales with n
     # 400 nodes x 3 s heartbeats of >= 20 ms each overload the modelled RM in periodic mode.
     result = run_sweep(path, tmp_path / "out", None, None, None, None, Console(quiet=True))
     by = {(r["mode"], r["nodes"]): r for r in result["rows"]}

@@ -11,8 +11,13 @@ import pytest
 
 from emulator.harness.runner import run_blocking
 from emulator.scenario.loader import ScenarioError, scenario_from_dict
-from rm.manager import ResourceManager
-from tests.ring_support import INTERVAL, ring_scenario, run_ring
+from rm.observer import RMObserver, TaskCompleted
+from tests.helpers import run_with_handle
+from tests.ring_support import INTERVAL, RingRun, ring_scenario, run_ring
+
+
+def registered(run: RingRun) -> set[int]:
+    return {n.machine_id for n in run.handle.side.rm.nodes_view()}
 
 STALLS_AND_LOSS = [
     {"kind": "liveness_loss", "at_s": 20, "fraction": 0.05},
@@ -43,10 +48,10 @@ def test_a_rack_of_20_consecutive_ids(detector: str, within: bool) -> None:
 
 
 def test_stalls_loss_and_an_rm_stall_remove_nobody_with_kring() -> None:
-    outcome, s = run_ring(nodes=300, faults=STALLS_AND_LOSS, duration_s=110)
+    run, s = run_ring(nodes=300, faults=STALLS_AND_LOSS, duration_s=110)
     assert s["liveness_lost"] > 0 and s["ring_refuted"] > 0  # the faults did bite
     assert s["nodes_lost"] == 0 and s["false_removals"] == 0
-    assert outcome.rm.inbound.statistics().wait_max_s > 8.5  # the RM really stalled
+    assert run.outcome.rm.inbound.wait_max_s > 8.5  # the RM really stalled
 
 
 def test_the_paper_ring_removes_healthy_nodes_under_the_same_faults() -> None:
@@ -56,13 +61,13 @@ def test_the_paper_ring_removes_healthy_nodes_under_the_same_faults() -> None:
 
 def test_pause_longer_than_grace_is_removed_and_rejoins_with_a_new_registration() -> None:
     fault = {"kind": "pause", "at_s": 40, "nodes": ["node-0-00007"], "duration_s": 20}
-    outcome, s = run_ring(nodes=50, faults=[fault], ring={"grace_s": 9.0}, duration_s=90)
+    run, s = run_ring(nodes=50, faults=[fault], ring={"grace_s": 9.0}, duration_s=90)
     assert s["nodes_lost"] == 1 and s["stalled_removals"] == 1 and s["false_removals"] == 0
-    (removal,) = outcome.extra["removals"].removals
+    (removal,) = run.outcome.removal_log
     assert 40 + 9 < removal.t_s <= 40 + 9 + 2 * INTERVAL
-    node = next(n for n in outcome.nodes if n.address == "node-0-00007")
-    assert node.state.value == "running" and node.machine_id in outcome.rm.cluster.nodes
-    assert node.monitor.member  # back in the ring
+    node = next(n for n in run.handle.hosting.processes if n.address == "node-0-00007")
+    assert node.state.value == "running" and node.machine_id in registered(run)
+    assert node.monitor is not None and node.monitor.member  # back in the ring
     assert s["registrations"] == 51
 
 
@@ -70,11 +75,11 @@ def test_an_idle_node_removed_while_stalled_is_told_to_register_again() -> None:
     # Delta mode, nothing running: after its stall the node has nothing to report, so only the
     # RM telling it (at removal) brings it back instead of leaving it alive but out of the cluster.
     fault = {"kind": "pause", "at_s": 40, "nodes": ["node-0-00007"], "duration_s": 20}
-    outcome, s = run_ring(nodes=20, faults=[fault], ring={"grace_s": 9.0}, duration_s=90, job_count=1,
-                          loop=False)
+    run, s = run_ring(nodes=20, faults=[fault], ring={"grace_s": 9.0}, duration_s=90, job_count=1,
+                      loop=False)
     assert s["nodes_lost"] == 1 and s["stalled_removals"] == 1
-    node = next(n for n in outcome.nodes if n.address == "node-0-00007")
-    assert node.machine_id in outcome.rm.cluster.nodes and node.monitor.member
+    node = next(n for n in run.handle.hosting.processes if n.address == "node-0-00007")
+    assert node.machine_id in registered(run) and node.monitor is not None and node.monitor.member
     assert s["registrations"] == 21
 
 
@@ -92,13 +97,16 @@ def test_a_stale_registration_answered_during_a_stall_does_not_steal_a_reused_id
         nodes=20, faults=faults, ring={"grace_s": 9.0}, duration_s=150, job_count=1, loop=False
     )
     data["transport"] = {"latency_s": 0.05}
-    outcome = run_blocking(scenario_from_dict(data, "<test>"))
-    by = {n.address: n for n in outcome.nodes}
+    outcome, handle = run_with_handle(scenario_from_dict(data, "<test>"))
+    by = {n.address: n for n in handle.hosting.processes}
     ny = by[y]
-    assert outcome.extra["peers"].receiver(ny.machine_id) is ny.monitor
-    assert by[x].machine_id in outcome.rm.cluster.nodes and ny.machine_id in outcome.rm.cluster.nodes
+    assert handle.hosting.peers is not None
+    assert handle.hosting.peers.receiver(ny.machine_id) is ny.monitor
+    ids = {n.machine_id for n in handle.side.rm.nodes_view()}
+    assert by[x].machine_id in ids and ny.machine_id in ids
     # No watcher keeps suspecting a live node whose liveness went to nobody.
-    assert outcome.extra["membership"].stats.refuted <= 3  # 18 when it went to nobody
+    assert outcome.rm.membership is not None
+    assert outcome.rm.membership.refuted <= 3  # 18 when it went to nobody
 
 
 def test_pause_shorter_than_grace_keeps_the_node() -> None:
@@ -109,10 +117,10 @@ def test_pause_shorter_than_grace_keeps_the_node() -> None:
 
 def test_crash_then_rejoin_gets_the_node_back() -> None:
     fault = {"kind": "crash", "at_s": 30, "count": 5, "rejoin_after_s": 20}
-    outcome, s = run_ring(nodes=60, faults=[fault], duration_s=90)
+    run, s = run_ring(nodes=60, faults=[fault], duration_s=90)
     assert s["nodes_lost"] == 5 and s["false_removals"] == 0 and s["registrations"] == 65
-    assert len(outcome.rm.cluster.nodes) == 60
-    assert all(n.monitor.member for n in outcome.nodes)
+    assert run.outcome.rm.nodes == 60
+    assert all(n.monitor is not None and n.monitor.member for n in run.handle.hosting.processes)
 
 
 def test_tasks_are_requeued_exactly_once_and_none_is_lost() -> None:
@@ -128,20 +136,14 @@ def test_tasks_are_requeued_exactly_once_and_none_is_lost() -> None:
         "<test>",
     )
     done: Counter[tuple[int, int]] = Counter()
-    original = ResourceManager.container_finished
 
-    def spy(self: ResourceManager, alloc: Any, exit_code: int) -> None:
-        if exit_code == 0:
-            done[(alloc.op.id, alloc.task.index)] += 1
-        original(self, alloc, exit_code)
+    class Completions(RMObserver):
+        def task_completed(self, ev: TaskCompleted) -> None:
+            done[(ev.op_id, ev.task)] += 1
 
-    ResourceManager.container_finished = spy  # type: ignore[method-assign]
-    try:
-        outcome = run_blocking(scenario)
-    finally:
-        ResourceManager.container_finished = original  # type: ignore[method-assign]
+    outcome, _ = run_with_handle(scenario, on_start=lambda h: h.side.rm.observe(Completions()))
     rm = outcome.rm
-    assert rm.stats.nodes_lost >= 14 and rm.stats.tasks_requeued > 0
+    assert rm.counters.nodes_lost >= 14 and rm.counters.tasks_requeued > 0
     assert rm.groups["job"].operations_finished == 1
     assert len(done) == 2400 and max(done.values()) == 1
 

@@ -6,7 +6,6 @@ from collections.abc import Callable
 from typing import Any
 
 from emulator.harness.eventlog import make_logger
-from emulator.time.clock import LoopClock, run
 from ringmon.config import RingConfig
 from ringmon.membership import decode_ids
 from ringmon.protocol import (
@@ -21,18 +20,19 @@ from ringmon.protocol import (
 from rm.manager import ResourceManager
 from rm.membership import MembershipService
 from rm.operations import OperationSpec
-from rm.protocol import LaunchContainers, Register, RegisterResponse
-from rm.resources import Resources
-from tests.helpers import RecordingLink
+from rm.protocol import LaunchContainers, Register, RegisterResponse, Resources
+from tests.helpers import FakeClock, RecordingLink
 
 Link = RecordingLink
 
 
 class Cluster:
-    def __init__(self, clock: LoopClock, n: int, **ring: Any) -> None:
+    def __init__(self, clock: FakeClock, n: int, **ring: Any) -> None:
         self.clock = clock
-        self.rm = ResourceManager(clock, make_logger(clock, None), heartbeat_mode="delta", queueing=False)
-        self.svc = MembershipService(self.rm, RingConfig(**ring))
+        log = make_logger(clock, None)
+        self.rm = ResourceManager(clock, log, heartbeat_mode="delta", ring=RingConfig(**ring))
+        assert self.rm.membership is not None
+        self.svc: MembershipService = self.rm.membership
         self.links: dict[int, Link] = {}
         for i in range(n):
             link = Link()
@@ -47,41 +47,38 @@ class Cluster:
         return link
 
     def alive(self, mid: int) -> bool:
-        return mid in self.rm.cluster.nodes
+        return self.rm.node(mid) is not None
 
 
-def virtual(fn: Callable[[LoopClock], Any]) -> Any:
-    async def main(clock: LoopClock) -> Any:
-        return await fn(clock)
-
-    return run(main, "virtual")
+def drive(fn: Callable[[FakeClock], Any]) -> Any:
+    return fn(FakeClock())
 
 
 def test_register_gets_smallest_free_id_ring_and_a_batched_delta() -> None:
-    async def body(clock: LoopClock) -> None:
+    def body(clock: FakeClock) -> None:
         c = Cluster(clock, 5, batch_s=0.5)
         first = c.links[1].of(RegisterResponse)[0]
         assert first.machine_id == 1 and first.ring is not None and first.ring.version == 0
-        await clock.sleep(1.0)
+        clock.advance_to(clock.now() + 1.0)
         deltas = c.links[1].of(RingDelta)
         assert len(deltas) == 1  # five joins, one delta
         assert decode_ids(deltas[0].added) == [1, 2, 3, 4, 5]
-        c.rm.lose_node(c.rm.cluster.nodes[3], "test")
-        await clock.sleep(1.0)
+        c.rm.remove_node(c.rm.node(3), "test")
+        clock.advance_to(clock.now() + 1.0)
         link = Link()
         c.rm.receive(link, Register(address="new", resources=Resources(4, 8)))
         assert link.of(RegisterResponse)[0].machine_id == 3  # the smallest free id
         assert link.of(RegisterResponse)[0].ring.ids == (1, 2, 4, 5)
-        await clock.sleep(1.0)
+        clock.advance_to(clock.now() + 1.0)
         assert c.svc.ring.published.ids == (1, 2, 3, 4, 5)
 
-    virtual(body)
+    drive(body)
 
 
 def test_report_from_unregistered_reporter_gets_resync_and_changes_nothing() -> None:
-    async def body(clock: LoopClock) -> None:
+    def body(clock: FakeClock) -> None:
         c = Cluster(clock, 4, detector="ring")
-        await clock.sleep(1.0)
+        clock.advance_to(clock.now() + 1.0)
         link = c.report(99, 1)
         assert link.of(UnlivelinessResponse)[-1].action == "resync"
         # A registered id on someone else's connection is not that node either.
@@ -90,63 +87,64 @@ def test_report_from_unregistered_reporter_gets_resync_and_changes_nothing() -> 
         assert forged.of(UnlivelinessResponse)[-1].action == "resync"
         assert c.alive(1)
 
-    virtual(body)
+    drive(body)
 
 
 def test_report_by_a_non_watcher_is_rejected_with_the_current_ring() -> None:
-    async def body(clock: LoopClock) -> None:
+    def body(clock: FakeClock) -> None:
         c = Cluster(clock, 6, detector="ring")
-        await clock.sleep(1.0)
+        clock.advance_to(clock.now() + 1.0)
         link = Link()
         c.links[4] = link
-        c.rm.cluster.nodes[4].link = link
+        c.rm.node(4).link = link
         c.rm.receive(link, UnlivelinessReport(reporter=4, suspect=1, ring_version=0))
         answer = link.of(UnlivelinessResponse)[-1]
         assert answer.action == "normal" and answer.ring is not None and answer.ring.ids == (1, 2, 3, 4, 5, 6)
         assert c.alive(1) and c.svc.stats.reports_rejected == 1
 
-    virtual(body)
+    drive(body)
 
 
 def test_ring_baseline_removes_on_one_report_and_requeues_tasks_once() -> None:
-    async def body(clock: LoopClock) -> None:
+    def body(clock: FakeClock) -> None:
         c = Cluster(clock, 3, detector="ring")
         c.rm.add_pool("p")
         op = c.rm.submit_operation(
             OperationSpec(name="op", pool="p", demand=Resources(1, 1), durations=[100.0] * 12)
         )
-        await clock.sleep(1.0)
+        clock.advance_to(clock.now() + 1.0)
         on_2 = sum(len(m.containers) for m in c.links[2].of(LaunchContainers))
         assert on_2 > 0
         c.report(3, 2)
         assert not c.alive(2)
-        assert c.rm.stats.tasks_requeued == on_2
-        assert op.running + len(op.pending) == 12  # none lost, none duplicated
+        assert c.rm.counters().tasks_requeued == on_2
+        (view,) = c.rm.operations_view()
+        assert view.id == op and view.running + view.pending == 12  # none lost, none duplicated
         c.report(3, 2)  # a second report about a removed node changes nothing
-        assert c.rm.stats.tasks_requeued == on_2 and c.rm.stats.nodes_lost == 1
-        await clock.sleep(1.0)
+        assert c.rm.counters().tasks_requeued == on_2 and c.rm.counters().nodes_lost == 1
+        clock.advance_to(clock.now() + 1.0)
         delta = c.links[1].of(RingDelta)[-1]
         assert decode_ids(delta.removed) == [2]
 
-    virtual(body)
+    drive(body)
 
 
 def test_kring_probes_before_removing() -> None:
-    async def body(clock: LoopClock) -> None:
+    def body(clock: FakeClock) -> None:
         c = Cluster(clock, 200, interval_s=3.0, probe_timeout=0.2, grace_s=9.0)
-        await clock.sleep(1.0)
+        clock.advance_to(clock.now() + 1.0)
         w = c.svc.ring.watchers(10)
         assert w == [11, 74]
         c.report(11, 10)
         probe = c.links[10].of(Probe)[-1]
         c.rm.receive(c.links[10], ProbeAck(machine_id=10, probe_id=probe.probe_id, stalled_s=0.5))
-        await clock.sleep(1.0)
+        clock.advance_to(clock.now() + 1.0)
         assert c.alive(10) and c.svc.stats.refuted == 1
         # Unanswered: removed once the probe timeout (0.6 s) has passed, not before.
         c.report(74, 10)
-        await clock.sleep(0.5)
+        clock.advance_to(clock.now() + 0.5)
         assert c.alive(10)
-        await clock.sleep(0.2)
+        clock.advance_to(clock.now() + 0.2)
         assert not c.alive(10)
         # Answered, but stalled longer than the grace: removed.
         c.report(21, 20)
@@ -154,13 +152,13 @@ def test_kring_probes_before_removing() -> None:
         c.rm.receive(c.links[20], ProbeAck(machine_id=20, probe_id=probe.probe_id, stalled_s=12.0))
         assert not c.alive(20)
 
-    virtual(body)
+    drive(body)
 
 
 def test_probe_answers_count_only_from_the_probed_nodes_link_with_its_probe_id() -> None:
-    async def body(clock: LoopClock) -> None:
+    def body(clock: FakeClock) -> None:
         c = Cluster(clock, 200, interval_s=3.0, probe_timeout=0.2)
-        await clock.sleep(1.0)
+        clock.advance_to(clock.now() + 1.0)
         c.report(11, 10)
         probe = c.links[10].of(Probe)[-1]
         # Node 11 (or anyone who learnt the id) answers for the silent node 10: rejected.
@@ -169,72 +167,72 @@ def test_probe_answers_count_only_from_the_probed_nodes_link_with_its_probe_id()
         # The right link with a guessed probe id: ignored.
         c.rm.receive(c.links[10], ProbeAck(machine_id=10, probe_id=probe.probe_id + 1))
         assert c.svc.stats.acks_rejected == 2 and c.svc.stats.refuted == 0
-        await clock.sleep(0.7)
+        clock.advance_to(clock.now() + 0.7)
         assert not c.alive(10)  # the probe went unanswered: removed
         # The node's own answer on its own link still refutes.
         c.report(21, 20)
         probe = c.links[20].of(Probe)[-1]
         c.rm.receive(c.links[20], ProbeAck(machine_id=20, probe_id=probe.probe_id))
-        await clock.sleep(1.0)
+        clock.advance_to(clock.now() + 1.0)
         assert c.alive(20) and c.svc.stats.refuted == 1
 
-    virtual(body)
+    drive(body)
 
 
 def test_brake_holds_removals_beyond_the_fraction_then_releases_them() -> None:
-    async def body(clock: LoopClock) -> None:
+    def body(clock: FakeClock) -> None:
         c = Cluster(clock, 100, brake_fraction=0.1, brake_window_s=30.0)
-        await clock.sleep(1.0)
+        clock.advance_to(clock.now() + 1.0)
         suspects = list(range(1, 61, 2))  # 30 silent nodes reported at once
         for s in suspects:
             c.report(c.svc.ring.watchers(s)[0], s)
-        await clock.sleep(2.0)
+        clock.advance_to(clock.now() + 2.0)
         assert sum(not c.alive(s) for s in suspects) == 10
         assert c.svc.stats.brake_held == 20
-        await clock.sleep(30.0)  # the window moved: ten more, re-probed and still silent
+        clock.advance_to(clock.now() + 30.0)  # the window moved: ten more, re-probed and still silent
         assert sum(not c.alive(s) for s in suspects) == 10 + 9  # 10% of the 90 left
 
-    virtual(body)
+    drive(body)
 
 
 def test_sync_request_gets_the_full_ring() -> None:
-    async def body(clock: LoopClock) -> None:
+    def body(clock: FakeClock) -> None:
         c = Cluster(clock, 3)
-        await clock.sleep(1.0)
+        clock.advance_to(clock.now() + 1.0)
         c.rm.receive(c.links[2], RingSyncRequest(machine_id=2, version=0))
         assert c.links[2].of(RingUpdate)[-1].ring.ids == (1, 2, 3)
 
-    virtual(body)
+    drive(body)
 
 
 def test_375_removals_at_7500_nodes_cost_under_10_mb() -> None:
-    async def body(clock: LoopClock) -> None:
+    def body(clock: FakeClock) -> None:
         c = Cluster(clock, 7500, batch_s=0.5)
-        await clock.sleep(1.0)
+        clock.advance_to(clock.now() + 1.0)
         # Removals spread over two intervals, the way a 5% crash is detected.
         victims = list(range(20, 7501, 20))[:375]
         for k, mid in enumerate(victims):
-            clock.call_later(6.0 * k / len(victims), lambda m=mid: c.rm.lose_node(c.rm.cluster.nodes[m], "x"))
-        await clock.sleep(8.0)
+            clock.call_later(6.0 * k / len(victims), lambda m=mid: c.rm.remove_node(c.rm.node(m), "x"))
+        clock.advance_to(clock.now() + 8.0)
         assert c.svc.ring.published.ids == tuple(i for i in range(1, 7501) if i not in set(victims))
         assert c.svc.stats.bytes_removal <= 10_000_000
         # Sanity: the same removals as full lists, one per change, would be ~10^11 bytes.
         assert c.svc.stats.bytes_removal * 1000 < 375 * 7500 * 3 * 7500
 
-    virtual(body)
+    drive(body)
 
 
 def test_a_lost_probe_is_resent_and_re_registration_clears_a_suspicion() -> None:
-    async def body(clock: LoopClock) -> None:
+    def body(clock: FakeClock) -> None:
         c = Cluster(clock, 100)
-        await clock.sleep(1.0)
+        clock.advance_to(clock.now() + 1.0)
         c.report(11, 10)
-        await clock.sleep(0.3)
+        clock.advance_to(clock.now() + 0.3)
         probes = c.links[10].of(Probe)
         assert len(probes) >= 2 and len({p.probe_id for p in probes}) == 1  # resent, same probe
         # The node registers again (its last answer was lost, say): it is alive, nothing removed.
         c.rm.receive(c.links[10], Register(address="n9", resources=Resources(4, 8)))
-        await clock.sleep(1.0)
+        clock.advance_to(clock.now() + 1.0)
         assert c.alive(10) and c.svc.stats.removals == 0
 
-    virtual(body)
+    drive(body)

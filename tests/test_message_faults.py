@@ -51,7 +51,8 @@ def test_every_task_completes_exactly_once(mode: str, fault: dict) -> None:
     summary, out = faulty_run(mode, **fault)
     assert summary["containers_completed"] == 250
     assert summary["nodes_lost"] == 0
-    plan = out.extra["message_faults"]
+    plan = out.message_faults
+    assert plan is not None
     assert plan.dropped + plan.duplicated + plan.reordered + plan.delayed > 0
 
 
@@ -60,13 +61,13 @@ def test_lost_launches_and_kills_are_resent(mode: str) -> None:
     summary, out = faulty_run(
         mode, loss=0.3, types=["LaunchContainers", "KillContainers"], direction="to_node"
     )
-    assert out.extra["message_faults"].dropped > 0
-    assert out.rm.stats.commands_resent > 0
+    assert out.message_faults is not None and out.message_faults.dropped > 0
+    assert out.rm.counters.commands_resent > 0
     assert summary["containers_completed"] == 250
 
 
 def test_lost_heartbeats_and_responses_are_retried_not_double_counted() -> None:
     summary, out = faulty_run("delta", loss=0.3, types=["Heartbeat", "HeartbeatResponse"])
-    assert out.extra["message_faults"].dropped > 10
-    assert out.rm.tracker.stats.duplicates > 0  # a resent heartbeat whose answer was lost
+    assert out.message_faults is not None and out.message_faults.dropped > 10
+    assert out.rm.counters.duplicates > 0  # a resent heartbeat whose answer was lost
     assert summary["containers_completed"] == 250

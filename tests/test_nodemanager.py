@@ -1,15 +1,14 @@
-"""The NodeManager state machine, driven message by message on a virtual clock."""
+"""The NodeManager state machine, sans-IO: driven message by message on a fake clock (no event
+loop), asserting the messages it sends."""
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
+from collections.abc import Callable
 
 from emulator.harness.eventlog import make_logger
-from emulator.time.clock import LoopClock, run
 from nodemanager.config import HeartbeatConfig
 from nodemanager.node import NodeManager, NodeState
-from nodemanager.stats import NodeStats
+from nodemanager.stats import NodeCounters
 from rm.protocol import (
     ContainerLaunch,
     Heartbeat,
@@ -18,58 +17,46 @@ from rm.protocol import (
     LaunchContainers,
     Register,
     RegisterResponse,
+    Resources,
 )
-from rm.resources import Resources
-from tests.helpers import RecordingLink
+from tests.helpers import FakeClock, RecordingLink
 
 
-def drive(mode: str, script: Any) -> Any:
+def drive(mode: str, script: Callable[[NodeManager, RecordingLink, FakeClock], None]) -> None:
     """Start one node (first tick at t=1, interval 10 s) and run ``script(node, link, clock)``."""
-
-    async def main(clock: LoopClock) -> Any:
-        link = RecordingLink()
-        node = NodeManager(
-            "n0",
-            Resources(4, 8),
-            HeartbeatConfig(mode=mode, interval_s=10.0),
-            clock,
-            NodeStats(),
-            make_logger(clock, None),
-            phase_s=1.0,
-        )
-        node.attach(link)
-        task = asyncio.get_running_loop().create_task(node.run())
-        try:
-            return await script(node, link, clock)
-        finally:
-            task.cancel()
-
-    return run(main, "virtual")
+    clock = FakeClock()
+    link = RecordingLink()
+    node = NodeManager(
+        "n0", Resources(4, 8), HeartbeatConfig(mode=mode, interval_s=10.0), clock, link.send,
+        NodeCounters(), make_logger(clock, None),
+    )
+    node.start(phase_s=1.0)
+    script(node, link, clock)
 
 
 def launch(cid: int, duration: float, cpu: float = 1, ram: float = 1) -> ContainerLaunch:
     return ContainerLaunch(cid, Resources(cpu, ram), duration)
 
 
-async def registered(node: NodeManager, link: RecordingLink, clock: LoopClock) -> None:
-    await clock.sleep_until(1.5)
+def registered(node: NodeManager, link: RecordingLink, clock: FakeClock) -> None:
+    clock.advance_to(1.5)
     assert isinstance(link.sent[-1], Register)
     node.receive(RegisterResponse(action="normal", machine_id=7))
 
 
 def test_periodic_node_reports_everything_and_keeps_heartbeat_ids() -> None:
-    async def script(node: NodeManager, link: RecordingLink, clock: LoopClock) -> None:
-        await registered(node, link, clock)
+    def script(node: NodeManager, link: RecordingLink, clock: FakeClock) -> None:
+        registered(node, link, clock)
         node.receive(LaunchContainers(containers=(launch(1, 25), launch(2, 100))))
-        await clock.sleep_until(11.5)
+        clock.advance_to(11.5)
         hb1 = link.last(Heartbeat)
         assert (hb1.machine_id, hb1.heartbeat_id, hb1.full) == (7, 0, True)
         assert [(s.container_id, s.state) for s in hb1.statuses] == [(1, "running"), (2, "running")]
         node.receive(HeartbeatResponse(action="normal", heartbeat_id=1))
-        await clock.sleep_until(21.5)
+        clock.advance_to(21.5)
         assert link.last(Heartbeat).heartbeat_id == 1
         node.receive(HeartbeatResponse(action="normal", heartbeat_id=2))
-        await clock.sleep_until(31.5)  # container 1 finished at t=26.5
+        clock.advance_to(31.5)  # container 1 finished at t=26.5
         hb2 = link.last(Heartbeat)
         assert hb2.heartbeat_id == 2
         assert [(s.container_id, s.state) for s in hb2.statuses] == [(2, "running"), (1, "complete")]
@@ -79,37 +66,37 @@ def test_periodic_node_reports_everything_and_keeps_heartbeat_ids() -> None:
 
 
 def test_one_heartbeat_in_flight_and_late_answers_ignored() -> None:
-    async def script(node: NodeManager, link: RecordingLink, clock: LoopClock) -> None:
-        await registered(node, link, clock)
-        await clock.sleep_until(31.5)  # ticks at 11, 21, 31: no answer, so only the first is sent
+    def script(node: NodeManager, link: RecordingLink, clock: FakeClock) -> None:
+        registered(node, link, clock)
+        clock.advance_to(31.5)  # ticks at 11, 21, 31: no answer, so only the first is sent
         assert len(link.of(Heartbeat)) == 1
         node.receive(HeartbeatResponse(action="normal", heartbeat_id=5))  # not ours
-        await clock.sleep_until(41.5)
+        clock.advance_to(41.5)
         assert len(link.of(Heartbeat)) == 1
         node.receive(HeartbeatResponse(action="normal", heartbeat_id=1))
-        await clock.sleep_until(51.5)
+        clock.advance_to(51.5)
         assert [h.heartbeat_id for h in link.of(Heartbeat)] == [0, 1]
 
     drive("periodic", script)
 
 
 def test_delta_node_sends_only_unacknowledged_changes() -> None:
-    async def script(node: NodeManager, link: RecordingLink, clock: LoopClock) -> None:
-        await registered(node, link, clock)
-        await clock.sleep_until(40)
+    def script(node: NodeManager, link: RecordingLink, clock: FakeClock) -> None:
+        registered(node, link, clock)
+        clock.advance_to(40)
         assert link.of(Heartbeat) == []
         node.receive(LaunchContainers(containers=(launch(1, 15),)))
-        await clock.sleep_until(41.5)
+        clock.advance_to(41.5)
         hb = link.last(Heartbeat)
         assert not hb.full and [(s.container_id, s.state) for s in hb.statuses] == [(1, "running")]
         node.receive(HeartbeatResponse(action="normal", heartbeat_id=1))
-        await clock.sleep_until(51.5)
+        clock.advance_to(51.5)
         assert len(link.of(Heartbeat)) == 1  # nothing new
-        await clock.sleep_until(61.5)  # finished at 55
+        clock.advance_to(61.5)  # finished at 55
         assert [(s.container_id, s.state) for s in link.last(Heartbeat).statuses] == [(1, "complete")]
         node.set_healthy(False)
         node.receive(HeartbeatResponse(action="normal", heartbeat_id=2))
-        await clock.sleep_until(71.5)
+        clock.advance_to(71.5)
         last = link.last(Heartbeat)
         assert last.statuses == () and last.healthy is False
 
@@ -117,16 +104,16 @@ def test_delta_node_sends_only_unacknowledged_changes() -> None:
 
 
 def test_resync_reregisters_with_full_state() -> None:
-    async def script(node: NodeManager, link: RecordingLink, clock: LoopClock) -> None:
-        await registered(node, link, clock)
+    def script(node: NodeManager, link: RecordingLink, clock: FakeClock) -> None:
+        registered(node, link, clock)
         node.receive(LaunchContainers(containers=(launch(1, 1000), launch(2, 1000))))
-        await clock.sleep_until(11.5)
+        clock.advance_to(11.5)
         node.receive(HeartbeatResponse(action="resync", heartbeat_id=0))
         reg = link.last(Register)
         assert node.state is NodeState.REGISTERING
         assert sorted(s.container_id for s in reg.containers) == [1, 2]
         node.receive(RegisterResponse(action="normal", machine_id=3))
-        await clock.sleep_until(21.5)
+        clock.advance_to(21.5)
         hb = link.last(Heartbeat)
         assert (hb.machine_id, hb.heartbeat_id) == (3, 0)
         assert node.running_containers().keys() == {1, 2}  # containers survived the resync
@@ -135,19 +122,19 @@ def test_resync_reregisters_with_full_state() -> None:
 
 
 def test_shutdown_and_kill_and_overcommit() -> None:
-    async def script(node: NodeManager, link: RecordingLink, clock: LoopClock) -> None:
-        await registered(node, link, clock)
+    def script(node: NodeManager, link: RecordingLink, clock: FakeClock) -> None:
+        registered(node, link, clock)
         node.receive(LaunchContainers(containers=(launch(1, 100, cpu=3), launch(2, 100, cpu=3))))
         assert node.running_containers().keys() == {1}  # 2 would exceed 4 cpu: rejected
         node.receive(LaunchContainers(containers=(launch(1, 100, cpu=3),)))  # duplicate: ignored
         assert node.used() == Resources(3, 1)
         node.receive(KillContainers(container_ids=(1,)))
         assert node.used() == Resources(0, 0)
-        await clock.sleep_until(11.5)
+        clock.advance_to(11.5)
         node.receive(HeartbeatResponse(action="shutdown", heartbeat_id=1))
         assert node.state is NodeState.STOPPED
         sent = len(link.sent)
-        await clock.sleep_until(100)
+        clock.advance_to(100)
         assert len(link.sent) == sent
 
     drive("periodic", script)

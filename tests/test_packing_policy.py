@@ -4,79 +4,67 @@ seed 000's two-server example, driven message by message on a hand-moved virtual
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 
 import pytest
 
 from rm.scheduler.config import PackingConfig, SchedulerConfig
+from rm.scheduler.policy import OfferCounts
 from tests.fake_nodes import FakeNodes
-from tests.helpers import ManualClock
-
-
-@pytest.fixture
-def close_clocks() -> Iterator[list[ManualClock]]:
-    clocks: list[ManualClock] = []
-    yield clocks
-    for c in clocks:
-        c.close()
 
 
 def packing(**kw: object) -> SchedulerConfig:
     return SchedulerConfig(policy="packing", packing=PackingConfig(**kw))  # type: ignore[arg-type]
 
 
-def test_all_refuse_starts_one_task_of_the_neediest_and_ends_the_update(close_clocks: list) -> None:
+def test_all_refuse_starts_one_task_of_the_neediest_and_ends_the_update() -> None:
     env = FakeNodes(packing(), [(10, 10)])
-    close_clocks.append(env.clock)
     env.submit("a", 1, 1, 50)
     env.submit("b", 1, 1, 50)
     # Warm-up (s = 5): both refuse their first offers -> fallback, one task of the neediest.
     assert env.heartbeat(0) == 1
-    stats = env.rm.policy.stats
+    stats = env.rm.snapshot().policy
     assert (stats.refusals, stats.fallback_allocations) == (2, 1)
-    assert env.ops()["a"].running == 1  # type: ignore[attr-defined]
+    assert env.ops()["a"].running == 1
     # The remaining resources are offered at the next heartbeat; b is the neediest now.
     assert env.heartbeat(0) == 1
-    assert env.ops()["b"].running == 1  # type: ignore[attr-defined]
+    assert env.ops()["b"].running == 1
     # Each operation recorded every offer on this node, refused or not.
-    assert stats.by_group["a"][0] == stats.by_group["a"][2] == 2
+    offers = env.rm.snapshot().policy.by_group["a"]
+    assert offers.offers == offers.refused == 2
 
 
-def test_after_warm_up_an_acceptance_restarts_the_offers_on_the_rest_of_the_node(close_clocks: list) -> None:
+def test_after_warm_up_an_acceptance_restarts_the_offers_on_the_rest_of_the_node() -> None:
     env = FakeNodes(packing(warmup_refusals=0, k=15), [(10, 10)])
-    close_clocks.append(env.clock)
     env.submit("a", 1, 1, 50)
     env.submit("b", 1, 1, 50)
     assert env.heartbeat(0) == 10  # k = n: everyone always accepts -> plain DRF alternation
     ops = env.ops()
-    assert (ops["a"].running, ops["b"].running) == (5, 5)  # type: ignore[attr-defined]
-    assert env.rm.policy.stats.refusals == 0
+    assert (ops["a"].running, ops["b"].running) == (5, 5)
+    assert env.rm.snapshot().policy.refusals == 0
 
 
-def test_packing_can_be_switched_off_per_pool(close_clocks: list) -> None:
+def test_packing_can_be_switched_off_per_pool() -> None:
     env = FakeNodes(packing(disabled_pools=["prod"]), [(10, 10)])
-    close_clocks.append(env.clock)
     env.submit("batch", 1, 1, 50, pool="batch")
     env.submit("service", 1, 1, 50, pool="prod")
     assert env.heartbeat(0) == 10
     # Batch refused its warm-up offers and each went on to the production operation, which takes
     # every offer without a controller: no node update ended in the fallback.
-    stats = env.rm.policy.stats
-    assert stats.by_group["service"] == [0, 0, 0]
-    assert stats.by_group["batch"][2] == 5
+    stats = env.rm.snapshot().policy
+    assert stats.by_group["service"] == OfferCounts(0, 0, 0)
+    assert stats.by_group["batch"].refused == 5
     assert stats.fallback_allocations == 0
-    assert env.ops()["service"].running >= 5  # type: ignore[attr-defined]
+    assert env.ops()["service"].running >= 5
 
 
-def test_offers_that_do_not_fit_are_not_recorded(close_clocks: list) -> None:
+def test_offers_that_do_not_fit_are_not_recorded() -> None:
     env = FakeNodes(packing(), [(4, 4)])
-    close_clocks.append(env.clock)
     env.submit("huge", 8, 8, 5)
     env.submit("small", 1, 1, 5)
     for _ in range(3):
         env.heartbeat(0)
-    assert env.rm.policy.stats.by_group["huge"] == [0, 0, 0]
-    assert env.rm.policy.stats.by_group["small"][0] >= 1
+    assert env.rm.snapshot().policy.by_group["huge"] == OfferCounts(0, 0, 0)
+    assert env.rm.snapshot().policy.by_group["small"].offers >= 1
 
 
 def two_server_run(scheduler: SchedulerConfig, steps: int, seed: int = 3) -> tuple[list, FakeNodes]:
@@ -103,11 +91,10 @@ def two_server_run(scheduler: SchedulerConfig, steps: int, seed: int = 3) -> tup
 
 @pytest.mark.parametrize("preset", ["thesis", "yt"])
 def test_two_server_example_drf_stays_fragmented_packing_converges_to_the_mix(
-    close_clocks: list, preset: str
+    preset: str
 ) -> None:
-    drf_trace, drf = two_server_run(SchedulerConfig(policy="drf"), 1500)
+    drf_trace, _ = two_server_run(SchedulerConfig(policy="drf"), 1500)
     pack_trace, pack = two_server_run(packing(preset=preset), 1500)
-    close_clocks += [drf.clock, pack.clock]
     # Plain DRF: one server all A, the other all B, 75% / 75% for good.
     assert drf_trace[0] == pytest.approx((0.75, 0.75))
     assert all(u == pytest.approx((0.75, 0.75)) for u in drf_trace[-500:])
@@ -120,4 +107,4 @@ def test_two_server_example_drf_stays_fragmented_packing_converges_to_the_mix(
     ops = pack.ops()
     a, b = ops["A"], ops["B"]
     # Still fair: dominant shares within one task per server (7 A + 6 B is 0.70 vs 0.60).
-    assert abs(a.usage_cpu / 40 - b.usage_ram / 40) <= 0.1 + 1e-9  # type: ignore[attr-defined]
+    assert abs(a.usage.cpu / 40 - b.usage.ram_gib / 40) <= 0.1 + 1e-9

@@ -10,7 +10,7 @@ import pytest
 
 from emulator.scenario.loader import ScenarioError
 from rm.cluster import Cluster
-from rm.resources import Resources
+from rm.protocol import Resources
 from rm.scheduler.config import PRESETS, PackingConfig, PackingParams
 from rm.scheduler.decision import PackingController
 from rm.scheduler.heuristics import angle, angle_length, drfh, scales, tetris

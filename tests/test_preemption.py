@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from rm.protocol import EXIT_PREEMPTED, KillContainers
@@ -12,13 +10,12 @@ from tests.fake_nodes import FakeNodes
 
 
 @pytest.fixture
-def env() -> Iterator[FakeNodes]:
+def env() -> FakeNodes:
     nodes = FakeNodes(
         SchedulerConfig(policy="drf", preemption=PreemptionConfig(enabled=True, starvation_timeout_s=30)),
         [(6, 6), (6, 6)],
     )
-    yield nodes
-    nodes.clock.close()
+    return nodes
 
 
 def killed(env: FakeNodes) -> list[int]:
@@ -38,24 +35,28 @@ def test_starving_operation_preempts_the_newest_tasks_until_its_fair_share(env: 
     newest = set(env.running[1])
     env.clock.set(20)
     env.submit("y", 1, 1, 100)
-    preemptor = env.rm.preemptor
-    assert preemptor is not None
-    assert preemptor.check() == 0  # starving from t = 20
+    rm = env.rm
+    assert rm.check_preemption() == 0  # starving from t = 20
+    env.clock.set(30)
+    rm.start_measurement(30.0)  # lost work counts from here
     env.clock.set(45)
-    assert preemptor.check() == 0  # not for 30 s yet
+    assert rm.check_preemption() == 0  # not for 30 s yet
     env.clock.set(50)
-    assert preemptor.check() == 6
+    assert rm.check_preemption() == 6
     assert set(killed(env)) == newest
     ops = env.ops()
-    assert (ops["x"].running, ops["y"].running) == (6, 6)  # type: ignore[attr-defined]
-    # Preempted tasks are pending again and their work (6 tasks x 1 cpu x 40 s) is lost.
-    assert len(ops["x"].pending) == 100 - 6  # type: ignore[attr-defined]
-    assert preemptor.preempted_cpu_s() == pytest.approx(6 * 40)
-    assert preemptor.preempted_cpu_s(since=30) == pytest.approx(6 * 20)
-    assert env.rm.stats.tasks_preempted == 6
+    assert (ops["x"].running, ops["y"].running) == (6, 6)
+    # Preempted tasks are pending again; their work inside the window (6 tasks x 1 cpu x 20 s of
+    # their 40 s) is lost.
+    assert ops["x"].pending == 100 - 6
+    snap = rm.snapshot()
+    assert snap.preemption is not None
+    assert snap.preemption.preemptions == 6
+    assert snap.preemption.preempted_cpu_s == pytest.approx(6 * 20)
+    assert snap.counters.tasks_preempted == 6
     # At its fair share: nothing more to do.
     env.clock.set(100)
-    assert preemptor.check() == 0
+    assert rm.check_preemption() == 0
 
 
 def test_operations_below_their_share_are_never_preempted(env: FakeNodes) -> None:
@@ -64,28 +65,23 @@ def test_operations_below_their_share_are_never_preempted(env: FakeNodes) -> Non
     env.heartbeat(0)  # x 3, z 3 on node 0 (DRF alternates)
     env.clock.set(10)
     env.heartbeat(1)  # x takes node 1: x 9
-    z_id = env.ops()["z"].id  # type: ignore[attr-defined]
+    z_id = env.ops()["z"].id
     z_containers = {cid for i in (0, 1) for cid, op in env.running[i].items() if op == z_id}
     assert len(z_containers) == 3
     env.clock.set(20)
     env.submit("y", 1, 1, 100)
-    preemptor = env.rm.preemptor
-    assert preemptor is not None
-    preemptor.check()
+    env.rm.check_preemption()
     env.clock.set(60)
-    preemptor.check()
+    env.rm.check_preemption()
     ops = env.ops()
     # Fair shares: z 3/12, x and y (12 - 3) / 2 = 4.5 tasks each. y takes tasks only from x, and
     # only while x stays at or above its own share: 4 of them (a 5th would leave x at 4 < 4.5).
     assert not z_containers & set(killed(env))
-    assert ops["z"].running == 3  # type: ignore[attr-defined]
-    assert ops["y"].running == 4  # type: ignore[attr-defined]
-    assert ops["x"].running == 5  # type: ignore[attr-defined]
+    assert ops["z"].running == 3
+    assert ops["y"].running == 4
+    assert ops["x"].running == 5
 
 
 def test_preemption_is_off_unless_enabled() -> None:
     env = FakeNodes(SchedulerConfig(policy="drf"), [(4, 4)])
-    try:
-        assert env.rm.preemptor is None
-    finally:
-        env.clock.close()
+    assert env.rm.snapshot().preemption is None

@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rm.cluster import EPS
 from rm.operations import Operation, OperationSpec, Pool
-from rm.protocol import ContainerStatus, Heartbeat, LaunchContainers, Register
-from rm.resources import EPS, Resources
+from rm.protocol import ContainerStatus, Heartbeat, LaunchContainers, Register, Resources
 from rm.scheduler.drf import drf_key
 from rm.scheduler.fair_share import progressive_filling
 from tests.helpers import RecordingLink, sync_rm
@@ -23,70 +23,71 @@ ops_st = st.lists(
 @given(st.lists(resources, min_size=1, max_size=8), ops_st, st.randoms(use_true_random=False))
 def test_rm_never_overcommits_and_follows_drf_order(nodes, ops, rnd) -> None:
     rm, clock = sync_rm()
-    try:
-        links = []
-        for i, (cpu, ram) in enumerate(nodes):
-            link = RecordingLink()
-            rm.receive(link, Register(address=f"n{i}", resources=Resources(cpu, ram)))
-            links.append(link)
-        for j, ((cpu, ram), n, w) in enumerate(ops):
-            rm.add_pool(f"p{j}", weight=w)
-            rm.submit_operation(
-                OperationSpec(name=f"o{j}", pool=f"p{j}", demand=Resources(cpu, ram), durations=[10.0] * n)
-            )
-        policy = rm.policy
-        original = policy.assign
+    links = []
+    for i, (cpu, ram) in enumerate(nodes):
+        link = RecordingLink()
+        rm.receive(link, Register(address=f"n{i}", resources=Resources(cpu, ram)))
+        links.append(link)
+    for j, ((cpu, ram), n, w) in enumerate(ops):
+        rm.add_pool(f"p{j}", weight=w)
+        rm.submit_operation(
+            OperationSpec(name=f"o{j}", pool=f"p{j}", demand=Resources(cpu, ram), durations=[10.0] * n)
+        )
+    # White-box: every choice the policy makes is checked against the DRF order of that moment.
+    policy = rm._life.policy
+    root = rm._life.book.root
+    original = policy.assign
 
-        def checked_assign(node):
-            choice = original(node)
-            if choice is not None:
-                cap = rm.cluster.capacity
-                for p in rm.root.children:
-                    for other in p.operations:
-                        if other.pending and node.fits(other.demand):
-                            mine = drf_key(
-                                choice.pool.usage_cpu,
-                                choice.pool.usage_ram,
-                                choice.pool.weight,
-                                0,
-                                0,
-                                cap.cpu,
-                                cap.ram_gib,
-                            )
-                            theirs = drf_key(p.usage_cpu, p.usage_ram, p.weight, 0, 0, cap.cpu, cap.ram_gib)
-                            assert mine <= theirs
-            return choice
+    def checked_assign(node):
+        choice = original(node)
+        if choice is not None:
+            cap = rm.snapshot().capacity
+            for p in root.children:
+                for other in p.operations:
+                    if other.pending and node.fits(other.demand):
+                        mine = drf_key(
+                            choice.pool.usage_cpu,
+                            choice.pool.usage_ram,
+                            choice.pool.weight,
+                            0,
+                            0,
+                            cap.cpu,
+                            cap.ram_gib,
+                        )
+                        theirs = drf_key(p.usage_cpu, p.usage_ram, p.weight, 0, 0, cap.cpu, cap.ram_gib)
+                        assert mine <= theirs
+        return choice
 
-        policy.assign = checked_assign  # type: ignore[method-assign]
-        hb_ids = [0] * len(nodes)
-        running: list[set[int]] = [set() for _ in nodes]
-        for step in range(30):
-            i = rnd.randrange(len(nodes))
-            for msg in links[i].sent:
-                if isinstance(msg, LaunchContainers):
-                    running[i].update(c.container_id for c in msg.containers)
-            links[i].sent.clear()
-            done = {c for c in running[i] if rnd.random() < 0.3}
-            statuses = tuple(ContainerStatus(c, "complete") for c in sorted(done))
-            statuses += tuple(ContainerStatus(c, "running") for c in sorted(running[i] - done))
-            running[i] -= done
-            clock.set(step)
-            rm.receive(
-                links[i],
-                Heartbeat(
-                    machine_id=i + 1, heartbeat_id=hb_ids[i], healthy=True, statuses=statuses, full=True
-                ),
-            )
-            hb_ids[i] += 1
-            for rec in rm.cluster.nodes.values():
-                assert rec.free_cpu >= -EPS and rec.free_ram >= -EPS
-                used = rm.cluster.allocated_on(rec)
-                assert abs(used.cpu - (rec.total.cpu - rec.free_cpu)) < 1e-6
-            assert rm.cluster.used_cpu <= rm.cluster.cap_cpu + EPS
-        for op in rm.operations.values():
-            assert op.running + len(op.pending) + op.completed == op.total
-    finally:
-        clock.close()
+    policy.assign = checked_assign  # type: ignore[method-assign]
+    hb_ids = [0] * len(nodes)
+    running: list[set[int]] = [set() for _ in nodes]
+    for step in range(30):
+        i = rnd.randrange(len(nodes))
+        for msg in links[i].sent:
+            if isinstance(msg, LaunchContainers):
+                running[i].update(c.container_id for c in msg.containers)
+        links[i].sent.clear()
+        done = {c for c in running[i] if rnd.random() < 0.3}
+        statuses = tuple(ContainerStatus(c, "complete") for c in sorted(done))
+        statuses += tuple(ContainerStatus(c, "running") for c in sorted(running[i] - done))
+        running[i] -= done
+        clock.set(step)
+        rm.receive(
+            links[i],
+            Heartbeat(
+                machine_id=i + 1, heartbeat_id=hb_ids[i], healthy=True, statuses=statuses, full=True
+            ),
+        )
+        hb_ids[i] += 1
+        demand = {o.id: o.demand for o in rm.operations_view()}
+        for rec in rm.nodes_view():
+            assert rec.free.cpu >= -EPS and rec.free.ram_gib >= -EPS
+            used_cpu = sum(demand[c.op_id].cpu for c in rec.containers)
+            assert abs(used_cpu - (rec.total.cpu - rec.free.cpu)) < 1e-6
+        snap = rm.snapshot()
+        assert snap.allocated.cpu <= snap.capacity.cpu + EPS
+    for op in rm.operations_view():
+        assert op.running + op.pending + op.completed == op.total
 
 
 @settings(max_examples=200, deadline=None)

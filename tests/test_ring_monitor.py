@@ -1,16 +1,16 @@
-"""The per-node ring monitor (ringmon.monitor), driven by hand on a virtual clock."""
+"""The per-node ring monitor (ringmon.monitor), sans-IO: driven on a fake clock (no event loop),
+over the in-memory peer channel, asserting what each monitor sends to the RM."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from emulator.harness.eventlog import make_logger
-from emulator.time.clock import LoopClock, run
 from emulator.transport.peers import MemoryPeers
 from ringmon.config import RingConfig
 from ringmon.membership import ViewCache, encode_ids
 from ringmon.monitor import RingMonitor
-from ringmon.ports import RingStats
+from ringmon.ports import RingCounters
 from ringmon.protocol import (
     Liveness,
     Probe,
@@ -21,17 +21,18 @@ from ringmon.protocol import (
     RingUpdate,
     UnlivelinessReport,
 )
+from tests.helpers import FakeClock
 
 
 class Net:
     """``n`` monitors on one peer channel; what each sends to the RM is recorded."""
 
-    def __init__(self, clock: LoopClock, n: int, **cfg: Any) -> None:
+    def __init__(self, clock: FakeClock, n: int, **cfg: Any) -> None:
         self.clock = clock
         self.cfg = RingConfig(interval_s=1.0, **cfg)
         self.peers = MemoryPeers(clock, seed=1)
         self.views = ViewCache()
-        self.stats = RingStats()
+        self.stats = RingCounters()
         self.to_rm: dict[int, list[Any]] = {}
         self.removed: list[int] = []
         self.stall: dict[int, float] = {}
@@ -52,44 +53,41 @@ class Net:
         return [m for m in self.to_rm[i] if isinstance(m, UnlivelinessReport)]
 
 
-def virtual(fn: Any) -> Any:
-    async def main(clock: LoopClock) -> Any:
-        return await fn(clock)
-
-    return run(main, "virtual")
+def drive(fn: Any) -> None:
+    fn(FakeClock())
 
 
 def test_healthy_ring_sends_k_messages_per_interval_and_reports_nothing() -> None:
-    async def body(clock: LoopClock) -> None:
+    def body(clock: FakeClock) -> None:
         net = Net(clock, 100)
-        await clock.sleep(30.0)
+        clock.advance_to(clock.now() + 30.0)
         assert all(not net.reports(i) for i in net.mon)
         per_node_interval = net.stats.liveness_sent / (100 * 30)
         # Two rings: at most two messages per node per interval (fewer where both successors coincide).
         assert 1.5 <= per_node_interval <= 2.0
 
-    virtual(body)
+    drive(body)
 
 
 def test_kring_pings_then_reports_a_silent_predecessor_within_the_timeout() -> None:
-    async def body(clock: LoopClock) -> None:
+    def body(clock: FakeClock) -> None:
         net = Net(clock, 100)
-        await clock.sleep(5.0)
+        clock.advance_to(clock.now() + 5.0)
         net.mon[10].leave()  # crash: silent
         t0 = clock.now()
-        await clock.sleep(1.5)
+        clock.advance_to(clock.now() + 1.5)
         reporters = {i for i in net.mon if any(r.suspect == 10 for r in net.reports(i))}
         assert reporters == {11, 74}  # both watchers: id ring and stride-64 ring
         assert clock.now() - t0 <= 1.5
         assert net.stats.pings_sent >= 2
 
-    virtual(body)
+    drive(body)
 
 
 def test_an_answered_ping_prevents_a_report() -> None:
-    async def body(clock: LoopClock) -> None:
+    def body(clock: FakeClock) -> None:
         net = Net(clock, 50, strides=[1])
-        await clock.sleep(3.0)
+        clock.advance_to(clock.now() + 3.0)
         # 5 -> 6 liveness is lost for a while, but 5 still answers pings.
         mon6 = net.mon[6]
         real_from_peer = mon6.from_peer
@@ -100,47 +98,47 @@ def test_an_answered_ping_prevents_a_report() -> None:
             real_from_peer(msg)
 
         net.peers.bind(6, type("R", (), {"from_peer": staticmethod(drop_regular)})())
-        await clock.sleep(6.0)
+        clock.advance_to(clock.now() + 6.0)
         assert not net.reports(6)
 
-    virtual(body)
+    drive(body)
 
 
 def test_paper_ring_reports_after_one_silent_interval() -> None:
-    async def body(clock: LoopClock) -> None:
+    def body(clock: FakeClock) -> None:
         net = Net(clock, 20, detector="ring")
-        await clock.sleep(3.0)
+        clock.advance_to(clock.now() + 3.0)
         net.mon[7].leave()
-        await clock.sleep(2.01)
+        clock.advance_to(clock.now() + 2.01)
         # Reported at each silent tick (the paper's RM would have removed it after the first).
         assert {r.suspect for r in net.reports(8)} == {7}
         assert all(not net.reports(i) for i in net.mon if i != 8)
         assert net.stats.liveness_sent <= 20 * 6  # one successor each
 
-    virtual(body)
+    drive(body)
 
 
 def test_stalled_liveness_is_reported_after_the_grace_only() -> None:
-    async def body(clock: LoopClock) -> None:
+    def body(clock: FakeClock) -> None:
         net = Net(clock, 30, strides=[1], grace_s=5.0)
-        await clock.sleep(2.0)
+        clock.advance_to(clock.now() + 2.0)
         net.stall[3] = 4.0  # the main loop of node 3 is stuck, its watchdog still talks
-        await clock.sleep(2.0)
+        clock.advance_to(clock.now() + 2.0)
         assert not net.reports(4)
         net.stall[3] = 6.0
-        await clock.sleep(1.0)
+        clock.advance_to(clock.now() + 1.0)
         assert [(r.suspect, r.reason) for r in net.reports(4)] == [(3, "stalled")]
 
-    virtual(body)
+    drive(body)
 
 
 def test_ring_updates_only_from_the_rm_and_never_stale() -> None:
-    async def body(clock: LoopClock) -> None:
+    def body(clock: FakeClock) -> None:
         net = Net(clock, 10, strides=[1])
         m = net.mon[5]
         forged = RingUpdate(ring=Ring(version=9, ids=(5,)))
         net.peers.send(5, forged)
-        await clock.sleep(0.1)
+        clock.advance_to(clock.now() + 0.1)
         assert m.view is not None and m.view.version == 1 and net.stats.updates_rejected == 1
         m.from_rm(RingUpdate(ring=Ring(version=0, ids=(1, 5))))  # older: ignored
         assert m.view.version == 1
@@ -152,32 +150,32 @@ def test_ring_updates_only_from_the_rm_and_never_stale() -> None:
         assert any(isinstance(x, RingSyncRequest) for x in net.to_rm[5])
         assert m.view.version == 2
 
-    virtual(body)
+    drive(body)
 
 
 def test_removed_from_the_ring_while_alive_asks_to_rejoin() -> None:
-    async def body(clock: LoopClock) -> None:
+    def body(clock: FakeClock) -> None:
         net = Net(clock, 10, strides=[1])
         net.mon[5].from_rm(RingDelta(base_version=1, version=2, removed=encode_ids([5])))
         assert net.removed == [5] and not net.mon[5].active
 
-    virtual(body)
+    drive(body)
 
 
 def test_probe_is_answered_with_the_stall_age() -> None:
-    async def body(clock: LoopClock) -> None:
+    def body(clock: FakeClock) -> None:
         net = Net(clock, 4)
         net.stall[2] = 3.5
         net.mon[2].from_rm(Probe(probe_id=7))
         assert net.to_rm[2][-1] == ProbeAck(machine_id=2, probe_id=7, stalled_s=3.5)
 
-    virtual(body)
+    drive(body)
 
 
 def test_a_late_watcher_does_not_trust_its_own_silence() -> None:
-    async def body(clock: LoopClock) -> None:
+    def body(clock: FakeClock) -> None:
         net = Net(clock, 20, strides=[1])
-        await clock.sleep(2.0)
+        clock.advance_to(clock.now() + 2.0)
         m = net.mon[8]
         # Emulate a watchdog that could not run for 3 intervals (e.g. the whole VM froze).
         m._next_tick -= 3.0
@@ -185,14 +183,14 @@ def test_a_late_watcher_does_not_trust_its_own_silence() -> None:
         assert net.stats.self_lag_skips == 1
         assert all(w.last == clock.now() for w in m.watching.values())
 
-    virtual(body)
+    drive(body)
 
 
 def test_a_node_not_in_the_ring_yet_still_answers_a_probe() -> None:
-    async def body(clock: LoopClock) -> None:
+    def body(clock: FakeClock) -> None:
         net = Net(clock, 4)
         net.mon[3].leave()  # e.g. registering again after its RegisterResponse was lost
         net.mon[3].from_rm(Probe(probe_id=5, machine_id=3))
         assert net.to_rm[3][-1] == ProbeAck(machine_id=3, probe_id=5, stalled_s=0.0)
 
-    virtual(body)
+    drive(body)

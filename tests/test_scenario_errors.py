@@ -58,7 +58,7 @@ def write(tmp_path: Path, text: str) -> Path:
         (
             GOOD
             + "[[workload.operations]]\nname='a'\ncpu=1\nram_gib=1\njob_count=0\nseconds_mean=1\nloop=true\n",
-            "at `workload.operations[0]`: a looping operation needs `job_count` >= 1",
+            "at `workload.operations[0]`: a looping operation needs `tasks` >= 1",
         ),
         ("[cluster\n", "not valid TOML"),
     ],

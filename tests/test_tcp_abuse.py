@@ -17,14 +17,15 @@ import pytest
 
 from emulator.experiments.abuse import hostile_payload
 from emulator.harness.eventlog import make_logger
+from emulator.harness.nodeproc import NodeProcess
 from emulator.time.clock import LoopClock, run
 from emulator.transport.tcp import Backoff, TcpClient, TcpServer
 from nodemanager.config import HeartbeatConfig
-from nodemanager.node import NodeManager, NodeState
-from nodemanager.stats import NodeStats
+from nodemanager.node import NodeState
+from nodemanager.stats import NodeCounters
 from rm.config import RMConfig
 from rm.manager import ResourceManager
-from rm.resources import Resources
+from rm.protocol import Resources
 from tests.test_transport_conformance import eventually
 
 HANDSHAKE_S = 0.5  # wall seconds
@@ -39,8 +40,8 @@ class Honest:
     rm: ResourceManager
     server: TcpServer
     client: TcpClient
-    nodes: list[NodeManager]
-    stats: NodeStats
+    nodes: list[NodeProcess]
+    stats: NodeCounters
     sink: io.StringIO
     clock: LoopClock
 
@@ -55,9 +56,9 @@ class Honest:
         assert self.client.stats.reconnects == 0
         assert self.stats.resyncs == 0
         assert all(n.state is NodeState.RUNNING for n in self.nodes)
-        assert len(self.rm.cluster.nodes) == len(self.nodes)
-        assert all(rec.schedulable for rec in self.rm.cluster.nodes.values())
-        assert self.rm.stats.nodes_lost == 0
+        snap = self.rm.snapshot()
+        assert snap.nodes == len(self.nodes) and snap.nodes_unhealthy == 0
+        assert snap.counters.nodes_lost == 0
 
 
 @asynccontextmanager
@@ -67,30 +68,32 @@ async def honest_cluster(
 ) -> AsyncIterator[Honest]:
     sink = io.StringIO()
     log = make_logger(clock, sink)
-    rm = ResourceManager(clock, log, RMConfig(credentials=credentials), heartbeat_mode="periodic",
-                         queueing=True)
+    rm = ResourceManager(clock, log, RMConfig(credentials=credentials), heartbeat_mode="periodic")
     server = TcpServer(rm.receive, log, handshake_timeout_s=handshake_s, **server_kw)
     host, port = await server.start("127.0.0.1", 0)
-    stats = NodeStats()
+    stats = NodeCounters()
     client = TcpClient(host, port, clock, log, backoff=Backoff(initial_s=0.5, seed=1))
     nodes = [
-        NodeManager(f"honest-{i}", Resources(8, 16), HeartbeatConfig(interval_s=1.0), clock, stats, log,
+        NodeProcess(f"honest-{i}", Resources(8, 16), HeartbeatConfig(interval_s=1.0), clock, stats, log,
                     credentials=credentials)
         for i in range(n)
     ]
     for node in nodes:
         client.connect(node)
     loop = asyncio.get_running_loop()
-    tasks = [loop.create_task(rm.run()), loop.create_task(client.run())]
+    rm.start()
+    tasks = [loop.create_task(client.run())]
     try:
         async with asyncio.timeout(5):
             await client.wait_connected()
-        tasks += [loop.create_task(node.run()) for node in nodes]
+        for node in nodes:
+            node.start()
         await eventually(clock, lambda: all(nd.state is NodeState.RUNNING for nd in nodes))
         yield Honest(rm, server, client, nodes, stats, sink, clock)
     finally:
         for node in nodes:
             node.stop()
+        rm.stop()
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -144,7 +147,7 @@ def test_each_abuse_case_closes_only_the_offender(case: str) -> None:
             if case == "spoof":
                 # 50 heartbeats claiming the honest nodes' ids (healthy=False): all refused, no
                 # node marked unhealthy or re-registered (still_served checks that).
-                assert h.rm.tracker.stats.resyncs >= 50
+                assert h.rm.counters().resyncs >= 50
             if case == "garbage":
                 assert st.bad_frames + st.handshake_timeouts == 5
             await eventually(clock, lambda: len(h.server.connections) == 1)
@@ -213,14 +216,14 @@ def test_a_cap_full_of_silent_connections_does_not_lock_a_new_honest_node_out() 
             # A node worker that connects now registers (it evicts the longest idle silent one).
             log = make_logger(clock, None)
             client = TcpClient(*h.address, clock, log, backoff=Backoff(initial_s=0.5, seed=2))
-            late = NodeManager("late", Resources(8, 16), HeartbeatConfig(interval_s=1.0), clock, h.stats, log)
+            late = NodeProcess("late", Resources(8, 16), HeartbeatConfig(interval_s=1.0), clock, h.stats, log)
             client.connect(late)
             loop = asyncio.get_running_loop()
             tasks = [loop.create_task(client.run())]
             try:
                 async with asyncio.timeout(5):
                     await client.wait_connected()
-                tasks.append(loop.create_task(late.run()))
+                late.start()
                 await eventually(clock, lambda: late.state is NodeState.RUNNING, timeout_s=10)
                 assert client.stats.reconnects == 0 and st.refused == 0
                 h.nodes.append(late)

@@ -12,16 +12,17 @@ import msgspec
 import pytest
 
 from emulator.harness.eventlog import make_logger
+from emulator.harness.nodeproc import NodeProcess
 from emulator.time.clock import LoopClock, run
 from emulator.transport.framing import HEADER, FrameEncoder
 from emulator.transport.tcp import Backoff, TcpClient, TcpServer
 from nodemanager.config import HeartbeatConfig
-from nodemanager.node import NodeManager, NodeState
-from nodemanager.stats import NodeStats
+from nodemanager.node import NodeState
+from nodemanager.stats import NodeCounters
 from rm.manager import ResourceManager
 from rm.operations import OperationSpec
-from rm.protocol import Heartbeat, HeartbeatResponse, Register
-from rm.resources import Resources
+from rm.protocol import Heartbeat, HeartbeatResponse, Register, Resources
+from tests.helpers import node_view
 from tests.test_transport_conformance import FakeNode, eventually
 
 
@@ -110,20 +111,21 @@ def test_dropped_connection_reconnects_and_resyncs_keeping_running_containers() 
     async def main(clock: LoopClock) -> None:
         sink = io.StringIO()
         log = make_logger(clock, sink)
-        rm = ResourceManager(clock, log, heartbeat_mode="periodic", queueing=True)
+        rm = ResourceManager(clock, log, heartbeat_mode="periodic")
         rm.add_pool("p")
         server = TcpServer(rm.receive, log)
         host, port = await server.start("127.0.0.1", 0)
-        stats = NodeStats()
-        node = NodeManager("n1", Resources(8, 16), HeartbeatConfig(interval_s=1.0), clock, stats, log)
+        stats = NodeCounters()
+        node = NodeProcess("n1", Resources(8, 16), HeartbeatConfig(interval_s=1.0), clock, stats, log)
         client = TcpClient(host, port, clock, log, backoff=Backoff(initial_s=0.5, seed=1))
         client.connect(node)
         loop = asyncio.get_running_loop()
-        tasks = [loop.create_task(rm.run()), loop.create_task(client.run())]
+        rm.start()
+        tasks = [loop.create_task(client.run())]
         try:
             async with asyncio.timeout(5):
                 await client.wait_connected()
-            tasks.append(loop.create_task(node.run()))
+            node.start()
             rm.submit_operation(
                 OperationSpec(name="long", pool="p", demand=Resources(2, 4), durations=[1e6] * 3, group="g")
             )
@@ -134,15 +136,15 @@ def test_dropped_connection_reconnects_and_resyncs_keeping_running_containers() 
             for conn in list(server.connections):
                 conn.abort()  # the network drops the connection
             await eventually(clock, lambda: client.stats.reconnects == 1)
-            await eventually(clock, lambda: rm.tracker.stats.registrations == 2)
+            await eventually(clock, lambda: rm.counters().registrations == 2)
             await eventually(clock, lambda: stats.heartbeat_responses >= before + 3)
 
             assert node.state is NodeState.RUNNING
             assert node.machine_id == machine_id
             assert stats.resyncs == 1
             assert len(node.running_containers()) == 3
-            assert rm.stats.tasks_requeued == 0 and rm.stats.nodes_lost == 0
-            assert len(rm.cluster.nodes[machine_id].containers) == 3
+            assert rm.counters().tasks_requeued == 0 and rm.counters().nodes_lost == 0
+            assert len(node_view(rm, machine_id).containers) == 3
             names = [e["event"] for e in events(sink)]
             assert "transport.reconnecting" in names and "node.reregistered" in names
         finally:

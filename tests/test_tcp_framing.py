@@ -17,9 +17,9 @@ from rm.protocol import (
     Heartbeat,
     HeartbeatResponse,
     Register,
+    Resources,
     RMInbound,
 )
-from rm.resources import Resources
 
 HB = Heartbeat(machine_id=3, heartbeat_id=9, healthy=True,
                statuses=(ContainerStatus(1, "running"), ContainerStatus(2, "complete", 0)), full=True)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from rm.config import RMConfig
@@ -18,16 +16,14 @@ from rm.protocol import (
     LaunchContainers,
     Register,
     RegisterResponse,
+    Resources,
 )
-from rm.resources import Resources
-from tests.helpers import ManualClock, RecordingLink, sync_rm
+from tests.helpers import FakeClock, RecordingLink, node_view, sync_rm
 
 
 @pytest.fixture
-def rm_clock() -> Iterator[tuple[ResourceManager, ManualClock]]:
-    rm, clock = sync_rm(RMConfig(credentials="s3cret"))
-    yield rm, clock
-    clock.close()
+def rm_clock() -> tuple[ResourceManager, FakeClock]:
+    return sync_rm(RMConfig(credentials="s3cret"))
 
 
 def register(
@@ -42,11 +38,11 @@ def hb(mid: int, hid: int, statuses: tuple[ContainerStatus, ...] = (), healthy: 
     return Heartbeat(machine_id=mid, heartbeat_id=hid, healthy=healthy, statuses=statuses, full=True)
 
 
-def test_registration_assigns_smallest_free_machine_id(rm_clock: tuple[ResourceManager, ManualClock]) -> None:
+def test_registration_assigns_smallest_free_machine_id(rm_clock: tuple[ResourceManager, FakeClock]) -> None:
     rm, _ = rm_clock
     ids = [register(rm, f"n{i}").last(RegisterResponse).machine_id for i in range(3)]
     assert ids == [1, 2, 3]
-    rm.lose_node(rm.cluster.nodes[2], reason="test")
+    rm.remove_node(rm.node(2), "test")
     assert register(rm, "n9").last(RegisterResponse).machine_id == 2
     assert register(rm, "n10").last(RegisterResponse).machine_id == 4
 
@@ -59,7 +55,7 @@ def test_registration_assigns_smallest_free_machine_id(rm_clock: tuple[ResourceM
     ],
 )
 def test_invalid_registration_is_told_to_shut_down(
-    rm_clock: tuple[ResourceManager, ManualClock], kwargs: dict[str, object], reason: str
+    rm_clock: tuple[ResourceManager, FakeClock], kwargs: dict[str, object], reason: str
 ) -> None:
     rm, _ = rm_clock
     link = RecordingLink()
@@ -69,27 +65,27 @@ def test_invalid_registration_is_told_to_shut_down(
     resp = link.last(RegisterResponse)
     assert resp.action == "shutdown"
     assert reason in resp.reason
-    assert rm.cluster.nodes == {}
+    assert rm.nodes_view() == []
 
 
-def test_unknown_node_is_told_to_resync(rm_clock: tuple[ResourceManager, ManualClock]) -> None:
+def test_unknown_node_is_told_to_resync(rm_clock: tuple[ResourceManager, FakeClock]) -> None:
     rm, _ = rm_clock
     link = RecordingLink()
     rm.receive(link, hb(mid=42, hid=0))
     assert link.last(HeartbeatResponse).action == "resync"
 
 
-def test_heartbeat_from_another_connection_is_refused(rm_clock: tuple[ResourceManager, ManualClock]) -> None:
+def test_heartbeat_from_another_connection_is_refused(rm_clock: tuple[ResourceManager, FakeClock]) -> None:
     rm, _ = rm_clock
     register(rm, "n0")
     intruder = RecordingLink()
     rm.receive(intruder, hb(mid=1, hid=0))
     assert intruder.last(HeartbeatResponse).action == "resync"
-    assert rm.cluster.nodes[1].last_response_id == 0
+    assert rm.node(1).last_response_id == 0
 
 
 def test_heartbeat_ids_advance_duplicates_are_answered_again_and_gaps_resync(
-    rm_clock: tuple[ResourceManager, ManualClock],
+    rm_clock: tuple[ResourceManager, FakeClock],
 ) -> None:
     rm, _ = rm_clock
     link = register(rm, "n0")
@@ -99,10 +95,10 @@ def test_heartbeat_ids_advance_duplicates_are_answered_again_and_gaps_resync(
     rm.receive(link, hb(1, 1))
     assert link.last(HeartbeatResponse).heartbeat_id == 2
     # The node lost response 2 and sends heartbeat 1 again: same answer, nothing reprocessed.
-    before = rm.tracker.stats.heartbeats
+    before = rm.counters().heartbeats
     rm.receive(link, hb(1, 1))
     assert link.last(HeartbeatResponse).heartbeat_id == 2
-    assert rm.tracker.stats.heartbeats == before
+    assert rm.counters().heartbeats == before
     rm.receive(link, hb(1, 7))
     assert link.last(HeartbeatResponse).action == "resync"
     rm.receive(link, hb(1, 0))
@@ -110,14 +106,14 @@ def test_heartbeat_ids_advance_duplicates_are_answered_again_and_gaps_resync(
 
 
 def submit(rm: ResourceManager, name: str, cpu: float, ram: float, n: int, pool: str = "p") -> None:
-    if pool not in rm.pools:
+    if not rm.has_pool(pool):
         rm.add_pool(pool)
     rm.submit_operation(
         OperationSpec(name=name, pool=pool, demand=Resources(cpu, ram), durations=[100.0] * n)
     )
 
 
-def test_node_update_allocates_and_completion_frees(rm_clock: tuple[ResourceManager, ManualClock]) -> None:
+def test_node_update_allocates_and_completion_frees(rm_clock: tuple[ResourceManager, FakeClock]) -> None:
     rm, clock = rm_clock
     link = register(rm, "n0")  # registration is a node update too, but nothing is pending yet
     submit(rm, "op", 2, 4, 10)
@@ -125,21 +121,21 @@ def test_node_update_allocates_and_completion_frees(rm_clock: tuple[ResourceMana
     rm.receive(link, hb(1, 0))
     launched = link.last(LaunchContainers).containers
     assert len(launched) == 4  # 8 cpu / 2, 16 GiB / 4
-    assert rm.cluster.nodes[1].free_cpu == 0
+    assert node_view(rm, 1).free.cpu == 0
     running = tuple(ContainerStatus(c.container_id, "running") for c in launched)
     rm.receive(link, hb(1, 1, running))
-    assert rm.stats.containers_completed == 0
+    assert rm.counters().containers_completed == 0
     clock.set(100)
     done = (ContainerStatus(launched[0].container_id, "complete", EXIT_SUCCESS), *running[1:])
     rm.receive(link, hb(1, 2, done))
-    assert rm.stats.containers_completed == 1
+    assert rm.counters().containers_completed == 1
     # The freed slot was refilled by the same node update.
     assert len(link.of(LaunchContainers)) == 2
-    op = next(iter(rm.operations.values()))
-    assert (op.completed, op.running, len(op.pending)) == (1, 4, 5)
+    op = rm.operations_view()[0]
+    assert (op.completed, op.running, op.pending) == (1, 4, 5)
 
 
-def test_unknown_running_container_is_killed(rm_clock: tuple[ResourceManager, ManualClock]) -> None:
+def test_unknown_running_container_is_killed(rm_clock: tuple[ResourceManager, FakeClock]) -> None:
     rm, _ = rm_clock
     link = register(rm, "n0")
     rm.receive(link, hb(1, 0, (ContainerStatus(999, "running"),)))
@@ -147,21 +143,21 @@ def test_unknown_running_container_is_killed(rm_clock: tuple[ResourceManager, Ma
 
 
 def test_unhealthy_node_gets_no_allocations_until_healthy(
-    rm_clock: tuple[ResourceManager, ManualClock],
+    rm_clock: tuple[ResourceManager, FakeClock],
 ) -> None:
     rm, _ = rm_clock
     link = register(rm, "n0")
     rm.receive(link, hb(1, 0, healthy=False))
-    assert rm.cluster.capacity == Resources(0, 0)
+    assert rm.snapshot().capacity == Resources(0, 0)
     submit(rm, "op", 1, 1, 5)
     rm.receive(link, hb(1, 1, healthy=False))
     assert link.of(LaunchContainers) == []
     rm.receive(link, hb(1, 2, healthy=True))
-    assert rm.cluster.capacity == Resources(8, 16)
+    assert rm.snapshot().capacity == Resources(8, 16)
     assert len(link.last(LaunchContainers).containers) == 5
 
 
-def test_reregistration_reconciles_containers(rm_clock: tuple[ResourceManager, ManualClock]) -> None:
+def test_reregistration_reconciles_containers(rm_clock: tuple[ResourceManager, FakeClock]) -> None:
     rm, _ = rm_clock
     link = register(rm, "n0")
     submit(rm, "op", 1, 1, 3)
@@ -176,6 +172,6 @@ def test_reregistration_reconciles_containers(rm_clock: tuple[ResourceManager, M
     link2 = register(rm, "n0", containers=statuses)
     assert link2.last(RegisterResponse).machine_id == 1
     assert link2.last(KillContainers).container_ids == (77,)
-    op = next(iter(rm.operations.values()))
+    op = rm.operations_view()[0]
     assert (op.completed, op.running) == (1, 2)  # c3's task requeued, then placed again
-    assert c3.container_id not in rm.cluster.nodes[1].containers
+    assert c3.container_id not in {c.container_id for c in node_view(rm, 1).containers}

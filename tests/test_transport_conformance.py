@@ -24,8 +24,8 @@ from rm.protocol import (
     LaunchContainers,
     Register,
     RegisterResponse,
+    Resources,
 )
-from rm.resources import Resources
 
 
 class FakeRM:
@@ -65,7 +65,7 @@ class Net:
         self.kind = kind
         self.clock = clock
         self.rm = rm
-        self._memory = MemoryNetwork(clock, rm)
+        self._memory = MemoryNetwork(clock, rm.receive)
         self._server: TcpServer | None = None
         self._clients: list[tuple[TcpClient, asyncio.Task[None]]] = []
 
@@ -175,14 +175,17 @@ def test_rm_answers_reach_only_the_node_that_asked_in_order(kind: str) -> None:
 
 @pytest.mark.parametrize("kind", TRANSPORTS)
 def test_send_returns_before_the_receiver_runs(kind: str) -> None:
+    """In both directions: what a receiver does with a message never runs inside ``send``."""
+
     async def body(net: Net, clock: LoopClock) -> None:
         node = FakeNode()
         link = await net.connect(node)
         link.send(Register(address="n", resources=Resources(8, 16)))
+        assert net.rm.got == []  # node -> RM: delivered later, from the event loop
         await eventually(clock, lambda: len(net.rm.got) == 1)
         rm_link = net.rm.got[0][0]
         rm_link.send(HeartbeatResponse(action="normal", heartbeat_id=1))
-        assert node.got == []  # delivered later, from the event loop
+        assert node.got == []  # RM -> node: likewise
         await eventually(clock, lambda: len(node.got) == 1)
 
     drive(kind, body)

@@ -17,7 +17,7 @@ from emulator.scenario.credentials import CredentialsError, read_secret
 from emulator.scenario.loader import ScenarioError, load_scenario
 from emulator.scenario.schema import Scenario
 from nodemanager.config import HeartbeatConfig
-from rm.resources import Resources
+from rm.protocol import Resources
 
 
 def parse_address(text: str, flag: str) -> tuple[str, int]:
@@ -33,8 +33,8 @@ def _realtime(scenario: Scenario, source: str) -> None:
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
-    from emulator.harness.rmserver import serve_rm
-    from emulator.harness.runner import RunOutcome
+    from emulator.harness.outcome import RunOutcome
+    from emulator.harness.tcprun import serve_rm
     from emulator.results.console import summary_table
     from emulator.results.summary import write_results
     from emulator.time.clock import run
@@ -61,7 +61,7 @@ def cmd_rm(args: argparse.Namespace) -> int:
 
         def attach(proc: Any) -> None:
             if live is not None:
-                live.attach(RunOutcome(scenario, proc.rm, [], proc.node_stats, proc.sampler))
+                live.attach(proc.side, proc.clock, proc.log, None)
 
         try:
             with (out / "events.jsonl").open("w", encoding="utf-8") as sink:
@@ -73,10 +73,9 @@ def cmd_rm(args: argparse.Namespace) -> int:
                 live.finish()
             if server is not None:
                 await server.close()
-        outcome = RunOutcome(scenario, proc.rm, [], proc.node_stats, proc.sampler, wall_s=wall)
-        outcome.extra["costs"] = proc.costs()
+        outcome = proc.outcome(wall, [])
         # h1 needs the nodes' counters: see the `emulator nodes` table.
-        outcome.extra["efficiency"] = {"h1": None, "h2": proc.rm_side_h2()}
+        outcome.h1, outcome.h2 = None, proc.rm_side_h2()
         return outcome
 
     outcome = run(main, "realtime", scenario.run.speed)
@@ -88,7 +87,7 @@ def cmd_rm(args: argparse.Namespace) -> int:
 
 
 def node_configs(args: argparse.Namespace, host: str, port: int) -> list[HostConfig]:
-    from emulator.harness.rmserver import split
+    from emulator.harness.tcprun import split
     from emulator.scenario.topology import node_specs, phases
 
     if args.scenario:
@@ -168,9 +167,9 @@ def workers_table(reports: list[HostReport]) -> Table:
         inner = r.intervals[1:-1]
         ratios = [iv.responses / iv.sent for iv in inner if iv.sent > 0]
         t.add_row(
-            str(i), f"{r.nodes:,}", f"{int(r.totals['heartbeats_sent']):,}",
-            f"{int(r.totals['heartbeat_responses']):,}", f"{min(ratios):.4f}" if ratios else "n/a",
-            f"{r.lateness_s['p99']:.4f}", f"{r.max_rss_kib / 1024:.0f}",
+            str(i), f"{r.nodes:,}", f"{r.counters.heartbeats_sent:,}",
+            f"{r.counters.heartbeat_responses:,}", f"{min(ratios):.4f}" if ratios else "n/a",
+            f"{r.lateness_s.p99:.4f}", f"{r.max_rss_kib / 1024:.0f}",
             f"{r.max_rss_kib / max(r.nodes, 1):.1f}", f"{r.cpu_s:.1f}", str(r.transport["reconnects"]),
         )
     return t

@@ -24,12 +24,11 @@ from typing import Any
 
 import msgspec
 
-from emulator.harness.rmserver import run_tcp_scenario
+from emulator.harness.tcprun import run_tcp_scenario
 from emulator.scenario.schema import Scenario
 from emulator.time.clock import LoopClock, run
 from emulator.transport.framing import HEADER, FrameEncoder
-from rm.protocol import Heartbeat, HeartbeatResponse, Register, UnlivelinessReport
-from rm.resources import Resources
+from rm.protocol import Heartbeat, HeartbeatResponse, Register, Resources, UnlivelinessReport
 
 CASES = ("garbage", "truncated", "oversized", "wrong_type", "spoof", "slowloris", "flood")
 
@@ -148,14 +147,15 @@ async def _phase(scenario: Scenario, abuse: bool, start_after_s: float) -> dict[
                 out, _ = await attacker.communicate()
             lines = out.decode().strip().splitlines()
             counts = json.loads(lines[-1]) if lines else {}
-    transport = outcome.extra["costs"]["transport"]
+    assert outcome.costs is not None
+    transport = outcome.costs["transport"]
     return {
-        "h1": outcome.extra["efficiency"]["h1"],
-        "h2": outcome.extra["efficiency"]["h2"],
-        "nodes_alive_end": len(outcome.rm.cluster.nodes),
-        "registrations": outcome.rm.tracker.stats.registrations,
-        "rm_resyncs_sent": outcome.rm.tracker.stats.resyncs,
-        "reconnects": sum(w["reconnects"] for w in outcome.extra["workers"]),
+        "h1": outcome.h1,
+        "h2": outcome.h2,
+        "nodes_alive_end": outcome.rm.nodes,
+        "registrations": outcome.rm.counters.registrations,
+        "rm_resyncs_sent": outcome.rm.counters.resyncs,
+        "reconnects": sum(w.reconnects for w in outcome.workers),
         "server": {k: transport[k] for k in ("bad_frames", "refused", "evicted", "handshake_timeouts")},
         "attacker": counts,
     }

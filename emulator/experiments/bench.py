@@ -6,7 +6,6 @@ measured under the same machine conditions.
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import tracemalloc
 from typing import Any
@@ -15,15 +14,14 @@ from rich.console import Console
 from rich.table import Table
 
 from emulator.harness.eventlog import make_logger
+from emulator.harness.nodeproc import NodeProcess
 from emulator.harness.runner import run_blocking
 from emulator.scenario.loader import scenario_from_dict
 from emulator.scenario.schema import Scenario
 from emulator.time.clock import LoopClock, run
 from nodemanager.config import HeartbeatConfig
-from nodemanager.node import NodeManager
-from nodemanager.stats import NodeStats
-from rm.protocol import ContainerLaunch, LaunchContainers, RegisterResponse
-from rm.resources import Resources
+from nodemanager.stats import NodeCounters
+from rm.protocol import ContainerLaunch, LaunchContainers, RegisterResponse, Resources
 
 SLOTS_PER_NODE = 20  # E2: c = 20 containers per node
 LOAD = 0.95
@@ -44,7 +42,7 @@ def bench_scenario(nodes: int, hours: float, interval_s: float, mode: str) -> Sc
                         "pool": f"user{j:02d}",
                         "cpu": 1,
                         "ram_gib": 2,
-                        "job_count": tasks,
+                        "tasks": tasks,
                         "seconds_mean": 300,
                         "seconds_deviation": 60,
                         "submit_at_s": 10 * j,
@@ -63,8 +61,8 @@ def speed(nodes: int, hours: float, interval_s: float, mode: str) -> dict[str, A
     scenario = bench_scenario(nodes, hours, interval_s, mode)
     outcome = run_blocking(scenario)
     wall = outcome.wall_s
-    sent = outcome.node_stats.heartbeats_sent
-    allocs = outcome.rm.stats.allocations
+    sent = outcome.nodes.heartbeats_sent
+    allocs = outcome.rm.counters.allocations
     return {
         "mode": mode,
         "nodes": nodes,
@@ -78,34 +76,23 @@ def speed(nodes: int, hours: float, interval_s: float, mode: str) -> dict[str, A
     }
 
 
-class _Sink:
-    closed = False
-
-    def send(self, msg: Any) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
 def memory_per_node(count: int = 5000, containers: int = SLOTS_PER_NODE) -> dict[str, float]:
-    """tracemalloc bytes per NodeManager: the object, its task, and ``containers`` running ones."""
+    """tracemalloc bytes per hosted node (``NodeProcess``: the NodeManager, its process gate and
+    its timers), registered and idle, then with ``containers`` running ones."""
 
     async def main(clock: LoopClock) -> dict[str, float]:
         log = make_logger(clock, None)
         cfg = HeartbeatConfig(interval_s=3.0)
-        stats = NodeStats()
+        counters = NodeCounters()
         gc.collect()
         tracemalloc.start()
         base = tracemalloc.get_traced_memory()[0]
         nodes = [
-            NodeManager(f"n{i}", Resources(32, 64), cfg, clock, stats, log, phase_s=1.0)
-            for i in range(count)
+            NodeProcess(f"n{i}", Resources(32, 64), cfg, clock, counters, log, 1.0) for i in range(count)
         ]
-        tasks = [asyncio.get_running_loop().create_task(n.run()) for n in nodes]
         for n in nodes:
-            n.attach(_Sink())
-        await clock.sleep(1.5)  # every node has sent Register and sleeps until its next tick
+            n.start()
+        await clock.sleep(1.5)  # every node has sent Register and waits for its next tick
         for i, n in enumerate(nodes):
             n.receive(RegisterResponse(action="normal", machine_id=i + 1))
         idle = tracemalloc.get_traced_memory()[0] - base
@@ -114,16 +101,16 @@ def memory_per_node(count: int = 5000, containers: int = SLOTS_PER_NODE) -> dict
             n.receive(LaunchContainers(containers=launch))
         busy = tracemalloc.get_traced_memory()[0] - base
         tracemalloc.stop()
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        for n in nodes:
+            n.stop()
         return {
             "nodes": count,
             "bytes_per_idle_node": round(idle / count),
             f"bytes_per_node_with_{containers}_containers": round(busy / count),
         }
 
-    return run(main, "virtual")
+    result: dict[str, float] = run(main, "virtual")
+    return result
 
 
 def run_bench(nodes: int = 1000, hours: float = 1.0, interval_s: float = 3.0) -> dict[str, Any]:

@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from emulator.harness.runner import RunOutcome, run_blocking
-from emulator.measure.sampler import COLUMNS
 from emulator.results.summary import write_results
 from emulator.scenario.loader import ScenarioError, scenario_from_dict
-from emulator.scenario.schema import Scenario
+from emulator.scenario.schema import Scenario, scale_tasks
 
 MODES: dict[str, tuple[str, dict[str, Any]]] = {
     "ring": ("e3-crash.toml", {}),
@@ -73,7 +72,7 @@ def e3_scenario(
         scale = nodes / group["count"]
         group["count"] = nodes
         for op in data["workload"]["operations"]:
-            op["job_count"] = max(1, round(op["job_count"] * scale))
+            scale_tasks(op, scale)
         # Per-message RM costs grow as the cluster shrinks, so the RM's time to go round all
         # nodes (what decides whether heartbeats queue past the expiry) stays the same.
         costs = data.get("rm", {}).get("service_time", {})
@@ -85,13 +84,12 @@ def e3_scenario(
 def figures(outcome: RunOutcome, summary: dict[str, Any]) -> dict[str, Any]:
     sc = outcome.scenario
     lo, hi = QUIET_WINDOW_S
-    rows = [r for r in outcome.sampler.rows if lo < r[0] <= hi]
-    cols = {name: k for k, name in enumerate(COLUMNS)}
+    rows = [r for r in outcome.rows if lo < r.t_s <= hi]
     minutes = (hi - lo) / 60
     n = sc.node_count
-    quiet_msgs = sum(r[cols["to_rm_messages"]] for r in rows) / n / minutes
-    quiet_bytes = sum(r[cols["to_rm_bytes"]] for r in rows) / n / minutes
-    quiet_ring = sum(r[cols["ring_messages"]] for r in rows) / n / minutes
+    quiet_msgs = sum(r.to_rm_messages for r in rows) / n / minutes
+    quiet_bytes = sum(r.to_rm_bytes for r in rows) / n / minutes
+    quiet_ring = sum(r.ring_messages for r in rows) / n / minutes
     return {
         "nodes": n,
         "detector": summary["failure_detector"],
@@ -113,13 +111,12 @@ def figures(outcome: RunOutcome, summary: dict[str, Any]) -> dict[str, Any]:
 
 def removal_bins(outcome: RunOutcome, bin_s: float) -> tuple[list[int], list[int]]:
     """Removals and false removals per ``bin_s`` of emulated time."""
-    log = outcome.extra["removals"]
     nbins = int(outcome.scenario.run.duration_s // bin_s) + 1
     total, false = [0] * nbins, [0] * nbins
-    for r in log.removals:
+    for r in outcome.removal_log:
         k = min(int(r.t_s // bin_s), nbins - 1)
         total[k] += 1
-        false[k] += log.is_false(r)
+        false[k] += r.false
     return total, false
 
 

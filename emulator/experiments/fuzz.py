@@ -51,7 +51,7 @@ values = st.recursive(
 KEYS = [
     "cluster", "heartbeat", "scheduler", "rm", "workload", "faults", "run", "transport", "name",
     "nodes", "count", "cpu", "ram_gib", "mode", "interval_s", "policy", "duration_s", "seed",
-    "operations", "pools", "job_count", "seconds_mean", "kind", "at_s", "fraction", "uniform",
+    "operations", "pools", "tasks", "job_count", "seconds_mean", "kind", "at_s", "fraction", "uniform",
 ]
 documents = st.dictionaries(st.sampled_from(KEYS), values, max_size=6)
 
@@ -234,7 +234,10 @@ def scaled_down(sc: Scenario) -> Scenario:
         if left > 0:
             groups.append(rep(g, count=min(g.count, left)))
             left -= groups[-1].count
-    ops = [rep(o, job_count=min(o.job_count, 40), repeat=min(o.repeat, 3)) for o in sc.workload.operations]
+    ops = [
+        rep(o, tasks=min(o.task_count, 40), job_count=None, repeat=min(o.repeat, 3))
+        for o in sc.workload.operations
+    ]
     run = sc.run
     duration = min(run.duration_s, RUN_SECONDS)
     return rep(

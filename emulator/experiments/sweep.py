@@ -2,7 +2,7 @@
 
 The file is an ordinary scenario plus a ``[sweep]`` table. Its cluster and workload describe the
 base node count; each sweep point scales the node groups and (``scale_workload``) every
-operation's ``job_count`` by n / base, as E2 does (t = n·c·l / a tasks per job). Prints a table,
+operation's task count by n / base, as E2 does (t = n·c·l / a tasks per job). Prints a table,
 writes sweep.csv / sweep.json, a Fig. 5-style plot (h1, h2 vs nodes) and a Fig. 8-style plot
 (RM CPU vs nodes), and reports per mode the largest n with h1 and h2 >= threshold and the
 delta/periodic ratio. Real-time sweeps also print the fitted service-time model, ready to paste
@@ -26,7 +26,7 @@ from rich.table import Table
 from emulator.harness.runner import RunOutcome, run_blocking
 from emulator.results.summary import write_results
 from emulator.scenario.loader import ScenarioError, scenario_from_dict
-from emulator.scenario.schema import SweepConfig
+from emulator.scenario.schema import SweepConfig, scale_tasks
 
 
 def load_sweep(path: Path) -> tuple[dict[str, Any], SweepConfig]:
@@ -57,7 +57,7 @@ def point(base: dict[str, Any], cfg: SweepConfig, nodes: int, mode: str, source:
         raise ScenarioError(f"{source}: cannot split {nodes} nodes over {len(groups)} node groups")
     if cfg.scale_workload:
         for op in data.get("workload", {}).get("operations", []):
-            op["job_count"] = max(1, round(op["job_count"] * factor))
+            scale_tasks(op, factor)
     data.setdefault("heartbeat", {})["mode"] = mode
     data["name"] = f"{data.get('name', 'sweep')}-{mode}-{nodes}"
     return scenario_from_dict(data, source)
@@ -65,24 +65,21 @@ def point(base: dict[str, Any], cfg: SweepConfig, nodes: int, mode: str, source:
 
 def measure(outcome: RunOutcome) -> dict[str, Any]:
     sc = outcome.scenario
-    h1, h2 = outcome.sampler.efficiency()
-    if "efficiency" in outcome.extra:  # TCP: per-interval attribution across processes
-        h1, h2 = outcome.extra["efficiency"]["h1"], outcome.extra["efficiency"]["h2"]
+    h1, h2 = outcome.h1, outcome.h2
     rm = outcome.rm
-    costs = outcome.extra.get("costs")
-    workers = outcome.extra.get("workers", [])
+    costs = outcome.costs
     row: dict[str, Any] = {
         "mode": sc.heartbeat.mode,
         "nodes": sc.node_count,
         "h1": h1,
         "h2": h2,
-        "heartbeats_sent": outcome.node_stats.heartbeats_sent,
-        "heartbeats_skipped": outcome.node_stats.heartbeats_skipped,
-        "update_events": rm.stats.update_events,
-        "allocations": rm.stats.allocations,
-        "nodes_lost": rm.stats.nodes_lost,
+        "heartbeats_sent": outcome.nodes.heartbeats_sent,
+        "heartbeats_skipped": outcome.nodes.heartbeats_skipped,
+        "update_events": rm.counters.update_events,
+        "allocations": rm.counters.allocations,
+        "nodes_lost": rm.counters.nodes_lost,
         "rm_queue_depth_max": rm.inbound.depth_max,
-        "rm_wait_p99_s": rm.inbound.waits.quantile(0.99),
+        "rm_wait_p99_s": rm.inbound.wait_p99_s,
         "wall_s": round(outcome.wall_s, 2),
     }
     if costs is not None:  # real time: measured
@@ -93,15 +90,12 @@ def measure(outcome: RunOutcome) -> dict[str, Any]:
         row["bytes_to_rm_per_node_minute"] = costs.get("bytes_to_rm_per_node_minute")
         row["service_time_us"] = costs["service_time_us"]
     else:  # virtual time: the service-time model's busy time is the RM's CPU
-        busy = (rm.inbound.busy_s + rm.events.busy_s) / sc.run.duration_s
+        busy = (rm.inbound.busy_s + rm.scheduler.busy_s) / sc.run.duration_s
         row["rm_cpu_percent"] = round(100 * busy, 2)
         row["rm_busy_fraction"] = round(busy, 4)
-        sent = outcome.node_stats.heartbeats_sent + outcome.node_stats.registrations
+        sent = outcome.nodes.heartbeats_sent + outcome.nodes.registrations
         row["messages_to_rm_per_node_minute"] = round(sent / sc.node_count / (sc.run.duration_s / 60), 3)
-    lateness = [w["lateness_s"]["p99"] for w in workers]
-    if not lateness and outcome.node_stats.lateness.count:
-        lateness = [outcome.node_stats.lateness.quantile(0.99)]
-    row["lateness_p99_s"] = max(lateness) if lateness else None
+    row["lateness_p99_s"] = outcome.lateness.p99 if outcome.lateness.count else None
     return row
 
 

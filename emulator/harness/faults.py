@@ -1,13 +1,18 @@
-"""Timed fault injection from the scenario's ``[[faults]]`` list (seeded node choice).
+"""Timed fault injection from the scenario's ``[[faults]]`` list (seeded node choice), and the
+record of what was done to which node (crashed when, stalled since when) that the removal
+metrics judge the RM's decisions by.
 
-Every fault, and the end of every timed one, is a ``fault.*`` event in events.jsonl.
+Node faults go to wherever the nodes are hosted (``NodeHosting``); RM faults to the RM. Every
+fault, and the end of every timed one, is a ``fault.*`` event in events.jsonl.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
+from emulator.harness.hosting import NodeHosting
 from emulator.scenario.schema import (
     CrashFault,
     Fault,
@@ -21,103 +26,156 @@ from emulator.scenario.schema import (
     RMStallFault,
 )
 from emulator.time.clock import LoopClock
-from nodemanager.node import NodeManager
+from rm.manager import ResourceManager
+from rm.ports import Log
+
+
+class NodeFates:
+    """What the harness did to each node: crashed (and not rejoined) since when, paused until when.
+    Kept by the harness, so it holds whatever the transport."""
+
+    def __init__(self, clock: LoopClock) -> None:
+        self._clock = clock
+        self.crashed_at: dict[str, float] = {}  # address -> time of its (last) crash, ever
+        self.down: set[str] = set()  # crashed and not rejoined
+        self._paused: dict[str, tuple[float, float]] = {}  # address -> (stalled since, until)
+
+    def crashed(self, address: str) -> None:
+        self.crashed_at[address] = self._clock.now()
+        self.down.add(address)
+
+    def rejoined(self, address: str) -> None:
+        self.down.discard(address)
+
+    def paused(self, address: str, seconds: float) -> None:
+        now = self._clock.now()
+        since, until = self._paused.get(address, (now, now))
+        if until <= now:
+            since = now
+        self._paused[address] = (since, max(until, now + seconds))
+
+    def is_down(self, address: str) -> bool:
+        return address in self.down
+
+    def stalled_for(self, address: str) -> float:
+        """How long the node's loop has been stalled now (0 if it runs)."""
+        p = self._paused.get(address)
+        now = self._clock.now()
+        if p is None or p[1] <= now or address in self.down:
+            return 0.0
+        return now - p[0]
 
 
 class FaultInjector:
     def __init__(
         self,
         faults: list[Fault],
-        nodes: list[NodeManager],
+        hosting: NodeHosting,
         clock: LoopClock,
         seed: int,
-        log: Any,
-        rm: Any = None,
-        peers: Any = None,
-        restart_rm: Any = None,
+        log: Log,
+        rm: ResourceManager,
+        restart_rm: Callable[[float], None],
     ) -> None:
+        """``restart_rm(downtime_s)``: the harness's way to kill the RM process and start a new one."""
         self._faults = faults
-        self._nodes = nodes
-        self._by_address = {n.address: n for n in nodes}
+        self._hosting = hosting
+        self._addresses = hosting.addresses()
+        self._known = set(self._addresses)
         self._clock = clock
         self._rng = random.Random(f"{seed}:faults")
         self._log = log
         self._rm = rm
-        self._peers = peers
-        # ``restart_rm(downtime_s)``: the harness's way to kill the RM process and start a new one.
         self._restart_rm = restart_rm
-        # address -> emulated time of its (last) crash; read by the removal metrics.
-        self.crashed_at: dict[str, float] = {}
+        self.fates = NodeFates(clock)
 
     def start(self) -> None:
         for index, fault in enumerate(self._faults):
             self._clock.call_later(fault.at_s, self._fire, index, fault)
 
-    def select(self, sel: NodeSelector) -> list[NodeManager]:
+    def select(self, sel: NodeSelector) -> list[str]:
         if sel.nodes:
-            unknown = [a for a in sel.nodes if a not in self._by_address]
+            unknown = [a for a in sel.nodes if a not in self._known]
             if unknown:
                 self._log.warning("fault.unknown_nodes", nodes=unknown)
-            return [self._by_address[a] for a in sel.nodes if a in self._by_address]
+            return [a for a in sel.nodes if a in self._known]
         if isinstance(sel, CrashFault) and sel.consecutive:
             return self._block(sel)
-        k = sel.count if sel.count is not None else round((sel.fraction or 0.0) * len(self._nodes))
-        return self._rng.sample(self._nodes, min(k, len(self._nodes)))
+        k = sel.count if sel.count is not None else round((sel.fraction or 0.0) * len(self._addresses))
+        return self._rng.sample(self._addresses, min(k, len(self._addresses)))
 
-    def _block(self, fault: CrashFault) -> list[NodeManager]:
+    def _block(self, fault: CrashFault) -> list[str]:
         """``count`` live nodes with consecutive machine ids (a rack)."""
-        live = [n for n in self._nodes if n.machine_id > 0 and not n.crashed]
-        live.sort(key=lambda n: n.machine_id)
+        ids = self._hosting.machine_ids()
+        live = sorted((mid, a) for a, mid in ids.items() if not self.fates.is_down(a))
         k = min(fault.count or 0, len(live))
         if fault.first_id is not None:
-            start = next((i for i, n in enumerate(live) if n.machine_id >= fault.first_id), len(live))
+            start = next((i for i, (mid, _) in enumerate(live) if mid >= fault.first_id), len(live))
         else:
             start = self._rng.randrange(len(live) - k + 1) if live else 0
-        return live[start : start + k]
+        return [a for _, a in live[start : start + k]]
+
+    # ---- node faults (also the status page's way in) ---------------------------------------
+
+    def crash(self, addresses: list[str]) -> list[str]:
+        targets = [a for a in addresses if not self.fates.is_down(a)]
+        for a in targets:
+            self.fates.crashed(a)
+        self._hosting.crash(targets)
+        return targets
+
+    def rejoin(self, addresses: list[str]) -> list[str]:
+        back = [a for a in addresses if self.fates.is_down(a)]
+        for a in back:
+            self.fates.rejoined(a)
+        self._hosting.rejoin(back)
+        return back
+
+    def pause(self, addresses: list[str], durations: list[float]) -> None:
+        live = [(a, d) for a, d in zip(addresses, durations, strict=True) if not self.fates.is_down(a)]
+        for a, d in live:
+            self.fates.paused(a, d)
+        self._hosting.pause([a for a, _ in live], [d for _, d in live])
+
+    # ---- scheduled faults --------------------------------------------------------------------
 
     def _fire(self, index: int, fault: Fault) -> None:
-        targets: list[NodeManager] = []
+        targets: list[str] = []
         detail: dict[str, Any] = {}
-        now = self._clock.now()
         match fault:
             case HealthFault(healthy=healthy):
                 targets = self.select(fault)
-                for node in targets:
-                    node.set_healthy(healthy)
+                self._hosting.set_healthy(targets, healthy)
             case CrashFault(rejoin_after_s=rejoin):
-                targets = [n for n in self.select(fault) if not n.crashed]
-                for node in targets:
-                    node.crash()
-                    self.crashed_at[node.address] = now
-                detail["machine_ids"] = sorted(n.machine_id for n in targets)[:50]
+                ids = self._hosting.machine_ids()
+                targets = self.crash(self.select(fault))
+                detail["machine_ids"] = sorted(ids.get(a, -1) for a in targets)[:50]
                 if rejoin is not None:
                     self._clock.call_later(rejoin, self._rejoin, index, targets)
             case PauseFault(duration_s=low, duration_max_s=high):
                 targets = self.select(fault)
                 durations = [low if high is None else self._rng.uniform(low, high) for _ in targets]
-                for node, d in zip(targets, durations, strict=True):
-                    node.pause(d)
+                self.pause(targets, durations)
                 if durations:
                     detail["duration_min_s"] = round(min(durations), 3)
                     detail["duration_max_s"] = round(max(durations), 3)
             case LivenessLossFault(fraction=fraction, duration_s=duration):
-                self._need(self._peers, fault)
-                self._peers.set_loss(fraction)
+                if not self._hosting.set_liveness_loss(fraction):
+                    raise RuntimeError("a liveness_loss fault needs the ring")
                 detail["fraction"] = fraction
                 if duration is not None:
-                    self._clock.call_later(duration, self._end, index, fault, self._peers.set_loss, 0.0)
+                    self._clock.call_later(
+                        duration, self._end, index, fault, self._hosting.set_liveness_loss, 0.0
+                    )
             case RMStallFault(duration_s=duration):
-                self._need(self._rm, fault)
-                self._rm.inbound.stall(duration)
+                self._rm.stall(duration)
                 detail["duration_s"] = duration
             case RMOverloadFault(factor=factor, duration_s=duration):
-                self._need(self._rm, fault)
-                self._rm.inbound.cost_scale = factor
+                self._rm.set_cost_scale(factor)
                 detail["factor"] = factor
                 if duration is not None:
-                    self._clock.call_later(duration, self._end, index, fault, self._set_scale, 1.0)
+                    self._clock.call_later(duration, self._end, index, fault, self._rm.set_cost_scale, 1.0)
             case RMRestartFault(downtime_s=downtime):
-                self._need(self._restart_rm, fault)
                 self._restart_rm(downtime)
                 detail["downtime_s"] = downtime
             case MessageFault():
@@ -127,25 +185,15 @@ class FaultInjector:
             index=index,
             kind=type(fault).__name__,
             # Crashes and pauses list every node: removal metrics attribute removals by address.
-            nodes=[n.address for n in targets][: None if isinstance(fault, CrashFault | PauseFault) else 50],
+            nodes=targets[: None if isinstance(fault, CrashFault | PauseFault) else 50],
             count=len(targets),
             **detail,
         )
 
-    def _set_scale(self, factor: float) -> None:
-        self._rm.inbound.cost_scale = factor
-
-    def _end(self, index: int, fault: Fault, undo: Any, value: Any) -> None:
+    def _end(self, index: int, fault: Fault, undo: Callable[[float], object], value: float) -> None:
         undo(value)
         self._log.info("fault.ended", index=index, kind=type(fault).__name__)
 
-    def _rejoin(self, index: int, targets: list[NodeManager]) -> None:
-        back = [n for n in targets if n.crashed]
-        for node in back:
-            node.rejoin()
-        self._log.info("fault.rejoin", index=index, nodes=[n.address for n in back][:50], count=len(back))
-
-    @staticmethod
-    def _need(component: Any, fault: Fault) -> None:
-        if component is None:
-            raise RuntimeError(f"{type(fault).__name__} needs the harness to provide its target")
+    def _rejoin(self, index: int, targets: list[str]) -> None:
+        back = self.rejoin(targets)
+        self._log.info("fault.rejoin", index=index, nodes=back[:50], count=len(back))

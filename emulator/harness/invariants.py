@@ -2,22 +2,21 @@
 ring agreement once membership changes have settled (see ``check_ring`` and docs/ring.md).
 
 On in tests (``HBEMU_CHECK_INVARIANTS=1``, set by tests/conftest.py) and with ``run --check-invariants``.
-A violation raises ``InvariantViolation`` with a report that names the node, task or container.
+It reads the RM through its views and the nodes through ``NodeReality`` records, so it checks a
+run the same way whatever the transport. A violation raises ``InvariantViolation`` with a report
+that names the node, task or container.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
-from nodemanager.node import NodeManager, NodeState
-from rm.cluster import Allocation
+import msgspec
+
+from emulator.harness.hosting import NodeReality
+from rm.cluster import EPS
 from rm.manager import ResourceManager
-from rm.operations import Operation
-from rm.resources import EPS
-
-if TYPE_CHECKING:
-    from emulator.transport.faulty import MessageFaultPlan
-    from rm.membership import MembershipService
+from rm.observer import OperationEvent, RMObserver, TaskCompleted
 
 # Ring changes have settled once nothing has changed for this many ring intervals (plus
 # SETTLE_LATENCY_S for messages in flight): time for a node that lost a delta to hear a newer
@@ -30,147 +29,159 @@ class InvariantViolation(Exception):
     pass
 
 
-class InvariantChecker:
+class InvariantSummary(msgspec.Struct, frozen=True):
+    invariant_checks: int
+    # Samples at which membership had settled and every live node's ring was compared.
+    ring_agreement_checks: int
+    tasks_submitted: int
+    tasks_completed_once: int
+    tasks_lost: int
+    # A second completion of a task stops the run, so a finished run has none.
+    tasks_duplicated: int
+
+
+class InvariantChecker(RMObserver):
     def __init__(
         self,
         rm: ResourceManager,
-        nodes: list[NodeManager],
-        membership: MembershipService | None = None,
-        message_faults: MessageFaultPlan | None = None,
+        ring_interval_s: float | None = None,
+        quiet_windows: Callable[[], list[tuple[float, float]]] = list,
     ) -> None:
+        """``ring_interval_s``: the ring's interval when the ring is on; ``quiet_windows()``: time
+        windows (message faults) after which ring changes need the settle time again."""
         self._rm = rm
-        self._nodes = {n.address: n for n in nodes}
-        self._membership = membership
-        self._message_faults = message_faults
+        self._ring_interval = ring_interval_s
+        self._quiet_windows = quiet_windows
         self.ring_checks = 0
         self._completed: set[tuple[int, int]] = set()
         # Every operation ever submitted (op id -> name, tasks) and its completions, across RM lives.
         self._submitted: dict[int, tuple[str, int]] = {}
         self._done: dict[int, int] = {}
         self.checks = 0
-        rm.task_completed.append(self._on_completed)
-        rm.operation_submitted.append(self._on_submitted)
+        rm.observe(self)
 
     def _fail(self, what: str) -> None:
         raise InvariantViolation(f"t={self._rm.clock.now():.3f}s: {what}")
 
-    def _on_completed(self, alloc: Allocation) -> None:
-        key = (alloc.op.id, alloc.task.index)
+    def task_completed(self, ev: TaskCompleted) -> None:
+        key = (ev.op_id, ev.task)
         if key in self._completed:
-            self._fail(f"task {alloc.op.name}[{alloc.task.index}] completed twice")
+            self._fail(f"task {ev.operation}[{ev.task}] completed twice")
         self._completed.add(key)
-        self._done[alloc.op.id] = self._done.get(alloc.op.id, 0) + 1
+        self._done[ev.op_id] = self._done.get(ev.op_id, 0) + 1
 
-    def _on_submitted(self, op: Operation) -> None:
-        self._submitted[op.id] = (op.name, op.total)
+    def operation_submitted(self, ev: OperationEvent) -> None:
+        self._submitted[ev.op_id] = (ev.name, ev.tasks)
 
     def lost_tasks(self) -> dict[str, int]:
         """Tasks neither completed nor pending nor running, per operation (must be empty)."""
+        live = {op.id: op for op in self._rm.operations_view()}
         lost: dict[str, int] = {}
         for op_id, (name, total) in self._submitted.items():
             accounted = self._done.get(op_id, 0)
-            live = self._rm.operations.get(op_id)
-            if live is not None:
-                accounted += len(live.pending) + live.running
+            op = live.get(op_id)
+            if op is not None:
+                accounted += op.pending + op.running
             if accounted != total:
                 lost[name] = total - accounted
         return lost
 
-    def summary(self) -> dict[str, int]:
-        return {
-            "invariant_checks": self.checks,
-            # Samples at which membership had settled and every live node's ring was compared.
-            "ring_agreement_checks": self.ring_checks,
-            "tasks_submitted": sum(total for _, total in self._submitted.values()),
-            "tasks_completed_once": len(self._completed),
-            "tasks_lost": sum(self.lost_tasks().values()),
-            # A second completion of a task stops the run, so a finished run has none.
-            "tasks_duplicated": 0,
-        }
+    def summary(self) -> InvariantSummary:
+        return InvariantSummary(
+            invariant_checks=self.checks,
+            ring_agreement_checks=self.ring_checks,
+            tasks_submitted=sum(total for _, total in self._submitted.values()),
+            tasks_completed_once=len(self._completed),
+            tasks_lost=sum(self.lost_tasks().values()),
+            tasks_duplicated=0,
+        )
 
-    def check_step(self) -> None:
-        """Cheap enough to run every sample: capacity and task accounting."""
+    def check_step(self, nodes: list[NodeReality] | None) -> None:
+        """Cheap enough to run every sample: capacity and task accounting (and ring agreement
+        when it has settled). ``nodes``: the nodes' reality, when the harness has it now."""
         self.checks += 1
         placed: dict[tuple[int, int], int] = {}
-        for rec in self._rm.cluster.nodes.values():
-            if rec.free_cpu < -EPS or rec.free_ram < -EPS:
+        for rec in self._rm.nodes_view():
+            if rec.free.cpu < -EPS or rec.free.ram_gib < -EPS:
                 self._fail(f"node {rec.machine_id} ({rec.address}) allocated beyond capacity: "
-                           f"free {rec.free_cpu:g} cpu / {rec.free_ram:g} GiB")
-            for cid, alloc in rec.containers.items():
-                key = (alloc.op.id, alloc.task.index)
+                           f"free {rec.free.cpu:g} cpu / {rec.free.ram_gib:g} GiB")
+            for c in rec.containers:
+                key = (c.op_id, c.task)
                 if key in placed:
-                    self._fail(f"task {alloc.op.name}[{alloc.task.index}] runs twice: containers "
-                               f"{placed[key]} and {cid}")
-                placed[key] = cid
-        for nm in self._nodes.values():
-            used, cap = nm.used(), nm.resources
-            if used.cpu > cap.cpu + EPS or used.ram_gib > cap.ram_gib + EPS:
-                self._fail(f"node {nm.address} runs more than it has: {used} of {cap}")
-        for op in self._rm.operations.values():
-            if op.running + len(op.pending) + op.completed != op.total:
-                self._fail(f"operation {op.name}: running {op.running} + pending {len(op.pending)} + "
+                    self._fail(f"task {c.op_id}[{c.task}] runs twice: containers {placed[key]} and "
+                               f"{c.container_id}")
+                placed[key] = c.container_id
+        for op in self._rm.operations_view():
+            if op.running + op.pending + op.completed != op.total:
+                self._fail(f"operation {op.name}: running {op.running} + pending {op.pending} + "
                            f"completed {op.completed} != {op.total} tasks")
-        if self._membership is not None:
-            self.check_ring()
+        if nodes is None:
+            return
+        for nm in nodes:
+            if nm.used.cpu > nm.capacity.cpu + EPS or nm.used.ram_gib > nm.capacity.ram_gib + EPS:
+                self._fail(f"node {nm.address} runs more than it has: {nm.used} of {nm.capacity}")
+        self.check_ring(nodes)
 
     def ring_settled(self) -> bool:
         """Membership changes have settled: nothing pending at the RM (joins/removals not yet
         published, open suspicions, suspects held by the brake), its inbound queue empty, and no
         ring change published and no message-fault window active for the settle time."""
-        ms = self._membership
-        if ms is None or not self._rm.up or self._rm.recovery is not None:
-            return False  # an RM restart: nodes rejoin a new ring as they reconnect
-        quiet = ms.quiet_since()
-        if quiet is None or self._rm.inbound.depth:
+        if self._ring_interval is None:
             return False
-        now = self._rm.clock.now()
-        if self._message_faults is not None:
-            for w in self._message_faults.windows:
-                if w.start <= now:
-                    quiet = max(quiet, min(w.end, now))
-        return now - quiet >= SETTLE_INTERVALS * ms.interval_s + SETTLE_LATENCY_S
+        snap = self._rm.snapshot()
+        if not snap.up or snap.recovering:
+            return False  # an RM restart: nodes rejoin a new ring as they reconnect
+        quiet = self._rm.ring_quiet_since()
+        if quiet is None or snap.inbound.depth:
+            return False
+        now = snap.t
+        for start, end in self._quiet_windows():
+            if start <= now:
+                quiet = max(quiet, min(end, now))
+        return now - quiet >= SETTLE_INTERVALS * self._ring_interval + SETTLE_LATENCY_S
 
-    def check_ring(self) -> None:
+    def check_ring(self, nodes: list[NodeReality]) -> None:
         """When settled: the RM's published ring is its set of registered nodes, and every live
         node (running, ring monitor active, loop not stalled) holds exactly that ring version."""
-        ms = self._membership
-        if ms is None or not self.ring_settled():
+        if not self.ring_settled():
+            return
+        ring = self._rm.ring_snapshot()
+        if ring is None:
             return
         self.ring_checks += 1
-        pub = ms.ring.published
-        registered = set(self._rm.cluster.nodes)
-        if set(pub.ids) != registered:
-            missing, extra = sorted(registered - pub.members)[:10], sorted(pub.members - registered)[:10]
-            self._fail(f"the RM's ring v{pub.version} is not its registered nodes: missing {missing}, "
+        registered = {n.machine_id for n in self._rm.nodes_view()}
+        members = set(ring.members)
+        if members != registered:
+            missing, extra = sorted(registered - members)[:10], sorted(members - registered)[:10]
+            self._fail(f"the RM's ring v{ring.version} is not its registered nodes: missing {missing}, "
                        f"extra {extra}")
-        for nm in self._nodes.values():
-            mon = nm.monitor
-            if nm.state is not NodeState.RUNNING or mon is None or not mon.active or nm.paused:
+        digest = hash(ring.members)
+        for nm in nodes:
+            if not nm.running or nm.ring_version is None or nm.paused:
                 continue
-            view = mon.view
-            if view is None or view.version != pub.version or view.members != pub.members:
-                held = "no ring" if view is None else f"ring v{view.version} ({len(view.ids)} members)"
+            if nm.ring_version != ring.version or nm.ring_digest != digest:
                 self._fail(f"ring disagreement after settling: node {nm.address} (id {nm.machine_id}) "
-                           f"holds {held}, the RM's ring is v{pub.version} ({len(pub.ids)} members)")
+                           f"holds ring v{nm.ring_version} ({nm.ring_size} members), the RM's ring is "
+                           f"v{ring.version} ({len(ring.members)} members)")
 
-    def check_quiescent(self) -> None:
+    def check_quiescent(self, nodes: list[NodeReality]) -> None:
         """The RM's containers per node equal what the node runs, give or take unreported completions."""
-        self.check_step()
+        self.check_step(nodes)
         lost = self.lost_tasks()
         if lost:
             some = dict(sorted(lost.items())[:10])
             self._fail(f"tasks lost (neither completed, pending nor running): {some}")
-        for rec in self._rm.cluster.nodes.values():
-            nm = self._nodes.get(rec.address)
-            if nm is None or nm.state is not NodeState.RUNNING:
+        real = {n.address: n for n in nodes}
+        for rec in self._rm.nodes_view():
+            nm = real.get(rec.address)
+            if nm is None or not nm.running:
                 continue
-            real = set(nm.running_containers())
-            unreported = nm.unreported_completions()
-            rm_view = set(rec.containers)
-            if not real <= rm_view:
+            running = set(nm.containers)
+            rm_view = {c.container_id for c in rec.containers}
+            if not running <= rm_view:
                 self._fail(f"node {rec.address} runs containers the RM does not know: "
-                           f"{sorted(real - rm_view)[:10]}")
-            missing = rm_view - real - unreported
+                           f"{sorted(running - rm_view)[:10]}")
+            missing = rm_view - running - set(nm.unreported)
             if missing:
                 self._fail(f"the RM believes node {rec.address} runs containers it does not: "
                            f"{sorted(missing)[:10]}")

@@ -23,23 +23,14 @@ from typing import Annotated
 import msgspec
 
 from emulator.harness.eventlog import make_logger
-from emulator.time.clock import LoopClock, run, wall_time
+from emulator.harness.nodeproc import NodeProcess
+from emulator.measure.timing import HeartbeatTiming, Interval, LatenessSummary
+from emulator.time.clock import EpochClock, LoopClock, run, wall_time
 from emulator.transport.framing import DEFAULT_MAX_FRAME_BYTES
 from emulator.transport.tcp import Backoff, TcpClient
 from nodemanager.config import HeartbeatConfig
-from nodemanager.node import NodeManager
-from nodemanager.stats import NodeStats
-from rm.resources import Resources
-
-
-class EpochClock(LoopClock):
-    """A loop clock whose emulated t = 0 is the Unix time ``epoch`` (shared by all processes)."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, speed: float, epoch: float) -> None:
-        super().__init__(loop, speed)
-        # Unix time is only used to agree on t = 0 across processes; emulated time then runs on
-        # the loop's monotonic clock like any LoopClock.
-        self._origin = loop.time() + (epoch - time.time())
+from nodemanager.stats import NodeCounters
+from rm.protocol import Resources
 
 
 def quiet_gc() -> None:
@@ -73,21 +64,13 @@ class HostConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, froze
     events_path: str | None = None
 
 
-class Interval(msgspec.Struct, array_like=True, frozen=True):
-    """Heartbeats sent in the interval ((k-1)·I, k·I] and those answered within one interval."""
-
-    k: int
-    sent: int
-    responses: int
-
-
 class HostReport(msgspec.Struct, kw_only=True, frozen=True):
     nodes: int
     wall_s: float
     cpu_s: float
     max_rss_kib: int
-    totals: dict[str, float]
-    lateness_s: dict[str, float]
+    counters: NodeCounters
+    lateness_s: LatenessSummary
     transport: dict[str, int]
     intervals: list[Interval]
 
@@ -97,14 +80,14 @@ async def host_nodes(cfg: HostConfig, clock: LoopClock) -> HostReport:
     sink = open(cfg.events_path, "a", encoding="utf-8") if cfg.events_path else None  # noqa: SIM115
     try:
         log = make_logger(clock, sink)
-        stats = NodeStats()
-        stats.interval_s = cfg.sample_interval_s
+        counters = NodeCounters()
+        timing = HeartbeatTiming(cfg.sample_interval_s)
         client = TcpClient(
             cfg.host, cfg.port, clock, log, cfg.max_frame_bytes, Backoff(seed=cfg.seed)
         )
         nodes = [
-            NodeManager(s.address, s.resources, cfg.heartbeat, clock, stats, log,
-                        phase_s=s.phase_s, credentials=cfg.credentials)
+            NodeProcess(s.address, s.resources, cfg.heartbeat, clock, counters, log, s.phase_s,
+                        cfg.credentials, timing=timing)
             for s in cfg.nodes
         ]
         for node in nodes:
@@ -121,7 +104,8 @@ async def host_nodes(cfg: HostConfig, clock: LoopClock) -> HostReport:
             log.info("host.connected", nodes=len(nodes))
             # Phases count from when a node starts running: start them all at the epoch.
             await clock.sleep_until(0.0)
-            tasks += [tg.create_task(n.run(), name=n.address) for n in nodes]
+            for n in nodes:
+                n.start()
             ends = [tg.create_task(stop.wait())]
             if cfg.duration_s is not None:
                 ends.append(tg.create_task(clock.sleep_until(cfg.duration_s)))
@@ -140,13 +124,10 @@ async def host_nodes(cfg: HostConfig, clock: LoopClock) -> HostReport:
         wall_s=round(wall_time() - started, 3),
         cpu_s=round(time.process_time() - cpu0, 3),
         max_rss_kib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-        totals=stats.snapshot(),
-        lateness_s={k: round(v, 6) for k, v in stats.lateness.summary().items()},
+        counters=counters,
+        lateness_s=timing.summary(),
         transport=client.stats.snapshot(),
-        intervals=[
-            Interval(k, stats.sent_by_interval.get(k, 0), stats.answered_by_interval.get(k, 0))
-            for k in sorted(stats.sent_by_interval.keys() | stats.answered_by_interval.keys())
-        ],
+        intervals=timing.intervals(),
     )
 
 

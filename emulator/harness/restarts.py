@@ -1,5 +1,7 @@
-"""Measuring work-preserving RM restarts: when the RM died, came back, had every node back, and
-resumed scheduling; what the journal replay cost; how many containers were kept or rerun."""
+"""Work-preserving RM restarts, as the harness does and measures them: it kills the RM (every
+connection drops), starts a new one from the journal after the downtime, and records when every
+live node was back and scheduling resumed, what the journal replay cost, and how many containers
+were kept or run again."""
 
 from __future__ import annotations
 
@@ -7,15 +9,20 @@ import contextlib
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
+
+import msgspec
 
 from emulator.scenario.schema import Scenario
-from emulator.time.clock import wall_time
-from nodemanager.node import NodeManager, NodeState
-from rm.cluster import NodeRecord
+from emulator.time.clock import LoopClock, wall_time
 from rm.journal import Journal
 from rm.manager import ResourceManager
+from rm.observer import NodeEvent, RMObserver
 from rm.recovery import Recovery
+
+
+class JournalInUse(Exception):
+    """Another run is writing the journal in this directory."""
 
 
 def scenario_journal(
@@ -30,6 +37,33 @@ def scenario_journal(
     journal = Journal(directory / "rm-journal.jsonl", fsync=scenario.rm.journal_fsync)
     stack.callback(journal.close)
     return journal
+
+
+class Listener(Protocol):
+    """The transport's RM side: stop serving when the RM dies, serve again when it is back."""
+
+    def drop_all(self) -> None: ...
+
+    def listen(self) -> None: ...
+
+
+class RestartSummary(msgspec.Struct, frozen=True):
+    crashed_at_s: float
+    up_at_s: float | None
+    nodes_expected: int
+    nodes_back: int
+    # From the new RM's start: every live node re-registered, and scheduling resumed.
+    all_nodes_back_s: float | None
+    scheduling_resumed_s: float | None
+    recovery_s: float | None
+    journal_records: int
+    journal_bytes: int
+    journal_torn: bool
+    replay_wall_s: float
+    operations_recovered: int
+    containers_waiting: int
+    containers_kept: int
+    containers_rerun: int
 
 
 class RestartRecord:
@@ -48,30 +82,29 @@ class RestartRecord:
         self.replay_wall_s = 0.0
         self.journal_bytes = 0
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> RestartSummary:
         rec = self.recovery.stats if self.recovery is not None else None
         resumed = rec.finished_at if rec is not None else None
         done = None
         if self.up_at is not None and self.nodes_back_at is not None and resumed is not None:
             done = max(self.nodes_back_at, resumed) - self.up_at
-        return {
-            "crashed_at_s": round(self.crashed_at, 6),
-            "up_at_s": _r(self.up_at),
-            "nodes_expected": self.expected_nodes,
-            "nodes_back": len(self.back),
-            # From the new RM's start: every live node re-registered, and scheduling resumed.
-            "all_nodes_back_s": _r(_minus(self.nodes_back_at, self.up_at)),
-            "scheduling_resumed_s": _r(_minus(resumed, self.up_at)),
-            "recovery_s": _r(done),
-            "journal_records": rec.journal_records if rec else 0,
-            "journal_bytes": self.journal_bytes,
-            "journal_torn": rec.torn if rec else False,
-            "replay_wall_s": round(self.replay_wall_s, 6),
-            "operations_recovered": rec.operations if rec else 0,
-            "containers_waiting": rec.waiting if rec else 0,
-            "containers_kept": rec.claimed if rec else 0,
-            "containers_rerun": rec.requeued if rec else 0,
-        }
+        return RestartSummary(
+            crashed_at_s=round(self.crashed_at, 6),
+            up_at_s=_r(self.up_at),
+            nodes_expected=self.expected_nodes,
+            nodes_back=len(self.back),
+            all_nodes_back_s=_r(_minus(self.nodes_back_at, self.up_at)),
+            scheduling_resumed_s=_r(_minus(resumed, self.up_at)),
+            recovery_s=_r(done),
+            journal_records=rec.journal_records if rec else 0,
+            journal_bytes=self.journal_bytes,
+            journal_torn=rec.torn if rec else False,
+            replay_wall_s=round(self.replay_wall_s, 6),
+            operations_recovered=rec.operations if rec else 0,
+            containers_waiting=rec.waiting if rec else 0,
+            containers_kept=rec.claimed if rec else 0,
+            containers_rerun=rec.requeued if rec else 0,
+        )
 
 
 def _minus(a: float | None, b: float | None) -> float | None:
@@ -82,53 +115,50 @@ def _r(x: float | None) -> float | None:
     return None if x is None else round(x, 6)
 
 
-def live_count(nodes: list[NodeManager]) -> Callable[[], int]:
-    """In-process nodes that should come back: not crashed, not shut down."""
-    return lambda: sum(1 for n in nodes if not n.crashed and n.state is not NodeState.STOPPED)
-
-
-class RestartLog:
+class RestartLog(RMObserver):
     """Watches one RM across its lives; ``restart(downtime_s)`` is the ``rm_restart`` fault."""
 
-    def __init__(self, rm: ResourceManager, live_nodes: Callable[[], int], network: Any) -> None:
-        """``live_nodes()``: how many nodes should come back; ``network``: the transport's RM side
-        (``drop_all()`` when the RM dies, ``listen()`` when the new one is up)."""
+    def __init__(
+        self, rm: ResourceManager, clock: LoopClock, live_nodes: Callable[[], int], listener: Listener
+    ) -> None:
+        """``live_nodes()``: how many nodes should come back."""
         self._rm = rm
+        self._clock = clock
         self._live_nodes = live_nodes
-        self._network = network
+        self._listener = listener
         self.records: list[RestartRecord] = []
-        rm.node_registered.append(self._on_registered)
+        rm.observe(self)
 
     def restart(self, downtime_s: float) -> None:
         rm = self._rm
         if not rm.up:
             return
         rm.crash()
-        self._network.drop_all()
-        self.records.append(RestartRecord(rm.clock.now()))
-        rm.clock.call_later(downtime_s, self._up)
+        self._listener.drop_all()
+        self.records.append(RestartRecord(self._clock.now()))
+        self._clock.call_later(downtime_s, self._up)
 
     def _up(self) -> None:
         rm = self._rm
         rec = self.records[-1]
-        rec.up_at = rm.clock.now()
+        rec.up_at = self._clock.now()
         rec.expected_nodes = self._live_nodes()
         if rm.journal is not None and rm.journal.path.exists():
             rec.journal_bytes = rm.journal.path.stat().st_size
         started = wall_time()
         rec.recovery = rm.recover()
         rec.replay_wall_s = wall_time() - started
-        self._network.listen()
+        self._listener.listen()
 
-    def _on_registered(self, node: NodeRecord) -> None:
+    def node_registered(self, ev: NodeEvent) -> None:
         if not self.records:
             return
         rec = self.records[-1]
         if rec.up_at is None or rec.nodes_back_at is not None:
             return
-        rec.back.add(node.address)
+        rec.back.add(ev.address)
         if len(rec.back) >= rec.expected_nodes:
-            rec.nodes_back_at = self._rm.clock.now()
+            rec.nodes_back_at = self._clock.now()
 
-    def summary(self) -> list[dict[str, Any]]:
+    def summary(self) -> list[RestartSummary]:
         return [r.summary() for r in self.records]

@@ -4,9 +4,21 @@ detection latency (crash -> removal at the RM)."""
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import NamedTuple, Protocol
 
-from nodemanager.node import NodeManager
+import msgspec
+
+from rm.observer import NodeEvent, RMObserver
+
+
+class Fates(Protocol):
+    """What the harness did to the nodes (``emulator.harness.faults.NodeFates``)."""
+
+    crashed_at: dict[str, float]
+
+    def is_down(self, address: str) -> bool: ...
+
+    def stalled_for(self, address: str) -> float: ...
 
 
 class Removal(NamedTuple):
@@ -19,46 +31,60 @@ class Removal(NamedTuple):
     latency_s: float | None
 
 
-class RemovalLog:
-    def __init__(
-        self, nodes: list[NodeManager], crashed_at: dict[str, float], clock: Any, grace_s: float
-    ) -> None:
-        self._nodes = {n.address: n for n in nodes}
-        self._crashed_at = crashed_at
+class LatencySummary(msgspec.Struct, frozen=True):
+    p50: float | None
+    p99: float | None
+    max: float | None
+
+
+class RemovalSummary(msgspec.Struct, frozen=True):
+    removals: int
+    false_removals: int
+    # A node can be falsely removed, rejoin, and be removed again: distinct nodes.
+    false_removed_nodes: int
+    stalled_removals: int
+    crashed_nodes: int
+    crashed_removed: int
+    detection_latency_s: LatencySummary
+
+
+class Clock(Protocol):
+    def now(self) -> float: ...
+
+
+class RemovalLog(RMObserver):
+    def __init__(self, fates: Fates, clock: Clock, grace_s: float) -> None:
+        self._fates = fates
         self._clock = clock
         self._grace = grace_s
         self.removals: list[Removal] = []
 
-    def on_lost(self, node: Any, reason: str) -> None:
+    def node_lost(self, ev: NodeEvent) -> None:
         now = self._clock.now()
-        nm = self._nodes.get(node.address)
-        crashed = nm is not None and nm.crashed
-        stalled = nm.stalled_for() if nm is not None else 0.0
-        t0 = self._crashed_at.get(node.address)
+        crashed = self._fates.is_down(ev.address)
+        stalled = self._fates.stalled_for(ev.address)
+        t0 = self._fates.crashed_at.get(ev.address)
         latency = now - t0 if crashed and t0 is not None else None
-        self.removals.append(Removal(now, node.machine_id, node.address, reason, crashed, stalled, latency))
+        self.removals.append(Removal(now, ev.machine_id, ev.address, ev.reason, crashed, stalled, latency))
 
     def is_false(self, r: Removal) -> bool:
         """Removed although alive: not crashed and not stalled longer than the grace."""
         return not r.crashed and r.stalled_s <= self._grace
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> RemovalSummary:
         latencies = sorted(r.latency_s for r in self.removals if r.latency_s is not None)
-        crashed_removed = {r.address for r in self.removals if r.crashed}
-        return {
-            "removals": len(self.removals),
-            "false_removals": sum(self.is_false(r) for r in self.removals),
-            # A node can be falsely removed, rejoin, and be removed again: distinct nodes.
-            "false_removed_nodes": len({r.address for r in self.removals if self.is_false(r)}),
-            "stalled_removals": sum(not r.crashed and r.stalled_s > self._grace for r in self.removals),
-            "crashed_nodes": len(self._crashed_at),
-            "crashed_removed": len(crashed_removed),
-            "detection_latency_s": {
-                "p50": _quantile(latencies, 0.5),
-                "p99": _quantile(latencies, 0.99),
-                "max": round(latencies[-1], 3) if latencies else None,
-            },
-        }
+        return RemovalSummary(
+            removals=len(self.removals),
+            false_removals=sum(self.is_false(r) for r in self.removals),
+            false_removed_nodes=len({r.address for r in self.removals if self.is_false(r)}),
+            stalled_removals=sum(not r.crashed and r.stalled_s > self._grace for r in self.removals),
+            crashed_nodes=len(self._fates.crashed_at),
+            crashed_removed=len({r.address for r in self.removals if r.crashed}),
+            detection_latency_s=LatencySummary(
+                _quantile(latencies, 0.5), _quantile(latencies, 0.99),
+                round(latencies[-1], 3) if latencies else None,
+            ),
+        )
 
 
 def _quantile(xs: list[float], q: float) -> float | None:

@@ -1,41 +1,50 @@
-"""Per-interval sampling: the time series, h1/h2, and time-averaged shares per workload entry."""
+"""Per-interval sampling: the time series, h1/h2, and time-averaged shares per workload entry
+and per pool. Reads the RM only through its snapshots."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Protocol
 
-from emulator.time.clock import LoopClock
-from nodemanager.stats import NodeStats
-from rm.manager import ResourceManager
-from rm.scheduler.fair_share import progressive_filling
+import msgspec
 
-# Per interval: nodes removed by the RM, messages and bytes nodes sent to the RM, ring liveness
-# messages between nodes, bytes of ring updates the RM sent.
+from rm.snapshot import RMSnapshot, SharesSnapshot
+
+
+class SampleRow(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """One row of timeseries.csv (one per sample interval)."""
+
+    t_s: float
+    cpu_utilization: float
+    ram_utilization: float
+    nodes: int
+    running_tasks: int
+    pending_tasks: int
+    n_i: int  # heartbeats sent by nodes in the interval
+    m_i: int  # heartbeat responses received by nodes
+    s_i: int  # node-update events the scheduler processed
+    rm_queue_depth: int
+    scheduler_queue_depth: int
+    fair_cpu_bound: float  # pooled-cluster utilisation bound of the current demand mix
+    fair_ram_bound: float
+    removals: int  # nodes the RM removed in the interval
+    to_rm_messages: int  # messages and bytes nodes sent to the RM in the interval
+    to_rm_bytes: int
+    ring_messages: int  # ring liveness messages between nodes in the interval
+    ring_update_bytes: int  # bytes of ring updates the RM sent in the interval
+    refusals: int  # cumulative
+    fallback_allocations: int  # cumulative
+    preemptions: int  # cumulative
+
+
+COLUMNS: tuple[str, ...] = SampleRow.__struct_fields__
+# Per-interval deltas of cumulative counters the harness supplies.
 COUNTER_COLUMNS = ("removals", "to_rm_messages", "to_rm_bytes", "ring_messages", "ring_update_bytes")
 
-COLUMNS = (
-    "t_s",
-    "cpu_utilization",
-    "ram_utilization",
-    "nodes",
-    "running_tasks",
-    "pending_tasks",
-    "n_i",
-    "m_i",
-    "s_i",
-    "rm_queue_depth",
-    "scheduler_queue_depth",
-    "fair_cpu_bound",
-    "fair_ram_bound",
-    *COUNTER_COLUMNS,
-    "refusals",
-    "fallback_allocations",
-    "preemptions",
-)
 
+class Mean:
+    """A running mean of one share: the sum over samples and their number."""
 
-class GroupShares:
     __slots__ = ("dominant_sum", "fair_sum", "samples")
 
     def __init__(self) -> None:
@@ -43,76 +52,110 @@ class GroupShares:
         self.fair_sum = 0.0
         self.samples = 0
 
+    @property
+    def dominant(self) -> float:
+        return self.dominant_sum / (self.samples or 1)
+
+    @property
+    def fair(self) -> float:
+        return self.fair_sum / (self.samples or 1)
+
+
+class RMView(Protocol):
+    def snapshot(self) -> RMSnapshot: ...
+
+    def shares(self) -> SharesSnapshot: ...
+
+
+class Clock(Protocol):
+    def now(self) -> float: ...
+
+    def call_later(self, delay: float, callback: Callable[..., object], *args: object) -> object: ...
+
+    def call_soon(self, callback: Callable[..., object], *args: object) -> object: ...
+
 
 class Sampler:
     def __init__(
         self,
-        rm: ResourceManager,
-        node_stats: NodeStats,
-        clock: LoopClock,
+        rm: RMView,
+        heartbeats: Callable[[], tuple[int, int]],
+        clock: Clock,
         interval_s: float,
         warmup_s: float,
         groups: list[str],
     ) -> None:
+        """``heartbeats()``: (sent, responses received) by the nodes so far."""
         self._rm = rm
-        self._stats = node_stats
+        self._heartbeats = heartbeats
         self._clock = clock
         self.interval_s = interval_s
         self.warmup_s = warmup_s
-        self.rows: list[tuple[float, ...]] = []
-        self.groups: dict[str, GroupShares] = {g: GroupShares() for g in groups}
+        self.rows: list[SampleRow] = []
+        self.groups: dict[str, Mean] = {g: Mean() for g in groups}
         # Same means per pool (every pool but root), for per-pool fairness deviation.
-        self.pools: dict[str, GroupShares] = {}
+        self.pools: dict[str, Mean] = {}
         self._last = (0, 0, 0)
-        self.listeners: list[Callable[[tuple[float, ...]], None]] = []
-        # Cumulative counters behind COUNTER_COLUMNS (set by the runner; zero when absent).
+        self.listeners: list[Callable[[SampleRow], None]] = []
+        # Cumulative counters behind COUNTER_COLUMNS (set by the harness; zero when absent).
         self.counters: dict[str, Callable[[], int]] = {}
         self._last_counters = dict.fromkeys(COUNTER_COLUMNS, 0)
+        self._k = 0
+        self._stopped = False
 
-    async def run(self) -> None:
-        t = self.interval_s
-        while True:
-            await self._clock.sleep_until(t)
-            if not self.rows or self.rows[-1][0] < self._clock.now():  # the runner may have sampled
-                self.sample()
-            t += self.interval_s
+    def start(self) -> None:
+        """Sample at every multiple of the interval."""
+        self._k = 1
+        self._clock.call_later(self.interval_s - self._clock.now(), self._due)
 
-    def sample(self) -> tuple[float, ...]:
-        rm = self._rm
-        now = self._clock.now()
-        cluster = rm.cluster
-        cap = cluster.capacity
-        sent, resp, upd = (
-            self._stats.heartbeats_sent,
-            self._stats.heartbeat_responses,
-            rm.stats.update_events,
-        )
+    def stop(self) -> None:
+        self._stopped = True
+
+    def _due(self) -> None:
+        # A sample shows everything that happened at its instant: taken after the rest of it.
+        self._clock.call_soon(self._take)
+        self._k += 1
+        self._clock.call_later(self._k * self.interval_s - self._clock.now(), self._due)
+
+    def _take(self) -> None:
+        if self._stopped:
+            return
+        if not self.rows or self.rows[-1].t_s < self._clock.now():  # the harness may have sampled
+            self.sample()
+
+    def sample(self) -> SampleRow:
+        snap = self._rm.snapshot()
+        shares = self._rm.shares()
+        now = snap.t
+        sent, resp = self._heartbeats()
+        upd = snap.counters.update_events
         n_i, m_i, s_i = sent - self._last[0], resp - self._last[1], upd - self._last[2]
         self._last = (sent, resp, upd)
-        ops = list(rm.operations.values())
-        fair = progressive_filling(rm.root, ops, cap)
         if now > self.warmup_s:
-            self._accumulate_shares(ops, fair.usage, cap.cpu, cap.ram_gib)
-            self._accumulate_pools(fair.pools, cap.cpu, cap.ram_gib)
-        preemptor = rm.preemptor
-        row = (
-            round(now, 6),
-            cluster.used_cpu / cap.cpu if cap.cpu > 0 else 0.0,
-            cluster.used_ram / cap.ram_gib if cap.ram_gib > 0 else 0.0,
-            len(cluster.nodes),
-            sum(op.running for op in ops),
-            sum(len(op.pending) for op in ops),
-            n_i,
-            m_i,
-            s_i,
-            rm.inbound.depth,
-            rm.events.depth,
-            fair.utilization.cpu,
-            fair.utilization.ram_gib,
-            *self._counter_deltas(),
-            rm.policy.stats.refusals,
-            rm.policy.stats.fallback_allocations,
-            preemptor.preemptions if preemptor is not None else 0,
+            self._accumulate(snap, shares)
+        deltas = self._counter_deltas()
+        row = SampleRow(
+            t_s=round(now, 6),
+            cpu_utilization=snap.cpu_utilization,
+            ram_utilization=snap.ram_utilization,
+            nodes=snap.nodes,
+            running_tasks=snap.running_tasks,
+            pending_tasks=snap.pending_tasks,
+            n_i=n_i,
+            m_i=m_i,
+            s_i=s_i,
+            rm_queue_depth=snap.inbound.depth,
+            scheduler_queue_depth=snap.scheduler.depth,
+            fair_cpu_bound=shares.bound.cpu,
+            fair_ram_bound=shares.bound.ram_gib,
+            removals=deltas[0],
+            to_rm_messages=deltas[1],
+            to_rm_bytes=deltas[2],
+            ring_messages=deltas[3],
+            ring_update_bytes=deltas[4],
+            refusals=snap.policy.refusals,
+            fallback_allocations=snap.policy.fallback_allocations,
+            preemptions=snap.preemption.preemptions if snap.preemption is not None else 0,
         )
         self.rows.append(row)
         for listener in self.listeners:
@@ -128,45 +171,29 @@ class Sampler:
             self._last_counters[name] = value
         return out
 
-    def _accumulate_shares(
-        self, ops: list[Any], usage: dict[int, tuple[float, float]], cap_cpu: float, cap_ram: float
-    ) -> None:
-        cpu: dict[str, float] = {}
-        ram: dict[str, float] = {}
-        fcpu: dict[str, float] = {}
-        fram: dict[str, float] = {}
-        for op in ops:
-            g = op.group
-            cpu[g] = cpu.get(g, 0.0) + op.usage_cpu
-            ram[g] = ram.get(g, 0.0) + op.usage_ram
-            u = usage.get(op.id, (0.0, 0.0))
-            fcpu[g] = fcpu.get(g, 0.0) + u[0]
-            fram[g] = fram.get(g, 0.0) + u[1]
+    def _accumulate(self, snap: RMSnapshot, shares: SharesSnapshot) -> None:
         for g, acc in self.groups.items():
             acc.samples += 1
-            if g in cpu and cap_cpu > 0 and cap_ram > 0:
-                acc.dominant_sum += max(cpu[g] / cap_cpu, ram[g] / cap_ram)
-                acc.fair_sum += max(fcpu[g], fram[g])
-
-    def _accumulate_pools(self, fair: dict[str, float], cap_cpu: float, cap_ram: float) -> None:
-        if cap_cpu <= 0 or cap_ram <= 0:
+            share = shares.groups.get(g)
+            if share is not None:
+                acc.dominant_sum += share.dominant
+                acc.fair_sum += share.fair
+        if snap.capacity.cpu <= 0 or snap.capacity.ram_gib <= 0:
             return
-        for name, pool in self._rm.pools.items():
-            if name == "root":
-                continue
+        for name, share in shares.pools.items():
             acc = self.pools.get(name)
             if acc is None:
-                acc = self.pools[name] = GroupShares()
+                acc = self.pools[name] = Mean()
             acc.samples += 1
-            acc.dominant_sum += max(pool.usage_cpu / cap_cpu, pool.usage_ram / cap_ram)
-            acc.fair_sum += fair.get(name, 0.0)
+            acc.dominant_sum += share.dominant
+            acc.fair_sum += share.fair
 
-    def window_rows(self) -> list[tuple[float, ...]]:
-        return [r for r in self.rows if r[0] > self.warmup_s]
+    def window_rows(self) -> list[SampleRow]:
+        return [r for r in self.rows if r.t_s > self.warmup_s]
 
     def efficiency(self) -> tuple[float | None, float | None]:
         """(h1, h2) = min over measured intervals of m_i/n_i and s_i/n_i (intervals with n_i > 0)."""
-        rows = [r for r in self.window_rows() if r[6] > 0]
+        rows = [r for r in self.window_rows() if r.n_i > 0]
         if not rows:
             return None, None
-        return min(r[7] / r[6] for r in rows), min(r[8] / r[6] for r in rows)
+        return min(r.m_i / r.n_i for r in rows), min(r.s_i / r.n_i for r in rows)

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from emulator.harness.runner import RunOutcome
+from emulator.measure.sampler import SampleRow
 from emulator.time.clock import wall_time
 
 
@@ -35,15 +35,17 @@ class RunProgress:
     def __exit__(self, *exc: object) -> None:
         self._progress.stop()
 
-    def update(self, outcome: RunOutcome, row: tuple[float, ...]) -> None:
+    def update(self, row: SampleRow, heartbeats: int) -> None:
+        """A new sample; ``heartbeats``: processed by the RM so far."""
         now = wall_time()
-        sent = outcome.node_stats.heartbeats_sent
         dt = now - self._last_wall
         if dt < 0.2:
             return
-        rate = (sent - self._last_sent) / dt
-        self._last_wall, self._last_sent = now, sent
-        self._progress.update(self._task, completed=row[0], hb=rate, cpu=row[1], ram=row[2])
+        rate = (heartbeats - self._last_sent) / dt
+        self._last_wall, self._last_sent = now, heartbeats
+        self._progress.update(
+            self._task, completed=row.t_s, hb=rate, cpu=row.cpu_utilization, ram=row.ram_utilization
+        )
 
 
 def summary_table(summary: dict[str, Any], wall_s: float) -> Table:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -17,6 +17,7 @@ Positive = Annotated[float, msgspec.Meta(gt=0, le=LIMIT)]
 NonNegative = Annotated[float, msgspec.Meta(ge=0, le=LIMIT)]
 Count = Annotated[int, msgspec.Meta(ge=1, le=1_000_000)]
 Fraction = Annotated[float, msgspec.Meta(ge=0, le=1)]
+TaskCount = Annotated[int, msgspec.Meta(ge=0, le=10_000_000)]
 
 
 class Base(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
@@ -70,7 +71,10 @@ class OperationConfig(Base, kw_only=True):
     pool: str = "default"
     cpu: Positive
     ram_gib: Positive
-    job_count: Annotated[int, msgspec.Meta(ge=0, le=10_000_000)]
+    # Tasks per operation. `job_count` is the same field under the name the thesis's table uses
+    # (it counts tasks, not jobs); give one of the two.
+    tasks: TaskCount | None = None
+    job_count: TaskCount | None = None
     seconds_mean: Positive
     seconds_deviation: NonNegative = 0.0
     submit_at_s: NonNegative = 0.0
@@ -82,8 +86,20 @@ class OperationConfig(Base, kw_only=True):
     weight: Positive = 1.0
 
     def __post_init__(self) -> None:
-        if self.loop and self.job_count == 0:
-            raise ValueError("a looping operation needs `job_count` >= 1")
+        if (self.tasks is None) == (self.job_count is None):
+            raise ValueError("give the number of tasks as `tasks` (or its old name `job_count`), once")
+        if self.loop and self.task_count == 0:
+            raise ValueError("a looping operation needs `tasks` >= 1")
+
+    @property
+    def task_count(self) -> int:
+        return self.tasks if self.tasks is not None else (self.job_count or 0)
+
+
+def scale_tasks(op: dict[str, Any], factor: float) -> None:
+    """Scale an operation table's task count (under either of its names) in place."""
+    key = "tasks" if "tasks" in op else "job_count"
+    op[key] = max(1, round(op[key] * factor))
 
 
 class WorkloadConfig(Base, kw_only=True):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from emulator.scenario.schema import Dist, Scenario
-from rm.resources import Resources
+from rm.protocol import Resources
 
 
 def draw(value: float | Dist, rng: random.Random) -> float:

@@ -60,7 +60,8 @@ def new_event_loop(mode: ClockMode) -> asyncio.AbstractEventLoop:
 
 
 class LoopClock:
-    """The one clock object every component gets; implements ``rm.ports.Clock``."""
+    """The one clock object every component gets (the ``Clock`` port of rm, ringmon and
+    nodemanager); coroutines of the harness also ``sleep`` on it."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, speed: float = 1.0) -> None:
         if speed <= 0:
@@ -87,6 +88,17 @@ class LoopClock:
 
     def call_soon(self, callback: Callable[..., Any], *args: Any) -> asyncio.Handle:
         return self._loop.call_soon(callback, *args)
+
+
+class EpochClock(LoopClock):
+    """A real-time clock whose emulated t = 0 is the Unix time ``epoch`` (shared by the processes
+    of a run: the RM's and every node worker's)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, speed: float, epoch: float) -> None:
+        super().__init__(loop, speed)
+        # Unix time is only used to agree on t = 0 across processes; emulated time then runs on
+        # the loop's monotonic clock like any LoopClock.
+        self._origin = loop.time() + (epoch - time.time())
 
 
 def run(main: Callable[[LoopClock], Any], mode: ClockMode = "virtual", speed: float = 1.0) -> Any:

@@ -9,7 +9,16 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import msgspec
+
 from emulator.time.clock import LoopClock
+
+
+class MessageFaultCounters(msgspec.Struct):
+    dropped: int = 0
+    duplicated: int = 0
+    reordered: int = 0
+    delayed: int = 0
 
 
 class FaultWindow:
@@ -30,7 +39,7 @@ class MessageFaultPlan:
         self._clock = clock
         self._rng = random.Random(f"{seed}:messages")
         self.windows: list[FaultWindow] = []
-        self.dropped = self.duplicated = self.reordered = self.delayed = 0
+        self.counters = MessageFaultCounters()
 
     def active(self, msg: Any, direction: str) -> FaultWindow | None:
         now = self._clock.now()
@@ -45,6 +54,9 @@ class MessageFaultPlan:
 
     def roll(self, p: float) -> bool:
         return p > 0 and self._rng.random() < p
+
+    def delay(self, w: FaultWindow) -> float:
+        return self._rng.uniform(0, w.delay_s)
 
     def wrap(self, link: Any, direction: str) -> Any:
         return FaultyLink(link, self, direction, self._clock) if self.windows else link
@@ -73,19 +85,20 @@ class FaultyLink:
         if w is None:
             self._pass(msg)
             return
+        counters = plan.counters
         if plan.roll(w.loss):
-            plan.dropped += 1
+            counters.dropped += 1
             return
         copies = 2 if plan.roll(w.duplicate) else 1
-        plan.duplicated += copies - 1
+        counters.duplicated += copies - 1
         for _ in range(copies):
             if self._held is None and plan.roll(w.reorder):
-                plan.reordered += 1
+                counters.reordered += 1
                 self._held = msg  # goes out right after the next message on this link
                 self._clock.call_later(1.0, self._flush)
             elif w.delay_s > 0:
-                plan.delayed += 1
-                self._clock.call_later(plan._rng.uniform(0, w.delay_s), self._inner.send, msg)
+                counters.delayed += 1
+                self._clock.call_later(plan.delay(w), self._inner.send, msg)
             else:
                 self._pass(msg)
 

@@ -1,7 +1,7 @@
 """In-memory transport: objects handed over through the event loop, with optional latency.
 
-Delivery is FIFO per link and never re-enters the sender: RM -> node goes through the loop
-(``call_soon``), node -> RM only appends to the RM's inbound queue.
+Delivery is FIFO per link and, as over TCP, never happens inside ``send``: in both directions
+the receiver gets the message from the event loop (``call_soon``, or a timer with latency).
 """
 
 from __future__ import annotations
@@ -9,16 +9,14 @@ from __future__ import annotations
 import random
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from emulator.time.clock import LoopClock
 from emulator.transport.backoff import backoff_delay
 
 
 class MemoryLink:
-    __slots__ = (
-        "_arg", "_clock", "_closed", "_deliver", "_direct", "_in_flight", "_latency", "_on_close",
-    )
+    __slots__ = ("_arg", "_clock", "_closed", "_deliver", "_in_flight", "_latency", "_on_close")
 
     def __init__(
         self,
@@ -26,7 +24,6 @@ class MemoryLink:
         deliver: Callable[..., None],
         arg: Any,
         latency_s: float,
-        direct: bool,
     ) -> None:
         self._clock = clock
         self._deliver = deliver
@@ -34,8 +31,6 @@ class MemoryLink:
         self._latency = latency_s
         self._closed = False
         self._on_close: Callable[[], None] | None = None
-        # Direct hand-over is safe only towards a receiver that just enqueues (the RM).
-        self._direct = direct and latency_s <= 0
         # Delayed messages in send order; one timer for the head keeps delivery FIFO (timers that
         # share a deadline are not ordered by the event loop).
         self._in_flight: deque[tuple[float, Any]] = deque()
@@ -47,9 +42,7 @@ class MemoryLink:
     def send(self, msg: Any) -> None:
         if self._closed:
             return
-        if self._direct:
-            self._deliver_if_open(msg)
-        elif self._latency > 0:
+        if self._latency > 0:
             self._in_flight.append((self._clock.now() + self._latency, msg))
             if len(self._in_flight) == 1:
                 self._clock.call_later(self._latency, self._deliver_due)
@@ -78,9 +71,19 @@ class MemoryLink:
             cb()
 
 
+class Endpoint(Protocol):
+    """A node's end of the transport (``emulator.harness.nodeproc.NodeProcess``)."""
+
+    def attach(self, link: Any) -> None: ...
+
+    def receive(self, msg: Any) -> None: ...
+
+    def resync(self) -> None: ...
+
+
 class MemoryNetwork:
-    """Connects nodes to one RM. ``rm.receive(link, msg)`` gets node messages, with the RM-side
-    link to answer on; ``node.receive(msg)`` gets RM messages.
+    """Connects nodes to one RM. ``receive(link, msg)`` (the RM's) gets node messages, with the
+    RM-side link to answer on; ``node.receive(msg)`` gets RM messages.
 
     ``drop_all`` is the RM process dying: every connection closes and each node retries with
     exponential backoff (as the TCP client does) until ``listen`` is called again; on reconnecting
@@ -89,26 +92,26 @@ class MemoryNetwork:
     def __init__(
         self,
         clock: LoopClock,
-        rm: Any,
+        receive: Callable[[Any, Any], None],
         latency_s: float = 0.0,
         wrap: Callable[[Any, str], Any] | None = None,
         seed: int = 0,
     ) -> None:
         """``wrap(link, direction)`` may decorate each end (direction "to_rm" or "to_node")."""
         self._clock = clock
-        self._rm = rm
+        self._receive = receive
         self._latency = latency_s
         self._wrap = wrap
         self._rng = random.Random(f"{seed}:reconnect")
-        self._links: dict[Any, MemoryLink] = {}
+        self._links: dict[Endpoint, MemoryLink] = {}
         self.listening = True
         self.reconnects = 0
 
-    def connect(self, node: Any) -> tuple[MemoryLink, MemoryLink]:
+    def connect(self, node: Endpoint) -> tuple[MemoryLink, MemoryLink]:
         """Returns (node-side link, RM-side link); the node is attached to its side."""
-        to_node = MemoryLink(self._clock, node.receive, None, self._latency, direct=False)
+        to_node = MemoryLink(self._clock, node.receive, None, self._latency)
         rm_side: Any = to_node if self._wrap is None else self._wrap(to_node, "to_node")
-        to_rm = MemoryLink(self._clock, self._rm.receive, rm_side, self._latency, direct=True)
+        to_rm = MemoryLink(self._clock, self._receive, rm_side, self._latency)
         # Closing either end closes the connection, like a socket.
         to_node._on_close = to_rm.close
         to_rm._on_close = to_node.close
@@ -127,7 +130,7 @@ class MemoryNetwork:
     def listen(self) -> None:
         self.listening = True
 
-    def _retry(self, node: Any, attempt: int) -> None:
+    def _retry(self, node: Endpoint, attempt: int) -> None:
         if not self.listening:
             self._clock.call_later(backoff_delay(attempt, self._rng), self._retry, node, attempt + 1)
             return

@@ -1,40 +1,22 @@
 """Live fault injection and run control from the status page (only with ``--allow-control``).
 
-A crash is the node process dying: ``NodeManager.crash()`` if this build has it, otherwise
-``stop()``, which sends nothing, so the RM learns of it only through its failure detector. A
-paused node (a stalled process) keeps its state but nothing it sends reaches the RM until the
-pause ends; then the held messages go out in order, as from a process that wakes up.
-Every action is an event in the run's log.
+Node faults go through the run's fault injector, as the scenario's own faults do, so they work
+wherever the nodes are hosted: a crash is the node process dying (the RM learns of it only
+through its failure detector); a pause stalls the node's process (its event loop handles
+nothing until the pause ends, then everything it held, in order). Every action is an event in
+the run's log.
 """
 
 from __future__ import annotations
 
 import random
-from typing import Any
 
-from emulator.web.state import Injected, LiveRun
+from emulator.time.pacing import PacedClock
+from emulator.web.state import Attached, Injected, LiveRun
 
 
 class ControlError(ValueError):
     """A control request that cannot be carried out (bad target, run not started, ...)."""
-
-
-class _HeldLink:
-    """Wraps a node's link to the RM; while held, sends are queued instead of delivered."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.held: list[Any] = []
-
-    def send(self, msg: Any) -> None:
-        self.held.append(msg)
-
-    def close(self) -> None:
-        self.inner.close()
-
-    @property
-    def closed(self) -> bool:
-        return bool(self.inner.closed)
 
 
 class Controller:
@@ -44,7 +26,7 @@ class Controller:
 
     # ---- the run ------------------------------------------------------------------------
 
-    def _clock(self) -> Any:
+    def _clock(self) -> PacedClock:
         if self.live.clock is None or self.live.finished:
             raise ControlError("the run is not in progress")
         return self.live.clock
@@ -70,72 +52,67 @@ class Controller:
 
     # ---- nodes ----------------------------------------------------------------------------
 
-    def select(self, nodes: list[str | int] | None = None, fraction: float | None = None,
-               count: int | None = None) -> list[Any]:
-        """Nodes by address or machine id, or a random fraction / count of the healthy ones."""
-        out = self.live.outcome
-        if out is None or self.live.finished:
+    def _run(self) -> Attached:
+        run = self.live.run
+        if run is None or self.live.finished:
             raise ControlError("the run is not in progress")
-        untouched = [n for n in out.nodes if n.address not in self.live.injected
-                     and n.state.value != "stopped"]
+        return run
+
+    def select(self, nodes: list[str | int] | None = None, fraction: float | None = None,
+               count: int | None = None) -> list[str]:
+        """Nodes by address or machine id, or a random fraction / count of the untouched ones."""
+        run = self._run()
+        addresses = run.side.hosting.addresses()
+        down = run.side.faults.fates.down
+        untouched = [a for a in addresses if a not in self.live.injected and a not in down]
         if nodes:
-            by_address = {n.address: n for n in out.nodes}
-            by_id = {n.machine_id: n for n in out.nodes if n.machine_id > 0}
+            known = set(addresses)
+            by_id = {mid: a for a, mid in run.side.hosting.machine_ids().items()}
             chosen = []
             for key in nodes:
-                node = by_address.get(str(key))
-                if node is None and str(key).isdigit():
-                    node = by_id.get(int(key))
-                if node is None:
+                address = str(key) if str(key) in known else None
+                if address is None and str(key).isdigit():
+                    address = by_id.get(int(key))
+                if address is None:
                     raise ControlError(f"no node {key!r} (give an address or a machine id)")
-                hit = self.live.injected.get(node.address)
+                hit = self.live.injected.get(address)
                 if hit is not None:
-                    raise ControlError(f"node {node.address} is already {hit.kind}")
-                chosen.append(node)
+                    raise ControlError(f"node {address} is already {hit.kind}")
+                chosen.append(address)
             return chosen
         if fraction is not None:
             if not 0 < fraction <= 1:
                 raise ControlError("fraction must be in (0, 1]")
-            count = max(1, round(fraction * len(out.nodes)))
+            count = max(1, round(fraction * len(addresses)))
         if count is None or count < 1:
             raise ControlError("give `nodes`, `fraction` or `count`")
         return self._rng.sample(untouched, min(count, len(untouched)))
 
-    def crash(self, targets: list[Any]) -> list[str]:
+    def crash(self, targets: list[str]) -> list[str]:
+        run = self._run()
         now = self.live.now()
-        for node in targets:
-            crash = getattr(node, "crash", None)
-            if callable(crash):
-                crash()
-            else:
-                node.stop()
-            self.live.injected[node.address] = Injected("crashed", now)
-        names = [n.address for n in targets]
+        names = run.side.faults.crash(targets)
+        for address in names:
+            self.live.injected[address] = Injected("crashed", now)
         self.live.log("control.crash", nodes=names[:50], count=len(names))
         return names
 
-    def pause_nodes(self, targets: list[Any], duration_s: float) -> list[str]:
+    def pause_nodes(self, targets: list[str], duration_s: float) -> list[str]:
         if not 0 < duration_s <= 86_400:
             raise ControlError("duration_s must be in (0, 86400]")
+        run = self._run()
         clock = self._clock()
         now = self.live.now()
-        for node in targets:
-            inner = getattr(node, "_link", None)
-            if inner is None:
-                raise ControlError(f"node {node.address} has no link to hold")
-            held = _HeldLink(inner)
-            node.attach(held)
-            self.live.injected[node.address] = Injected("paused", now, now + duration_s)
-            clock.call_later(duration_s, self._unpause, node, held)
-        names = [n.address for n in targets]
-        self.live.log("control.node_paused", nodes=names[:50], count=len(names), duration_s=duration_s)
-        return names
+        run.side.faults.pause(targets, [duration_s] * len(targets))
+        for address in targets:
+            self.live.injected[address] = Injected("paused", now, now + duration_s)
+        clock.call_later(duration_s, self._unpaused, targets)
+        self.live.log("control.node_paused", nodes=targets[:50], count=len(targets), duration_s=duration_s)
+        return targets
 
-    def _unpause(self, node: Any, held: _HeldLink) -> None:
-        node.attach(held.inner)
-        hit = self.live.injected.get(node.address)
-        if hit is not None and hit.kind == "paused":
-            del self.live.injected[node.address]
-        self.live.log("control.node_resumed", node=node.address, held_messages=len(held.held))
-        for msg in held.held:
-            held.inner.send(msg)
+    def _unpaused(self, targets: list[str]) -> None:
+        for address in targets:
+            hit = self.live.injected.get(address)
+            if hit is not None and hit.kind == "paused":
+                del self.live.injected[address]
+        self.live.log("control.node_resumed", nodes=targets[:50], count=len(targets))

@@ -15,7 +15,8 @@ from typing import Any
 
 import msgspec
 
-from emulator.harness.runner import ProgressHook, RunOutcome, run_scenario
+from emulator.harness.outcome import RunOutcome
+from emulator.harness.runner import ProgressHook, RunHandle, run_scenario
 from emulator.scenario.schema import Scenario
 from emulator.time.pacing import PacedClock
 from emulator.web.app import make_app, start_server
@@ -59,11 +60,20 @@ async def serve_scenario(
             on_ready(server.url)
         clock = PacedClock(asyncio.get_running_loop(), scenario.run.speed)
         sink: Any = events_path.open("w", encoding="utf-8") if events_path is not None else None
+        handles: list[RunHandle] = []
+
+        def attach(handle: RunHandle) -> None:
+            handles.append(handle)
+            live.attach(handle.side, handle.clock, handle.log, handle.hosting.processes)
+
         try:
-            outcome = await run_scenario(
-                scenario, clock, EventTap(live.events, sink), progress, on_start=live.attach
-            )
+            tap = EventTap(live.events, sink)
+            outcome = await run_scenario(scenario, clock, tap, progress, on_start=attach)
         finally:
+            # The run is over: its nodes stop (the page goes on showing the final state).
+            for handle in handles:
+                for proc in handle.hosting.processes:
+                    proc.stop()
             if sink is not None:
                 sink.close()
         live.finish()

@@ -13,17 +13,21 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from emulator.harness.runner import RunOutcome
-from emulator.measure.sampler import COLUMNS
+import msgspec
+
+from emulator.harness.nodeproc import NodeProcess
+from emulator.harness.rmside import RMSide
+from emulator.measure.sampler import COLUMNS, SampleRow
 from emulator.scenario.schema import Scenario
+from emulator.time.clock import LoopClock
 from emulator.time.pacing import PacedClock
 from emulator.web.events import EventBuffer
+from rm.observer import NodeEvent, RMObserver
+from rm.ports import Log
 
 # Per-interval columns the page adds to the sampler's: RM busy fraction (emulated service time
-# per emulated second), removals, and cumulative scheduler counters unless the sampler has them.
-_CANDIDATES = ("rm_busy_fraction", "scheduler_busy_fraction", "removals", "refusals",
-               "fallback_allocations", "preemptions")
-EXTRA_COLUMNS = tuple(c for c in _CANDIDATES if c not in COLUMNS)
+# per emulated second) of each queue.
+EXTRA_COLUMNS = ("rm_busy_fraction", "scheduler_busy_fraction")
 SERIES_COLUMNS = (*COLUMNS, *EXTRA_COLUMNS)
 
 # Upper bounds of the detection-latency histogram, emulated seconds.
@@ -35,17 +39,6 @@ class Phase(enum.Enum):
     RUNNING = "running"
     PAUSED = "paused"
     FINISHED = "finished"
-
-
-def counter(rm: Any, name: str) -> int | None:
-    """A scheduler counter such as ``refusals`` wherever the scheduler keeps it, or None if this
-    build has no such feature (packing and preemption land on other branches)."""
-    for holder in (getattr(rm, "stats", None), getattr(rm, "policy", None),
-                   getattr(getattr(rm, "policy", None), "stats", None), getattr(rm, "preemptor", None)):
-        value = getattr(holder, name, None)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return int(value)
-    return None
 
 
 @dataclass
@@ -85,12 +78,23 @@ class LatencyHistogram:
         self.counts[-1] += 1
 
 
-class LiveRun:
+@dataclass
+class Attached:
+    """The run being watched: its RM side, clock and log, and its nodes when they are in this
+    process (None when they live elsewhere, e.g. an RM serving remote nodes)."""
+
+    side: RMSide
+    clock: LoopClock
+    log: Log
+    processes: list[NodeProcess] | None
+
+
+class LiveRun(RMObserver):
     def __init__(self, scenario: Scenario, allow_control: bool = False) -> None:
         self.scenario = scenario
         self.allow_control = allow_control
         self.events = EventBuffer()
-        self.outcome: RunOutcome | None = None
+        self.run: Attached | None = None
         self.clock: PacedClock | None = None
         self.finished = False
         self.series: list[tuple[float, ...]] = []
@@ -100,17 +104,16 @@ class LiveRun:
         self.false_removals = 0
         self.detection = LatencyHistogram()
         self.results_dir: str | None = None
-        self._prev: tuple[float, float, float, int] = (0.0, 0.0, 0.0, 0)
+        self._prev: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
     # ---- wiring -------------------------------------------------------------------------
 
-    def attach(self, outcome: RunOutcome) -> None:
-        """The runner's start hook."""
-        self.outcome = outcome
-        clock = outcome.extra.get("clock")
+    def attach(self, side: RMSide, clock: LoopClock, log: Log, processes: list[NodeProcess] | None) -> None:
+        """Follow a run from its start (the runner's start hook)."""
+        self.run = Attached(side, clock, log, processes)
         self.clock = clock if isinstance(clock, PacedClock) else None
-        outcome.sampler.listeners.append(self._on_row)
-        outcome.rm.node_lost.append(self._on_node_lost)
+        side.on_sample(self._on_row)
+        side.rm.observe(self)
         self.events.listeners.append(self._on_event)
 
     def finish(self) -> None:
@@ -120,60 +123,50 @@ class LiveRun:
     def phase(self) -> Phase:
         if self.finished:
             return Phase.FINISHED
-        if self.outcome is None:
+        if self.run is None:
             return Phase.STARTING
         if self.clock is not None and self.clock.paused:
             return Phase.PAUSED
         return Phase.RUNNING
 
     def now(self) -> float:
-        if self.outcome is None:
+        if self.run is None:
             return 0.0
         if self.finished:
             return self.scenario.run.duration_s
-        clock = self.outcome.extra.get("clock")
-        return float(clock.now()) if clock is not None else 0.0
+        return float(self.run.clock.now())
 
     def log(self, event: str, **fields: Any) -> None:
         """Record a control action in the run's event log (and so in events.jsonl)."""
-        if self.outcome is not None and "log" in self.outcome.extra:
-            self.outcome.extra["log"].info(event, **fields)
+        if self.run is not None:
+            self.run.log.info(event, **fields)
         else:
             self.events.add({"t": self.now(), "event": event, "level": "info", **fields})
 
     # ---- listeners ----------------------------------------------------------------------
 
-    def _on_row(self, row: tuple[float, ...]) -> None:
-        assert self.outcome is not None
-        rm = self.outcome.rm
-        t = row[0]
-        busy_in = rm.inbound.statistics().busy_s
-        busy_ev = rm.events.statistics().busy_s
-        prev_t, prev_in, prev_ev, prev_removed = self._prev
-        dt = t - prev_t
-        values = {
-            "rm_busy_fraction": (busy_in - prev_in) / dt if dt > 0 else 0.0,
-            "scheduler_busy_fraction": (busy_ev - prev_ev) / dt if dt > 0 else 0.0,
-            "removals": float(self.removals_total - prev_removed),
-        }
-        self._prev = (t, busy_in, busy_ev, self.removals_total)
-        extra = [values[c] if c in values else float(counter(rm, c) or 0) for c in EXTRA_COLUMNS]
-        self.series.append((*row, *extra))
+    def _on_row(self, row: SampleRow) -> None:
+        assert self.run is not None
+        snap = self.run.side.rm.snapshot()
+        busy_in, busy_ev = snap.inbound.busy_s, snap.scheduler.busy_s
+        prev_t, prev_in, prev_ev = self._prev
+        dt = row.t_s - prev_t
+        self._prev = (row.t_s, busy_in, busy_ev)
+        extra = ((busy_in - prev_in) / dt if dt > 0 else 0.0, (busy_ev - prev_ev) / dt if dt > 0 else 0.0)
+        self.series.append((*_values(row), *extra))
 
-    def _on_node_lost(self, node: Any, reason: str) -> None:
+    def node_lost(self, ev: NodeEvent) -> None:
         now = self.now()
-        hit = self.injected.get(node.address)
+        hit = self.injected.get(ev.address)
         self.removals_total += 1
         if hit is None:
             self.false_removals += 1
         elif hit.kind == "crashed":
             self.detection.observe(now - hit.at_s)
-        self.removals.append(
-            Removal(node.machine_id, node.address, reason, now, hit.kind if hit else None)
-        )
+        self.removals.append(Removal(ev.machine_id, ev.address, ev.reason, now, hit.kind if hit else None))
 
     def _on_event(self, event: dict[str, Any]) -> None:
-        # Crash faults of the scenario (added on another branch) count for detection latency too.
+        # Crash faults of the scenario count for detection latency too.
         if event.get("event") == "fault.injected" and "crash" in str(event.get("kind", "")).lower():
             for address in event.get("nodes", ()):
                 self.injected.setdefault(address, Injected("crashed", float(event.get("t", 0.0))))
@@ -183,3 +176,8 @@ class LiveRun:
     def series_since(self, t: float) -> dict[str, list[float]]:
         rows = [r for r in self.series if r[0] > t] if t >= 0 else self.series
         return {name: [r[i] for r in rows] for i, name in enumerate(SERIES_COLUMNS)}
+
+
+def _values(row: SampleRow) -> tuple[float, ...]:
+    values: tuple[float, ...] = msgspec.structs.astuple(row)
+    return values

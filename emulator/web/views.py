@@ -1,16 +1,12 @@
-"""The JSON documents of the /api/ endpoints, built from the live run on request.
-
-Features that land on other branches (ring membership, refusals, preemptions, RM cost
-accounting) are read with ``getattr`` and reported as ``null`` when this build lacks them.
-"""
+"""The JSON documents of the /api/ endpoints, built from the live run on request: the RM's
+snapshots and views, the page's own record of removals and injected faults, and (when the nodes
+are in this process) the nodes' own state."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from emulator.web.state import SERIES_COLUMNS, LiveRun, counter
-from rm.cluster import NodeState as RMNodeState
-from rm.scheduler.fair_share import progressive_filling
+from emulator.web.state import SERIES_COLUMNS, LiveRun
 
 NODE_SORT_KEYS = ("machine_id", "address", "cpu", "ram_gib", "free_cpu", "free_ram_gib",
                   "containers", "last_heartbeat_age_s", "state")
@@ -43,53 +39,48 @@ def cluster(live: LiveRun) -> dict[str, Any]:
         "allow_control": live.allow_control,
         "results_dir": live.results_dir,
     }
-    out = live.outcome
-    if out is None:
+    run = live.run
+    if run is None:
         return doc
-    rm = out.rm
-    cl = rm.cluster
-    unhealthy = sum(1 for n in cl.nodes.values() if n.state is RMNodeState.UNHEALTHY)
-    total_cpu = sum(n.total.cpu for n in cl.nodes.values())
-    total_ram = sum(n.total.ram_gib for n in cl.nodes.values())
-    ops = list(rm.operations.values())
-    inbound = rm.inbound.statistics()
-    events = rm.events.statistics()
-    ns = out.node_stats
+    snap = run.side.rm.snapshot()
+    counters = snap.counters
+    nodes = run.side.hosting.counters()
     injected = {"crashed": 0, "paused": 0}
     for hit in live.injected.values():
         injected[hit.kind] = injected.get(hit.kind, 0) + 1
-    h1, h2 = out.sampler.efficiency()
+    h1, h2 = run.side.sampler.efficiency()
+    cap, used = snap.capacity, snap.allocated
     doc.update(
-        nodes_alive=len(cl.nodes) - unhealthy,
-        nodes_unhealthy=unhealthy,
-        nodes_registered=len(cl.nodes),
-        nodes_lost=rm.stats.nodes_lost,
+        nodes_alive=snap.nodes - snap.nodes_unhealthy,
+        nodes_unhealthy=snap.nodes_unhealthy,
+        nodes_registered=snap.nodes,
+        nodes_lost=counters.nodes_lost,
         false_removals=live.false_removals,
         injected=injected,
-        capacity={"cpu": _r(cl.cap_cpu), "ram_gib": _r(cl.cap_ram)},
-        allocated={"cpu": _r(cl.used_cpu), "ram_gib": _r(cl.used_ram)},
-        registered_resources={"cpu": _r(total_cpu), "ram_gib": _r(total_ram)},
-        cpu_utilization=_r(cl.used_cpu / cl.cap_cpu) if cl.cap_cpu > 0 else 0.0,
-        ram_utilization=_r(cl.used_ram / cl.cap_ram) if cl.cap_ram > 0 else 0.0,
-        operations=len(ops),
-        running_tasks=sum(op.running for op in ops),
-        pending_tasks=sum(len(op.pending) for op in ops),
-        heartbeats_sent=ns.heartbeats_sent,
-        heartbeat_responses=ns.heartbeat_responses,
-        update_events=rm.stats.update_events,
-        allocations=rm.stats.allocations,
-        containers_completed=rm.stats.containers_completed,
-        tasks_requeued=rm.stats.tasks_requeued,
-        refusals=counter(rm, "refusals"),
-        fallback_allocations=counter(rm, "fallback_allocations"),
-        preemptions=counter(rm, "preemptions"),
+        capacity={"cpu": _r(cap.cpu), "ram_gib": _r(cap.ram_gib)},
+        allocated={"cpu": _r(used.cpu), "ram_gib": _r(used.ram_gib)},
+        registered_resources={"cpu": _r(snap.registered.cpu), "ram_gib": _r(snap.registered.ram_gib)},
+        cpu_utilization=_r(snap.cpu_utilization),
+        ram_utilization=_r(snap.ram_utilization),
+        operations=snap.operations,
+        running_tasks=snap.running_tasks,
+        pending_tasks=snap.pending_tasks,
+        heartbeats_sent=nodes.heartbeats_sent,
+        heartbeat_responses=nodes.heartbeat_responses,
+        update_events=counters.update_events,
+        allocations=counters.allocations,
+        containers_completed=counters.containers_completed,
+        tasks_requeued=counters.tasks_requeued,
+        refusals=snap.policy.refusals,
+        fallback_allocations=snap.policy.fallback_allocations,
+        preemptions=snap.preemption.preemptions if snap.preemption is not None else None,
         h1=None if h1 is None else _r(h1),
         h2=None if h2 is None else _r(h2),
-        rm_queue_depth=inbound.depth,
-        rm_queue_depth_max=inbound.depth_max,
-        rm_busy_s=_r(inbound.busy_s),
-        rm_wait_p99_s=_r(inbound.wait_p99_s, 6),
-        scheduler_queue_depth=events.depth,
+        rm_queue_depth=snap.inbound.depth,
+        rm_queue_depth_max=snap.inbound.depth_max,
+        rm_busy_s=_r(snap.inbound.busy_s),
+        rm_wait_p99_s=_r(snap.inbound.wait_p99_s, 6),
+        scheduler_queue_depth=snap.scheduler.depth,
         detection_latency_s=_latency_summary(live),
     )
     return doc
@@ -107,29 +98,36 @@ def _latency_summary(live: LiveRun) -> dict[str, float] | None:
 
 
 def _node_rows(live: LiveRun) -> list[dict[str, Any]]:
-    out = live.outcome
-    if out is None:
+    run = live.run
+    if run is None:
         return []
     now = live.now()
-    by_address = out.rm.cluster.by_address
+    records = {n.address: n for n in run.side.rm.nodes_view()}
+    procs = {p.address: p for p in run.processes} if run.processes is not None else {}
+    # Every node of the scenario when they are here; otherwise the ones the RM knows.
+    addresses = list(procs) if procs else list(records)
     rows = []
-    for nm in out.nodes:
-        rec = by_address.get(nm.address)
-        hit = live.injected.get(nm.address)
+    for address in addresses:
+        rec = records.get(address)
+        proc = procs.get(address)
+        hit = live.injected.get(address)
         if rec is not None:
-            state = "unhealthy" if rec.state is RMNodeState.UNHEALTHY else "alive"
-        elif nm.state.value in ("new", "registering"):
-            state = nm.state.value
+            state = "unhealthy" if rec.state == "unhealthy" else "alive"
+        elif proc is not None and proc.state.value in ("new", "registering"):
+            state = proc.state.value
         else:
             state = "lost"
-        mid = rec.machine_id if rec is not None else (nm.machine_id if nm.machine_id > 0 else None)
+        mid = rec.machine_id if rec is not None else (
+            proc.machine_id if proc is not None and proc.machine_id > 0 else None
+        )
+        total = rec.total if rec is not None else (proc.resources if proc is not None else None)
         rows.append({
             "machine_id": mid,
-            "address": nm.address,
-            "cpu": nm.resources.cpu,
-            "ram_gib": nm.resources.ram_gib,
-            "free_cpu": _r(rec.free_cpu, 3) if rec is not None else None,
-            "free_ram_gib": _r(rec.free_ram, 3) if rec is not None else None,
+            "address": address,
+            "cpu": total.cpu if total is not None else None,
+            "ram_gib": total.ram_gib if total is not None else None,
+            "free_cpu": _r(rec.free.cpu, 3) if rec is not None else None,
+            "free_ram_gib": _r(rec.free.ram_gib, 3) if rec is not None else None,
             "containers": len(rec.containers) if rec is not None else 0,
             "last_heartbeat_age_s": _r(now - rec.last_heartbeat_at, 2) if rec is not None else None,
             "state": state,
@@ -161,109 +159,81 @@ def nodes(live: LiveRun, q: str = "", page: int = 1, per_page: int = 25,
 
 
 def operations(live: LiveRun) -> dict[str, Any]:
-    out = live.outcome
-    if out is None:
+    run = live.run
+    if run is None:
         return {"operations": [], "pools": []}
-    rm = out.rm
-    cap = rm.cluster.capacity
-    fair, fair_pools = _fair_shares(rm)
-    refused, preempted = _group_counters(rm)
+    rm = run.side.rm
+    snap = rm.snapshot()
+    shares = rm.shares()
     ops = []
-    for op in rm.operations.values():
+    for op in rm.operations_view():
+        share = shares.operations.get(op.id)
+        group = snap.groups.get(op.group)
+        offers = snap.policy.by_group.get(op.group)
         ops.append({
             "id": op.id,
             "name": op.name,
             "group": op.group,
-            "pool": op.pool.name,
-            "state": op.state.value,
+            "pool": op.pool,
+            "state": op.state,
             "demand": {"cpu": op.demand.cpu, "ram_gib": op.demand.ram_gib},
             "running": op.running,
-            "pending": len(op.pending),
+            "pending": op.pending,
             "completed": op.completed,
             "total": op.total,
-            "dominant_share": _r(op.dominant_share(cap)) if cap.cpu > 0 else 0.0,
-            "fair_share": fair.get(op.id),
-            "refusals": refused.get(op.group),
-            "preemptions": preempted.get(op.group),
+            "dominant_share": _r(share.dominant) if share is not None else 0.0,
+            "fair_share": _r(share.fair) if share is not None else None,
+            "refusals": offers.refused if offers is not None else 0,
+            "preemptions": group.preempted if group is not None and snap.preemption is not None else None,
             "submitted_at_s": _r(op.submitted_at, 2),
         })
     pools = []
-    for name, pool in rm.pools.items():
-        if name == "root":
+    for pool in rm.pools_view():
+        if pool.parent is None:
             continue
-        share = max(pool.usage_cpu / cap.cpu if cap.cpu > 0 else 0.0,
-                    pool.usage_ram / cap.ram_gib if cap.ram_gib > 0 else 0.0)
-        members = [o for o in ops if o["pool"] == name]
+        share = shares.pools.get(pool.name)
+        members = [o for o in ops if o["pool"] == pool.name]
         pools.append({
-            "name": name,
-            "parent": pool.parent.name if pool.parent is not None else None,
+            "name": pool.name,
+            "parent": pool.parent,
             "weight": pool.weight,
-            "operations": len(pool.operations),
+            "operations": pool.operations,
             "running": sum(o["running"] for o in members),
-            "pending": pool.pending_tasks,
-            "dominant_share": _r(share),
-            "fair_share": fair_pools.get(name, 0.0),
+            "pending": pool.pending,
+            "dominant_share": _r(share.dominant) if share is not None else 0.0,
+            "fair_share": _r(share.fair) if share is not None else 0.0,
         })
     groups = [{"name": g, "pool": s.pool, "completed_tasks": s.completed_tasks,
                "operations_finished": s.operations_finished, "requeued": s.requeued}
-              for g, s in rm.groups.items()]
+              for g, s in snap.groups.items()]
     return {"operations": ops, "pools": pools, "groups": groups,
-            "refusals": counter(rm, "refusals"), "fallback_allocations": counter(rm, "fallback_allocations"),
-            "preemptions": counter(rm, "preemptions")}
-
-
-def _group_counters(rm: Any) -> tuple[dict[str, int], dict[str, int]]:
-    """Refusals and preemptions per workload group (a looping user's operations share one), from
-    the packing policy's per-group counters and the preemptor's records, where this build has them."""
-    by_group = getattr(getattr(getattr(rm, "policy", None), "stats", None), "by_group", None) or {}
-    refused = {g: int(c[2]) for g, c in by_group.items() if len(c) >= 3}
-    preempted: dict[str, int] = {}
-    preemptor = getattr(rm, "preemptor", None)
-    for rec in getattr(preemptor, "records", ()) or ():
-        victim = getattr(rec, "victim", None)
-        if victim is not None:
-            preempted[victim] = preempted.get(victim, 0) + 1
-    if preemptor is not None:
-        for g in getattr(rm, "groups", {}):
-            preempted.setdefault(g, 0)
-    if by_group or getattr(getattr(rm, "policy", None), "stats", None) is not None:
-        for g in getattr(rm, "groups", {}):
-            refused.setdefault(g, 0)
-    return refused, preempted
-
-
-def _fair_shares(rm: Any) -> tuple[dict[int, float], dict[str, float]]:
-    ops = list(rm.operations.values())
-    if not ops:
-        return {}, {}
-    fair = progressive_filling(rm.root, ops, rm.cluster.capacity)
-    return ({i: _r(v) for i, v in fair.operations.items()}, {n: _r(v) for n, v in fair.pools.items()})
+            "refusals": snap.policy.refusals, "fallback_allocations": snap.policy.fallback_allocations,
+            "preemptions": snap.preemption.preemptions if snap.preemption is not None else None}
 
 
 def ring(live: LiveRun) -> dict[str, Any]:
-    """Every machine id from 1 to the largest seen, coded by state (see RING_CODES)."""
-    out = live.outcome
-    if out is None:
+    """Every machine id from 1 to the largest seen, coded by state (see RING_CODES): the RM's
+    published ring with its open suspicions when the ring is on, else its registered nodes."""
+    run = live.run
+    if run is None:
         return {"version": None, "size": 0, "max_id": 0, "states": "", "changes": []}
-    rm = out.rm
-    rm_ring = getattr(rm, "ring", None) or getattr(getattr(rm, "membership", None), "ring", None)
-    ids = getattr(rm_ring, "ids", None)
-    version = getattr(rm_ring, "version", None)
-    members = set(ids) if ids is not None else set(rm.cluster.nodes)
-    suspected = set(getattr(rm, "suspected", ()) or ())
-    by_id = rm.cluster.nodes
+    rm = run.side.rm
+    ring_snap = rm.ring_snapshot()
+    records = {n.machine_id: n for n in rm.nodes_view()}
+    members = set(ring_snap.members) if ring_snap is not None else set(records)
+    suspected = set(ring_snap.suspected) | set(ring_snap.held) if ring_snap is not None else set()
     lost_ids = {r.machine_id for r in live.removals}
-    max_id = max([0, *members, *lost_ids, *by_id])
+    max_id = max([0, *members, *lost_ids, *records])
     codes = []
     for mid in range(1, max_id + 1):
-        rec = by_id.get(mid)
+        rec = records.get(mid)
         hit = live.injected.get(rec.address) if rec is not None else None
         if mid in members or rec is not None:
             if hit is not None:
                 st = hit.kind
             elif mid in suspected:
                 st = "suspected"
-            elif rec is not None and rec.state is RMNodeState.UNHEALTHY:
+            elif rec is not None and rec.state == "unhealthy":
                 st = "unhealthy"
             else:
                 st = "alive"
@@ -275,8 +245,8 @@ def ring(live: LiveRun) -> dict[str, Any]:
     changes = live.events.since(0, limit=40, kinds=MEMBERSHIP_EVENTS)
     changes.reverse()
     return {
-        "version": version,
-        "source": "rm.ring" if ids is not None else "registered nodes",
+        "version": ring_snap.version if ring_snap is not None else None,
+        "source": "rm.ring" if ring_snap is not None else "registered nodes",
         "size": len(members),
         "max_id": max_id,
         "states": "".join(codes),

@@ -78,6 +78,3 @@ class PackingController:
             self.refused += 1
             self.consecutive_refusals += 1
         return accept
-
-    def window_values(self) -> list[float]:
-        return [v for _, v in self._window]

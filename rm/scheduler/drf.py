@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from rm.cluster import NodeRecord
+from rm.cluster import EPS, NodeRecord
 from rm.operations import Operation, Pool
-from rm.resources import EPS
 from rm.scheduler.policy import PolicyBase
 
 

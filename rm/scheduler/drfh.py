@@ -9,22 +9,16 @@ the neediest operation whose task fits somewhere starts on the node with the sma
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import ClassVar
 
-from rm.cluster import Cluster, NodeRecord
-from rm.operations import Operation, Pool
-from rm.ports import Clock
-from rm.resources import EPS
-from rm.scheduler.config import SchedulerConfig
+from rm.cluster import EPS, NodeRecord
+from rm.operations import Operation
 from rm.scheduler.drf import DRFPolicy
 from rm.scheduler.heuristics import drfh, scales
 
 
 class DRFHPolicy(DRFPolicy):
-    # The manager asks ``place`` for (operation, node) pairs instead of filling one node.
-    chooses_nodes = True
-
-    def __init__(self, root: Pool, cluster: Cluster, config: SchedulerConfig, clock: Clock) -> None:
-        super().__init__(root, cluster)
+    chooses_nodes: ClassVar[bool] = True
 
     def place(self, nodes: Iterable[NodeRecord]) -> tuple[Operation, NodeRecord] | None:
         free = [n for n in nodes if n.schedulable and n.free_cpu > EPS and n.free_ram > EPS]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from rm.operations import Operation, Pool
-from rm.resources import Resources
+from rm.protocol import Resources
 
 _EPS = 1e-12
 

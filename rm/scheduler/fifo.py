@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from rm.cluster import Cluster, NodeRecord
+from rm.cluster import EPS, Cluster, NodeRecord
 from rm.operations import Operation, Pool
-from rm.resources import EPS
-from rm.scheduler.policy import PolicyBase
+from rm.ports import Clock
+from rm.scheduler.config import SchedulerConfig
+from rm.scheduler.policy import PolicyBase, PolicyCounters
 
 
 class FIFOPolicy(PolicyBase):
-    def __init__(self, root: Pool, cluster: Cluster) -> None:
-        super().__init__(root, cluster)
+    def __init__(
+        self, root: Pool, cluster: Cluster, config: SchedulerConfig, clock: Clock, counters: PolicyCounters
+    ) -> None:
+        super().__init__(root, cluster, config, clock, counters)
         self.queue: list[Operation] = []
 
     def on_submitted(self, op: Operation) -> None:

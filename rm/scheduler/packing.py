@@ -18,14 +18,16 @@ from rm.scheduler.config import SchedulerConfig
 from rm.scheduler.decision import PackingController
 from rm.scheduler.drf import DRFPolicy
 from rm.scheduler.heuristics import HEURISTICS, scales
+from rm.scheduler.policy import OfferCounts, PolicyCounters
 
 
 class PackingPolicy(DRFPolicy):
-    def __init__(self, root: Pool, cluster: Cluster, config: SchedulerConfig, clock: Clock) -> None:
-        super().__init__(root, cluster)
+    def __init__(
+        self, root: Pool, cluster: Cluster, config: SchedulerConfig, clock: Clock, counters: PolicyCounters
+    ) -> None:
+        super().__init__(root, cluster, config, clock, counters)
         self.params = config.packing.resolve()
         self._heuristic = HEURISTICS[self.params.heuristic]
-        self._clock = clock
         self._disabled_pools = frozenset(config.packing.disabled_pools)
         self._disabled_ops = frozenset(config.packing.disabled_operations)
         # Operations with packing on; the others accept every offer.
@@ -40,7 +42,7 @@ class PackingPolicy(DRFPolicy):
         return not any(p.name in self._disabled_pools for p in op.pools_up)
 
     def on_submitted(self, op: Operation) -> None:
-        self.stats.by_group.setdefault(op.group, [0, 0, 0])
+        self.counters.by_group.setdefault(op.group, OfferCounts())
         if self.packing_enabled(op):
             self.controllers[op.id] = PackingController(self.params)
 
@@ -61,11 +63,12 @@ class PackingPolicy(DRFPolicy):
     def assign(self, node: NodeRecord) -> Operation | None:
         if self._stopped is node:
             return None
-        now = self._clock.now()
+        now = self.clock.now()
         sc, sr = self._scales()
         fc, fr = node.free_cpu / sc, node.free_ram / sr
         heuristic = self._heuristic
-        by_group = self.stats.by_group
+        counters = self.counters
+        by_group = counters.by_group
         neediest: Operation | None = None
         for op in self.candidates(node):
             ctrl = self.controllers.get(op.id)
@@ -74,18 +77,18 @@ class PackingPolicy(DRFPolicy):
             d = op.demand
             accepted = ctrl.decide(now, heuristic(d.cpu / sc, d.ram_gib / sr, fc, fr))
             counts = by_group[op.group]
-            counts[0] += 1
+            counts.offers += 1
             if accepted:
-                counts[1] += 1
+                counts.accepted += 1
                 return op
-            counts[2] += 1
-            self.stats.refusals += 1
+            counts.refused += 1
+            counters.refusals += 1
             if neediest is None:
                 neediest = op
         if neediest is not None:
             # Everyone refused: the neediest starts one task anyway, and this update ends.
             # (The `yt` preset's extra fairness-ordered pass over the refusers ignoring packing
             # picks the same operation here: nothing but packing makes an operation refuse.)
-            self.stats.fallback_allocations += 1
+            counters.fallback_allocations += 1
             self._stopped = node
         return neediest

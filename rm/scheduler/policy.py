@@ -1,28 +1,44 @@
-"""What a scheduling policy is: given a node with free resources, which operation starts next."""
+"""What a scheduling policy is: given a node with free resources, which operation starts next;
+or, for node-choosing policies (``chooses_nodes``), which operation starts on which node."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Protocol
+from collections.abc import Iterable, Iterator
+from typing import ClassVar, Protocol
+
+import msgspec
 
 from rm.cluster import Cluster, NodeRecord
 from rm.operations import Operation, Pool
+from rm.ports import Clock
+from rm.scheduler.config import SchedulerConfig
 
 
-class PolicyStats:
+class OfferCounts(msgspec.Struct):
+    """Offers a workload group's packing controllers saw, and what they did with them."""
+
+    offers: int = 0
+    accepted: int = 0
+    refused: int = 0
+
+
+class PolicyCounters(msgspec.Struct):
     """Counters a policy with refusals keeps (zero for policies that never refuse)."""
 
-    __slots__ = ("by_group", "fallback_allocations", "refusals")
-
-    def __init__(self) -> None:
-        self.refusals = 0
-        self.fallback_allocations = 0
-        # workload group -> [offers, accepted, refused] of the packing controllers
-        self.by_group: dict[str, list[int]] = {}
+    refusals: int = 0
+    fallback_allocations: int = 0
+    # workload group -> its operations' packing offers
+    by_group: dict[str, OfferCounts] = msgspec.field(default_factory=dict)
 
 
 class Policy(Protocol):
-    stats: PolicyStats
+    # True: the scheduler asks ``place`` for (operation, node) pairs over the whole cluster
+    # instead of filling one node at a time with ``assign``.
+    chooses_nodes: ClassVar[bool]
+
+    def __init__(
+        self, root: Pool, cluster: Cluster, config: SchedulerConfig, clock: Clock, counters: PolicyCounters
+    ) -> None: ...
 
     def candidates(self, node: NodeRecord) -> Iterator[Operation]:
         """Operations with a pending task that fits ``node``, most deserving first."""
@@ -30,6 +46,10 @@ class Policy(Protocol):
 
     def assign(self, node: NodeRecord) -> Operation | None:
         """The operation that gets the node's next task, or None to stop filling this node."""
+        ...
+
+    def place(self, nodes: Iterable[NodeRecord]) -> tuple[Operation, NodeRecord] | None:
+        """Node-choosing policies: the next (operation, node); None when nothing more fits."""
         ...
 
     def on_submitted(self, op: Operation) -> None: ...
@@ -40,16 +60,27 @@ class Policy(Protocol):
 
 
 class PolicyBase:
-    def __init__(self, root: Pool, cluster: Cluster) -> None:
+    """Fill-one-node policies: ``assign`` takes the first candidate."""
+
+    chooses_nodes: ClassVar[bool] = False
+
+    def __init__(
+        self, root: Pool, cluster: Cluster, config: SchedulerConfig, clock: Clock, counters: PolicyCounters
+    ) -> None:
         self.root = root
         self.cluster = cluster
-        self.stats = PolicyStats()
+        self.config = config
+        self.clock = clock
+        self.counters = counters
 
     def candidates(self, node: NodeRecord) -> Iterator[Operation]:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def assign(self, node: NodeRecord) -> Operation | None:
         return next(self.candidates(node), None)
+
+    def place(self, nodes: Iterable[NodeRecord]) -> tuple[Operation, NodeRecord] | None:
+        raise TypeError(f"{type(self).__name__} fills one node at a time; it does not choose nodes")
 
     def on_submitted(self, op: Operation) -> None:
         """An operation joined its pool."""

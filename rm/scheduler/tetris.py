@@ -10,24 +10,18 @@ from __future__ import annotations
 
 import math
 
-from rm.cluster import Cluster, NodeRecord
-from rm.operations import Operation, Pool
-from rm.ports import Clock
-from rm.scheduler.config import SchedulerConfig
+from rm.cluster import NodeRecord
+from rm.operations import Operation
 from rm.scheduler.drf import DRFPolicy
 from rm.scheduler.heuristics import scales, tetris
 
 
 class TetrisPolicy(DRFPolicy):
-    def __init__(self, root: Pool, cluster: Cluster, config: SchedulerConfig, clock: Clock) -> None:
-        super().__init__(root, cluster)
-        self.f = config.tetris_f
-
     def assign(self, node: NodeRecord) -> Operation | None:
         ops = list(self.candidates(node))
         if len(ops) <= 1:
             return ops[0] if ops else None
-        head = ops[: max(1, math.ceil((1.0 - self.f) * len(ops) - 1e-9))]
+        head = ops[: max(1, math.ceil((1.0 - self.config.tetris_f) * len(ops) - 1e-9))]
         sc, sr = scales(self.cluster, "cluster_total")
         fc, fr = node.free_cpu / sc, node.free_ram / sr
         # min() keeps the fairer operation on ties.

@@ -1,0 +1,278 @@
+"""One emulated node host process: a NodeManager, its ring monitor, its connection to the RM,
+and what can happen to a process: it pauses (its event loop stalls), crashes, or starts again.
+
+The process's event loop is modelled by a ``ProcessGate``: every timer callback and message of
+the node (and of the paper's in-loop ``ring`` detector) runs through it, at once while the
+process runs, held in order while it is paused and replayed when it resumes. The ``kring``
+monitor is a watchdog beside the loop: it keeps its own timers and answers probes while the node
+is stalled, reporting how long the loop has been stalled. Pause, crash and rejoin exist here
+once, for every transport: the in-memory run and the TCP worker processes both host nodes as
+``NodeProcess`` objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from emulator.time.clock import LoopClock
+from nodemanager.config import HeartbeatConfig
+from nodemanager.node import NodeManager, NodeState
+from nodemanager.ports import Log, Timer, TimingProbe
+from nodemanager.stats import NodeCounters
+from ringmon.config import RingConfig
+from ringmon.membership import RingView, ViewCache
+from ringmon.monitor import RingMonitor
+from ringmon.ports import PeerChannel, PeerReceiver, RingCounters
+from ringmon.protocol import RingMessage
+from rm.ports import Link
+from rm.protocol import ContainerLaunch, Resources
+
+
+class ProcessGate:
+    """A process's event loop: runs callbacks now, or holds them while the process is paused."""
+
+    __slots__ = ("_clock", "_held", "_since", "_until")
+
+    def __init__(self, clock: LoopClock) -> None:
+        self._clock = clock
+        self._held: list[tuple[Callable[..., object], tuple[Any, ...]]] | None = None
+        self._until = -1.0
+        self._since = 0.0
+
+    def run(self, fn: Callable[..., object], *args: Any) -> None:
+        held = self._held
+        if held is None:
+            fn(*args)
+        else:
+            held.append((fn, args))
+
+    @property
+    def paused(self) -> bool:
+        return self._held is not None
+
+    def stalled_for(self) -> float:
+        """How long the loop has been stalled (0 while it runs)."""
+        return self._clock.now() - self._since if self._held is not None else 0.0
+
+    def pause(self, seconds: float) -> None:
+        now = self._clock.now()
+        if self._held is None:
+            self._held = []
+            self._since = now
+        if now + seconds > self._until:
+            self._until = now + seconds
+            self._clock.call_later(seconds, self._resume)
+
+    def _resume(self) -> None:
+        held = self._held
+        if held is None or self._until > self._clock.now() + 1e-9:
+            return
+        self._held = None
+        for k, (fn, args) in enumerate(held):
+            if self._held is not None:  # paused again by what just ran: the rest waits
+                self._held[:0] = held[k:]
+                return
+            fn(*args)
+
+    def clear(self) -> None:
+        """The process died: what it had not run yet is gone."""
+        self._held = None
+        self._until = -1.0
+
+
+class GatedClock:
+    """The clock as code inside the process sees it: timers fire through the gate."""
+
+    __slots__ = ("_clock", "_gate")
+
+    def __init__(self, clock: LoopClock, gate: ProcessGate) -> None:
+        self._clock = clock
+        self._gate = gate
+
+    def now(self) -> float:
+        return self._clock.now()
+
+    def call_later(self, delay: float, callback: Callable[..., object], *args: Any) -> Timer:
+        return self._clock.call_later(delay, self._gate.run, callback, *args)
+
+
+class _GatedReceiver:
+    __slots__ = ("_gate", "_inner")
+
+    def __init__(self, inner: PeerReceiver, gate: ProcessGate) -> None:
+        self._inner = inner
+        self._gate = gate
+
+    def from_peer(self, msg: Any) -> None:
+        self._gate.run(self._inner.from_peer, msg)
+
+
+class GatedPeers:
+    """The peer channel as code inside the process sees it: deliveries go through the gate."""
+
+    def __init__(self, inner: PeerChannel, gate: ProcessGate) -> None:
+        self._inner = inner
+        self._gate = gate
+        self._bound: dict[tuple[int, int], _GatedReceiver] = {}
+
+    def bind(self, machine_id: int, receiver: PeerReceiver) -> None:
+        wrapped = _GatedReceiver(receiver, self._gate)
+        self._bound[(machine_id, id(receiver))] = wrapped
+        self._inner.bind(machine_id, wrapped)
+
+    def unbind(self, machine_id: int, receiver: PeerReceiver) -> None:
+        wrapped = self._bound.pop((machine_id, id(receiver)), None)
+        if wrapped is not None:
+            self._inner.unbind(machine_id, wrapped)
+
+    def send(self, dst: int, msg: Any) -> None:
+        self._inner.send(dst, msg)
+
+
+class RingParts:
+    """What the ring monitors of one process share: the config, the peer channel, the ring
+    views (one per version) and the counters."""
+
+    def __init__(self, config: RingConfig, peers: PeerChannel) -> None:
+        self.config = config
+        self.peers = peers
+        self.views = ViewCache()
+        self.counters = RingCounters()
+
+
+class NodeProcess:
+    """A transport endpoint (``attach`` / ``receive`` / ``resync``) around one node process."""
+
+    def __init__(
+        self,
+        address: str,
+        resources: Resources,
+        heartbeat: HeartbeatConfig,
+        clock: LoopClock,
+        counters: NodeCounters,
+        log: Log,
+        phase_s: float = 0.0,
+        credentials: str = "",
+        ring: RingParts | None = None,
+        timing: TimingProbe | None = None,
+    ) -> None:
+        self.address = address
+        self.phase_s = phase_s
+        self.gate = ProcessGate(clock)
+        self._link: Link | None = None
+        self.crashed = False
+        inner = GatedClock(clock, self.gate)
+        self.monitor: RingMonitor | None = None
+        self._monitor_in_loop = False
+        if ring is not None:
+            self._monitor_in_loop = ring.config.detector == "ring"
+            self.monitor = RingMonitor(
+                ring.config,
+                inner if self._monitor_in_loop else clock,
+                GatedPeers(ring.peers, self.gate) if self._monitor_in_loop else ring.peers,
+                self.send_to_rm, ring.views, ring.counters, log,
+                stall_age=self.gate.stalled_for, on_removed=self._ring_removed, phase_s=phase_s,
+            )
+        self.node = NodeManager(
+            address, resources, heartbeat, inner, self.send_to_rm, counters, log, credentials,
+            membership=self.monitor, timing=timing,
+        )
+
+    # ---- the transport's side ---------------------------------------------------------------
+
+    def attach(self, link: Link) -> None:
+        """The current connection to the RM (a new one after a reconnect)."""
+        self._link = link
+
+    def receive(self, msg: object) -> None:
+        """A message from the RM."""
+        if self.crashed:
+            return
+        if isinstance(msg, RingMessage):
+            if self.monitor is None:
+                return
+            if self._monitor_in_loop:
+                self.gate.run(self.monitor.from_rm, msg)
+            else:
+                self.monitor.from_rm(msg)  # the watchdog answers even while the loop is stalled
+            return
+        self.gate.run(self.node.receive, msg)
+
+    def resync(self) -> None:
+        """The transport reconnected: register again with the full state."""
+        if not self.crashed:
+            self.gate.run(self.node.resync)
+
+    def send_to_rm(self, msg: object) -> None:
+        link = self._link
+        if link is not None and not link.closed:
+            link.send(msg)
+
+    def _ring_removed(self) -> None:
+        self.gate.run(self.node.ring_removed)
+
+    # ---- the process ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.node.start(self.phase_s)
+
+    def stop(self) -> None:
+        self.gate.clear()
+        self.node.stop()
+
+    def crash(self) -> None:
+        """The process dies: no heartbeats, no liveness, no answers; ``rejoin`` restarts it."""
+        self.gate.clear()
+        self.node.stop()
+        self.crashed = True
+
+    def rejoin(self) -> None:
+        """A fresh process after a crash: it registers as a new node, with no containers."""
+        if self.crashed:
+            self.crashed = False
+            self.node.start(0.0)
+
+    def pause(self, seconds: float) -> None:
+        """The event loop stalls for ``seconds``: nothing the node receives or that completes is
+        handled until then (containers, being processes, do finish)."""
+        if self.node.state is not NodeState.STOPPED and seconds > 0:
+            self.gate.pause(seconds)
+
+    def set_healthy(self, healthy: bool) -> None:
+        self.gate.run(self.node.set_healthy, healthy)
+
+    # ---- what the process is -------------------------------------------------------------------
+
+    @property
+    def machine_id(self) -> int:
+        return self.node.machine_id
+
+    @property
+    def state(self) -> NodeState:
+        return self.node.state
+
+    @property
+    def resources(self) -> Resources:
+        return self.node.resources
+
+    @property
+    def paused(self) -> bool:
+        return self.gate.paused
+
+    def stalled_for(self) -> float:
+        return self.gate.stalled_for()
+
+    def running_containers(self) -> dict[int, ContainerLaunch]:
+        return self.node.running_containers()
+
+    def unreported_completions(self) -> set[int]:
+        return self.node.unreported_completions()
+
+    def used(self) -> Resources:
+        return self.node.used()
+
+    def ring_view(self) -> RingView | None:
+        """The ring this node's monitor holds (None without a ring, or while it is not active)."""
+        mon = self.monitor
+        return mon.view if mon is not None and mon.active else None

@@ -1,0 +1,75 @@
+"""What a finished run leaves behind, typed: the results files are written from this alone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from emulator.harness.invariants import InvariantSummary
+from emulator.harness.restarts import RestartSummary
+from emulator.measure.removals import RemovalSummary
+from emulator.measure.sampler import SampleRow
+from emulator.measure.timing import LatenessSummary
+from emulator.scenario.schema import Scenario
+from emulator.transport.faulty import MessageFaultCounters
+from nodemanager.stats import NodeCounters
+from ringmon.ports import RingCounters
+from rm.snapshot import OperationView, RMSnapshot
+
+
+class ShareMean(msgspec.Struct, frozen=True):
+    """Mean dominant share and mean fair share over the measurement window's samples."""
+
+    dominant: float
+    fair: float
+    samples: int
+
+
+class RemovalRecord(msgspec.Struct, frozen=True, array_like=True):
+    t_s: float
+    false: bool  # removed although neither crashed nor stalled past the grace
+
+
+class Traffic(msgspec.Struct, frozen=True):
+    messages: int
+    bytes: int
+
+
+class WorkerSummary(msgspec.Struct, frozen=True):
+    """One node-hosting worker process of a TCP run (wall-clock figures)."""
+
+    nodes: int
+    cpu_s: float
+    wall_s: float
+    max_rss_kib: int
+    lateness_s: LatenessSummary
+    reconnects: int
+
+
+class RunOutcome(msgspec.Struct):
+    scenario: Scenario
+    wall_s: float
+    rm: RMSnapshot  # at the end
+    operations: list[OperationView]  # live at the end
+    rows: list[SampleRow]
+    groups: dict[str, ShareMean]
+    pools: dict[str, ShareMean]
+    h1: float | None
+    h2: float | None
+    nodes: NodeCounters
+    lateness: LatenessSummary
+    removals: RemovalSummary
+    removal_log: list[RemovalRecord]
+    restarts: list[RestartSummary]
+    to_rm: Traffic
+    invariants: InvariantSummary | None = None
+    message_faults: MessageFaultCounters | None = None
+    ring: RingCounters | None = None
+    liveness_lost: int = 0
+    # Real-time runs: the RM's measured costs; TCP runs: the node worker processes.
+    costs: dict[str, Any] | None = None
+    workers: list[WorkerSummary] = msgspec.field(default_factory=list)
+
+    def window_rows(self) -> list[SampleRow]:
+        return [r for r in self.rows if r.t_s > self.scenario.run.warmup_s]

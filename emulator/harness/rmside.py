@@ -1,0 +1,110 @@
+"""The RM side of a run, assembled once for every transport.
+
+``RMSide`` holds the ResourceManager (with its ring membership service and journal), the
+workload's clients, the sampler, the fault injector with its record of node fates, the removal
+and restart logs and, when asked, the invariant checker. In-memory and TCP runs build the same
+``RMSide``; they differ only in how nodes are hosted (``NodeHosting``) and how the RM listens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from emulator.harness.faults import FaultInjector
+from emulator.harness.hosting import NodeHosting, NodeReality
+from emulator.harness.invariants import InvariantChecker
+from emulator.harness.restarts import Listener, RestartLog
+from emulator.harness.workload import WorkloadDriver
+from emulator.measure.removals import RemovalLog
+from emulator.measure.sampler import Sampler, SampleRow
+from emulator.scenario.schema import MessageFault, Scenario
+from emulator.time.clock import LoopClock
+from rm.journal import Journal
+from rm.manager import ResourceManager
+from rm.ports import Log
+
+
+class RMSide:
+    def __init__(
+        self,
+        scenario: Scenario,
+        clock: LoopClock,
+        log: Log,
+        hosting: NodeHosting,
+        listener: Listener,
+        live_nodes: Callable[[], int],
+        journal: Journal | None = None,
+        check_invariants: bool = False,
+        realities: Callable[[], list[NodeReality] | None] | None = None,
+    ) -> None:
+        """``listener``: the transport's RM side (dropped and reopened by an RM restart);
+        ``live_nodes()``: nodes that should come back after a restart; ``realities()``: every
+        node's real state now, for the invariant checker (None when not available now)."""
+        self.scenario = scenario
+        self.clock = clock
+        self.log = log
+        self.hosting = hosting
+        sc = scenario
+        self.rm = ResourceManager(
+            clock, log, sc.rm, sc.scheduler, heartbeat_mode=sc.heartbeat.mode,
+            ring=sc.ring if sc.ring_enabled else None, journal=journal,
+        )
+        self.workload = WorkloadDriver(sc.workload, self.rm, clock, sc.run.seed)
+        self.workload.install_pools()
+        counters = hosting.counters()
+        self.sampler = Sampler(
+            self.rm, lambda: (counters.heartbeats_sent, counters.heartbeat_responses), clock,
+            sc.sample_interval_s, sc.run.warmup_s, [o.name for o in sc.workload.operations],
+        )
+        self.restarts = RestartLog(self.rm, clock, live_nodes, listener)
+        self.faults = FaultInjector(
+            sc.faults, hosting, clock, sc.run.seed, log, self.rm, self.restarts.restart
+        )
+        self.removals = RemovalLog(self.faults.fates, clock, sc.ring.grace_s)
+        self.rm.observe(self.removals)
+        self.sampler.counters["removals"] = lambda: len(self.removals.removals)
+        membership = self.rm.membership
+        if membership is not None:
+            stats = membership.stats
+            self.sampler.counters["ring_update_bytes"] = lambda: stats.bytes_join + stats.bytes_removal
+        self._realities = realities or (lambda: None)
+        self.checker: InvariantChecker | None = None
+        if check_invariants:
+            windows = [(f.at_s, f.at_s + f.duration_s) for f in sc.faults if isinstance(f, MessageFault)]
+            self.checker = InvariantChecker(
+                self.rm, sc.ring.interval_s if sc.ring_enabled else None, lambda: windows
+            )
+            checker = self.checker
+            self.sampler.listeners.append(lambda _row: checker.check_step(self._realities()))
+
+    def on_sample(self, listener: Callable[[SampleRow], None]) -> None:
+        self.sampler.listeners.append(listener)
+
+    def start(self) -> None:
+        """Emulated t = 0 (or now): the RM's timers, the workload, the faults, the sampler."""
+        sc = self.scenario
+        self.log.info(
+            "run.started", scenario=sc.name, nodes=sc.node_count, mode=sc.heartbeat.mode,
+            policy=sc.scheduler.policy, seed=sc.run.seed, transport=sc.transport.kind,
+        )
+        self.rm.start()
+        self.sampler.start()
+        self.workload.start()
+        self.faults.start()
+        if sc.run.warmup_s > 0:
+            self.clock.call_later(
+                sc.run.warmup_s - self.clock.now(), self.rm.start_measurement, sc.run.warmup_s
+            )
+
+    def finish(self) -> None:
+        """The end of the run: a final sample, no more submissions, nothing more fires."""
+        sampler = self.sampler
+        if not sampler.rows or sampler.rows[-1].t_s < self.clock.now():
+            sampler.sample()  # the final row, whatever the timer order at the last instant
+        sampler.stop()
+        self.workload.stop()
+        self.rm.stop()
+
+    def check_quiescent(self, nodes: list[NodeReality]) -> None:
+        if self.checker is not None:
+            self.checker.check_quiescent(nodes)

@@ -1,0 +1,56 @@
+"""Heartbeat timing of the nodes of one process: how late their ticks ran, and which interval
+each heartbeat was sent and answered in (for h1 across processes). Implements the NodeManager's
+``TimingProbe`` port."""
+
+from __future__ import annotations
+
+import msgspec
+
+from rm.histogram import LogHistogram
+
+
+class Interval(msgspec.Struct, array_like=True, frozen=True):
+    """Heartbeats sent in the interval ((k-1)·I, k·I] and those answered within one interval."""
+
+    k: int
+    sent: int
+    responses: int
+
+
+class LatenessSummary(msgspec.Struct, frozen=True):
+    count: int
+    mean: float
+    p50: float
+    p99: float
+    max: float
+
+
+class HeartbeatTiming:
+    def __init__(self, interval_s: float = 0.0) -> None:
+        """``interval_s``: attribute heartbeats to sample intervals of this length (0: do not)."""
+        self.lateness = LogHistogram()
+        self.interval_s = interval_s
+        self.sent_by_interval: dict[int, int] = {}
+        self.answered_by_interval: dict[int, int] = {}
+
+    def tick(self, late_s: float) -> None:
+        self.lateness.add(late_s)
+
+    def sent(self, t: float) -> None:
+        if self.interval_s:
+            k = int(t // self.interval_s) + 1
+            self.sent_by_interval[k] = self.sent_by_interval.get(k, 0) + 1
+
+    def answered(self, sent_at: float, t: float) -> None:
+        if self.interval_s and t - sent_at <= self.interval_s:
+            k = int(sent_at // self.interval_s) + 1
+            self.answered_by_interval[k] = self.answered_by_interval.get(k, 0) + 1
+
+    def summary(self) -> LatenessSummary:
+        h = self.lateness
+        return LatenessSummary(h.count, h.mean(), h.quantile(0.5), h.quantile(0.99), h.max)
+
+    def intervals(self) -> list[Interval]:
+        keys = sorted(self.sent_by_interval.keys() | self.answered_by_interval.keys())
+        sent, answered = self.sent_by_interval, self.answered_by_interval
+        return [Interval(k, sent.get(k, 0), answered.get(k, 0)) for k in keys]

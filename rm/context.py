@@ -1,0 +1,60 @@
+"""The services an RM life works with: set up once by the RM shell, they outlive a restart."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+from rm.cluster import NodeRecord, UsageIntegral
+from rm.config import RMConfig
+from rm.counters import GroupCounters, PreemptionCounters, RMCounters
+from rm.journal import AnyRecord
+from rm.observer import Observers
+from rm.ports import Clock, Log
+from rm.scheduler.config import SchedulerConfig
+from rm.scheduler.policy import PolicyCounters
+
+if TYPE_CHECKING:
+    from ringmon.protocol import Ring
+
+
+class MembershipPort(Protocol):
+    """The ring membership service as the tracker and the node outcomes see it."""
+
+    def node_joined(self, node: NodeRecord) -> None: ...
+
+    def node_left(self, node: NodeRecord) -> None: ...
+
+    def current_ring(self) -> Ring: ...
+
+
+class RMContext:
+    __slots__ = (
+        "clock", "config", "continuous", "counters", "groups", "integral", "log", "membership",
+        "observers", "policy_counters", "preemption", "record", "scheduler",
+    )
+
+    def __init__(
+        self,
+        clock: Clock,
+        log: Log,
+        config: RMConfig,
+        scheduler: SchedulerConfig,
+        continuous: bool,
+        record: Callable[[AnyRecord], None],
+    ) -> None:
+        self.clock = clock
+        self.log = log
+        self.config = config
+        self.scheduler = scheduler
+        # Continuous scheduling: place work as soon as it appears, not only on node updates.
+        self.continuous = continuous
+        # The journal (a no-op without one): written before the RM acts on what it records.
+        self.record = record
+        self.counters = RMCounters()
+        self.groups: dict[str, GroupCounters] = {}
+        self.policy_counters = PolicyCounters()
+        self.preemption = PreemptionCounters() if scheduler.preemption.enabled else None
+        self.integral = UsageIntegral(clock.now())
+        self.observers = Observers()
+        self.membership: MembershipPort | None = None
