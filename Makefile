@@ -18,6 +18,8 @@ run: $(STAMP)
 
 test: $(STAMP) chromium
 	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest
 
 # Debian's Chromium for tests/test_browser.py (needs root; the test is skipped without it, except in CI).

@@ -21,7 +21,7 @@ class Ring(msgspec.Struct, frozen=True, gc=False):
     ids: tuple[int, ...]
 
 
-class Liveness(RingMessage):
+class Liveness(RingMessage, frozen=True):
     """Node -> its ring successor, once per interval."""
 
     sender: int
@@ -34,7 +34,7 @@ class Liveness(RingMessage):
     ring_version: int = -1
 
 
-class UnlivelinessReport(RingMessage):
+class UnlivelinessReport(RingMessage, frozen=True):
     """Node -> RM: ``reporter`` heard nothing from ``suspect`` (its predecessor) in an interval."""
 
     reporter: int
@@ -45,24 +45,24 @@ class UnlivelinessReport(RingMessage):
     reason: Literal["silent", "stalled"] = "silent"
 
 
-class UnlivelinessResponse(RingMessage):
+class UnlivelinessResponse(RingMessage, frozen=True):
     action: Action
     ring: Ring | None = None
 
 
-class RingUpdate(RingMessage):
+class RingUpdate(RingMessage, frozen=True):
     """RM -> node: the current ring. Nodes ignore versions older than the one they hold."""
 
     ring: Ring
 
 
-class LivenessPing(RingMessage):
+class LivenessPing(RingMessage, frozen=True):
     """Watcher -> suspect: answer with a ``Liveness`` now (a second chance before reporting)."""
 
     sender: int
 
 
-class RingDelta(RingMessage):
+class RingDelta(RingMessage, frozen=True):
     """RM -> node: the changes from ring ``base_version`` to ``version`` (a batch of joins and
     removals). Id lists are gap-encoded (see ``ringmon.membership.encode_ids``) so a batch of
     n ids costs about n bytes on the wire. A node holding ``base_version`` applies it; one holding
@@ -74,14 +74,14 @@ class RingDelta(RingMessage):
     removed: tuple[int, ...] = ()
 
 
-class RingSyncRequest(RingMessage):
+class RingSyncRequest(RingMessage, frozen=True):
     """Node -> RM: I missed ring changes after ``version``; send me the full ring."""
 
     machine_id: int
     version: int
 
 
-class Probe(RingMessage):
+class Probe(RingMessage, frozen=True):
     """RM -> suspected node, on its RM connection (not the liveness channel). Answered even by a
     node still registering (its RegisterResponse may have been lost): it is alive."""
 
@@ -89,7 +89,7 @@ class Probe(RingMessage):
     machine_id: int = -1
 
 
-class ProbeAck(RingMessage):
+class ProbeAck(RingMessage, frozen=True):
     """Node -> RM: alive; ``stalled_s`` as in ``Liveness``."""
 
     machine_id: int

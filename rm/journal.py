@@ -28,26 +28,26 @@ class Record(msgspec.Struct, tag=True, frozen=True, array_like=True):
     pass
 
 
-class Epoch(Record, tag="epoch"):
+class Epoch(Record, tag="epoch", frozen=True):
     """Written at every recovery: how many times the RM has started on this journal."""
 
     n: int
 
 
-class PoolAdded(Record, tag="pool"):
+class PoolAdded(Record, tag="pool", frozen=True):
     name: str
     weight: float
     min_share: Resources
     parent: str
 
 
-class Submitted(Record, tag="op"):
+class Submitted(Record, tag="op", frozen=True):
     op_id: int
     spec: OperationSpec
     at: float
 
 
-class Started(Record, tag="start"):
+class Started(Record, tag="start", frozen=True):
     """Container ``cid`` runs task ``task`` of operation ``op_id`` on the node at ``address``."""
 
     cid: int
@@ -57,14 +57,14 @@ class Started(Record, tag="start"):
     at: float
 
 
-class Ended(Record, tag="end"):
+class Ended(Record, tag="end", frozen=True):
     """Container ``cid`` is over: its task completed, or (``completed`` False) it is pending again."""
 
     cid: int
     completed: bool
 
 
-class Progress(Record, tag="done"):
+class Progress(Record, tag="done", frozen=True):
     """Snapshot only: the tasks of ``op_id`` that have completed."""
 
     op_id: int

@@ -40,7 +40,7 @@ from rm.protocol import HeartbeatResponse
 from rm.snapshot import MembershipSnapshot, RingSnapshot
 
 
-class ProbeExpired(RingMessage):
+class ProbeExpired(RingMessage, frozen=True):
     """Internal: a probe's deadline, queued behind the RM's inbound work (never on the wire)."""
 
     machine_id: int

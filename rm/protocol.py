@@ -70,7 +70,7 @@ class ContainerLaunch(msgspec.Struct, frozen=True, array_like=True, gc=False):
     duration_s: float
 
 
-class Register(Message):
+class Register(Message, frozen=True):
     address: str
     resources: Resources
     credentials: str = ""
@@ -79,14 +79,14 @@ class Register(Message):
     containers: tuple[ContainerStatus, ...] = ()
 
 
-class RegisterResponse(Message):
+class RegisterResponse(Message, frozen=True):
     action: Action
     machine_id: int = -1
     ring: Ring | None = None
     reason: str = ""
 
 
-class Heartbeat(Message):
+class Heartbeat(Message, frozen=True):
     machine_id: int
     # The id of the last response the node received (YARN's lastHeartbeatResponseId).
     heartbeat_id: int
@@ -97,20 +97,20 @@ class Heartbeat(Message):
     full: bool
 
 
-class HeartbeatResponse(Message):
+class HeartbeatResponse(Message, frozen=True):
     action: Action
     heartbeat_id: int
     launch: tuple[ContainerLaunch, ...] = ()
     kill: tuple[int, ...] = ()
 
 
-class LaunchContainers(Message):
+class LaunchContainers(Message, frozen=True):
     """RM -> node push (continuous scheduling)."""
 
     containers: tuple[ContainerLaunch, ...]
 
 
-class KillContainers(Message):
+class KillContainers(Message, frozen=True):
     container_ids: tuple[int, ...]
     exit_code: int = EXIT_KILLED
 

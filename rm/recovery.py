@@ -156,6 +156,10 @@ class Recovery:
         ]
 
 
+def _cid(s: Started) -> int:
+    return s.cid
+
+
 def journal_snapshot(
     epoch: int, book: WorkloadBook, cluster: Cluster, recovery: Recovery | None
 ) -> list[AnyRecord]:
@@ -177,10 +181,11 @@ def journal_snapshot(
             running.setdefault(s.op_id, []).append(s)
     for op in book.operations.values():
         records.append(Submitted(op_id=op.id, spec=op.spec, at=op.submitted_at))
-        started = running.get(op.id, [])
+        started: list[Started] = running.get(op.id, [])
         busy = {s.task for s in started} | {t.index for t in op.pending}
         done = tuple(i for i in range(op.total) if i not in busy)
         if done:
             records.append(Progress(op_id=op.id, tasks=done))
-        records.extend(sorted(started, key=lambda s: s.cid))
+        started.sort(key=_cid)
+        records.extend(started)
     return records

@@ -15,6 +15,7 @@ from emulator.measure.sampler import SampleRow
 from emulator.scenario.loader import scenario_from_dict
 from emulator.scenario.schema import Scenario
 from emulator.time.clock import LoopClock, run
+from rm.cluster import NodeRecord
 from rm.config import RMConfig
 from rm.manager import ResourceManager
 from rm.scheduler.config import SchedulerConfig
@@ -150,3 +151,10 @@ def run_with_handle(
 
     out: RunOutcome = run(main, sc.run.clock, sc.run.speed)
     return out, handles[0]
+
+
+def record(rm: ResourceManager, machine_id: int) -> NodeRecord:
+    """The RM's own record of node ``machine_id`` (white-box tests of the protocol rules)."""
+    node = rm.node(machine_id)
+    assert node is not None, f"node {machine_id} is not registered"
+    return node

@@ -16,7 +16,7 @@ from rm.scheduler.config import SchedulerConfig
 from rm.scheduler.drfh import DRFHPolicy
 from rm.scheduler.policy import PolicyCounters
 from rm.scheduler.tetris import TetrisPolicy
-from tests.helpers import FakeClock
+from tests.helpers import FakeClock, RecordingLink
 
 
 def op(op_id: int, pool: Pool, cpu: float, ram: float, running: int = 0) -> Operation:
@@ -35,7 +35,7 @@ def clock() -> FakeClock:
 
 def test_tetris_f_trades_fairness_for_packing(clock: FakeClock) -> None:
     cluster = Cluster()
-    node = cluster.add("n", Resources(40, 40), link=None, now=0.0)
+    node = cluster.add("n", Resources(40, 40), link=RecordingLink(), now=0.0)
     node.free_cpu, node.free_ram = 4.0, 16.0  # a RAM-heavy hole
     root = Pool("root")
     cpu_op = op(1, root, 2, 1)  # neediest (no usage), packs badly here
@@ -52,8 +52,8 @@ def test_tetris_f_trades_fairness_for_packing(clock: FakeClock) -> None:
 
 def test_drfh_places_the_neediest_operation_on_the_best_matching_node(clock: FakeClock) -> None:
     cluster = Cluster()
-    square = cluster.add("square", Resources(8, 8), link=None, now=0.0)
-    tall = cluster.add("tall", Resources(4, 16), link=None, now=0.0)
+    square = cluster.add("square", Resources(8, 8), link=RecordingLink(), now=0.0)
+    tall = cluster.add("tall", Resources(4, 16), link=RecordingLink(), now=0.0)
     root = Pool("root")
     ram_heavy = op(1, root, 1, 4)
     cpu_heavy = op(2, root, 2, 1, running=1)

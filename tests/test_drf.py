@@ -4,23 +4,23 @@ from __future__ import annotations
 
 import pytest
 
-from rm.cluster import Cluster
+from rm.cluster import Cluster, NodeRecord
 from rm.operations import Operation, OperationSpec, Pool
 from rm.protocol import Resources
 from rm.scheduler.config import SchedulerConfig
 from rm.scheduler.drf import DRFPolicy
 from rm.scheduler.fair_share import progressive_filling
 from rm.scheduler.policy import PolicyCounters
-from tests.helpers import FakeClock
+from tests.helpers import FakeClock, RecordingLink
 
 
 def drf(root: Pool, cluster: Cluster) -> DRFPolicy:
     return DRFPolicy(root, cluster, SchedulerConfig(), FakeClock(), PolicyCounters())
 
 
-def make_cluster(cpu: float, ram: float) -> tuple[Cluster, object]:
+def make_cluster(cpu: float, ram: float) -> tuple[Cluster, NodeRecord]:
     cluster = Cluster()
-    node = cluster.add("n", Resources(cpu, ram), link=None, now=0.0)
+    node = cluster.add("n", Resources(cpu, ram), link=RecordingLink(), now=0.0)
     return cluster, node
 
 

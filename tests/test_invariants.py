@@ -8,7 +8,7 @@ from emulator.harness.hosting import NodeReality
 from emulator.harness.invariants import InvariantChecker, InvariantViolation
 from emulator.harness.runner import RunHandle, run_blocking
 from emulator.measure.sampler import SampleRow
-from rm.observer import TaskCompleted
+from rm.observer import RMObserver, TaskCompleted
 from rm.protocol import ContainerStatus, Heartbeat, LaunchContainers
 from tests.helpers import run_with_handle, scenario
 
@@ -47,8 +47,11 @@ def test_a_second_completion_of_the_same_task_is_reported() -> None:
     rm.submit_operation(OperationSpec(name="o", pool="p", demand=Resources(1, 1), durations=[5.0] * 8))
     rm.receive(link, Heartbeat(machine_id=1, heartbeat_id=0, healthy=True, statuses=(), full=True))
     c = link.last(LaunchContainers).containers[0]
-    checker_completed = checker.task_completed
-    checker.task_completed = lambda ev: (seen.append(ev), checker_completed(ev))  # type: ignore[method-assign]
+    class Spy(RMObserver):
+        def task_completed(self, ev: TaskCompleted) -> None:
+            seen.append(ev)
+
+    rm.observe(Spy())
     rm.receive(
         link,
         Heartbeat(

@@ -21,7 +21,7 @@ from rm.manager import ResourceManager
 from rm.membership import MembershipService
 from rm.operations import OperationSpec
 from rm.protocol import LaunchContainers, Register, RegisterResponse, Resources
-from tests.helpers import FakeClock, RecordingLink
+from tests.helpers import FakeClock, RecordingLink, record
 
 Link = RecordingLink
 
@@ -63,7 +63,7 @@ def test_register_gets_smallest_free_id_ring_and_a_batched_delta() -> None:
         deltas = c.links[1].of(RingDelta)
         assert len(deltas) == 1  # five joins, one delta
         assert decode_ids(deltas[0].added) == [1, 2, 3, 4, 5]
-        c.rm.remove_node(c.rm.node(3), "test")
+        c.rm.remove_node(record(c.rm, 3), "test")
         clock.advance_to(clock.now() + 1.0)
         link = Link()
         c.rm.receive(link, Register(address="new", resources=Resources(4, 8)))
@@ -96,7 +96,7 @@ def test_report_by_a_non_watcher_is_rejected_with_the_current_ring() -> None:
         clock.advance_to(clock.now() + 1.0)
         link = Link()
         c.links[4] = link
-        c.rm.node(4).link = link
+        record(c.rm, 4).link = link
         c.rm.receive(link, UnlivelinessReport(reporter=4, suspect=1, ring_version=0))
         answer = link.of(UnlivelinessResponse)[-1]
         assert answer.action == "normal" and answer.ring is not None and answer.ring.ids == (1, 2, 3, 4, 5, 6)
@@ -212,7 +212,7 @@ def test_375_removals_at_7500_nodes_cost_under_10_mb() -> None:
         # Removals spread over two intervals, the way a 5% crash is detected.
         victims = list(range(20, 7501, 20))[:375]
         for k, mid in enumerate(victims):
-            clock.call_later(6.0 * k / len(victims), lambda m=mid: c.rm.remove_node(c.rm.node(m), "x"))
+            clock.call_later(6.0 * k / len(victims), lambda m=mid: c.rm.remove_node(record(c.rm, m), "x"))
         clock.advance_to(clock.now() + 8.0)
         assert c.svc.ring.published.ids == tuple(i for i in range(1, 7501) if i not in set(victims))
         assert c.svc.stats.bytes_removal <= 10_000_000

@@ -6,8 +6,11 @@ container the RM and the node disagree on at the end fails the test.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from emulator.harness.outcome import RunOutcome
 from emulator.harness.runner import run_blocking
 from emulator.results.summary import build_summary
 from tests.helpers import scenario
@@ -20,7 +23,7 @@ WORK = {
 }
 
 
-def faulty_run(mode: str, **fault: object) -> tuple[dict, object]:
+def faulty_run(mode: str, **fault: object) -> tuple[dict[str, Any], RunOutcome]:
     sc = scenario(
         heartbeat={"mode": mode, "interval_s": 3, "rpc_timeout_s": 9},
         rm={"expiry_s": 120, "command_timeout_s": 15},

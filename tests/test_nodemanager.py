@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from emulator.harness.eventlog import make_logger
-from nodemanager.config import HeartbeatConfig
+from nodemanager.config import HeartbeatConfig, HeartbeatMode
 from nodemanager.node import NodeManager, NodeState
 from nodemanager.stats import NodeCounters
 from rm.protocol import (
@@ -22,7 +22,7 @@ from rm.protocol import (
 from tests.helpers import FakeClock, RecordingLink
 
 
-def drive(mode: str, script: Callable[[NodeManager, RecordingLink, FakeClock], None]) -> None:
+def drive(mode: HeartbeatMode, script: Callable[[NodeManager, RecordingLink, FakeClock], None]) -> None:
     """Start one node (first tick at t=1, interval 10 s) and run ``script(node, link, clock)``."""
     clock = FakeClock()
     link = RecordingLink()

@@ -14,7 +14,7 @@ from rm.protocol import Resources
 from rm.scheduler.config import PRESETS, PackingConfig, PackingParams
 from rm.scheduler.decision import PackingController
 from rm.scheduler.heuristics import angle, angle_length, drfh, scales, tetris
-from tests.helpers import scenario
+from tests.helpers import RecordingLink, scenario
 
 
 def params(**kw: object) -> PackingParams:
@@ -51,8 +51,8 @@ def test_a_bigger_free_vector_in_the_same_bad_direction_scores_worse_with_length
 
 def test_normalisations_divide_by_node_mean_or_cluster_total() -> None:
     cluster = Cluster()
-    cluster.add("a", Resources(10, 20), link=None, now=0.0)
-    cluster.add("b", Resources(30, 60), link=None, now=0.0)
+    cluster.add("a", Resources(10, 20), link=RecordingLink(), now=0.0)
+    cluster.add("b", Resources(30, 60), link=RecordingLink(), now=0.0)
     assert scales(cluster, "node_mean") == (20, 40)
     assert scales(cluster, "cluster_total") == (40, 80)
     # A common factor on both resources: angle_length is the same under either normalisation.

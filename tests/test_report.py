@@ -17,6 +17,12 @@ from emulator.scenario.loader import scenario_from_dict
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
+def found(pattern: str, text: str) -> str:
+    m = re.search(pattern, text)
+    assert m is not None, pattern
+    return m.group(1)
+
+
 def run_to(directory: Path, seed: int, nodes: int = 8) -> Path:
     scenario = scenario_from_dict({
         "name": f"report-{seed}",
@@ -41,7 +47,7 @@ def test_single_run_report_is_self_contained(tmp_path: Path) -> None:
     # Opens offline: no external scripts, styles or images.
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)
     assert "uPlot" in html and "REPORT_DATA" in html
-    data = msgspec.json.decode(re.search(r"const REPORT_DATA = (.*?);</script>", html).group(1))
+    data = msgspec.json.decode(found(r"const REPORT_DATA = (.*?);</script>", html))
     summary = msgspec.json.decode((d / "summary.json").read_bytes())
     rows = (d / "timeseries.csv").read_text().count("\n") - 1
     assert len(data) == 1 and len(data[0]["series"]["t_s"]) == rows > 150
@@ -58,11 +64,11 @@ def test_compare_report_puts_runs_side_by_side(tmp_path: Path) -> None:
     out = write_compare_report([a, b], tmp_path / "cmp" / "both.html")
     html = out.read_text(encoding="utf-8")
     assert "report-1" in html and "report-2" in html
-    data = msgspec.json.decode(re.search(r"const REPORT_DATA = (.*?);</script>", html).group(1))
+    data = msgspec.json.decode(found(r"const REPORT_DATA = (.*?);</script>", html))
     assert [r["series"]["nodes"][-1] for r in data] == [8, 10]
     for name in ("both-utilization.png", "both-heartbeats.png", "both-removals.png"):
         assert (tmp_path / "cmp" / name).read_bytes().startswith(PNG)
-    row = re.search(r"<tr><td>nodes</td>(.*?)</tr>", html).group(1)
+    row = found(r"<tr><td>nodes</td>(.*?)</tr>", html)
     assert re.findall(r"<td>(.*?)</td>", row) == ["8", "10"]
 
 

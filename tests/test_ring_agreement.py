@@ -147,7 +147,8 @@ def test_a_node_that_missed_a_delta_asks_for_the_ring_after_a_neighbours_livenes
         assert 3 <= len(asks) <= 7
         net.mon[4].from_rm(RingUpdate(ring=Ring(version=2, ids=tuple(range(1, 12)))))
         clock.advance_to(clock.now() + 5.0)
-        assert net.mon[4].view.version == 2
+        view = net.mon[4].view
+        assert view is not None and view.version == 2
         assert len([m for m in net.to_rm[4] if isinstance(m, RingSyncRequest)]) == len(asks)
 
     drive(body)
@@ -201,8 +202,11 @@ def test_liveness_carries_the_advertised_version() -> None:
     def body(clock: FakeClock) -> None:
         net = Net(clock, 2)
         got: list[Any] = []
-        net.mon[2].from_peer = got.append  # type: ignore[method-assign]
-        net.peers.bind(2, net.mon[2])
+        class Recorder:
+            def from_peer(self, msg: Any) -> None:
+                got.append(msg)
+
+        net.peers.bind(2, Recorder())
         clock.advance_to(clock.now() + 2.0)
         assert got and isinstance(got[-1], Liveness) and got[-1].ring_version == 1
 

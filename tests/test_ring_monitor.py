@@ -3,6 +3,7 @@ over the in-memory peer channel, asserting what each monitor sends to the RM."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from emulator.harness.eventlog import make_logger
@@ -43,11 +44,14 @@ class Net:
             self.to_rm[i] = []
             self.mon[i] = RingMonitor(
                 self.cfg, clock, self.peers, self.to_rm[i].append, self.views, self.stats, log,
-                stall_age=lambda i=i: self.stall.get(i, 0.0),
-                on_removed=lambda i=i: self.removed.append(i),
+                stall_age=partial(self.stall_age, i),
+                on_removed=partial(self.removed.append, i),
                 phase_s=0.37 * i,
             )
             self.mon[i].join(i, ring)
+
+    def stall_age(self, i: int) -> float:
+        return self.stall.get(i, 0.0)
 
     def reports(self, i: int) -> list[UnlivelinessReport]:
         return [m for m in self.to_rm[i] if isinstance(m, UnlivelinessReport)]

@@ -19,7 +19,8 @@ from emulator.experiments.abuse import hostile_payload
 from emulator.harness.eventlog import make_logger
 from emulator.harness.nodeproc import NodeProcess
 from emulator.time.clock import LoopClock, run
-from emulator.transport.tcp import Backoff, TcpClient, TcpServer
+from emulator.transport.backoff import Backoff
+from emulator.transport.tcp import TcpClient, TcpServer
 from nodemanager.config import HeartbeatConfig
 from nodemanager.node import NodeState
 from nodemanager.stats import NodeCounters

@@ -14,8 +14,9 @@ import pytest
 from emulator.harness.eventlog import make_logger
 from emulator.harness.nodeproc import NodeProcess
 from emulator.time.clock import LoopClock, run
+from emulator.transport.backoff import Backoff
 from emulator.transport.framing import HEADER, FrameEncoder
-from emulator.transport.tcp import Backoff, TcpClient, TcpServer
+from emulator.transport.tcp import TcpClient, TcpServer
 from nodemanager.config import HeartbeatConfig
 from nodemanager.node import NodeState
 from nodemanager.stats import NodeCounters

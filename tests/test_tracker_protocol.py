@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from rm.config import RMConfig
@@ -18,7 +20,7 @@ from rm.protocol import (
     RegisterResponse,
     Resources,
 )
-from tests.helpers import FakeClock, RecordingLink, node_view, sync_rm
+from tests.helpers import FakeClock, RecordingLink, node_view, record, sync_rm
 
 
 @pytest.fixture
@@ -27,7 +29,7 @@ def rm_clock() -> tuple[ResourceManager, FakeClock]:
 
 
 def register(
-    rm: ResourceManager, address: str, cpu: float = 8, ram: float = 16, **kw: object
+    rm: ResourceManager, address: str, cpu: float = 8, ram: float = 16, **kw: Any
 ) -> RecordingLink:
     link = RecordingLink()
     rm.receive(link, Register(address=address, resources=Resources(cpu, ram), credentials="s3cret", **kw))
@@ -42,7 +44,7 @@ def test_registration_assigns_smallest_free_machine_id(rm_clock: tuple[ResourceM
     rm, _ = rm_clock
     ids = [register(rm, f"n{i}").last(RegisterResponse).machine_id for i in range(3)]
     assert ids == [1, 2, 3]
-    rm.remove_node(rm.node(2), "test")
+    rm.remove_node(record(rm, 2), "test")
     assert register(rm, "n9").last(RegisterResponse).machine_id == 2
     assert register(rm, "n10").last(RegisterResponse).machine_id == 4
 
@@ -81,7 +83,7 @@ def test_heartbeat_from_another_connection_is_refused(rm_clock: tuple[ResourceMa
     intruder = RecordingLink()
     rm.receive(intruder, hb(mid=1, hid=0))
     assert intruder.last(HeartbeatResponse).action == "resync"
-    assert rm.node(1).last_response_id == 0
+    assert record(rm, 1).last_response_id == 0
 
 
 def test_heartbeat_ids_advance_duplicates_are_answered_again_and_gaps_resync(

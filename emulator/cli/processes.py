@@ -15,7 +15,6 @@ from rich.table import Table
 from emulator.harness.nodehost import HostConfig, HostReport, NodeSpec, run_workers
 from emulator.scenario.credentials import CredentialsError, read_secret
 from emulator.scenario.loader import ScenarioError, load_scenario
-from emulator.scenario.schema import Scenario
 from nodemanager.config import HeartbeatConfig
 from rm.protocol import Resources
 
@@ -26,10 +25,6 @@ def parse_address(text: str, flag: str) -> tuple[str, int]:
         raise ScenarioError(f"{flag}: expected HOST:PORT (e.g. 127.0.0.1:7077), got {text!r}")
     return host or "127.0.0.1", int(port)
 
-
-def _realtime(scenario: Scenario, source: str) -> None:
-    if scenario.run.clock != "realtime":
-        raise ScenarioError(f'{source}: at `run.clock`: separate processes need "realtime"')
 
 
 def cmd_rm(args: argparse.Namespace) -> int:

@@ -171,7 +171,8 @@ def compare(scenario: Scenario, start_after_s: float = 3.0) -> dict[str, Any]:
         ratio = h1b / h1a if h1a and h1b is not None else None
         return {"nodes": scenario.node_count, "before": before, "during": during, "h1_ratio": ratio}
 
-    return run(main, "realtime", scenario.run.speed)
+    result: dict[str, Any] = run(main, "realtime", scenario.run.speed)
+    return result
 
 
 def _attacker_main(argv: list[str]) -> int:

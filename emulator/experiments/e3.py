@@ -16,7 +16,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from emulator.harness.runner import RunOutcome, run_blocking
+from emulator.harness.outcome import RunOutcome
+from emulator.harness.runner import run_blocking
 from emulator.results.summary import write_results
 from emulator.scenario.loader import ScenarioError, scenario_from_dict
 from emulator.scenario.schema import Scenario, scale_tasks

@@ -105,7 +105,8 @@ def cost_per_heartbeat(mode: str, nodes: int = 1000, rounds: int = 5) -> dict[st
                 "frame_bytes": sum(len(d) for d in frames[0]) / len(frames[0]),
                 "allocations": rm.allocations}
 
-    return run(main, "virtual")
+    result: dict[str, Any] = run(main, "virtual")
+    return result
 
 
 def decode_floor(mode: str, n: int = 20000) -> float:

@@ -23,7 +23,8 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
-from emulator.harness.runner import RunOutcome, run_blocking
+from emulator.harness.outcome import RunOutcome
+from emulator.harness.runner import run_blocking
 from emulator.results.summary import write_results
 from emulator.scenario.loader import ScenarioError, scenario_from_dict
 from emulator.scenario.schema import SweepConfig, scale_tasks

@@ -3,22 +3,33 @@
 from __future__ import annotations
 
 import logging
-from typing import IO, Any
+from collections.abc import Mapping, MutableMapping
+from typing import Any, Protocol
 
 import msgspec
 import structlog
-
-from emulator.time.clock import LoopClock
 
 
 def _dumps(obj: Any, **_: Any) -> str:
     return msgspec.json.encode(obj).decode()
 
 
-def make_logger(clock: LoopClock, sink: IO[str] | None, level: int = logging.INFO) -> Any:
+class Now(Protocol):
+    def now(self) -> float: ...
+
+
+class TextSink(Protocol):
+    """Where event lines go: a text file, or anything with ``write`` and ``flush``."""
+
+    def write(self, text: str, /) -> int: ...
+
+    def flush(self) -> None: ...
+
+
+def make_logger(clock: Now, sink: TextSink | None, level: int = logging.INFO) -> Any:
     """A bound logger writing one JSON object per event to ``sink`` (or nowhere)."""
 
-    def stamp(_: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
+    def stamp(_: Any, method: str, event: MutableMapping[str, Any]) -> Mapping[str, Any]:
         name = event.pop("event", "")
         return {"t": round(clock.now(), 6), "event": name, "level": method, **event}
 
@@ -29,7 +40,7 @@ def make_logger(clock: LoopClock, sink: IO[str] | None, level: int = logging.INF
             wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL),
         )
     return structlog.wrap_logger(
-        structlog.WriteLogger(sink),
+        structlog.WriteLogger(sink),  # type: ignore[arg-type]  # a TextSink is all it uses
         processors=[stamp, structlog.processors.JSONRenderer(serializer=_dumps)],
         wrapper_class=structlog.make_filtering_bound_logger(level),
         context_class=dict,

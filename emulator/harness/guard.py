@@ -45,7 +45,8 @@ class RunGuard:
     async def wait(self, aw: Awaitable[T]) -> T:
         """Await ``aw``; if the run fails first, raise its exception."""
         task = asyncio.ensure_future(aw)
-        await asyncio.wait([task, self._failed], return_when=asyncio.FIRST_COMPLETED)
+        waiting: list[asyncio.Future[Any]] = [task, self._failed]
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         if self._failed.done() and not self._failed.cancelled():
             task.cancel()
             self._failed.result()

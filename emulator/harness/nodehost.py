@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
 
@@ -26,8 +26,9 @@ from emulator.harness.eventlog import make_logger
 from emulator.harness.nodeproc import NodeProcess
 from emulator.measure.timing import HeartbeatTiming, Interval, LatenessSummary
 from emulator.time.clock import EpochClock, LoopClock, run, wall_time
+from emulator.transport.backoff import Backoff
 from emulator.transport.framing import DEFAULT_MAX_FRAME_BYTES
-from emulator.transport.tcp import Backoff, TcpClient
+from emulator.transport.tcp import TcpClient
 from nodemanager.config import HeartbeatConfig
 from nodemanager.stats import NodeCounters
 from rm.protocol import Resources
@@ -98,7 +99,7 @@ async def host_nodes(cfg: HostConfig, clock: LoopClock) -> HostReport:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         async with asyncio.TaskGroup() as tg:
-            tasks = [tg.create_task(client.run(), name="tcp.client")]
+            tasks: list[asyncio.Task[Any]] = [tg.create_task(client.run(), name="tcp.client")]
             async with asyncio.timeout(30 / clock.speed + 30):
                 await client.wait_connected()
             log.info("host.connected", nodes=len(nodes))
@@ -106,7 +107,7 @@ async def host_nodes(cfg: HostConfig, clock: LoopClock) -> HostReport:
             await clock.sleep_until(0.0)
             for n in nodes:
                 n.start()
-            ends = [tg.create_task(stop.wait())]
+            ends: list[asyncio.Task[Any]] = [tg.create_task(stop.wait())]
             if cfg.duration_s is not None:
                 ends.append(tg.create_task(clock.sleep_until(cfg.duration_s)))
             tasks += ends

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from emulator.time.clock import LoopClock
+from emulator.time.clock import Scheduler
 from nodemanager.config import HeartbeatConfig
 from nodemanager.node import NodeManager, NodeState
 from nodemanager.ports import Log, Timer, TimingProbe
@@ -34,7 +34,7 @@ class ProcessGate:
 
     __slots__ = ("_clock", "_held", "_since", "_until")
 
-    def __init__(self, clock: LoopClock) -> None:
+    def __init__(self, clock: Scheduler) -> None:
         self._clock = clock
         self._held: list[tuple[Callable[..., object], tuple[Any, ...]]] | None = None
         self._until = -1.0
@@ -86,7 +86,7 @@ class GatedClock:
 
     __slots__ = ("_clock", "_gate")
 
-    def __init__(self, clock: LoopClock, gate: ProcessGate) -> None:
+    def __init__(self, clock: Scheduler, gate: ProcessGate) -> None:
         self._clock = clock
         self._gate = gate
 
@@ -149,7 +149,7 @@ class NodeProcess:
         address: str,
         resources: Resources,
         heartbeat: HeartbeatConfig,
-        clock: LoopClock,
+        clock: Scheduler,
         counters: NodeCounters,
         log: Log,
         phase_s: float = 0.0,

@@ -9,9 +9,9 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from emulator.harness.eventlog import make_logger
+from emulator.harness.eventlog import TextSink, make_logger
 from emulator.harness.guard import RunGuard
 from emulator.harness.hosting import MemoryHosting
 from emulator.harness.nodeproc import NodeProcess, RingParts
@@ -57,7 +57,7 @@ def invariants_wanted(check: bool | None) -> bool:
 async def run_scenario(
     scenario: Scenario,
     clock: LoopClock,
-    events: IO[str] | None = None,
+    events: TextSink | None = None,
     progress: ProgressHook | None = None,
     check_invariants: bool | None = None,
     on_start: StartHook | None = None,
@@ -85,7 +85,7 @@ def message_fault_plan(scenario: Scenario, clock: LoopClock) -> MessageFaultPlan
 async def _run(
     scenario: Scenario,
     clock: LoopClock,
-    events: IO[str] | None,
+    events: TextSink | None,
     progress: ProgressHook | None,
     check_invariants: bool,
     on_start: StartHook | None,

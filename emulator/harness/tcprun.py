@@ -14,13 +14,13 @@ import contextlib
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import msgspec
 
-from emulator.harness.eventlog import make_logger
+from emulator.harness.eventlog import TextSink, make_logger
 from emulator.harness.guard import RunGuard
 from emulator.harness.hosting import NodeReality
 from emulator.harness.nodehost import HostConfig, HostReport, NodeSpec, quiet_gc
@@ -47,7 +47,7 @@ class _Listener:
     def __init__(self, server: TcpServer) -> None:
         self._server = server
         self._closing: asyncio.Task[None] | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
 
     def drop_all(self) -> None:
         self._closing = self._spawn(self._server.close())
@@ -60,7 +60,7 @@ class _Listener:
             await self._closing
         await self._server.start(*self._server.address)
 
-    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -110,7 +110,7 @@ class WorkerHosting:
 
 class TcpRM:
     def __init__(
-        self, scenario: Scenario, clock: LoopClock, events: IO[str] | None, journal: Journal | None = None,
+        self, scenario: Scenario, clock: LoopClock, events: TextSink | None, journal: Journal | None = None,
         check_invariants: bool = False,
     ) -> None:
         """``journal``: the RM's durable record (``emulator.harness.restarts.scenario_journal``)."""
@@ -280,7 +280,10 @@ def host_configs(
 
 
 async def run_tcp_scenario(
-    scenario: Scenario, events: IO[str] | None, events_dir: Path | None, progress: ProgressHook | None = None,
+    scenario: Scenario,
+    events: TextSink | None,
+    events_dir: Path | None,
+    progress: ProgressHook | None = None,
     check_invariants: bool | None = None,
 ) -> RunOutcome:
     with contextlib.ExitStack() as stack:
@@ -324,7 +327,7 @@ def run_tcp_blocking(
 
 
 async def serve_rm(scenario: Scenario, host: str, port: int, epoch: float | None,
-                   events: IO[str] | None,
+                   events: TextSink | None,
                    on_start: Callable[[TcpRM], None] | None = None,
                    journal_dir: Path | None = None) -> tuple[TcpRM, float]:
     """``emulator rm``: the RM alone, for ``run.duration_s`` emulated seconds from the epoch.

@@ -168,7 +168,7 @@ class RMCostMeter:
         upd = self.busy.get("NodeUpdate")
         hb_count = hb.count if hb else 0
         per_hb = None
-        if hb_count:
+        if hb is not None and hb_count:
             # Everything a heartbeat makes the RM do: decode, tracker, and its node-update event.
             total = hb.sum + (upd.sum if upd else 0.0) + self.decode.mean() * hb_count
             per_hb = round(total / hb_count * 1e6, 3)

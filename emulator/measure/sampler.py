@@ -181,9 +181,7 @@ class Sampler:
         if snap.capacity.cpu <= 0 or snap.capacity.ram_gib <= 0:
             return
         for name, share in shares.pools.items():
-            acc = self.pools.get(name)
-            if acc is None:
-                acc = self.pools[name] = Mean()
+            acc = self.pools.setdefault(name, Mean())
             acc.samples += 1
             acc.dominant_sum += share.dominant
             acc.fair_sum += share.fair

@@ -105,7 +105,7 @@ def compare_table(
         if delta:
             a, b = values
             ok = kind in _DELTA and isinstance(a, int | float) and isinstance(b, int | float)
-            cells.append(f"{(b - a) * 100:+.2f} pp" if ok else "")
+            cells.append(f"{(b - a) * 100:+.2f} pp" if ok and a is not None and b is not None else "")
         ref_values = [r.get(key) for r in refs.values()]
         cells += [_fmt(v, kind) if v is not None else "" for v in ref_values]
         if refs and len(refs) == 2:

@@ -53,7 +53,7 @@ def summary_table(summary: dict[str, Any], wall_s: float) -> Table:
               f"{summary['heartbeat_mode']} heartbeats, {summary['policy']}")
     t.add_column("metric")
     t.add_column("value", justify="right")
-    keys = (
+    keys: tuple[str, ...] = (
         "cpu_utilization", "ram_utilization", "heartbeats_sent", "heartbeat_responses",
         "update_events", "h1", "h2", "nodes_lost", "allocations", "containers_completed",
         "tasks_requeued", "rm_queue_depth_max", "rm_wait_p99_s", "messages_to_rm_per_node_minute",

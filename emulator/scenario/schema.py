@@ -24,7 +24,7 @@ class Base(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True
     pass
 
 
-class Dist(Base, kw_only=True):
+class Dist(Base, kw_only=True, frozen=True):
     """A seeded random value; give exactly one of the fields."""
 
     uniform: tuple[float, float] | None = None
@@ -44,7 +44,7 @@ class Dist(Base, kw_only=True):
 ResourceValue = Positive | Dist
 
 
-class NodeGroup(Base, kw_only=True):
+class NodeGroup(Base, kw_only=True, frozen=True):
     """``count`` nodes; a fixed value per resource or a seeded distribution."""
 
     count: Count = 1
@@ -53,11 +53,11 @@ class NodeGroup(Base, kw_only=True):
     name: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.-]+$")] = "node"
 
 
-class ClusterConfig(Base, kw_only=True):
+class ClusterConfig(Base, kw_only=True, frozen=True):
     nodes: Annotated[list[NodeGroup], msgspec.Meta(min_length=1)]
 
 
-class PoolConfig(Base, kw_only=True):
+class PoolConfig(Base, kw_only=True, frozen=True):
     name: Annotated[str, msgspec.Meta(min_length=1)]
     weight: Positive = 1.0
     parent: str = "root"
@@ -65,7 +65,7 @@ class PoolConfig(Base, kw_only=True):
     min_ram_gib: NonNegative = 0.0
 
 
-class OperationConfig(Base, kw_only=True):
+class OperationConfig(Base, kw_only=True, frozen=True):
     name: Annotated[str, msgspec.Meta(min_length=1)]
     # Pools not declared in [[workload.pools]] are created under root with weight 1.
     pool: str = "default"
@@ -102,7 +102,7 @@ def scale_tasks(op: dict[str, Any], factor: float) -> None:
     op[key] = max(1, round(op[key] * factor))
 
 
-class WorkloadConfig(Base, kw_only=True):
+class WorkloadConfig(Base, kw_only=True, frozen=True):
     pools: list[PoolConfig] = []
     operations: list[OperationConfig] = []
     # Task durations ~ Normal(mean, deviation), truncated below at this many seconds.
@@ -123,7 +123,7 @@ class WorkloadConfig(Base, kw_only=True):
             raise ValueError(f"operation names must be unique: {sorted(dup)}")
 
 
-class NodeSelector(Base, kw_only=True):
+class NodeSelector(Base, kw_only=True, frozen=True):
     """Which nodes a fault hits: explicit addresses, a seeded random fraction, or a count."""
 
     nodes: list[str] = []
@@ -135,14 +135,14 @@ class NodeSelector(Base, kw_only=True):
             raise ValueError("give exactly one of `nodes`, `fraction`, `count`")
 
 
-class HealthFault(NodeSelector, kw_only=True, tag_field="kind", tag="health"):
+class HealthFault(NodeSelector, kw_only=True, tag_field="kind", tag="health", frozen=True):
     """Flip the health flag of the selected nodes at ``at_s``."""
 
     at_s: NonNegative
     healthy: bool = False
 
 
-class MessageFault(Base, kw_only=True, tag_field="kind", tag="messages"):
+class MessageFault(Base, kw_only=True, tag_field="kind", tag="messages", frozen=True):
     """Between ``at_s`` and ``at_s + duration_s``, disturb messages (of ``types``, or all)."""
 
     at_s: NonNegative
@@ -159,7 +159,7 @@ class MessageFault(Base, kw_only=True, tag_field="kind", tag="messages"):
 
 
 
-class CrashFault(NodeSelector, kw_only=True, tag_field="kind", tag="crash"):
+class CrashFault(NodeSelector, kw_only=True, tag_field="kind", tag="crash", frozen=True):
     """The selected nodes die silently at ``at_s`` (no heartbeats, no liveness, no answers).
     ``consecutive``: ``count`` nodes with consecutive machine ids (a rack), from ``first_id`` or a
     seeded start. ``rejoin_after_s``: each restarts as a fresh process that long afterwards."""
@@ -177,7 +177,7 @@ class CrashFault(NodeSelector, kw_only=True, tag_field="kind", tag="crash"):
             raise ValueError("`first_id` needs `consecutive = true`")
 
 
-class PauseFault(NodeSelector, kw_only=True, tag_field="kind", tag="pause"):
+class PauseFault(NodeSelector, kw_only=True, tag_field="kind", tag="pause", frozen=True):
     """The selected nodes' event loops stall at ``at_s`` for ``duration_s`` (or a seeded uniform
     duration in [duration_s, duration_max_s] per node)."""
 
@@ -191,7 +191,7 @@ class PauseFault(NodeSelector, kw_only=True, tag_field="kind", tag="pause"):
             raise ValueError("`duration_max_s` must be >= `duration_s`")
 
 
-class LivenessLossFault(Base, kw_only=True, tag_field="kind", tag="liveness_loss"):
+class LivenessLossFault(Base, kw_only=True, tag_field="kind", tag="liveness_loss", frozen=True):
     """From ``at_s`` (for ``duration_s``, or to the end) drop this fraction of ring liveness
     messages between nodes (seeded)."""
 
@@ -200,14 +200,14 @@ class LivenessLossFault(Base, kw_only=True, tag_field="kind", tag="liveness_loss
     duration_s: Positive | None = None
 
 
-class RMStallFault(Base, kw_only=True, tag_field="kind", tag="rm_stall"):
+class RMStallFault(Base, kw_only=True, tag_field="kind", tag="rm_stall", frozen=True):
     """The RM handles no node message for ``duration_s`` (they queue)."""
 
     at_s: NonNegative
     duration_s: Positive
 
 
-class RMOverloadFault(Base, kw_only=True, tag_field="kind", tag="rm_overload"):
+class RMOverloadFault(Base, kw_only=True, tag_field="kind", tag="rm_overload", frozen=True):
     """Multiply the RM's ``[rm.service_time]`` costs by ``factor`` from ``at_s`` (for
     ``duration_s``, or to the end). Needs non-zero service-time costs."""
 
@@ -216,7 +216,7 @@ class RMOverloadFault(Base, kw_only=True, tag_field="kind", tag="rm_overload"):
     duration_s: Positive | None = None
 
 
-class RMRestartFault(Base, kw_only=True, tag_field="kind", tag="rm_restart"):
+class RMRestartFault(Base, kw_only=True, tag_field="kind", tag="rm_restart", frozen=True):
     """The RM process dies at ``at_s`` and a new one starts ``downtime_s`` later from the journal;
     nodes keep their containers, reconnect and resync (work-preserving restart)."""
 
@@ -230,7 +230,7 @@ Fault = (
 )
 
 
-class TransportConfig(Base, kw_only=True):
+class TransportConfig(Base, kw_only=True, frozen=True):
     kind: Literal["memory", "tcp"] = "memory"
     # One-way delay added to every message, in emulated seconds.
     latency_s: NonNegative = 0.0
@@ -250,7 +250,7 @@ class TransportConfig(Base, kw_only=True):
             raise ValueError("`latency_s` applies to the memory transport only")
 
 
-class RunConfig(Base, kw_only=True):
+class RunConfig(Base, kw_only=True, frozen=True):
     duration_s: Positive
     clock: Literal["virtual", "realtime"] = "virtual"
     # Emulated seconds per wall second, realtime clock only.
@@ -266,7 +266,7 @@ class RunConfig(Base, kw_only=True):
             raise ValueError("`warmup_s` must be smaller than `duration_s`")
 
 
-class SweepConfig(Base, kw_only=True):
+class SweepConfig(Base, kw_only=True, frozen=True):
     """`emulator sweep`: the scenario over these node counts and heartbeat modes (ignored by run)."""
 
     nodes: Annotated[list[Count], msgspec.Meta(min_length=1)]
@@ -278,7 +278,7 @@ class SweepConfig(Base, kw_only=True):
     threshold: Annotated[float, msgspec.Meta(gt=0, le=1)] = 0.99
 
 
-class Scenario(Base, kw_only=True):
+class Scenario(Base, kw_only=True, frozen=True):
     name: str = ""
     description: str = ""
     cluster: ClusterConfig

@@ -14,7 +14,7 @@ import asyncio
 import selectors
 import time
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 ClockMode = Literal["virtual", "realtime"]
 
@@ -57,6 +57,20 @@ def new_event_loop(mode: ClockMode) -> asyncio.AbstractEventLoop:
     except ImportError:  # pragma: no cover - uvloop is a declared dependency
         return asyncio.new_event_loop()
     return uvloop.new_event_loop()
+
+
+class Cancellable(Protocol):
+    def cancel(self) -> None: ...
+
+
+class Scheduler(Protocol):
+    """A clock as the harness's own parts use it: the time, and callbacks now or later."""
+
+    def now(self) -> float: ...
+
+    def call_later(self, delay: float, callback: Callable[..., Any], *args: Any) -> Cancellable: ...
+
+    def call_soon(self, callback: Callable[..., Any], *args: Any) -> Cancellable: ...
 
 
 class LoopClock:

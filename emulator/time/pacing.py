@@ -36,7 +36,7 @@ class PacedTimer:
     def cancel(self) -> None:
         self.cancelled = True
 
-    def _run(self) -> None:
+    def fire(self) -> None:
         if not self.cancelled:
             self.cancelled = True
             self._callback(*self._args)
@@ -114,9 +114,6 @@ class PacedClock(LoopClock):
     async def sleep_until(self, t: float) -> None:
         await self.sleep(t - self.now())
 
-    def pending_timers(self) -> int:
-        return len(self._heap)
-
     def _disarm(self) -> None:
         if self._armed is not None:
             self._armed.cancel()
@@ -147,7 +144,7 @@ class PacedClock(LoopClock):
         while heap and heap[0][0] <= now:
             timer = heapq.heappop(heap)[2]
             if not timer.cancelled:
-                soon(timer._run)
+                soon(timer.fire)
         self._arm()
 
 

@@ -7,7 +7,7 @@ import random
 
 def backoff_delay(attempt: int, rng: random.Random, initial_s: float = 0.1, maximum_s: float = 5.0) -> float:
     """The wait before attempt ``attempt + 1``: doubling from ``initial_s`` up to ``maximum_s``, ±20%."""
-    return min(maximum_s, initial_s * 2**attempt) * rng.uniform(0.8, 1.2)
+    return float(min(maximum_s, initial_s * 2**attempt) * rng.uniform(0.8, 1.2))
 
 
 class Backoff:

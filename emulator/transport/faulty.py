@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from emulator.time.clock import LoopClock
+from emulator.time.clock import Scheduler
 
 
 class MessageFaultCounters(msgspec.Struct):
@@ -35,7 +35,7 @@ class FaultWindow:
 
 
 class MessageFaultPlan:
-    def __init__(self, clock: LoopClock, seed: int) -> None:
+    def __init__(self, clock: Scheduler, seed: int) -> None:
         self._clock = clock
         self._rng = random.Random(f"{seed}:messages")
         self.windows: list[FaultWindow] = []
@@ -65,7 +65,7 @@ class MessageFaultPlan:
 class FaultyLink:
     __slots__ = ("_clock", "_direction", "_held", "_inner", "_plan")
 
-    def __init__(self, inner: Any, plan: MessageFaultPlan, direction: str, clock: LoopClock) -> None:
+    def __init__(self, inner: Any, plan: MessageFaultPlan, direction: str, clock: Scheduler) -> None:
         self._inner = inner
         self._plan = plan
         self._direction = direction

@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from emulator.time.clock import LoopClock
+from emulator.time.clock import Scheduler
 from emulator.transport.backoff import backoff_delay
 
 
@@ -20,7 +20,7 @@ class MemoryLink:
 
     def __init__(
         self,
-        clock: LoopClock,
+        clock: Scheduler,
         deliver: Callable[..., None],
         arg: Any,
         latency_s: float,
@@ -64,6 +64,10 @@ class MemoryLink:
         if q:
             self._clock.call_later(q[0][0] - now, self._deliver_due)
 
+    def on_close(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once when this end closes (it closes the other end)."""
+        self._on_close = callback
+
     def close(self) -> None:
         self._closed = True
         if self._on_close is not None:
@@ -91,7 +95,7 @@ class MemoryNetwork:
 
     def __init__(
         self,
-        clock: LoopClock,
+        clock: Scheduler,
         receive: Callable[[Any, Any], None],
         latency_s: float = 0.0,
         wrap: Callable[[Any, str], Any] | None = None,
@@ -113,8 +117,8 @@ class MemoryNetwork:
         rm_side: Any = to_node if self._wrap is None else self._wrap(to_node, "to_node")
         to_rm = MemoryLink(self._clock, self._receive, rm_side, self._latency)
         # Closing either end closes the connection, like a socket.
-        to_node._on_close = to_rm.close
-        to_rm._on_close = to_node.close
+        to_node.on_close(to_rm.close)
+        to_rm.on_close(to_node.close)
         node.attach(to_rm if self._wrap is None else self._wrap(to_rm, "to_rm"))
         self._links[node] = to_rm
         return to_rm, to_node

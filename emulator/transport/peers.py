@@ -10,12 +10,12 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from emulator.time.clock import LoopClock
+from emulator.time.clock import Scheduler
 from ringmon.ports import PeerReceiver
 
 
 class MemoryPeers:
-    def __init__(self, clock: LoopClock, seed: int, latency_s: float = 0.0) -> None:
+    def __init__(self, clock: Scheduler, seed: int, latency_s: float = 0.0) -> None:
         self._clock = clock
         self._latency = latency_s
         self._rng = random.Random(f"{seed}:peers")

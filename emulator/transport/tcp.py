@@ -19,6 +19,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
 from emulator.time.clock import LoopClock, wall_time
 from emulator.transport.backoff import Backoff
 from emulator.transport.framing import (
@@ -36,30 +38,25 @@ DEFAULT_HANDSHAKE_TIMEOUT_S = 10.0
 DEFAULT_MAX_CONNECTIONS = 1024
 
 
-class TransportStats:
+class TransportStats(msgspec.Struct):
     """Totals over every connection of one side (one process)."""
 
-    __slots__ = (
-        "bad_frames", "bytes_in", "bytes_out", "connections", "evicted", "frames_in",
-        "frames_out", "handshake_timeouts", "reconnects", "refused",
-    )
-
-    def __init__(self) -> None:
-        self.connections = 0
-        self.frames_in = 0
-        self.bytes_in = 0
-        self.frames_out = 0
-        self.bytes_out = 0
-        self.bad_frames = 0
-        self.reconnects = 0
-        # Server side: refused over the cap (every slot registered), evicted for a newcomer (not
-        # registered, idlest), and closed for not registering in time.
-        self.refused = 0
-        self.evicted = 0
-        self.handshake_timeouts = 0
+    connections: int = 0
+    frames_in: int = 0
+    bytes_in: int = 0
+    frames_out: int = 0
+    bytes_out: int = 0
+    bad_frames: int = 0
+    reconnects: int = 0
+    # Server side: refused over the cap (every slot registered), evicted for a newcomer (not
+    # registered, idlest), and closed for not registering in time.
+    refused: int = 0
+    evicted: int = 0
+    handshake_timeouts: int = 0
 
     def snapshot(self) -> dict[str, int]:
-        return {name: getattr(self, name) for name in self.__slots__}
+        counts: dict[str, int] = msgspec.structs.asdict(self)
+        return counts
 
 
 class TcpLink:
@@ -84,6 +81,10 @@ class TcpLink:
         if not self._closed:
             self._closed = True
             self._conn.close_channel(self.channel)
+
+    def lost(self) -> None:
+        """The connection (or the peer's end of this channel) is gone."""
+        self._closed = True
 
 
 class _Connection(asyncio.Protocol):
@@ -142,7 +143,7 @@ class _Connection(asyncio.Protocol):
         self.closed = True
         self.stats.connections -= 1
         for link in self.links.values():
-            link._closed = True
+            link.lost()
         self.links.clear()
         if truncated or exc is not None:
             self._log.warning(
@@ -175,7 +176,7 @@ class _Connection(asyncio.Protocol):
     def close_channel(self, channel: int) -> None:
         link = self.links.pop(channel, None)
         if link is not None:
-            link._closed = True
+            link.lost()
         if not self.closed:
             FrameEncoder.append_close(self._out, channel)
             self._schedule_flush()
@@ -196,7 +197,7 @@ class _Connection(asyncio.Protocol):
     def _remote_close(self, channel: int) -> None:
         link = self.links.pop(channel, None)
         if link is not None:
-            link._closed = True
+            link.lost()
 
     def close(self) -> None:
         """Orderly close: pending frames are sent first."""

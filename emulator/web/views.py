@@ -165,7 +165,7 @@ def operations(live: LiveRun) -> dict[str, Any]:
     rm = run.side.rm
     snap = rm.snapshot()
     shares = rm.shares()
-    ops = []
+    ops: list[dict[str, Any]] = []
     for op in rm.operations_view():
         share = shares.operations.get(op.id)
         group = snap.groups.get(op.group)
@@ -198,7 +198,7 @@ def operations(live: LiveRun) -> dict[str, Any]:
             "parent": pool.parent,
             "weight": pool.weight,
             "operations": pool.operations,
-            "running": sum(o["running"] for o in members),
+            "running": sum(int(o["running"]) for o in members),
             "pending": pool.pending,
             "dominant_share": _r(share.dominant) if share is not None else 0.0,
             "fair_share": _r(share.fair) if share is not None else 0.0,
