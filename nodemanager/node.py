@@ -74,6 +74,7 @@ class NodeManager:
         "address",
         "credentials",
         "machine_id",
+        "peer_endpoint",
         "resources",
         "state",
     )
@@ -90,8 +91,12 @@ class NodeManager:
         credentials: str = "",
         membership: MembershipAgent | None = None,
         timing: TimingProbe | None = None,
+        peer_endpoint: str = "",
     ) -> None:
+        """``peer_endpoint``: where this node's process listens for ring liveness (announced at
+        registration); empty when every node shares one process."""
         self.address = address
+        self.peer_endpoint = peer_endpoint
         self.resources = resources
         self.credentials = credentials
         self._config = config
@@ -248,6 +253,7 @@ class NodeManager:
                 credentials=self.credentials,
                 healthy=self._healthy,
                 containers=self._full_statuses(),
+                peer_endpoint=self.peer_endpoint,
             )
         )
 

@@ -33,6 +33,10 @@ class RingConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, froze
     probe_attempts: Annotated[int, msgspec.Meta(ge=1, le=20)] = 3
     # A node whose main loop has been stalled longer than this is removed (and later rejoins).
     grace_s: Positive = 10.0
+    # A node whose RM connection was closed (its host process died) and that has not registered
+    # again after this many intervals is probed and, silent, removed at once: a closed connection
+    # is evidence, not silence, so the brake does not hold it.
+    disconnect_grace: Positive = 1.0
     # kring: a watcher whose own tick is this late (in intervals) does not trust its silence data.
     lag_tolerance: Positive = 0.5
     # The RM batches ring changes for this long into one versioned delta.

@@ -37,22 +37,38 @@ def decode_ids(gaps: Sequence[int]) -> list[int]:
 
 class RingView:
     """An immutable ring version with lazily built per-stride orders (shared by every node that
-    holds this version; see ``ViewCache``)."""
+    holds this version; see ``ViewCache``). ``endpoint(mid)`` says where member ``mid``'s process
+    listens for peers ("" when all nodes share one process)."""
 
-    __slots__ = ("_orders", "ids", "members", "version")
+    __slots__ = ("_orders", "_where", "hosts", "ids", "members", "version")
 
-    def __init__(self, version: int, ids: tuple[int, ...]) -> None:
+    def __init__(
+        self, version: int, ids: tuple[int, ...], hosts: tuple[str, ...] = (),
+        where: dict[int, int] | None = None,
+    ) -> None:
+        """``where``: member id -> index in ``hosts`` (only with ``hosts``)."""
         self.version = version
         self.ids = ids
         self.members = frozenset(ids)
+        self.hosts = hosts
+        self._where = where or {}
         self._orders: dict[int, tuple[list[int], dict[int, int]]] = {}
 
     @classmethod
     def of(cls, ring: Ring) -> RingView:
-        return cls(ring.version, tuple(ring.ids))
+        where = dict(zip(ring.ids, ring.host_of, strict=True)) if ring.hosts else None
+        return cls(ring.version, tuple(ring.ids), ring.hosts, where)
 
     def ring(self) -> Ring:
-        return Ring(version=self.version, ids=self.ids)
+        if not self.hosts:
+            return Ring(version=self.version, ids=self.ids)
+        where = self._where
+        return Ring(version=self.version, ids=self.ids, hosts=self.hosts,
+                    host_of=tuple(where[i] for i in self.ids))
+
+    def endpoint(self, mid: int) -> str:
+        k = self._where.get(mid)
+        return self.hosts[k] if k is not None else ""
 
     def _order(self, stride: int) -> tuple[list[int], dict[int, int]]:
         cached = self._orders.get(stride)
@@ -81,10 +97,16 @@ class RingView:
         if delta.base_version != self.version:
             raise ValueError(f"delta {delta.base_version}->{delta.version} does not apply to {self.version}")
         removed = set(decode_ids(delta.removed))
+        added = decode_ids(delta.added)
         ids = [i for i in self.ids if i not in removed]
-        ids.extend(decode_ids(delta.added))
+        ids.extend(added)
         ids.sort()
-        return RingView(delta.version, tuple(ids))
+        hosts = delta.hosts or self.hosts
+        where: dict[int, int] | None = None
+        if hosts:
+            where = {i: k for i, k in self._where.items() if i not in removed}
+            where.update(zip(added, delta.added_hosts, strict=True))
+        return RingView(delta.version, tuple(ids), hosts, where)
 
 
 class ViewCache:
@@ -114,6 +136,11 @@ class Membership:
         """``version``: the first published version (a restarted RM starts above its old ones)."""
         self.strides = tuple(strides)
         self._ids: list[int] = []
+        # Where members' processes listen for peers: a table of endpoints (append-only within
+        # one RM life) and each member's index in it. Empty when no member announced one.
+        self._hosts: list[str] = []
+        self._host_index: dict[str, int] = {}
+        self._where: dict[int, int] = {}
         self._orders: dict[int, list[tuple[int, int]]] = {s: [] for s in self.strides}
         self._added: set[int] = set()
         self._removed: set[int] = set()
@@ -136,9 +163,16 @@ class Membership:
     def pending(self) -> bool:
         return bool(self._added or self._removed)
 
-    def insert(self, mid: int) -> None:
+    def insert(self, mid: int, endpoint: str = "") -> None:
+        """Add member ``mid``, whose process listens for peers at ``endpoint`` ("" if none)."""
         if mid in self:
             raise ValueError(f"machine id {mid} is already in the ring")
+        if endpoint:
+            k = self._host_index.get(endpoint)
+            if k is None:
+                k = self._host_index[endpoint] = len(self._hosts)
+                self._hosts.append(endpoint)
+            self._where[mid] = k
         bisect.insort(self._ids, mid)
         for s, order in self._orders.items():
             bisect.insort(order, _key(mid, s))
@@ -152,6 +186,7 @@ class Membership:
         if k == len(self._ids) or self._ids[k] != mid:
             raise ValueError(f"machine id {mid} is not in the ring")
         del self._ids[k]
+        self._where.pop(mid, None)
         for s, order in self._orders.items():
             del order[bisect.bisect_left(order, _key(mid, s))]
         if mid in self._added and mid not in self.published.members:
@@ -183,13 +218,17 @@ class Membership:
         base = self.published
         # An id removed and re-inserted within the batch is both removed (old life) and added.
         readded = {i for i in self._added if i in base.members}
+        hosts = tuple(self._hosts)
+        where = self._where
         delta = RingDelta(
             base_version=base.version,
             version=base.version + 1,
             added=encode_ids(self._added),
             removed=encode_ids(self._removed | readded),
+            hosts=hosts,
+            added_hosts=tuple(where[i] for i in sorted(self._added)) if hosts else (),
         )
-        self.published = RingView(base.version + 1, tuple(self._ids))
+        self.published = RingView(base.version + 1, tuple(self._ids), hosts, dict(where) if hosts else None)
         self._added.clear()
         self._removed.clear()
         return delta

@@ -169,7 +169,7 @@ class RingMonitor:
             self._seq += 1
             msg = self._liveness()
             for dst in self.successors:
-                self._peers.send(dst, msg)
+                self._to_peer(dst, msg)
             self.stats.liveness_sent += len(self.successors)
         if self._in_loop:
             for pred, w in self.watching.items():
@@ -210,7 +210,7 @@ class RingMonitor:
                     due = w.pinged_at + self._ping_s
             elif now - w.last >= self._suspect_s - _EPS:
                 w.pinged_at = now
-                self._peers.send(pred, LivenessPing(sender=self.machine_id))
+                self._to_peer(pred, LivenessPing(sender=self.machine_id))
                 self.stats.pings_sent += 1
                 due = now + self._ping_s
             else:
@@ -239,7 +239,7 @@ class RingMonitor:
                     self._want_sync(version)
                 elif version < self._advertised():
                     self._seq += 1
-                    self._peers.send(sender, self._liveness())  # tell the sender it is behind
+                    self._to_peer(sender, self._liveness())  # tell the sender it is behind
                     self.stats.liveness_sent += 1
                 w = self.watching.get(sender)
                 if w is None:
@@ -257,7 +257,7 @@ class RingMonitor:
                     self._report(sender, "stalled")
             case LivenessPing(sender=sender):
                 self._seq += 1
-                self._peers.send(sender, self._liveness())
+                self._to_peer(sender, self._liveness())
                 self.stats.liveness_sent += 1
             case RingUpdate() | RingDelta() | UnlivelinessResponse() | Probe():
                 # Ring changes come from the RM only (paper 004 flow 3).
@@ -303,6 +303,11 @@ class RingMonitor:
             self.stats.updates_stale += 1
             return
         self._adopt(self._views.apply(view, delta))
+
+    def _to_peer(self, dst: int, msg: Any) -> None:
+        """Send to member ``dst``, at the endpoint our ring says its process listens on."""
+        view = self.view
+        self._peers.send(dst, msg, view.endpoint(dst) if view is not None else "")
 
     def _advertised(self) -> int:
         """The newest ring version we have held for a whole interval (-1: none)."""

@@ -1,6 +1,7 @@
 """What a ring monitor needs from its environment: a clock with timers, a node<->node channel for
-liveness (addressed by machine id), a logger. The harness provides them (in memory with seeded
-loss, or over TCP between node-hosting processes)."""
+liveness (addressed by machine id, plus the endpoint of its process when nodes live in several),
+a logger. The harness provides them (in memory with seeded loss, or over TCP between
+node-hosting processes)."""
 
 from __future__ import annotations
 
@@ -37,8 +38,9 @@ class PeerChannel(Protocol):
     def unbind(self, machine_id: int, receiver: PeerReceiver) -> None:
         """Stop delivering to ``receiver`` (a no-op if the id was bound to someone else since)."""
 
-    def send(self, dst: int, msg: Any) -> None:
-        """Best effort: may be lost; never blocks and never re-enters the sender."""
+    def send(self, dst: int, msg: Any, endpoint: str = "") -> None:
+        """Best effort: may be lost; never blocks and never re-enters the sender. ``endpoint``:
+        where ``dst``'s process listens, when the sender's ring says ("" if it does not)."""
 
 
 class RingCounters(msgspec.Struct):

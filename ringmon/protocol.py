@@ -14,11 +14,15 @@ class RingMessage(msgspec.Struct, tag=True, frozen=True, gc=False):
     pass
 
 
-class Ring(msgspec.Struct, frozen=True, gc=False):
-    """A versioned ring: machine ids in ascending order."""
+class Ring(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
+    """A versioned ring: machine ids in ascending order. When nodes live in several processes,
+    ``hosts`` lists the peer endpoints ("host:port") of those processes and ``host_of[k]`` is the
+    index in ``hosts`` of the process hosting ``ids[k]``; both are empty otherwise."""
 
     version: int
     ids: tuple[int, ...]
+    hosts: tuple[str, ...] = ()
+    host_of: tuple[int, ...] = ()
 
 
 class Liveness(RingMessage, frozen=True):
@@ -62,16 +66,20 @@ class LivenessPing(RingMessage, frozen=True):
     sender: int
 
 
-class RingDelta(RingMessage, frozen=True):
+class RingDelta(RingMessage, frozen=True, omit_defaults=True):
     """RM -> node: the changes from ring ``base_version`` to ``version`` (a batch of joins and
     removals). Id lists are gap-encoded (see ``ringmon.membership.encode_ids``) so a batch of
     n ids costs about n bytes on the wire. A node holding ``base_version`` applies it; one holding
-    ``version`` or newer ignores it; one holding an older version asks for the full ring."""
+    ``version`` or newer ignores it; one holding an older version asks for the full ring. With
+    nodes in several processes, ``hosts`` is the ring's table of peer endpoints and
+    ``added_hosts[k]`` the index in it of the process hosting the k-th added id (ascending)."""
 
     base_version: int
     version: int
-    added: tuple[int, ...] = ()
-    removed: tuple[int, ...] = ()
+    added: tuple[int, ...]
+    removed: tuple[int, ...]
+    hosts: tuple[str, ...] = ()
+    added_hosts: tuple[int, ...] = ()
 
 
 class RingSyncRequest(RingMessage, frozen=True):

@@ -45,6 +45,7 @@ class NodeRecord:
         "last_response_id",
         "link",
         "machine_id",
+        "peer_endpoint",
         "registered_at",
         "state",
         "total",
@@ -63,6 +64,7 @@ class NodeRecord:
         self.last_heartbeat_at = now
         self.registered_at = now
         self.link = link
+        self.peer_endpoint = ""
 
     @property
     def schedulable(self) -> bool:
@@ -103,6 +105,7 @@ class Cluster:
             integral = UsageIntegral(0.0)
         self.nodes: dict[int, NodeRecord] = {}
         self.by_address: dict[str, NodeRecord] = {}
+        self._by_link: dict[Link, NodeRecord] = {}
         self._free_ids: list[int] = []
         self._next_id = 1
         self.cap_cpu = 0.0
@@ -152,6 +155,7 @@ class Cluster:
         node = NodeRecord(self.allocate_id(), address, total, link, now)
         self.nodes[node.machine_id] = node
         self.by_address[address] = node
+        self._by_link[link] = node
         self._capacity_delta(node, 1.0, now)
         return node
 
@@ -163,7 +167,20 @@ class Cluster:
         del self.nodes[node.machine_id]
         if self.by_address.get(node.address) is node:
             del self.by_address[node.address]
+        if self._by_link.get(node.link) is node:
+            del self._by_link[node.link]
         heapq.heappush(self._free_ids, node.machine_id)
+
+    def relink(self, node: NodeRecord, link: Link) -> None:
+        """``node`` re-registered on another connection."""
+        if self._by_link.get(node.link) is node:
+            del self._by_link[node.link]
+        node.link = link
+        self._by_link[link] = node
+
+    def on_link(self, link: Link) -> NodeRecord | None:
+        """The node registered on ``link`` (if any still is)."""
+        return self._by_link.get(link)
 
     def set_healthy(self, node: NodeRecord, healthy: bool, now: float) -> bool:
         """Returns True if the state changed."""

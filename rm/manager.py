@@ -29,7 +29,7 @@ from rm.membership import MembershipService
 from rm.observer import RMObserver
 from rm.operations import OperationSpec
 from rm.ports import Clock, Link, Log
-from rm.protocol import ZERO, Heartbeat, Register, Resources
+from rm.protocol import ZERO, Disconnected, Heartbeat, Register, Resources
 from rm.recovery import Recovery
 from rm.scheduler.config import SchedulerConfig
 from rm.scheduler.fair_share import progressive_filling
@@ -155,6 +155,10 @@ class ResourceManager:
             case RingMessage() if self.membership is not None:
                 # Reports, probe answers, ring sync requests, probe deadlines.
                 self.membership.handle(link, msg)
+            case Disconnected() if link is not None:
+                node = self._life.cluster.on_link(link)
+                if node is not None and self.membership is not None:
+                    self.membership.node_disconnected(node)
             case _:
                 self.log.warning("rm.unexpected_message", type=type(msg).__name__)
 

@@ -56,6 +56,7 @@ class MembershipCounters(msgspec.Struct):
     acks_rejected: int = 0  # probe answers on another link than the probed node's
     removals: int = 0
     brake_held: int = 0
+    disconnects: int = 0  # nodes whose RM connection was closed
     deltas: int = 0
     syncs: int = 0
     ring_messages: int = 0
@@ -92,6 +93,12 @@ class _Suspicion:
         self.since = since
         self.reporters: set[int] = set()
         self.timer: Timer | None = None
+
+
+class DisconnectExpired(RingMessage, frozen=True):
+    """Internal: a node's connection was lost ``disconnect_grace`` ago (never on the wire)."""
+
+    machine_id: int
 
 
 class MembershipService:
@@ -154,7 +161,7 @@ class MembershipService:
         if sus is not None and sus.timer is not None:
             sus.timer.cancel()
         if node.machine_id not in self.ring:
-            self.ring.insert(node.machine_id)
+            self.ring.insert(node.machine_id, node.peer_endpoint)
             self._schedule_flush()
 
     def node_left(self, node: NodeRecord) -> None:
@@ -203,6 +210,8 @@ class MembershipService:
                 self._on_ack(link, msg)
             case ProbeExpired():
                 self._on_expired(msg)
+            case DisconnectExpired():
+                self._on_disconnect_expired(msg)
             case RingSyncRequest() if link is not None:
                 self.stats.syncs += 1
                 ring = self.ring.published.ring()
@@ -277,6 +286,22 @@ class MembershipService:
         self.stats.refuted += 1
         self._log.info("ring.refuted", machine_id=msg.machine_id, reporters=sorted(sus.reporters))
 
+    def node_disconnected(self, node: NodeRecord) -> None:
+        """``node``'s RM connection was closed: unless it registers again within the grace, probe
+        it (on the closed connection no answer can come)."""
+        if node.machine_id in self.ring:
+            self.stats.disconnects += 1
+            grace = self._cfg.disconnect_grace * self._cfg.interval_s
+            self._clock.call_later(grace, self._host.enqueue, DisconnectExpired(machine_id=node.machine_id))
+
+    def _on_disconnect_expired(self, msg: DisconnectExpired) -> None:
+        node = self._host.node(msg.machine_id)
+        if node is None or not node.link.closed or msg.machine_id in self._suspects:
+            return  # gone already, or back on a new connection, or being probed
+        sus = self._suspects[msg.machine_id] = _Suspicion(self._next_probe, self._clock.now())
+        self._next_probe += 1
+        self._probe(node, sus)
+
     def _on_expired(self, msg: ProbeExpired) -> None:
         sus = self._suspects.get(msg.machine_id)
         node = self._host.node(msg.machine_id)
@@ -287,6 +312,14 @@ class MembershipService:
     # ---- removal and the brake ---------------------------------------------------------
 
     def _confirm(self, node: NodeRecord, reason: str) -> None:
+        if node.link.closed:
+            # Its host closed the connection: evidence of death, not silence that a partition or an
+            # overloaded RM could also cause. The brake paces only the latter.
+            sus = self._suspects.pop(node.machine_id, None)
+            if sus is not None and sus.timer is not None:
+                sus.timer.cancel()
+            self._remove(node, f"{reason}; connection closed")
+            return
         now = self._clock.now()
         window = self._cfg.brake_window_s
         while self._removed_at and self._removed_at[0] <= now - window:

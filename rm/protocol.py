@@ -77,6 +77,9 @@ class Register(Message, frozen=True):
     healthy: bool = True
     # Containers still running on the node (a resync after the RM lost track of it).
     containers: tuple[ContainerStatus, ...] = ()
+    # Where the node's process listens for ring liveness from other processes ("host:port"; empty
+    # when every node shares one process). The RM puts it in the ring it publishes.
+    peer_endpoint: str = ""
 
 
 class RegisterResponse(Message, frozen=True):
@@ -110,6 +113,11 @@ class LaunchContainers(Message, frozen=True):
     containers: tuple[ContainerLaunch, ...]
 
 
+class Disconnected(Message, frozen=True):
+    """The transport's notice that a node's connection to the RM is gone (closed by the node's
+    host, or lost). No node sends it: it is not part of ``RMInbound`` and never decoded."""
+
+
 class KillContainers(Message, frozen=True):
     container_ids: tuple[int, ...]
     exit_code: int = EXIT_KILLED
@@ -137,6 +145,7 @@ __all__ = [
     "ContainerLaunch",
     "ContainerState",
     "ContainerStatus",
+    "Disconnected",
     "Heartbeat",
     "HeartbeatResponse",
     "KillContainers",

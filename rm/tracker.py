@@ -87,11 +87,12 @@ class ResourceTracker:
                 ram_gib=msg.resources.ram_gib,
             )
         else:
-            node.link = link
+            self._cluster.relink(node, link)
             ctx.log.info("node.reregistered", machine_id=node.machine_id, address=msg.address)
         node.last_response_id = 0
         node.last_response = None
         node.last_heartbeat_at = now
+        node.peer_endpoint = msg.peer_endpoint
         counters.registrations += 1
         if ctx.membership is not None:
             ctx.membership.node_joined(node)

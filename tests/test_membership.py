@@ -47,13 +47,13 @@ def test_removed_and_reinserted_in_one_batch_is_sent_as_both() -> None:
 
 def test_a_delta_for_another_base_does_not_apply() -> None:
     with pytest.raises(ValueError, match="does not apply"):
-        RingView(3, (1, 2)).apply(RingDelta(base_version=2, version=3))
+        RingView(3, (1, 2)).apply(RingDelta(base_version=2, version=3, added=(), removed=()))
 
 
 def test_view_cache_shares_one_result_per_version() -> None:
     cache = ViewCache()
     base = RingView(1, (1, 2, 3))
-    d = RingDelta(base_version=1, version=2, removed=encode_ids([2]))
+    d = RingDelta(base_version=1, version=2, added=(), removed=encode_ids([2]))
     assert cache.apply(base, d) is cache.apply(base, d)
 
 

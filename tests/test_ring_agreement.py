@@ -133,7 +133,7 @@ def test_a_node_that_missed_a_delta_asks_for_the_ring_after_a_neighbours_livenes
     def body(clock: FakeClock) -> None:
         net = Net(clock, 10)
         clock.advance_to(clock.now() + 3.0)
-        delta = RingDelta(base_version=1, version=2, added=encode_ids([11]))
+        delta = RingDelta(base_version=1, version=2, added=encode_ids([11]), removed=())
         for i, mon in net.mon.items():
             if i != 4:
                 mon.from_rm(delta)  # node 4 lost it
@@ -161,9 +161,9 @@ def test_a_delta_still_in_flight_triggers_no_sync() -> None:
     def body(clock: FakeClock) -> None:
         net = Net(clock, 2)
         clock.advance_to(clock.now() + 3.0)
-        net.mon[1].from_rm(RingDelta(base_version=1, version=2, added=encode_ids([3])))
+        net.mon[1].from_rm(RingDelta(base_version=1, version=2, added=encode_ids([3]), removed=()))
         clock.advance_to(clock.now() + 0.9)
-        net.mon[2].from_rm(RingDelta(base_version=1, version=2, added=encode_ids([3])))
+        net.mon[2].from_rm(RingDelta(base_version=1, version=2, added=encode_ids([3]), removed=()))
         clock.advance_to(clock.now() + 5.0)
         assert not any(isinstance(m, RingSyncRequest) for i in net.mon for m in net.to_rm[i])
 
@@ -174,8 +174,8 @@ def test_a_stale_predecessor_learns_from_its_successor() -> None:
     def body(clock: FakeClock) -> None:
         net = Net(clock, 3, detector="ring")
         clock.advance_to(clock.now() + 2.0)
-        net.mon[2].from_rm(RingDelta(base_version=1, version=2, added=encode_ids([4])))
-        net.mon[3].from_rm(RingDelta(base_version=1, version=2, added=encode_ids([4])))
+        net.mon[2].from_rm(RingDelta(base_version=1, version=2, added=encode_ids([4]), removed=()))
+        net.mon[3].from_rm(RingDelta(base_version=1, version=2, added=encode_ids([4]), removed=()))
         # In v2 node 3 sends to 4 (silent), so node 1 hears no newer version from a predecessor;
         # node 2, its successor, answers node 1's old-version liveness with its own.
         clock.advance_to(clock.now() + 4.0)

@@ -146,11 +146,11 @@ def test_ring_updates_only_from_the_rm_and_never_stale() -> None:
         assert m.view is not None and m.view.version == 1 and net.stats.updates_rejected == 1
         m.from_rm(RingUpdate(ring=Ring(version=0, ids=(1, 5))))  # older: ignored
         assert m.view.version == 1
-        m.from_rm(RingDelta(base_version=1, version=2, removed=encode_ids([4])))
+        m.from_rm(RingDelta(base_version=1, version=2, added=(), removed=encode_ids([4])))
         assert m.view.version == 2 and 4 not in m.view.members and m.watching.keys() == {3}
-        m.from_rm(RingDelta(base_version=1, version=2, removed=encode_ids([4])))  # duplicate
+        m.from_rm(RingDelta(base_version=1, version=2, added=(), removed=encode_ids([4])))  # duplicate
         assert net.stats.updates_stale >= 2
-        m.from_rm(RingDelta(base_version=5, version=6, removed=encode_ids([6])))  # a gap
+        m.from_rm(RingDelta(base_version=5, version=6, added=(), removed=encode_ids([6])))  # a gap
         assert any(isinstance(x, RingSyncRequest) for x in net.to_rm[5])
         assert m.view.version == 2
 
@@ -160,7 +160,7 @@ def test_ring_updates_only_from_the_rm_and_never_stale() -> None:
 def test_removed_from_the_ring_while_alive_asks_to_rejoin() -> None:
     def body(clock: FakeClock) -> None:
         net = Net(clock, 10, strides=[1])
-        net.mon[5].from_rm(RingDelta(base_version=1, version=2, removed=encode_ids([5])))
+        net.mon[5].from_rm(RingDelta(base_version=1, version=2, added=(), removed=encode_ids([5])))
         assert net.removed == [5] and not net.mon[5].active
 
     drive(body)

@@ -98,14 +98,6 @@ def test_override_indexes_arrays_and_says_when_it_cannot(
     assert "`run.duration_s.x` is inside a value" in capsys.readouterr().err
 
 
-def test_node_faults_over_tcp_are_refused_not_ignored(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    text = GOOD + '[transport]\nkind = "tcp"\n[[faults]]\nkind = "crash"\nat_s = 1\ncount = 1\n'
-    path = write(tmp_path, text.replace("[run]\n", '[run]\nclock = "realtime"\n'))
-    assert main(["validate", str(path)]) == 2
-    assert "only `rm_restart` faults are applied, not ['crash']" in capsys.readouterr().err
-
 
 def test_console_script_exits_2_without_traceback(tmp_path: Path) -> None:
     path = write(tmp_path, GOOD.replace("cpu = 8", "cpu = -1"))

@@ -61,19 +61,19 @@ def cmd_rm(args: argparse.Namespace) -> int:
         try:
             with (out / "events.jsonl").open("w", encoding="utf-8") as sink:
                 tap: Any = sink if live is None else EventTap(live.events, sink)
-                proc, wall = await serve_rm(scenario, host, port, args.start_at, tap, on_start=attach,
-                                              journal_dir=out)
+                proc, wall, finished = await serve_rm(scenario, host, port, args.start_at, tap,
+                                                      on_start=attach, journal_dir=out)
         finally:
             if live is not None:
                 live.finish()
             if server is not None:
                 await server.close()
-        outcome = proc.outcome(wall, [])
+        outcome = proc.outcome(wall, [], finished)
         # h1 needs the nodes' counters: see the `emulator nodes` table.
         outcome.h1, outcome.h2 = None, proc.rm_side_h2()
         return outcome
 
-    outcome = run(main, "realtime", scenario.run.speed)
+    outcome: RunOutcome = run(main, "realtime", scenario.run.speed)
     summary = write_results(outcome, out)
     Console(quiet=args.quiet, width=140).print(summary_table(summary, outcome.wall_s))
     Console(quiet=args.quiet, width=140).print(costs_table(summary["costs"]))

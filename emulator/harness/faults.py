@@ -90,8 +90,12 @@ class FaultInjector:
         self.fates = NodeFates(clock)
 
     def start(self) -> None:
+        """Schedule every fault: RM faults at their time, node faults ``hosting.lead_s`` before it
+        (they carry their time and are applied then, wherever the nodes are)."""
+        lead = self._hosting.lead_s
         for index, fault in enumerate(self._faults):
-            self._clock.call_later(fault.at_s, self._fire, index, fault)
+            early = 0.0 if isinstance(fault, RMStallFault | RMOverloadFault | RMRestartFault) else lead
+            self._clock.call_later(max(0.0, fault.at_s - early), self._fire, index, fault)
 
     def select(self, sel: NodeSelector) -> list[str]:
         if sel.nodes:
@@ -115,58 +119,87 @@ class FaultInjector:
             start = self._rng.randrange(len(live) - k + 1) if live else 0
         return [a for _, a in live[start : start + k]]
 
+    def _at(self, at_s: float, fn: Callable[..., object], *args: object) -> None:
+        """Run ``fn`` at emulated ``at_s`` (now if that has passed)."""
+        delay = at_s - self._clock.now()
+        if delay > 0:
+            self._clock.call_later(delay, fn, *args)
+        else:
+            fn(*args)
+
     # ---- node faults (also the status page's way in) ---------------------------------------
 
-    def crash(self, addresses: list[str]) -> list[str]:
+    def crash(self, addresses: list[str], at_s: float | None = None) -> list[str]:
+        at = self._clock.now() if at_s is None else at_s
         targets = [a for a in addresses if not self.fates.is_down(a)]
-        for a in targets:
-            self.fates.crashed(a)
-        self._hosting.crash(targets)
+        self._hosting.crash(targets, at)
+        self._at(at, self._record_crash, targets)
         return targets
 
-    def rejoin(self, addresses: list[str]) -> list[str]:
+    def _record_crash(self, targets: list[str]) -> None:
+        for a in targets:
+            self.fates.crashed(a)
+
+    def rejoin(self, addresses: list[str], at_s: float | None = None) -> list[str]:
+        at = self._clock.now() if at_s is None else at_s
         back = [a for a in addresses if self.fates.is_down(a)]
-        for a in back:
-            self.fates.rejoined(a)
-        self._hosting.rejoin(back)
+        self._hosting.rejoin(back, at)
+        self._at(at, self._record_rejoin, back)
         return back
 
-    def pause(self, addresses: list[str], durations: list[float]) -> None:
+    def _record_rejoin(self, back: list[str]) -> None:
+        for a in back:
+            self.fates.rejoined(a)
+
+    def pause(self, addresses: list[str], durations: list[float], at_s: float | None = None) -> None:
+        at = self._clock.now() if at_s is None else at_s
         live = [(a, d) for a, d in zip(addresses, durations, strict=True) if not self.fates.is_down(a)]
+        self._hosting.pause([a for a, _ in live], [d for _, d in live], at)
+        self._at(at, self._record_pause, live)
+
+    def _record_pause(self, live: list[tuple[str, float]]) -> None:
         for a, d in live:
             self.fates.paused(a, d)
-        self._hosting.pause([a for a, _ in live], [d for _, d in live])
+
+    def lost_worker(self, addresses: list[str]) -> None:
+        """A node-hosting process died (``kill -9``): all its nodes crashed together, now."""
+        self._record_crash([a for a in addresses if not self.fates.is_down(a)])
 
     # ---- scheduled faults --------------------------------------------------------------------
 
     def _fire(self, index: int, fault: Fault) -> None:
         targets: list[str] = []
         detail: dict[str, Any] = {}
+        at = fault.at_s
         match fault:
             case HealthFault(healthy=healthy):
                 targets = self.select(fault)
-                self._hosting.set_healthy(targets, healthy)
+                self._hosting.set_healthy(targets, healthy, at)
             case CrashFault(rejoin_after_s=rejoin):
                 ids = self._hosting.machine_ids()
-                targets = self.crash(self.select(fault))
+                targets = self.crash(self.select(fault), at)
                 detail["machine_ids"] = sorted(ids.get(a, -1) for a in targets)[:50]
                 if rejoin is not None:
-                    self._clock.call_later(rejoin, self._rejoin, index, targets)
+                    back_at = at + rejoin
+                    self._clock.call_later(
+                        max(0.0, back_at - self._hosting.lead_s - self._clock.now()),
+                        self._rejoin, index, targets, back_at,
+                    )
             case PauseFault(duration_s=low, duration_max_s=high):
                 targets = self.select(fault)
                 durations = [low if high is None else self._rng.uniform(low, high) for _ in targets]
-                self.pause(targets, durations)
+                self.pause(targets, durations, at)
                 if durations:
                     detail["duration_min_s"] = round(min(durations), 3)
                     detail["duration_max_s"] = round(max(durations), 3)
             case LivenessLossFault(fraction=fraction, duration_s=duration):
-                if not self._hosting.set_liveness_loss(fraction):
+                if not self._hosting.set_liveness_loss(fraction, at):
                     raise RuntimeError("a liveness_loss fault needs the ring")
                 detail["fraction"] = fraction
                 if duration is not None:
-                    self._clock.call_later(
-                        duration, self._end, index, fault, self._hosting.set_liveness_loss, 0.0
-                    )
+                    end = at + duration
+                    ahead = max(0.0, end - self._hosting.lead_s - self._clock.now())
+                    self._clock.call_later(ahead, self._end_loss, index, fault, end)
             case RMStallFault(duration_s=duration):
                 self._rm.stall(duration)
                 detail["duration_s"] = duration
@@ -180,6 +213,8 @@ class FaultInjector:
                 detail["downtime_s"] = downtime
             case MessageFault():
                 pass  # applied by the transport wrapper for its window; logged here
+        if self._hosting.lead_s and at > self._clock.now():
+            detail["at_s"] = at  # handed over early; applied at this time
         self._log.info(
             "fault.injected",
             index=index,
@@ -190,10 +225,14 @@ class FaultInjector:
             **detail,
         )
 
+    def _end_loss(self, index: int, fault: Fault, at_s: float) -> None:
+        self._hosting.set_liveness_loss(0.0, at_s)
+        self._log.info("fault.ended", index=index, kind=type(fault).__name__)
+
     def _end(self, index: int, fault: Fault, undo: Callable[[float], object], value: float) -> None:
         undo(value)
         self._log.info("fault.ended", index=index, kind=type(fault).__name__)
 
-    def _rejoin(self, index: int, targets: list[str]) -> None:
-        back = self.rejoin(targets)
+    def _rejoin(self, index: int, targets: list[str], at_s: float) -> None:
+        back = self.rejoin(targets, at_s)
         self._log.info("fault.rejoin", index=index, nodes=back[:50], count=len(back))

@@ -1,10 +1,12 @@
 """A run fails as a whole: an exception raised in any callback of the run (a timer, a message
 delivery, a transport callback) stops it and is raised from the run, instead of being logged by
-the event loop while the run goes on with a broken component."""
+the event loop while the run goes on with a broken component. And a run stops cleanly on SIGINT
+or SIGTERM: the guard turns them into an early end, so partial results can be written."""
 
 from __future__ import annotations
 
 import asyncio
+import signal
 from collections.abc import Awaitable
 from types import TracebackType
 from typing import Any, TypeVar
@@ -13,22 +15,49 @@ T = TypeVar("T")
 
 
 class RunGuard:
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, stop_on_signals: bool = True) -> None:
         self._loop = loop
         self._failed: asyncio.Future[None] = loop.create_future()
+        self._stopped: asyncio.Future[int] = loop.create_future()
         self._previous: Any = None
+        self._signals: list[int] = []
+        self._stop_on_signals = stop_on_signals
+        self.signal: int | None = None  # the signal that stopped the run
 
     def __enter__(self) -> RunGuard:
         self._previous = self._loop.get_exception_handler()
         self._loop.set_exception_handler(self._handle)
+        if self._stop_on_signals:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                try:
+                    self._loop.add_signal_handler(sig, self._stop, sig)
+                except (RuntimeError, ValueError, NotImplementedError):
+                    continue  # not the main thread (a notebook, a test's worker thread)
+                self._signals.append(sig)
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self._loop.set_exception_handler(self._previous)
-        if not self._failed.done():
-            self._failed.cancel()
+        for sig in self._signals:
+            self._loop.remove_signal_handler(sig)
+        for fut in (self._failed, self._stopped):
+            if not fut.done():
+                fut.cancel()
+
+    def _stop(self, sig: int) -> None:
+        if not self._stopped.done():
+            self.signal = sig
+            self._stopped.set_result(sig)
+
+    def stop(self) -> None:
+        """End the run early (as a signal would)."""
+        self._stop(0)
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped.done() and not self._stopped.cancelled()
 
     def _handle(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         exc = context.get("exception")
@@ -42,12 +71,16 @@ class RunGuard:
         if not self._failed.done():
             self._failed.set_exception(exc)
 
-    async def wait(self, aw: Awaitable[T]) -> T:
-        """Await ``aw``; if the run fails first, raise its exception."""
+    async def wait(self, aw: Awaitable[T]) -> T | None:
+        """Await ``aw``; if the run fails first, raise its exception; if it is stopped first (a
+        signal), return None."""
         task = asyncio.ensure_future(aw)
-        waiting: list[asyncio.Future[Any]] = [task, self._failed]
+        waiting: list[asyncio.Future[Any]] = [task, self._failed, self._stopped]
         await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         if self._failed.done() and not self._failed.cancelled():
             task.cancel()
             self._failed.result()
+        if not task.done():
+            task.cancel()
+            return None
         return task.result()

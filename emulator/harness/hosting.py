@@ -62,6 +62,14 @@ def reality(proc: NodeProcess) -> NodeReality:
 
 
 class NodeHosting(Protocol):
+    """Node faults take the emulated time ``at_s`` they are due at: a host that needs time to
+    reach its nodes (``lead_s`` > 0) is told that much ahead and applies them on time."""
+
+    @property
+    def lead_s(self) -> float:
+        """How early (emulated s) node faults should be handed over."""
+        ...
+
     def addresses(self) -> list[str]:
         """Every node of the run, in registration order."""
         ...
@@ -70,15 +78,15 @@ class NodeHosting(Protocol):
         """Totals over every node."""
         ...
 
-    def crash(self, addresses: list[str]) -> None: ...
+    def crash(self, addresses: list[str], at_s: float) -> None: ...
 
-    def rejoin(self, addresses: list[str]) -> None: ...
+    def rejoin(self, addresses: list[str], at_s: float) -> None: ...
 
-    def pause(self, addresses: list[str], durations: list[float]) -> None: ...
+    def pause(self, addresses: list[str], durations: list[float], at_s: float) -> None: ...
 
-    def set_healthy(self, addresses: list[str], healthy: bool) -> None: ...
+    def set_healthy(self, addresses: list[str], healthy: bool, at_s: float) -> None: ...
 
-    def set_liveness_loss(self, fraction: float) -> bool:
+    def set_liveness_loss(self, fraction: float, at_s: float) -> bool:
         """Drop this fraction of node-to-node ring messages; False if there is no ring."""
         ...
 
@@ -86,8 +94,8 @@ class NodeHosting(Protocol):
         """The machine id each live (not crashed, registered) node holds."""
         ...
 
-    def realities(self) -> list[NodeReality]:
-        """Every node's real state (see ``NodeReality``)."""
+    def realities(self) -> list[NodeReality] | None:
+        """Every node's real state (see ``NodeReality``); None when not known now."""
         ...
 
 
@@ -106,6 +114,8 @@ class MemoryHosting:
         self.peers = peers
         self.ring = ring
 
+    lead_s = 0.0  # the nodes are here: faults apply when they are handed over
+
     def addresses(self) -> list[str]:
         return [p.address for p in self.processes]
 
@@ -115,23 +125,23 @@ class MemoryHosting:
     def _each(self, addresses: list[str]) -> list[NodeProcess]:
         return [self.by_address[a] for a in addresses if a in self.by_address]
 
-    def crash(self, addresses: list[str]) -> None:
+    def crash(self, addresses: list[str], at_s: float) -> None:
         for p in self._each(addresses):
             p.crash()
 
-    def rejoin(self, addresses: list[str]) -> None:
+    def rejoin(self, addresses: list[str], at_s: float) -> None:
         for p in self._each(addresses):
             p.rejoin()
 
-    def pause(self, addresses: list[str], durations: list[float]) -> None:
+    def pause(self, addresses: list[str], durations: list[float], at_s: float) -> None:
         for p, d in zip(self._each(addresses), durations, strict=True):
             p.pause(d)
 
-    def set_healthy(self, addresses: list[str], healthy: bool) -> None:
+    def set_healthy(self, addresses: list[str], healthy: bool, at_s: float) -> None:
         for p in self._each(addresses):
             p.set_healthy(healthy)
 
-    def set_liveness_loss(self, fraction: float) -> bool:
+    def set_liveness_loss(self, fraction: float, at_s: float) -> bool:
         if self.peers is None:
             return False
         self.peers.set_loss(fraction)

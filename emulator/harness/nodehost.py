@@ -1,8 +1,15 @@
 """A worker process hosting many NodeManagers that reach the RM over TCP.
 
 Started by ``emulator nodes`` / ``emulator run`` (transport = "tcp") as
-``python -m emulator.harness.nodehost``: reads one JSON ``HostConfig`` on stdin, runs its nodes in real
-time (uvloop) until ``duration_s`` or SIGTERM/SIGINT, and writes one JSON ``HostReport`` on stdout.
+``python -m emulator.harness.nodehost``: reads one JSON ``HostConfig`` on stdin, runs its nodes in
+real time (uvloop) until ``duration_s``, a ``Stop`` from the harness, or SIGTERM/SIGINT, and
+writes one JSON ``HostReport`` on stdout.
+
+Each node is a ``NodeProcess``, as in memory. With the ring on, the worker listens on a peer
+endpoint (announced by its nodes at registration) and carries ring liveness: in memory between
+its own nodes, over TCP (``peers_tcp``) to other workers. With a control endpoint it connects to
+the harness, which sends it node faults (applied at their emulated time), liveness loss, and
+requests for its nodes' real state.
 
 All processes of a run share an epoch (Unix time of emulated t = 0), so per-interval counters
 (n_i heartbeats sent, m_i responses received) line up with the RM's s_i across processes.
@@ -13,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import os
 import resource
 import signal
 import subprocess
@@ -22,15 +30,34 @@ from typing import Annotated, Any
 
 import msgspec
 
+from emulator.harness.control import (
+    ControlClient,
+    Gather,
+    LivenessLoss,
+    NodeFault,
+    Realities,
+    Stop,
+    ToWorker,
+    WorkerHello,
+)
 from emulator.harness.eventlog import make_logger
-from emulator.harness.nodeproc import NodeProcess
+from emulator.harness.hosting import reality
+from emulator.harness.nodeproc import NodeProcess, RingParts
+from emulator.measure.lag import LoopLag
 from emulator.measure.timing import HeartbeatTiming, Interval, LatenessSummary
+from emulator.scenario.schema import MessageFault
 from emulator.time.clock import EpochClock, LoopClock, run, wall_time
 from emulator.transport.backoff import Backoff
+from emulator.transport.faulty import FaultWindow, MessageFaultCounters, MessageFaultPlan
 from emulator.transport.framing import DEFAULT_MAX_FRAME_BYTES
-from emulator.transport.tcp import TcpClient
+from emulator.transport.peers import PeerCounters
+from emulator.transport.peers_tcp import TcpPeers, split_endpoint
+from emulator.transport.tcp import TcpClient, TcpLink
 from nodemanager.config import HeartbeatConfig
 from nodemanager.stats import NodeCounters
+from ringmon.config import RingConfig
+from ringmon.ports import RingCounters
+from rm.histogram import LogHistogram
 from rm.protocol import Resources
 
 
@@ -57,79 +84,202 @@ class HostConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, froze
     speed: Annotated[float, msgspec.Meta(gt=0)] = 1.0
     # Unix time of emulated t = 0; None: when this process starts.
     epoch: float | None = None
-    # Emulated seconds to run; None: until SIGTERM / SIGINT.
+    # Emulated seconds to run; None: until stopped.
     duration_s: Annotated[float, msgspec.Meta(gt=0)] | None = None
     sample_interval_s: Annotated[float, msgspec.Meta(gt=0)] = 3.0
     seed: int = 0
     max_frame_bytes: Annotated[int, msgspec.Meta(ge=64)] = DEFAULT_MAX_FRAME_BYTES
     events_path: str | None = None
+    # The ring (None: off); the interface the peer channel listens on.
+    ring: RingConfig | None = None
+    peer_host: str = "127.0.0.1"
+    # The harness's control endpoint ("host:port"; None: no control channel) and our id there.
+    control: str | None = None
+    worker: int = 0
+    # Message faults on the nodes' side of the RM connections (direction "to_rm").
+    message_faults: list[MessageFault] = []
 
 
 class HostReport(msgspec.Struct, kw_only=True, frozen=True):
+    worker: int = 0
     nodes: int
     wall_s: float
     cpu_s: float
     max_rss_kib: int
     counters: NodeCounters
-    lateness_s: LatenessSummary
+    lateness_s: LatenessSummary  # heartbeat ticks, emulated s
+    loop_lag_s: LatenessSummary  # the event loop, emulated s
+    lag_by_interval: dict[int, float]
+    fault_lateness_s: LatenessSummary  # node faults applied after their emulated time
     transport: dict[str, int]
     intervals: list[Interval]
+    ring: RingCounters | None = None
+    peers: PeerCounters | None = None
+    message_faults: MessageFaultCounters | None = None
+
+
+def _summary(h: LogHistogram) -> LatenessSummary:
+    return LatenessSummary(h.count, h.mean(), h.quantile(0.5), h.quantile(0.99), h.max)
+
+
+class Worker:
+    """The nodes of one worker process and what the harness may do to them."""
+
+    def __init__(self, cfg: HostConfig, clock: LoopClock, log: Any) -> None:
+        self.cfg = cfg
+        self.clock = clock
+        self.log = log
+        self.counters = NodeCounters()
+        self.timing = HeartbeatTiming(cfg.sample_interval_s)
+        self.fault_lateness = LogHistogram()
+        self.stop = asyncio.Event()
+        self.peers: TcpPeers | None = None
+        self.ring: RingParts | None = None
+        self.plan = MessageFaultPlan(clock, cfg.seed)
+        for f in cfg.message_faults:
+            if f.direction in ("to_rm", "both"):
+                self.plan.windows.append(FaultWindow(
+                    f.at_s, f.at_s + f.duration_s, f.loss, f.duplicate, f.reorder, f.delay_s,
+                    frozenset(f.types), "to_rm",
+                ))
+        self.nodes: list[NodeProcess] = []
+        self.by_address: dict[str, NodeProcess] = {}
+        self.control: ControlClient | None = None
+
+    async def start_peers(self) -> str:
+        cfg = self.cfg
+        if cfg.ring is None:
+            return ""
+        self.peers = TcpPeers(self.clock, self.log, cfg.credentials, cfg.seed, cfg.max_frame_bytes)
+        endpoint = await self.peers.start(cfg.peer_host)
+        self.ring = RingParts(cfg.ring, self.peers)
+        return endpoint
+
+    def build(self, endpoint: str) -> None:
+        cfg = self.cfg
+        self.nodes = [
+            NodeProcess(s.address, s.resources, cfg.heartbeat, self.clock, self.counters, self.log, s.phase_s,
+                        cfg.credentials, self.ring, self.timing, endpoint)
+            for s in cfg.nodes
+        ]
+        self.by_address = {n.address: n for n in self.nodes}
+
+    def wrap(self, link: TcpLink) -> Any:
+        return self.plan.wrap(link, "to_rm")
+
+    # ---- commands from the harness -----------------------------------------------------------
+
+    def handle(self, msg: ToWorker) -> None:
+        match msg:
+            case NodeFault() | LivenessLoss():
+                delay = msg.at_s - self.clock.now()
+                if delay > 0:
+                    self.clock.call_later(delay, self.apply, msg)
+                else:
+                    self.apply(msg)
+            case Gather(request=request):
+                assert self.control is not None
+                self.control.send(Realities(request, [reality(n) for n in self.nodes]))
+            case Stop():
+                self.stop.set()
+
+    def apply(self, msg: NodeFault | LivenessLoss) -> None:
+        late = self.clock.now() - msg.at_s
+        self.fault_lateness.add(late if late > 0 else 0.0)
+        if isinstance(msg, LivenessLoss):
+            if self.peers is not None:
+                self.peers.set_loss(msg.fraction)
+            return
+        targets = [self.by_address[a] for a in msg.addresses if a in self.by_address]
+        match msg.kind:
+            case "crash":
+                for n in targets:
+                    n.crash()
+            case "rejoin":
+                for n in targets:
+                    n.rejoin()
+            case "pause":
+                for n, d in zip(targets, msg.durations, strict=True):
+                    n.pause(d)
+            case "health":
+                for n in targets:
+                    n.set_healthy(msg.healthy)
 
 
 async def host_nodes(cfg: HostConfig, clock: LoopClock) -> HostReport:
     started, cpu0 = wall_time(), time.process_time()
     sink = open(cfg.events_path, "a", encoding="utf-8") if cfg.events_path else None  # noqa: SIM115
+    loop = asyncio.get_running_loop()
+    lag = LoopLag(loop, clock.now, lambda: cfg.speed, cfg.sample_interval_s)
     try:
         log = make_logger(clock, sink)
-        counters = NodeCounters()
-        timing = HeartbeatTiming(cfg.sample_interval_s)
+        w = Worker(cfg, clock, log)
+        endpoint = await w.start_peers()
+        w.build(endpoint)
         client = TcpClient(
-            cfg.host, cfg.port, clock, log, cfg.max_frame_bytes, Backoff(seed=cfg.seed)
+            cfg.host, cfg.port, clock, log, cfg.max_frame_bytes, Backoff(seed=cfg.seed), wrap=w.wrap
         )
-        nodes = [
-            NodeProcess(s.address, s.resources, cfg.heartbeat, clock, counters, log, s.phase_s,
-                        cfg.credentials, timing=timing)
-            for s in cfg.nodes
-        ]
-        for node in nodes:
+        for node in w.nodes:
             client.connect(node)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
+        if cfg.control is not None:
+            w.control = ControlClient(log, w.handle)
+            hello = WorkerHello(worker=cfg.worker, pid=os.getpid(), credentials=cfg.credentials,
+                                nodes=[n.address for n in w.nodes], peer_endpoint=endpoint)
+            await w.control.connect(*split_endpoint(cfg.control), hello)
         quiet_gc()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, w.stop.set)
         async with asyncio.TaskGroup() as tg:
             tasks: list[asyncio.Task[Any]] = [tg.create_task(client.run(), name="tcp.client")]
             async with asyncio.timeout(30 / clock.speed + 30):
                 await client.wait_connected()
-            log.info("host.connected", nodes=len(nodes))
+            log.info("host.connected", nodes=len(w.nodes), peer_endpoint=endpoint)
             # Phases count from when a node starts running: start them all at the epoch.
             await clock.sleep_until(0.0)
-            for n in nodes:
+            lag.start()
+            for n in w.nodes:
                 n.start()
-            ends: list[asyncio.Task[Any]] = [tg.create_task(stop.wait())]
+            ends: list[asyncio.Task[Any]] = [tg.create_task(w.stop.wait())]
             if cfg.duration_s is not None:
                 ends.append(tg.create_task(clock.sleep_until(cfg.duration_s)))
+            if w.control is not None and w.control.lost is not None:
+                ends.append(tg.create_task(_wait(w.control.lost)))  # the harness is gone: stop
             tasks += ends
             await asyncio.wait(ends, return_when=asyncio.FIRST_COMPLETED)
-            for node in nodes:
+            lag.stop()
+            for node in w.nodes:
                 node.stop()
+            if w.control is not None:
+                w.control.close()
             client.close()
+            if w.peers is not None:
+                await w.peers.close()
             for task in tasks:
                 task.cancel()
     finally:
         if sink is not None:
             sink.close()
     return HostReport(
+        worker=cfg.worker,
         nodes=len(cfg.nodes),
         wall_s=round(wall_time() - started, 3),
         cpu_s=round(time.process_time() - cpu0, 3),
         max_rss_kib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-        counters=counters,
-        lateness_s=timing.summary(),
+        counters=w.counters,
+        lateness_s=w.timing.summary(),
+        loop_lag_s=lag.summary(),
+        lag_by_interval=lag.worst_by_interval,
+        fault_lateness_s=_summary(w.fault_lateness),
         transport=client.stats.snapshot(),
-        intervals=timing.intervals(),
+        intervals=w.timing.intervals(),
+        ring=w.ring.counters if w.ring is not None else None,
+        peers=w.peers.counters if w.peers is not None else None,
+        message_faults=w.plan.counters if w.plan.windows else None,
     )
+
+
+async def _wait(fut: asyncio.Future[None]) -> None:
+    await fut
 
 
 def main() -> int:
@@ -148,8 +298,9 @@ def main() -> int:
     with contextlib.suppress(KeyboardInterrupt):
         try:
             report = run(go, "realtime", cfg.speed)
-        except TimeoutError:
-            print(f"nodehost: cannot connect to the RM at {cfg.host}:{cfg.port}", file=sys.stderr)
+        except (TimeoutError, OSError) as err:
+            print(f"nodehost: cannot reach the RM at {cfg.host}:{cfg.port} or the harness: {err}",
+                  file=sys.stderr)
             return 1
         sys.stdout.buffer.write(msgspec.json.encode(report) + b"\n")
         sys.stdout.flush()

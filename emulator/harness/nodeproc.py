@@ -126,8 +126,8 @@ class GatedPeers:
         if wrapped is not None:
             self._inner.unbind(machine_id, wrapped)
 
-    def send(self, dst: int, msg: Any) -> None:
-        self._inner.send(dst, msg)
+    def send(self, dst: int, msg: Any, endpoint: str = "") -> None:
+        self._inner.send(dst, msg, endpoint)
 
 
 class RingParts:
@@ -156,7 +156,9 @@ class NodeProcess:
         credentials: str = "",
         ring: RingParts | None = None,
         timing: TimingProbe | None = None,
+        peer_endpoint: str = "",
     ) -> None:
+        """``peer_endpoint``: where this process's peer channel listens (TCP workers)."""
         self.address = address
         self.phase_s = phase_s
         self.gate = ProcessGate(clock)
@@ -176,7 +178,7 @@ class NodeProcess:
             )
         self.node = NodeManager(
             address, resources, heartbeat, inner, self.send_to_rm, counters, log, credentials,
-            membership=self.monitor, timing=timing,
+            membership=self.monitor, timing=timing, peer_endpoint=peer_endpoint,
         )
 
     # ---- the transport's side ---------------------------------------------------------------

@@ -8,6 +8,8 @@ import msgspec
 
 from emulator.harness.invariants import InvariantSummary
 from emulator.harness.restarts import RestartSummary
+from emulator.harness.workers import DeadWorker
+from emulator.measure.lag import LagReport
 from emulator.measure.removals import RemovalSummary
 from emulator.measure.sampler import SampleRow
 from emulator.measure.timing import LatenessSummary
@@ -67,9 +69,15 @@ class RunOutcome(msgspec.Struct):
     message_faults: MessageFaultCounters | None = None
     ring: RingCounters | None = None
     liveness_lost: int = 0
-    # Real-time runs: the RM's measured costs; TCP runs: the node worker processes.
+    # Real-time runs: the RM's measured costs, and how far the emulator fell behind real time;
+    # TCP runs: the node worker processes, and those that died.
     costs: dict[str, Any] | None = None
+    lag: LagReport | None = None
     workers: list[WorkerSummary] = msgspec.field(default_factory=list)
+    dead_workers: list[DeadWorker] = msgspec.field(default_factory=list)
+    # Stopped before its end (Ctrl-C / SIGTERM): the results cover [0, ended_at_s].
+    partial: bool = False
+    ended_at_s: float | None = None
 
     def window_rows(self) -> list[SampleRow]:
         return [r for r in self.rows if r.t_s > self.scenario.run.warmup_s]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from emulator.harness.outcome import RemovalRecord, RunOutcome, ShareMean, Traff
 from emulator.harness.restarts import scenario_journal
 from emulator.harness.rmside import RMSide
 from emulator.measure.costs import RMCostMeter
+from emulator.measure.lag import LoopLag, judge
 from emulator.measure.sampler import SampleRow
 from emulator.measure.timing import HeartbeatTiming
 from emulator.scenario.schema import MessageFault, Scenario
@@ -135,7 +137,10 @@ async def _run(
         side.on_sample(lambda row: progress(row, side.rm.counters().heartbeats))
     if on_start is not None:
         on_start(handle)
-    guard = RunGuard(asyncio.get_running_loop())
+    loop = asyncio.get_running_loop()
+    guard = RunGuard(loop)
+    realtime = sc.run.clock == "realtime"
+    lag = LoopLag(loop, clock.now, lambda: clock.speed, sc.sample_interval_s) if realtime else None
     started = wall_time()
     if meter is not None:
         meter.start()
@@ -143,9 +148,11 @@ async def _run(
         side.start()
         for proc in processes:
             proc.start()
+        if lag is not None:
+            lag.start()
         await guard.wait(clock.sleep_until(sc.run.duration_s))
         side.finish()
-        if side.checker is not None:
+        if side.checker is not None and not guard.stopped:
             for _ in range(3):  # let launches pushed at the last instant arrive
                 await asyncio.sleep(0)
             side.check_quiescent(hosting.realities())
@@ -154,9 +161,19 @@ async def _run(
     if meter is not None:
         meter.stop()
         costs = meter.report(len(processes), sc.run.duration_s, clock.speed, None)
-    log.info("run.finished")
-    return outcome(side, counters, timing, to_rm, wall_s, plan, ring.counters if ring else None,
-                   peers.lost if peers is not None else 0, costs)
+    log.info("run.finished", partial=guard.stopped)
+    out = outcome(side, counters, timing, to_rm, wall_s, plan, ring.counters if ring else None,
+                  peers.counters.lost if peers is not None else 0, costs)
+    if lag is not None:
+        lag.stop()
+        last = max(1, math.floor(sc.run.duration_s / sc.sample_interval_s))
+        out.lag = judge(sc.run.lag_threshold * sc.heartbeat.interval_s, lag.summary(), [], timing.summary(),
+                        None, lag.worst_by_interval, last)
+        out.h1, out.h2 = side.sampler.efficiency(frozenset(out.lag.lagged_intervals))
+    if guard.stopped:
+        out.partial = True
+        out.ended_at_s = round(clock.now(), 3)
+    return out
 
 
 def outcome(

@@ -1,10 +1,12 @@
 """Runs over TCP: the RM side in this process behind a TCP server, nodes in worker processes.
 
 ``TcpRM`` is the RM process: the same ``RMSide`` as an in-memory run, on a real-time clock whose
-t = 0 is an epoch shared with the workers, plus the TCP server and the cost meter. ``emulator rm``
-runs it alone (nodes come from ``emulator nodes`` on this or other hosts); ``run_tcp`` (``emulator
-run`` with ``transport.kind = "tcp"``) also starts the node worker processes itself and merges
-their per-interval counters into the time series, so h1/h2 come out as in an in-memory run.
+t = 0 is an epoch shared with the workers, plus the TCP server, the control server its workers
+join (node faults, the nodes' real state for the invariant checker, news of a dead worker), the
+cost meter and the event-loop lag probe. ``emulator rm`` runs it alone (nodes come from
+``emulator nodes`` on this or other hosts); ``run_tcp`` (``emulator run`` with
+``transport.kind = "tcp"``) also starts the worker processes itself and merges their
+per-interval counters into the time series, so h1/h2 come out as in an in-memory run.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 import msgspec
 
+from emulator.harness.control import ControlServer, WorkerLink
 from emulator.harness.eventlog import TextSink, make_logger
 from emulator.harness.guard import RunGuard
 from emulator.harness.hosting import NodeReality
@@ -27,17 +30,20 @@ from emulator.harness.nodehost import HostConfig, HostReport, NodeSpec, quiet_gc
 from emulator.harness.outcome import RunOutcome, WorkerSummary
 from emulator.harness.restarts import scenario_journal
 from emulator.harness.rmside import RMSide
-from emulator.harness.runner import ProgressHook, invariants_wanted, outcome
+from emulator.harness.runner import ProgressHook, invariants_wanted, message_fault_plan, outcome
+from emulator.harness.workers import WorkerHosting, collect, spawn, sum_message_faults, sum_ring
 from emulator.measure.costs import RMCostMeter, efficiency
+from emulator.measure.lag import LoopLag, judge, merge_worst
 from emulator.measure.timing import HeartbeatTiming
-from emulator.scenario.schema import Scenario
+from emulator.scenario.schema import MessageFault, Scenario
 from emulator.scenario.topology import node_specs, phases
 from emulator.time.clock import EpochClock, LoopClock, run, wall_time
-from emulator.transport.faulty import MessageFaultPlan
 from emulator.transport.metered import Meter
 from emulator.transport.tcp import TcpServer
-from nodemanager.stats import NodeCounters
 from rm.journal import Journal
+
+# Wall seconds node faults are handed to the workers ahead of their emulated time.
+FAULT_LEAD_WALL_S = 0.5
 
 
 class _Listener:
@@ -67,93 +73,123 @@ class _Listener:
         return task
 
 
-class WorkerHosting:
-    """Nodes in worker processes; their counters arrive with the workers' reports at the end."""
-
-    def __init__(self, addresses: list[str]) -> None:
-        self._addresses = addresses
-        self._counters = NodeCounters()
-
-    def addresses(self) -> list[str]:
-        return self._addresses
-
-    def counters(self) -> NodeCounters:
-        return self._counters
-
-    def crash(self, addresses: list[str]) -> None:
-        raise NotImplementedError("node faults over TCP")
-
-    def rejoin(self, addresses: list[str]) -> None:
-        raise NotImplementedError("node faults over TCP")
-
-    def pause(self, addresses: list[str], durations: list[float]) -> None:
-        raise NotImplementedError("node faults over TCP")
-
-    def set_healthy(self, addresses: list[str], healthy: bool) -> None:
-        raise NotImplementedError("node faults over TCP")
-
-    def set_liveness_loss(self, fraction: float) -> bool:
-        return False
-
-    def machine_ids(self) -> dict[str, int]:
-        return {}
-
-    def realities(self) -> list[NodeReality]:
-        return []
-
-    def add_reports(self, reports: list[HostReport]) -> None:
-        total = self._counters
-        for report in reports:
-            for name, value in msgspec.structs.asdict(report.counters).items():
-                setattr(total, name, getattr(total, name) + value)
-
-
 class TcpRM:
     def __init__(
         self, scenario: Scenario, clock: LoopClock, events: TextSink | None, journal: Journal | None = None,
-        check_invariants: bool = False,
+        check_invariants: bool = False, known_nodes: bool = True,
     ) -> None:
-        """``journal``: the RM's durable record (``emulator.harness.restarts.scenario_journal``)."""
-        # Ring monitors do not run in the worker processes (yet): no ring over TCP.
-        ring = msgspec.structs.replace(scenario.ring, enabled=False)
-        scenario = msgspec.structs.replace(scenario, ring=ring)
+        """``journal``: the RM's durable record (``emulator.harness.restarts.scenario_journal``);
+        ``known_nodes``: the scenario's nodes are the run's (False: whatever workers join)."""
         self.scenario = scenario
         self.clock = clock
         self.log = make_logger(clock, events)
         tc = scenario.transport
+        self.plan = message_fault_plan(scenario, clock)
         self.server = TcpServer(
-            self._receive, self.log, tc.max_frame_bytes, tc.handshake_timeout_s, tc.max_connections
+            self._receive, self.log, tc.max_frame_bytes, tc.handshake_timeout_s, tc.max_connections,
+            wrap=lambda link: self.plan.wrap(link, "to_node"),
         )
         # Nodes may connect well before the epoch; their registrations are answered from t = 0.
         self.server.handshake_hold = True
-        self.hosting = WorkerHosting([a for a, _ in node_specs(scenario)])
+        self.control = ControlServer(self.log, scenario.rm.credentials, self._joined, self._died)
+        self.hosting = WorkerHosting(
+            [a for a, _ in node_specs(scenario)] if known_nodes else [], self.control, self._machine_ids,
+            scenario.ring_enabled, FAULT_LEAD_WALL_S * scenario.run.speed, clock.now,
+        )
         self.side = RMSide(
-            scenario, clock, self.log, self.hosting, _Listener(self.server), lambda: scenario.node_count,
-            journal, check_invariants,
+            scenario, clock, self.log, self.hosting, _Listener(self.server), self._live_nodes,
+            journal, check_invariants, self._fresh_realities,
         )
         self.rm = self.side.rm
         self.meter = RMCostMeter(self.rm, scenario.sample_interval_s)
         self.meter.install()
         self._stamped = self.meter.wrap_receive(self.rm.receive)
         self.server.decode_cost = self.meter.decode
+        self.lag = LoopLag(
+            asyncio.get_running_loop(), clock.now, lambda: clock.speed, scenario.sample_interval_s
+        )
+        self._gathering: asyncio.Task[None] | None = None
+        self.guard: RunGuard | None = None
+        if self.side.checker is not None:
+            self.side.on_sample(self._maybe_gather)
 
     def _receive(self, link: Any, msg: Any) -> None:
         self._stamped(link, msg)
 
-    async def run(self, until_s: float) -> None:
-        """Run the RM from emulated t = 0 (the epoch) to ``until_s``; the server must be started."""
+    def _machine_ids(self) -> dict[str, int]:
+        return {n.address: n.machine_id for n in self.rm.nodes_view()}
+
+    def _live_nodes(self) -> int:
+        fates = self.side.faults.fates
+        return sum(1 for a in self.hosting.addresses() if not fates.is_down(a))
+
+    # ---- workers ------------------------------------------------------------------------------
+
+    def _joined(self, link: WorkerLink) -> None:
+        self.hosting.joined(link)
+
+    def _died(self, link: WorkerLink) -> None:
+        """A worker process died (kill -9): its nodes crashed together; the ring must find them."""
+        self.hosting.died(link)
+        self.side.faults.lost_worker(link.nodes)
+
+    # ---- the nodes' real state, for the invariant checker --------------------------------------
+
+    def _maybe_gather(self, _row: Any) -> None:
+        checker = self.side.checker
+        if checker is None or self._gathering is not None or not checker.ring_settled():
+            return
+        ring = self.rm.ring_snapshot()
+        version = ring.version if ring is not None else -1
+        self._gathering = asyncio.ensure_future(self._gather(version))
+
+    async def _gather(self, version: int) -> None:
+        try:
+            realities = await self.hosting.gather()
+            self.hosting.gathered = (version, realities)
+        except TimeoutError:
+            self.log.warning("control.gather_timeout")
+        finally:
+            self._gathering = None
+
+    def _fresh_realities(self) -> list[NodeReality] | None:
+        got = self.hosting.gathered
+        ring = self.rm.ring_snapshot()
+        if got is None or ring is None or got[0] != ring.version:
+            return None
+        return got[1]
+
+    # ---- the run ---------------------------------------------------------------------------
+
+    async def start_servers(self, host: str, port: int) -> tuple[str, int]:
+        address = await self.server.start(host, port)
+        await self.control.start(host, 0)
+        return address
+
+    async def run(self, until_s: float) -> bool:
+        """Run the RM from emulated t = 0 (the epoch) to ``until_s``; the servers must be started.
+        Returns False if a signal stopped it first."""
         clock = self.clock
         quiet_gc()
         await clock.sleep_until(0.0)
         self.server.handshake_hold = False
         self.meter.start()
-        guard = RunGuard(asyncio.get_running_loop())
+        self.lag.start()
+        guard = self.guard = RunGuard(asyncio.get_running_loop())
         with guard:
             self.side.start()
             await guard.wait(clock.sleep_until(until_s))
+            finished = not guard.stopped
+            self.control.finished()
             self.side.finish()
+            if self.side.checker is not None:
+                realities = await self.hosting.gather()
+                self.side.check_quiescent(realities)
+        self.lag.stop()
         self.meter.stop()
-        self.log.info("run.finished")
+        self.control.stop_all()
+        self.log.info("run.finished", partial=not finished)
+        return finished
 
     def window(self) -> tuple[int, int]:
         """Whole intervals after the warm-up whose heartbeats had a full interval to be answered."""
@@ -181,24 +217,44 @@ class TcpRM:
         out["transport"] = self.server.stats.snapshot()
         return out
 
-    def outcome(self, wall_s: float, reports: list[HostReport]) -> RunOutcome:
+    def outcome(self, wall_s: float, reports: list[HostReport], finished: bool = True) -> RunOutcome:
         """The run's outcome, with the workers' counters merged into the time series."""
+        sc = self.scenario
         self.hosting.add_reports(reports)
         out = outcome(
-            self.side, self.hosting.counters(), HeartbeatTiming(), Meter(), wall_s,
-            MessageFaultPlan(self.clock, 0), None, 0, self.costs(),
+            self.side, self.hosting.counters(), HeartbeatTiming(), Meter(), wall_s, self.plan,
+            sum_ring(reports), sum(r.peers.lost for r in reports if r.peers is not None), self.costs(),
         )
-        h1, h2 = self._merge_intervals(out, reports)
-        out.h1, out.h2 = h1, h2
-        out.lateness = max((r.lateness_s for r in reports), key=lambda s: s.p99, default=out.lateness)
+        out.message_faults = sum_message_faults(
+            [self.plan.counters if self.plan.windows else None, *(r.message_faults for r in reports)]
+        )
+        worst = max((r.lateness_s for r in reports), key=lambda s: s.p99, default=None)
+        if worst is not None:
+            out.lateness = worst
+        faults = [r.fault_lateness_s for r in reports if r.fault_lateness_s.count]
+        first, last = self.window()
+        out.lag = judge(
+            sc.run.lag_threshold * sc.heartbeat.interval_s,
+            self.lag.summary(),
+            [r.loop_lag_s for r in reports],
+            out.lateness,
+            max(faults, key=lambda s: s.max) if faults else None,
+            merge_worst([self.lag.worst_by_interval, *(r.lag_by_interval for r in reports)]),
+            max(0, last - first + 1),
+        )
+        out.h1, out.h2 = self._merge_intervals(out, reports, frozenset(out.lag.lagged_intervals))
         out.workers = [
             WorkerSummary(r.nodes, r.cpu_s, r.wall_s, r.max_rss_kib, r.lateness_s, r.transport["reconnects"])
             for r in reports
         ]
+        out.dead_workers = list(self.hosting.dead)
+        if not finished:
+            out.partial = True
+            out.ended_at_s = round(self.clock.now(), 3)
         return out
 
     def _merge_intervals(
-        self, out: RunOutcome, reports: list[HostReport]
+        self, out: RunOutcome, reports: list[HostReport], set_aside: frozenset[int]
     ) -> tuple[float | None, float | None]:
         """Put the workers' n_i, m_i and the RM's s_i (per-interval attribution, see
         ``emulator.measure.costs.efficiency``) into the time series; returns (h1, h2)."""
@@ -218,7 +274,7 @@ class TcpRM:
             for k in (round(row.t_s / interval),)
         ]
         first, last = self.window()
-        return efficiency(sent, answered, self.meter.arrived_by_interval, timely, first, last)
+        return efficiency(sent, answered, self.meter.arrived_by_interval, timely, first, last, set_aside)
 
 
 def split(items: list[Any], parts: int) -> list[list[Any]]:
@@ -232,33 +288,9 @@ def split(items: list[Any], parts: int) -> list[list[Any]]:
     return out
 
 
-async def _spawn(cfg: HostConfig) -> asyncio.subprocess.Process:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "emulator.harness.nodehost",
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-    )
-    assert proc.stdin is not None
-    proc.stdin.write(msgspec.json.encode(cfg))
-    await proc.stdin.drain()
-    proc.stdin.close()
-    return proc
-
-
-async def _collect(proc: asyncio.subprocess.Process, timeout_s: float) -> HostReport:
-    try:
-        async with asyncio.timeout(timeout_s):
-            out, _ = await proc.communicate()
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise RuntimeError(f"node worker {proc.pid} did not finish within {timeout_s:.0f}s") from None
-    if proc.returncode != 0 or not out.strip():
-        raise RuntimeError(f"node worker {proc.pid} failed (exit code {proc.returncode})")
-    return msgspec.json.decode(out.strip().splitlines()[-1], type=HostReport)
-
-
 def host_configs(
-    scenario: Scenario, host: str, port: int, workers: int, epoch: float | None, events_dir: Path | None
+    scenario: Scenario, host: str, port: int, workers: int, epoch: float | None, events_dir: Path | None,
+    control: str | None = None,
 ) -> list[HostConfig]:
     specs = [
         NodeSpec(addr, res, phase)
@@ -266,6 +298,7 @@ def host_configs(
             node_specs(scenario), phases(scenario, scenario.node_count), strict=True
         )
     ]
+    faults = [f for f in scenario.faults if isinstance(f, MessageFault)]
     return [
         HostConfig(
             host=host, port=port, nodes=chunk, heartbeat=scenario.heartbeat,
@@ -273,6 +306,8 @@ def host_configs(
             duration_s=scenario.run.duration_s, sample_interval_s=scenario.sample_interval_s,
             seed=scenario.run.seed + i, max_frame_bytes=scenario.transport.max_frame_bytes,
             events_path=str(events_dir / f"events.worker-{i}.jsonl") if events_dir else None,
+            ring=scenario.ring if scenario.ring_enabled else None, peer_host=scenario.transport.host,
+            control=control, worker=i, message_faults=faults,
         )
         for i, chunk in enumerate(split(specs, workers))
         if chunk
@@ -285,31 +320,39 @@ async def run_tcp_scenario(
     events_dir: Path | None,
     progress: ProgressHook | None = None,
     check_invariants: bool | None = None,
+    on_start: Callable[[TcpRM], None] | None = None,
 ) -> RunOutcome:
     with contextlib.ExitStack() as stack:
         journal = scenario_journal(scenario, events_dir, stack)
         tc = scenario.transport
         # Everything before the epoch is set-up: workers start, build their nodes and connect.
-        margin_s = 2.0 + scenario.node_count / 10_000
+        margin_s = 2.0 + scenario.node_count / 5_000
         epoch = time.time() + margin_s
         clock = EpochClock(asyncio.get_running_loop(), scenario.run.speed, epoch)
         proc = TcpRM(scenario, clock, events, journal, invariants_wanted(check_invariants))
-        host, port = await proc.server.start(tc.host, tc.port)
+        host, port = await proc.start_servers(tc.host, tc.port)
+        control = f"{proc.control.address[0]}:{proc.control.address[1]}"
         if progress is not None:
             rm = proc.rm
             proc.side.on_sample(lambda row: progress(row, rm.counters().heartbeats))
+        if on_start is not None:
+            on_start(proc)
         started = wall_time()
-        workers = [await _spawn(c) for c in host_configs(scenario, host, port, tc.workers, epoch, events_dir)]
+        configs = host_configs(scenario, host, port, tc.workers, epoch, events_dir, control)
+        workers = [await spawn(c) for c in configs]
+        finished = False
         try:
-            await proc.run(scenario.run.duration_s)
-            reports = [await _collect(w, 60 + margin_s) for w in workers]
+            finished = await proc.run(scenario.run.duration_s)
+            results = [await collect(w, 30 + margin_s) for w in workers]
         finally:
             for w in workers:
                 if w.returncode is None:
                     w.kill()
                     await w.wait()
+            await proc.control.close()
             await proc.server.close()
-        return proc.outcome(wall_time() - started, reports)
+        reports = [r for r in results if r is not None]
+        return proc.outcome(wall_time() - started, reports, finished)
 
 
 def run_tcp_blocking(
@@ -329,22 +372,25 @@ def run_tcp_blocking(
 async def serve_rm(scenario: Scenario, host: str, port: int, epoch: float | None,
                    events: TextSink | None,
                    on_start: Callable[[TcpRM], None] | None = None,
-                   journal_dir: Path | None = None) -> tuple[TcpRM, float]:
+                   journal_dir: Path | None = None) -> tuple[TcpRM, float, bool]:
     """``emulator rm``: the RM alone, for ``run.duration_s`` emulated seconds from the epoch.
-    ``on_start(proc)`` runs before the RM serves (the status page attaches there)."""
+    ``on_start(proc)`` runs before the RM serves (the status page attaches there). Returns the
+    RM process, its wall time, and whether it ran to its end (False: stopped by a signal)."""
     loop = asyncio.get_running_loop()
     clock = EpochClock(loop, scenario.run.speed, epoch if epoch is not None else time.time())
     with contextlib.ExitStack() as stack:
-        proc = TcpRM(scenario, clock, events, scenario_journal(scenario, journal_dir, stack))
+        journal = scenario_journal(scenario, journal_dir, stack)
+        proc = TcpRM(scenario, clock, events, journal, known_nodes=False)
         if on_start is not None:
             on_start(proc)
-        address = await proc.server.start(host, port)
-        print(f"rm listening on {address[0]}:{address[1]}", file=sys.stderr, flush=True)
+        address = await proc.start_servers(host, port)
+        print(f"rm listening on {address[0]}:{address[1]} (control {proc.control.address[0]}:"
+              f"{proc.control.address[1]})", file=sys.stderr, flush=True)
         started = wall_time()
         try:
-            await proc.run(scenario.run.duration_s)
+            finished = await proc.run(scenario.run.duration_s)
         finally:
+            await proc.control.close()
             await proc.server.close()
-        return proc, wall_time() - started
-
+        return proc, wall_time() - started, finished
 

@@ -198,12 +198,12 @@ class RMCostMeter:
 
 def efficiency(
     sent: dict[int, int], answered: dict[int, int], arrived: dict[int, int], timely: dict[int, int],
-    first_k: int, last_k: int,
+    first_k: int, last_k: int, set_aside: frozenset[int] = frozenset(),
 ) -> tuple[float | None, float | None]:
     """h1 = min_i m_i/n_i (node side, by sending interval), h2 = min_i s_i/n_i (RM side, n_i counted
     on arrival so that host or network hiccups cannot move a heartbeat across a boundary between
-    the two counts). Intervals first_k..last_k with n_i > 0."""
-    ks = range(first_k, last_k + 1)
+    the two counts). Intervals first_k..last_k with n_i > 0, but for those ``set_aside``."""
+    ks = [k for k in range(first_k, last_k + 1) if k not in set_aside]
     r1 = [answered.get(k, 0) / sent[k] for k in ks if sent.get(k, 0) > 0]
     r2 = [timely.get(k, 0) / arrived[k] for k in ks if arrived.get(k, 0) > 0]
     return (min(r1) if r1 else None), (min(r2) if r2 else None)

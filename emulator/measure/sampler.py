@@ -189,9 +189,13 @@ class Sampler:
     def window_rows(self) -> list[SampleRow]:
         return [r for r in self.rows if r.t_s > self.warmup_s]
 
-    def efficiency(self) -> tuple[float | None, float | None]:
-        """(h1, h2) = min over measured intervals of m_i/n_i and s_i/n_i (intervals with n_i > 0)."""
-        rows = [r for r in self.window_rows() if r.n_i > 0]
+    def efficiency(self, set_aside: frozenset[int] = frozenset()) -> tuple[float | None, float | None]:
+        """(h1, h2) = min over measured intervals of m_i/n_i and s_i/n_i (intervals with n_i > 0),
+        but for the intervals ``set_aside`` (by number: t_s / interval)."""
+        rows = [
+            r for r in self.window_rows()
+            if r.n_i > 0 and round(r.t_s / self.interval_s) not in set_aside
+        ]
         if not rows:
             return None, None
         return min(r.m_i / r.n_i for r in rows), min(r.s_i / r.n_i for r in rows)

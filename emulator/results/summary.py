@@ -209,6 +209,22 @@ def ring_summary(outcome: RunOutcome) -> dict[str, Any]:
     return out
 
 
+def truth_summary(outcome: RunOutcome) -> dict[str, Any]:
+    """Whether the figures can be trusted: a run stopped early, a worker that died, and how far a
+    real-time run fell behind real time (``overloaded``: its results are not valid)."""
+    out: dict[str, Any] = {}
+    if outcome.partial:
+        out["partial"] = True
+        out["ended_at_s"] = outcome.ended_at_s
+    if outcome.dead_workers:
+        out["dead_workers"] = [msgspec.structs.asdict(w) for w in outcome.dead_workers]
+    lag = outcome.lag
+    if lag is not None:
+        out["overloaded"] = lag.overloaded
+        out["lag"] = msgspec.to_builtins(lag)
+    return out
+
+
 def write_results(outcome: RunOutcome, out_dir: Path) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
     summary = build_summary(outcome)
@@ -217,6 +233,7 @@ def write_results(outcome: RunOutcome, out_dir: Path) -> dict[str, Any]:
         summary["costs"] = outcome.costs
     if outcome.workers:
         summary["workers"] = [msgspec.structs.asdict(w) for w in outcome.workers]
+    summary.update(truth_summary(outcome))
     (out_dir / "summary.json").write_bytes(msgspec.json.format(msgspec.json.encode(summary)) + b"\n")
     with (out_dir / "timeseries.csv").open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)

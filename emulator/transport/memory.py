@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from emulator.time.clock import Scheduler
 from emulator.transport.backoff import backoff_delay
+from rm.protocol import Disconnected
 
 
 class MemoryLink:
@@ -116,9 +117,16 @@ class MemoryNetwork:
         to_node = MemoryLink(self._clock, node.receive, None, self._latency)
         rm_side: Any = to_node if self._wrap is None else self._wrap(to_node, "to_node")
         to_rm = MemoryLink(self._clock, self._receive, rm_side, self._latency)
-        # Closing either end closes the connection, like a socket.
+
+        def closed() -> None:
+            # Closing either end closes the connection, like a socket; when the node's end went
+            # first, the RM hears of it.
+            if not to_node.closed:
+                to_node.close()
+                self._clock.call_soon(self._receive, rm_side, Disconnected())
+
         to_node.on_close(to_rm.close)
-        to_rm.on_close(to_node.close)
+        to_rm.on_close(closed)
         node.attach(to_rm if self._wrap is None else self._wrap(to_rm, "to_rm"))
         self._links[node] = to_rm
         return to_rm, to_node

@@ -10,8 +10,17 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import msgspec
+
 from emulator.time.clock import Scheduler
 from ringmon.ports import PeerReceiver
+
+
+class PeerCounters(msgspec.Struct):
+    sent: int = 0
+    lost: int = 0  # dropped by an injected liveness loss
+    undeliverable: int = 0  # no receiver, no endpoint, or no connection to it
+    rejected: int = 0  # peer connections closed for a bad hello (TCP)
 
 
 class MemoryPeers:
@@ -22,9 +31,7 @@ class MemoryPeers:
         # Binders per id, latest last (ids are reused: the smallest free one goes to a new node).
         self._bound: dict[int, list[PeerReceiver]] = {}
         self.loss = 0.0
-        self.sent = 0
-        self.lost = 0
-        self.undeliverable = 0
+        self.counters = PeerCounters()
 
     def set_loss(self, fraction: float) -> None:
         if not 0.0 <= fraction <= 1.0:
@@ -48,10 +55,10 @@ class MemoryPeers:
         stack = self._bound.get(machine_id)
         return stack[-1] if stack else None
 
-    def send(self, dst: int, msg: Any) -> None:
-        self.sent += 1
+    def send(self, dst: int, msg: Any, endpoint: str = "") -> None:
+        self.counters.sent += 1
         if self.loss > 0.0 and self._rng.random() < self.loss:
-            self.lost += 1
+            self.counters.lost += 1
             return
         if self._latency > 0:
             self._clock.call_later(self._latency, self._deliver, dst, msg)
@@ -63,6 +70,6 @@ class MemoryPeers:
         stack = self._bound.get(dst)
         receiver = stack[-1] if stack else None
         if receiver is None:
-            self.undeliverable += 1
+            self.counters.undeliverable += 1
             return
         receiver.from_peer(msg)

@@ -31,7 +31,7 @@ from emulator.transport.framing import (
     FrameTooLarge,
 )
 from rm.histogram import LogHistogram
-from rm.protocol import NodeInbound, RegisterResponse, RMInbound
+from rm.protocol import Disconnected, NodeInbound, RegisterResponse, RMInbound
 
 # Defaults for the server's limits (``TcpServer``); a scenario sets them in ``[transport]``.
 DEFAULT_HANDSHAKE_TIMEOUT_S = 10.0
@@ -64,7 +64,7 @@ class TcpLink:
 
     __slots__ = ("_closed", "_conn", "channel")
 
-    def __init__(self, conn: _Connection, channel: int) -> None:
+    def __init__(self, conn: FramedConnection, channel: int) -> None:
         self._conn = conn
         self.channel = channel
         self._closed = False
@@ -87,7 +87,10 @@ class TcpLink:
         self._closed = True
 
 
-class _Connection(asyncio.Protocol):
+class FramedConnection(asyncio.Protocol):
+    """One TCP connection carrying frames (``framing``) on numbered channels; subclasses say what
+    a frame means (``on_frame``)."""
+
     def __init__(self, inbound_type: Any, max_frame_bytes: int, log: Any, stats: TransportStats) -> None:
         self._decoder = FrameDecoder(inbound_type, max_frame_bytes)
         self._encoder = FrameEncoder(max_frame_bytes)
@@ -199,6 +202,16 @@ class _Connection(asyncio.Protocol):
         if link is not None:
             link.lost()
 
+    def close_when_done(self) -> None:
+        """Half-close: pending frames are sent, then an end-of-file; frames still arrive until the
+        other side closes too."""
+        if self._transport is not None and not self.closed:
+            self._flush()
+            if self._transport.can_write_eof():
+                self._transport.write_eof()
+            else:
+                self._transport.close()
+
     def close(self) -> None:
         """Orderly close: pending frames are sent first."""
         if self._transport is not None and not self.closed:
@@ -214,7 +227,7 @@ class _Connection(asyncio.Protocol):
 # ---- server side (the RM) --------------------------------------------------------------------
 
 
-class _ServerConnection(_Connection):
+class _ServerConnection(FramedConnection):
     """A node connection on the RM side.
 
     Until the RM accepts a registration on it (sends ``RegisterResponse(action="normal")`` on one of
@@ -232,6 +245,8 @@ class _ServerConnection(_Connection):
         super().__init__(RMInbound, server.max_frame_bytes, server.log, server.stats)
         self._server = server
         self._receive = server.receive
+        # The RM's end of each channel (the link, or its wrapper), one object per channel.
+        self._ends: dict[int, Any] = {}
         self.admitted = False
         self._handshake_timer: asyncio.TimerHandle | None = None
 
@@ -276,6 +291,10 @@ class _ServerConnection(_Connection):
         self._server.unadmitted.pop(self, None)
         if self._handshake_timer is not None:
             self._handshake_timer.cancel()
+        # Every node on this connection is gone as far as the RM can tell: say so, once each.
+        ends, self._ends = self._ends, {}
+        for end in ends.values():
+            self._receive(end, Disconnected())
 
     def _handshake_expired(self) -> None:
         if self.admitted or self.closed:
@@ -314,13 +333,18 @@ class _ServerConnection(_Connection):
         return frames
 
     def on_frame(self, channel: int, msg: Any) -> None:
-        link = self.links.get(channel)
         if msg is None:
             self._remote_close(channel)
+            end = self._ends.pop(channel, None)
+            if end is not None:
+                self._receive(end, Disconnected())
             return
-        if link is None:
+        end = self._ends.get(channel)
+        if end is None:
             link = self.links[channel] = TcpLink(self, channel)
-        self._receive(link, msg)
+            wrap = self._server.wrap
+            end = self._ends[channel] = link if wrap is None else wrap(link)
+        self._receive(end, msg)
 
 
 class TcpServer:
@@ -328,13 +352,16 @@ class TcpServer:
 
     def __init__(
         self,
-        receive: Callable[[TcpLink, Any], None],
+        receive: Callable[[Any, Any], None],
         log: Any,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         handshake_timeout_s: float | None = DEFAULT_HANDSHAKE_TIMEOUT_S,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        wrap: Callable[[TcpLink], Any] | None = None,
     ) -> None:
+        """``wrap(link)`` may decorate the RM's end of each node channel (message faults)."""
         self.receive = receive
+        self.wrap = wrap
         self.log = log
         self.max_frame_bytes = max_frame_bytes
         # None: no timeout (unit tests that speak the protocol by hand).
@@ -372,7 +399,7 @@ class TcpServer:
 # ---- client side (node-hosting processes) ----------------------------------------------------
 
 
-class _ClientConnection(_Connection):
+class _ClientConnection(FramedConnection):
     def __init__(self, client: TcpClient) -> None:
         super().__init__(NodeInbound, client.max_frame_bytes, client.log, client.stats)
         self._nodes: dict[int, Any] = {}
@@ -414,13 +441,16 @@ class TcpClient:
         log: Any,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         backoff: Backoff | None = None,
+        wrap: Callable[[TcpLink], Any] | None = None,
     ) -> None:
+        """``wrap(link)`` may decorate each node's link before the node gets it (message faults)."""
         self.host = host
         self.port = port
         self.clock = clock
         self.log = log
         self.max_frame_bytes = max_frame_bytes
         self.backoff = backoff or Backoff()
+        self._wrap = wrap
         self.stats = TransportStats()
         self._nodes: list[Any] = []
         self._conn: _ClientConnection | None = None
@@ -430,9 +460,12 @@ class TcpClient:
         self._nodes.append(node)
         if self._conn is not None and not self._conn.closed:
             link = self._conn.open(node)
-            node.attach(link)
+            node.attach(self._wrapped(link))
             return link
         return None
+
+    def _wrapped(self, link: TcpLink) -> Any:
+        return link if self._wrap is None else self._wrap(link)
 
     async def wait_connected(self) -> None:
         await self._connected.wait()
@@ -458,7 +491,7 @@ class TcpClient:
                 self._conn = conn
                 self.backoff.reset()
                 for node in self._nodes:
-                    node.attach(conn.open(node))
+                    node.attach(self._wrapped(conn.open(node)))
                     if not first:
                         node.resync()
                 if not first:

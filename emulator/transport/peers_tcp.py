@@ -1,0 +1,263 @@
+"""The node<->node channel between node-hosting processes: ring liveness over TCP.
+
+One ``TcpPeers`` per worker process implements ``ringmon.ports.PeerChannel`` for every node it
+hosts. A message to a machine id bound in this process is handed over through the event loop, as
+in memory; one to a node elsewhere goes over the TCP connection to the process at the endpoint
+the sender's ring names ("host:port", which each worker's nodes announce at registration). There
+is one connection per pair of workers, opened on first use and multiplexed by destination machine
+id (the frame's channel), with the framing of the RM connection (``framing``).
+
+Each side opens with a ``PeerHello`` carrying its endpoint and the run's shared secret; a
+connection whose first frame is not a valid hello, or that sends a malformed frame, is closed,
+and only that connection. If two workers connect to each other at once, both send on the
+connection opened by the smaller endpoint and retire the other (they finish it with an
+end-of-file after what was already sent on it, so nothing is lost). Delivery is best effort,
+like liveness itself: what cannot be delivered (no connection, unknown destination) is counted
+and dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+import msgspec
+
+from emulator.time.clock import Scheduler
+from emulator.transport.framing import DEFAULT_MAX_FRAME_BYTES
+from emulator.transport.peers import PeerCounters
+from emulator.transport.tcp import FramedConnection, TransportStats
+from ringmon.ports import PeerReceiver
+from ringmon.protocol import Liveness, LivenessPing
+from rm.ports import Log
+
+# Frames waiting for a connection to a peer process to open, at most this many per peer.
+MAX_WAITING = 10_000
+
+
+class PeerHello(msgspec.Struct, tag=True, frozen=True):
+    """The first frame each side of a peer connection sends."""
+
+    endpoint: str
+    credentials: str = ""
+
+
+PeerFrame = PeerHello | Liveness | LivenessPing
+
+
+def split_endpoint(endpoint: str) -> tuple[str, int]:
+    host, _, port = endpoint.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+class _PeerConnection(FramedConnection):
+    def __init__(self, peers: TcpPeers, remote: str | None) -> None:
+        """``remote``: the endpoint we connected to (None for an incoming connection)."""
+        super().__init__(PeerFrame, peers.max_frame_bytes, peers.log, peers.stats)
+        self._peers = peers
+        self.remote = remote
+        self.initiator = peers.endpoint if remote is not None else ""
+        self.greeted = False
+        self._timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)
+        peers = self._peers
+        self.send(0, PeerHello(endpoint=peers.endpoint, credentials=peers.credentials))
+        # Wall time on purpose: this protects the socket, whatever the emulated clock does.
+        self._timer = asyncio.get_running_loop().call_later(peers.handshake_timeout_s, self._too_slow)
+
+    def _too_slow(self) -> None:
+        if not self.greeted and not self.closed:
+            self._refuse("no hello in time")
+
+    def _refuse(self, why: str) -> None:
+        self._peers.counters.rejected += 1
+        self._log.warning("peers.rejected", peer=self.peer, reason=why)
+        self.abort()
+
+    def on_frame(self, channel: int, msg: Any) -> None:
+        if not self.greeted:
+            if not isinstance(msg, PeerHello) or msg.credentials != self._peers.credentials:
+                self._refuse("bad hello")
+                return
+            if self._timer is not None:
+                self._timer.cancel()
+            self.greeted = True
+            if self.remote is None:
+                self.remote = msg.endpoint
+                self.initiator = msg.endpoint
+            self._peers.greeted(self)
+            return
+        if isinstance(msg, PeerHello):
+            return
+        self._peers.arrived(self, channel, msg)
+
+    def finish(self) -> None:
+        """Send nothing more: what is queued goes out, then an end-of-file (the other side
+        delivers everything before it and closes)."""
+        self.close_when_done()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        if self._timer is not None:
+            self._timer.cancel()
+        self._peers.lost(self)
+
+
+class TcpPeers:
+    def __init__(
+        self,
+        clock: Scheduler,
+        log: Log,
+        credentials: str = "",
+        seed: int = 0,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        handshake_timeout_s: float = 10.0,
+    ) -> None:
+        self._clock = clock
+        self.log = log
+        self.credentials = credentials
+        self.max_frame_bytes = max_frame_bytes
+        self.handshake_timeout_s = handshake_timeout_s
+        self._rng = random.Random(f"{seed}:peers")
+        self._bound: dict[int, list[PeerReceiver]] = {}
+        self._conns: dict[str, _PeerConnection] = {}
+        self._waiting: dict[str, list[tuple[int, Any]]] = {}
+        self._all: set[_PeerConnection] = set()
+        # The endpoint a sender's messages came from: where to answer it if our ring does not say.
+        self._learned: dict[int, str] = {}
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.endpoint = ""
+        self.loss = 0.0
+        self.counters = PeerCounters()
+        self.stats = TransportStats()
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        """Listen for peer connections; returns this process's endpoint ("host:port")."""
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: self._track(_PeerConnection(self, None)), host, port)
+        bound = self._server.sockets[0].getsockname()
+        shown = f"[{host}]" if ":" in host else host
+        self.endpoint = f"{shown}:{bound[1]}"
+        self.log.info("peers.listening", endpoint=self.endpoint)
+        return self.endpoint
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self._all):
+            conn.close()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._server is not None:
+            async with asyncio.timeout(5):
+                await self._server.wait_closed()
+
+    def _track(self, conn: _PeerConnection) -> _PeerConnection:
+        self._all.add(conn)
+        return conn
+
+    # ---- the PeerChannel -------------------------------------------------------------------------
+
+    def bind(self, machine_id: int, receiver: PeerReceiver) -> None:
+        self._bound.setdefault(machine_id, []).append(receiver)
+
+    def unbind(self, machine_id: int, receiver: PeerReceiver) -> None:
+        stack = self._bound.get(machine_id)
+        if stack is not None and receiver in stack:
+            stack.remove(receiver)
+            if not stack:
+                del self._bound[machine_id]
+
+    def receiver(self, machine_id: int) -> PeerReceiver | None:
+        stack = self._bound.get(machine_id)
+        return stack[-1] if stack else None
+
+    def set_loss(self, fraction: float) -> None:
+        if not 0.0 <= fraction <= 1.0:
+            raise ValueError(f"loss fraction must be in [0, 1], got {fraction}")
+        self.loss = fraction
+
+    def send(self, dst: int, msg: Any, endpoint: str = "") -> None:
+        c = self.counters
+        c.sent += 1
+        if self.loss > 0.0 and self._rng.random() < self.loss:
+            c.lost += 1
+            return
+        if dst in self._bound:
+            self._clock.call_soon(self._deliver, dst, msg)
+            return
+        where = endpoint or self._learned.get(dst, "")
+        if not where or where == self.endpoint:
+            c.undeliverable += 1  # a node of ours that is gone, or nobody knows where
+            return
+        conn = self._conns.get(where)
+        if conn is not None and not conn.closed:
+            conn.send(dst, msg)
+            return
+        waiting = self._waiting.get(where)
+        if waiting is None:
+            waiting = self._waiting[where] = []
+            task = asyncio.ensure_future(self._connect(where))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        if len(waiting) < MAX_WAITING:
+            waiting.append((dst, msg))
+        else:
+            c.undeliverable += 1
+
+    def _deliver(self, dst: int, msg: Any) -> None:
+        receiver = self.receiver(dst)
+        if receiver is None:
+            self.counters.undeliverable += 1
+            return
+        receiver.from_peer(msg)
+
+    # ---- connections ----------------------------------------------------------------------------
+
+    async def _connect(self, where: str) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            host, port = split_endpoint(where)
+            async with asyncio.timeout(self.handshake_timeout_s):
+                await loop.create_connection(lambda: self._track(_PeerConnection(self, where)), host, port)
+        except (OSError, ValueError, TimeoutError) as err:
+            dropped = self._waiting.pop(where, [])
+            self.counters.undeliverable += len(dropped)
+            self.log.warning("peers.connect_failed", endpoint=where, error=str(err), dropped=len(dropped))
+
+    def greeted(self, conn: _PeerConnection) -> None:
+        """``conn``'s hello checked out: it carries traffic to and from ``conn.remote`` now."""
+        remote = conn.remote
+        assert remote is not None
+        existing = self._conns.get(remote)
+        if existing is not None and existing is not conn and not existing.closed:
+            # Both sides connected at once: keep the connection opened by the smaller endpoint.
+            keep = existing if existing.initiator == min(self.endpoint, remote) else conn
+            retire = conn if keep is existing else existing
+            self._conns[remote] = keep
+            retire.finish()
+            conn = keep
+        else:
+            self._conns[remote] = conn
+        for dst, msg in self._waiting.pop(remote, []):
+            conn.send(dst, msg)
+
+    def arrived(self, conn: _PeerConnection, dst: int, msg: Any) -> None:
+        if conn.remote is not None:
+            self._learned[msg.sender] = conn.remote
+        self._deliver(dst, msg)
+
+    def lost(self, conn: _PeerConnection) -> None:
+        self._all.discard(conn)
+        if conn.remote is not None and self._conns.get(conn.remote) is conn:
+            del self._conns[conn.remote]
+
+    @property
+    def connections(self) -> int:
+        return len(self._conns)
