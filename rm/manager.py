@@ -89,6 +89,7 @@ class ResourceManager:
         self.journal = journal
         self._compact_after = COMPACT_MIN
         self.up = True
+        self._stopped = False
         self._epoch = 0
         self._life = RMLife(self._ctx, self.events.submit)
         self.membership = MembershipService(ring, clock, log, self) if ring is not None else None
@@ -113,9 +114,14 @@ class ResourceManager:
             t.start()
 
     def stop(self) -> None:
+        """The end of the run: nothing fires or is accepted any more, what is queued is dropped,
+        so the RM's view holds still for the end-of-run checks while nodes go on."""
+        self._stopped = True
         for t in self._timers:
             t.cancel()
         self._timers.clear()
+        self.inbound.clear()
+        self.events.clear()
 
     def observe(self, observer: RMObserver) -> None:
         self._ctx.observers.add(observer)
@@ -132,7 +138,7 @@ class ResourceManager:
 
     def receive(self, link: Link, msg: object) -> None:
         """Called by a transport for every message from a node connection."""
-        if self.up:
+        if self.up and not self._stopped:
             self.inbound.submit((link, msg))
 
     def _inbound_cost(self, item: Inbound) -> float:
@@ -195,7 +201,8 @@ class ResourceManager:
         self._life.lose_node(node, reason)
 
     def enqueue(self, msg: RingMessage) -> None:
-        self.inbound.submit((None, msg))
+        if not self._stopped:
+            self.inbound.submit((None, msg))
 
     # ---- periodic checks -------------------------------------------------------------------
 

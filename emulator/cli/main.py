@@ -17,6 +17,7 @@ from emulator.experiments.efficiency import add_command as add_efficiency_comman
 from emulator.experiments.recovery import add_command as add_recovery_command
 from emulator.experiments.sweep import add_command as add_sweep_command
 from emulator.harness.invariants import InvariantViolation
+from emulator.results.console import EXIT_STOPPED, verdict
 from emulator.scenario.loader import ScenarioError, load_scenario
 
 
@@ -69,9 +70,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     from emulator.results.report import write_run_report
 
     report = write_run_report(out)
+    if outcome.partial:
+        # Stopped by Ctrl-C / SIGTERM: one line, the partial results are on disk.
+        Console(stderr=True).print(f"stopped at t={outcome.ended_at_s:g} s: partial results in {out}/")
+        return EXIT_STOPPED
     Console(quiet=args.quiet).print(summary_table(summary, outcome.wall_s))
     console.print(f"results in {out}/ (summary.json, timeseries.csv, events.jsonl, {report.name}, *.png)")
-    return 0
+    return verdict(outcome, console)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -264,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return EXIT_STOPPED
 
 
 if __name__ == "__main__":  # pragma: no cover

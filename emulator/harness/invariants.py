@@ -38,6 +38,8 @@ class InvariantSummary(msgspec.Struct, frozen=True):
     tasks_lost: int
     # A second completion of a task stops the run, so a finished run has none.
     tasks_duplicated: int
+    # The end-of-run comparison of the RM's containers with the nodes': passed, or why not run.
+    end_check: str
 
 
 class InvariantChecker(RMObserver):
@@ -58,6 +60,7 @@ class InvariantChecker(RMObserver):
         self._submitted: dict[int, tuple[str, int]] = {}
         self._done: dict[int, int] = {}
         self.checks = 0
+        self.end_check = "not run"
         rm.observe(self)
 
     def _fail(self, what: str) -> None:
@@ -94,6 +97,7 @@ class InvariantChecker(RMObserver):
             tasks_completed_once=len(self._completed),
             tasks_lost=sum(self.lost_tasks().values()),
             tasks_duplicated=0,
+            end_check=self.end_check,
         )
 
     def check_step(self, nodes: list[NodeReality] | None) -> None:
@@ -164,8 +168,12 @@ class InvariantChecker(RMObserver):
                            f"holds ring v{nm.ring_version} ({nm.ring_size} members), the RM's ring is "
                            f"v{ring.version} ({len(ring.members)} members)")
 
+    def skip_end_check(self, why: str) -> None:
+        self.end_check = f"skipped: {why}"
+
     def check_quiescent(self, nodes: list[NodeReality]) -> None:
         """The RM's containers per node equal what the node runs, give or take unreported completions."""
+        self.end_check = "failed"
         self.check_step(nodes)
         lost = self.lost_tasks()
         if lost:
@@ -185,3 +193,4 @@ class InvariantChecker(RMObserver):
             if missing:
                 self._fail(f"the RM believes node {rec.address} runs containers it does not: "
                            f"{sorted(missing)[:10]}")
+        self.end_check = "passed"

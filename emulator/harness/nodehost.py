@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import os
 import resource
 import signal
@@ -43,6 +42,7 @@ from emulator.harness.control import (
 from emulator.harness.eventlog import make_logger
 from emulator.harness.hosting import reality
 from emulator.harness.nodeproc import NodeProcess, RingParts
+from emulator.harness.quietgc import quiet_gc
 from emulator.measure.lag import LoopLag
 from emulator.measure.timing import HeartbeatTiming, Interval, LatenessSummary
 from emulator.scenario.schema import MessageFault
@@ -59,14 +59,6 @@ from ringmon.config import RingConfig
 from ringmon.ports import RingCounters
 from rm.histogram import LogHistogram
 from rm.protocol import Resources
-
-
-def quiet_gc() -> None:
-    """Long-lived set-up objects out of the collector's way: a full collection over tens of
-    thousands of nodes stalls the loop for tens of ms, i.e. late heartbeats at high speed."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(50_000, 50, 1000)
 
 
 class NodeSpec(msgspec.Struct, array_like=True, frozen=True):
@@ -211,6 +203,7 @@ async def host_nodes(cfg: HostConfig, clock: LoopClock) -> HostReport:
     sink = open(cfg.events_path, "a", encoding="utf-8") if cfg.events_path else None  # noqa: SIM115
     loop = asyncio.get_running_loop()
     lag = LoopLag(loop, clock.now, lambda: cfg.speed, cfg.sample_interval_s)
+    stack = contextlib.ExitStack()
     try:
         log = make_logger(clock, sink)
         w = Worker(cfg, clock, log)
@@ -226,7 +219,7 @@ async def host_nodes(cfg: HostConfig, clock: LoopClock) -> HostReport:
             hello = WorkerHello(worker=cfg.worker, pid=os.getpid(), credentials=cfg.credentials,
                                 nodes=[n.address for n in w.nodes], peer_endpoint=endpoint)
             await w.control.connect(*split_endpoint(cfg.control), hello)
-        quiet_gc()
+        stack.enter_context(quiet_gc())
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, w.stop.set)
         async with asyncio.TaskGroup() as tg:
@@ -257,6 +250,7 @@ async def host_nodes(cfg: HostConfig, clock: LoopClock) -> HostReport:
             for task in tasks:
                 task.cancel()
     finally:
+        stack.close()
         if sink is not None:
             sink.close()
     return HostReport(

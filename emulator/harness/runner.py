@@ -12,15 +12,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from emulator.harness.eventlog import TextSink, make_logger
 from emulator.harness.guard import RunGuard
 from emulator.harness.hosting import MemoryHosting
 from emulator.harness.nodeproc import NodeProcess, RingParts
 from emulator.harness.outcome import RemovalRecord, RunOutcome, ShareMean, Traffic
+from emulator.harness.quietgc import quiet_gc
 from emulator.harness.restarts import scenario_journal
 from emulator.harness.rmside import RMSide
 from emulator.measure.costs import RMCostMeter
-from emulator.measure.lag import LoopLag, judge
+from emulator.measure.lag import judge
 from emulator.measure.sampler import SampleRow
 from emulator.measure.timing import HeartbeatTiming
 from emulator.scenario.schema import MessageFault, Scenario
@@ -46,8 +49,24 @@ class RunHandle:
     log: Log
 
 
-# Called with every sample and the heartbeats the RM has processed so far.
-ProgressHook = Callable[[SampleRow, int], None]
+class Tick(msgspec.Struct, frozen=True):
+    """What a progress display shows at each sample."""
+
+    row: SampleRow
+    heartbeats: int  # processed by the RM so far
+    lag_s: float | None  # real time: the worst event-loop lateness of the last interval (emulated s)
+    lag_threshold_s: float
+
+    @classmethod
+    def of(cls, side: RMSide, row: SampleRow) -> Tick:
+        lag = None
+        if side.lag is not None:
+            k = round(row.t_s / side.sampler.interval_s)
+            lag = side.lag.worst_by_interval.get(k, 0.0)
+        return cls(row, side.rm.counters().heartbeats, lag, side.lag_threshold_s)
+
+
+ProgressHook = Callable[[Tick], None]
 # Called once the run is wired up, before anything runs: the live status page's way in.
 StartHook = Callable[[RunHandle], None]
 
@@ -134,13 +153,10 @@ async def _run(
         meter.install()
     handle = RunHandle(sc, side, hosting, clock, log)
     if progress is not None:
-        side.on_sample(lambda row: progress(row, side.rm.counters().heartbeats))
+        side.on_sample(lambda row: progress(Tick.of(side, row)))
     if on_start is not None:
         on_start(handle)
-    loop = asyncio.get_running_loop()
-    guard = RunGuard(loop)
-    realtime = sc.run.clock == "realtime"
-    lag = LoopLag(loop, clock.now, lambda: clock.speed, sc.sample_interval_s) if realtime else None
+    guard = RunGuard(asyncio.get_running_loop())
     started = wall_time()
     if meter is not None:
         meter.start()
@@ -148,28 +164,33 @@ async def _run(
         side.start()
         for proc in processes:
             proc.start()
-        if lag is not None:
-            lag.start()
         await guard.wait(clock.sleep_until(sc.run.duration_s))
         side.finish()
+        realities = None
         if side.checker is not None and not guard.stopped:
             for _ in range(3):  # let launches pushed at the last instant arrive
                 await asyncio.sleep(0)
-            side.check_quiescent(hosting.realities())
+            realities = hosting.realities()
     wall_s = wall_time() - started
     costs = None
     if meter is not None:
         meter.stop()
         costs = meter.report(len(processes), sc.run.duration_s, clock.speed, None)
     log.info("run.finished", partial=guard.stopped)
+    lag = None
+    if side.lag is not None:
+        last = max(1, math.floor(sc.run.duration_s / sc.sample_interval_s))
+        lag = judge(
+            side.lag_threshold_s, side.lag.summary(), [], timing.summary(), None, side.lag.worst_by_interval,
+            last,
+        )
+    if realities is not None:
+        side.end_check(realities, lag)
     out = outcome(side, counters, timing, to_rm, wall_s, plan, ring.counters if ring else None,
                   peers.counters.lost if peers is not None else 0, costs)
     if lag is not None:
-        lag.stop()
-        last = max(1, math.floor(sc.run.duration_s / sc.sample_interval_s))
-        out.lag = judge(sc.run.lag_threshold * sc.heartbeat.interval_s, lag.summary(), [], timing.summary(),
-                        None, lag.worst_by_interval, last)
-        out.h1, out.h2 = side.sampler.efficiency(frozenset(out.lag.lagged_intervals))
+        out.lag = lag
+        out.h1, out.h2 = side.sampler.efficiency(frozenset(lag.lagged_intervals))
     if guard.stopped:
         out.partial = True
         out.ended_at_s = round(clock.now(), 3)
@@ -217,7 +238,7 @@ def run_blocking(
     if scenario.transport.kind == "tcp":
         from emulator.harness.tcprun import run_tcp_blocking
 
-        return run_tcp_blocking(scenario, events_path, check_invariants)
+        return run_tcp_blocking(scenario, events_path, check_invariants, progress)
 
     async def main(clock: LoopClock) -> RunOutcome:
         if events_path is None:
@@ -227,5 +248,6 @@ def run_blocking(
                 scenario, clock, sink, progress, check_invariants, journal_dir=events_path.parent
             )
 
-    result: RunOutcome = run(main, scenario.run.clock, scenario.run.speed)
+    with quiet_gc(scenario.run.clock == "realtime"):
+        result: RunOutcome = run(main, scenario.run.clock, scenario.run.speed)
     return result

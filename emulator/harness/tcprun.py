@@ -26,14 +26,15 @@ from emulator.harness.control import ControlServer, WorkerLink
 from emulator.harness.eventlog import TextSink, make_logger
 from emulator.harness.guard import RunGuard
 from emulator.harness.hosting import NodeReality
-from emulator.harness.nodehost import HostConfig, HostReport, NodeSpec, quiet_gc
+from emulator.harness.nodehost import HostConfig, HostReport, NodeSpec
 from emulator.harness.outcome import RunOutcome, WorkerSummary
+from emulator.harness.quietgc import quiet_gc
 from emulator.harness.restarts import scenario_journal
 from emulator.harness.rmside import RMSide
-from emulator.harness.runner import ProgressHook, invariants_wanted, message_fault_plan, outcome
+from emulator.harness.runner import ProgressHook, Tick, invariants_wanted, message_fault_plan, outcome
 from emulator.harness.workers import WorkerHosting, collect, spawn, sum_message_faults, sum_ring
 from emulator.measure.costs import RMCostMeter, efficiency
-from emulator.measure.lag import LoopLag, judge, merge_worst
+from emulator.measure.lag import judge, merge_worst
 from emulator.measure.timing import HeartbeatTiming
 from emulator.scenario.schema import MessageFault, Scenario
 from emulator.scenario.topology import node_specs, phases
@@ -105,11 +106,9 @@ class TcpRM:
         self.meter.install()
         self._stamped = self.meter.wrap_receive(self.rm.receive)
         self.server.decode_cost = self.meter.decode
-        self.lag = LoopLag(
-            asyncio.get_running_loop(), clock.now, lambda: clock.speed, scenario.sample_interval_s
-        )
         self._gathering: asyncio.Task[None] | None = None
         self.guard: RunGuard | None = None
+        self._final: list[NodeReality] | None = None  # the nodes at the end, for the end check
         if self.side.checker is not None:
             self.side.on_sample(self._maybe_gather)
 
@@ -169,12 +168,14 @@ class TcpRM:
     async def run(self, until_s: float) -> bool:
         """Run the RM from emulated t = 0 (the epoch) to ``until_s``; the servers must be started.
         Returns False if a signal stopped it first."""
+        with quiet_gc():
+            return await self._run(until_s)
+
+    async def _run(self, until_s: float) -> bool:
         clock = self.clock
-        quiet_gc()
         await clock.sleep_until(0.0)
         self.server.handshake_hold = False
         self.meter.start()
-        self.lag.start()
         guard = self.guard = RunGuard(asyncio.get_running_loop())
         with guard:
             self.side.start()
@@ -182,10 +183,8 @@ class TcpRM:
             finished = not guard.stopped
             self.control.finished()
             self.side.finish()
-            if self.side.checker is not None:
-                realities = await self.hosting.gather()
-                self.side.check_quiescent(realities)
-        self.lag.stop()
+            if self.side.checker is not None and finished:
+                self._final = await self.hosting.gather()
         self.meter.stop()
         self.control.stop_all()
         self.log.info("run.finished", partial=not finished)
@@ -219,8 +218,24 @@ class TcpRM:
 
     def outcome(self, wall_s: float, reports: list[HostReport], finished: bool = True) -> RunOutcome:
         """The run's outcome, with the workers' counters merged into the time series."""
-        sc = self.scenario
         self.hosting.add_reports(reports)
+        worst = max((r.lateness_s for r in reports), key=lambda s: s.p99, default=None)
+        lateness = worst if worst is not None else HeartbeatTiming().summary()
+        faults = [r.fault_lateness_s for r in reports if r.fault_lateness_s.count]
+        first, last = self.window()
+        probe = self.side.lag
+        assert probe is not None
+        lag = judge(
+            self.side.lag_threshold_s,
+            probe.summary(),
+            [r.loop_lag_s for r in reports],
+            lateness,
+            max(faults, key=lambda s: s.max) if faults else None,
+            merge_worst([probe.worst_by_interval, *(r.lag_by_interval for r in reports)]),
+            max(0, last - first + 1),
+        )
+        if self._final is not None:
+            self.side.end_check(self._final, lag)
         out = outcome(
             self.side, self.hosting.counters(), HeartbeatTiming(), Meter(), wall_s, self.plan,
             sum_ring(reports), sum(r.peers.lost for r in reports if r.peers is not None), self.costs(),
@@ -228,20 +243,8 @@ class TcpRM:
         out.message_faults = sum_message_faults(
             [self.plan.counters if self.plan.windows else None, *(r.message_faults for r in reports)]
         )
-        worst = max((r.lateness_s for r in reports), key=lambda s: s.p99, default=None)
-        if worst is not None:
-            out.lateness = worst
-        faults = [r.fault_lateness_s for r in reports if r.fault_lateness_s.count]
-        first, last = self.window()
-        out.lag = judge(
-            sc.run.lag_threshold * sc.heartbeat.interval_s,
-            self.lag.summary(),
-            [r.loop_lag_s for r in reports],
-            out.lateness,
-            max(faults, key=lambda s: s.max) if faults else None,
-            merge_worst([self.lag.worst_by_interval, *(r.lag_by_interval for r in reports)]),
-            max(0, last - first + 1),
-        )
+        out.lateness = lateness
+        out.lag = lag
         out.h1, out.h2 = self._merge_intervals(out, reports, frozenset(out.lag.lagged_intervals))
         out.workers = [
             WorkerSummary(r.nodes, r.cpu_s, r.wall_s, r.max_rss_kib, r.lateness_s, r.transport["reconnects"])
@@ -333,8 +336,8 @@ async def run_tcp_scenario(
         host, port = await proc.start_servers(tc.host, tc.port)
         control = f"{proc.control.address[0]}:{proc.control.address[1]}"
         if progress is not None:
-            rm = proc.rm
-            proc.side.on_sample(lambda row: progress(row, rm.counters().heartbeats))
+            side = proc.side
+            side.on_sample(lambda row: progress(Tick.of(side, row)))
         if on_start is not None:
             on_start(proc)
         started = wall_time()

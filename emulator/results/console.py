@@ -8,7 +8,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from emulator.measure.sampler import SampleRow
+from emulator.harness.outcome import RunOutcome
+from emulator.harness.runner import Tick
 from emulator.time.clock import wall_time
 
 
@@ -20,11 +21,12 @@ class RunProgress:
             TextColumn("t={task.completed:,.0f}/{task.total:,.0f}s"),
             TextColumn("{task.fields[hb]:>9,.0f} hb/s"),
             TextColumn("cpu {task.fields[cpu]:6.1%} ram {task.fields[ram]:6.1%}"),
+            TextColumn("{task.fields[lag]}"),
             TimeElapsedColumn(),
             console=console,
             transient=False,
         )
-        self._task = self._progress.add_task("emulating", total=duration_s, hb=0.0, cpu=0.0, ram=0.0)
+        self._task = self._progress.add_task("emulating", total=duration_s, hb=0.0, cpu=0.0, ram=0.0, lag="")
         self._last_wall = wall_time()
         self._last_sent = 0
 
@@ -35,16 +37,20 @@ class RunProgress:
     def __exit__(self, *exc: object) -> None:
         self._progress.stop()
 
-    def update(self, row: SampleRow, heartbeats: int) -> None:
-        """A new sample; ``heartbeats``: processed by the RM so far."""
+    def update(self, tick: Tick) -> None:
         now = wall_time()
         dt = now - self._last_wall
         if dt < 0.2:
             return
-        rate = (heartbeats - self._last_sent) / dt
-        self._last_wall, self._last_sent = now, heartbeats
+        row = tick.row
+        rate = (tick.heartbeats - self._last_sent) / dt
+        self._last_wall, self._last_sent = now, tick.heartbeats
+        lag = ""
+        if tick.lag_s is not None:
+            behind = tick.lag_s > tick.lag_threshold_s
+            lag = f"[{'bold red' if behind else 'dim'}]lag {tick.lag_s:.2f}s{' BEHIND' if behind else ''}[/]"
         self._progress.update(
-            self._task, completed=row.t_s, hb=rate, cpu=row.cpu_utilization, ram=row.ram_utilization
+            self._task, completed=row.t_s, hb=rate, cpu=row.cpu_utilization, ram=row.ram_utilization, lag=lag
         )
 
 
@@ -81,3 +87,21 @@ def summary_table(summary: dict[str, Any], wall_s: float) -> Table:
     if summary["operations"]:
         grid.add_row(ops)
     return grid
+
+
+# Exit statuses besides 0: bad input (2), an invariant violated (3), an overloaded real-time run
+# (4: its results are not valid), stopped by a signal (130).
+EXIT_OVERLOADED = 4
+EXIT_STOPPED = 130
+
+
+def verdict(outcome: RunOutcome, console: Console) -> int:
+    """0, or EXIT_OVERLOADED with the reasons when a real-time run fell behind real time."""
+    lag = outcome.lag
+    if lag is None or not lag.overloaded:
+        return 0
+    Console(stderr=True).print(
+        "[bold red]overloaded: the emulator fell behind real time, results not valid[/] ("
+        + "; ".join(lag.reasons) + f"; threshold {lag.threshold_s:g} s). Lower run.speed or the cluster size."
+    )
+    return EXIT_OVERLOADED

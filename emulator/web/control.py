@@ -27,8 +27,11 @@ class Controller:
     # ---- the run ------------------------------------------------------------------------
 
     def _clock(self) -> PacedClock:
-        if self.live.clock is None or self.live.finished:
+        if self.live.run is None or self.live.finished:
             raise ControlError("the run is not in progress")
+        if self.live.clock is None:
+            raise ControlError("this run cannot be paused or re-paced: its nodes run in other processes "
+                               "on their own clocks")
         return self.live.clock
 
     def pause_run(self) -> bool:

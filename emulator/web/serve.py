@@ -16,7 +16,9 @@ from typing import Any
 import msgspec
 
 from emulator.harness.outcome import RunOutcome
+from emulator.harness.quietgc import quiet_gc
 from emulator.harness.runner import ProgressHook, RunHandle, run_scenario
+from emulator.harness.tcprun import run_tcp_scenario
 from emulator.scenario.schema import Scenario
 from emulator.time.pacing import PacedClock
 from emulator.web.app import make_app, start_server
@@ -68,7 +70,14 @@ async def serve_scenario(
 
         try:
             tap = EventTap(live.events, sink)
-            outcome = await run_scenario(scenario, clock, tap, progress, on_start=attach)
+            if scenario.transport.kind == "tcp":
+                # Nodes in worker processes, on their own clocks: watched, not paused or re-paced.
+                outcome = await run_tcp_scenario(
+                    scenario, tap, events_path.parent if events_path is not None else None, progress,
+                    on_start=lambda proc: live.attach(proc.side, proc.clock, proc.log, None),
+                )
+            else:
+                outcome = await run_scenario(scenario, clock, tap, progress, on_start=attach)
         finally:
             # The run is over: its nodes stop (the page goes on showing the final state).
             for handle in handles:
@@ -79,6 +88,8 @@ async def serve_scenario(
         live.finish()
         if on_finished is not None:
             on_finished(outcome, live)
+        if outcome.partial:
+            return outcome, live  # stopped by a signal: no lingering
         if linger_s is None:
             await asyncio.Event().wait()
         elif linger_s > 0:
@@ -92,7 +103,7 @@ def serve_blocking(scenario: Scenario, host: str, port: int, **kwargs: Any) -> t
     """Run ``serve_scenario`` on a fresh real-time loop (uvloop when available); Ctrl-C stops it."""
     from emulator.time.clock import new_event_loop
 
-    with asyncio.Runner(loop_factory=lambda: new_event_loop("realtime")) as runner:
+    with quiet_gc(), asyncio.Runner(loop_factory=lambda: new_event_loop("realtime")) as runner:
         return runner.run(serve_scenario(scenario, host, port, **kwargs))
 
 
@@ -100,7 +111,7 @@ def run_served(args: Any, scenario: Scenario, out: Path, console: Any) -> int:
     """The ``run --serve`` path of the CLI: serve, run, write results and the report, linger."""
     from rich.console import Console
 
-    from emulator.results.console import RunProgress, summary_table
+    from emulator.results.console import EXIT_STOPPED, RunProgress, summary_table, verdict
     from emulator.results.report import write_run_report
     from emulator.results.summary import write_results
     from emulator.web.app import parse_bind
@@ -124,12 +135,19 @@ def run_served(args: Any, scenario: Scenario, out: Path, console: Any) -> int:
         Console(stderr=True).print(f"[bold green]status page:[/] {url}  ({control}; "
                                    f"{scenario.run.speed:g}x real time)")
 
+    codes: list[int] = []
+
     def finished(outcome: RunOutcome, live: LiveRun) -> None:
         summary = write_results(outcome, out)
         report = write_run_report(out)
         live.results_dir = str(out)
+        if outcome.partial:
+            Console(stderr=True).print(f"stopped at t={outcome.ended_at_s:g} s: partial results in {out}/")
+            codes.append(EXIT_STOPPED)
+            return
         Console(quiet=args.quiet).print(summary_table(summary, outcome.wall_s))
         console.print(f"results in {out}/ (summary.json, timeseries.csv, events.jsonl, {report.name})")
+        codes.append(verdict(outcome, console))
         if args.linger is None:
             console.print(f"run finished; results in {out}/ — still serving the final state, Ctrl-C to quit")
 
@@ -139,4 +157,4 @@ def run_served(args: Any, scenario: Scenario, out: Path, console: Any) -> int:
             progress=None if args.quiet else bar.update, on_ready=ready, on_finished=finished,
             linger_s=args.linger,
         )
-    return 0
+    return codes[0] if codes else EXIT_STOPPED

@@ -82,8 +82,20 @@ def cluster(live: LiveRun) -> dict[str, Any]:
         rm_wait_p99_s=_r(snap.inbound.wait_p99_s, 6),
         scheduler_queue_depth=snap.scheduler.depth,
         detection_latency_s=_latency_summary(live),
+        lag=_lag(live),
     )
     return doc
+
+
+def _lag(live: LiveRun) -> dict[str, Any] | None:
+    """How far the emulator itself is behind real time (None in virtual time)."""
+    run = live.run
+    if run is None or run.side.lag is None:
+        return None
+    lag = run.side.lag.summary()
+    threshold = run.side.lag_threshold_s
+    return {"p99_s": _r(lag.p99, 4), "max_s": _r(lag.max, 4), "threshold_s": _r(threshold, 4),
+            "overloaded": lag.p99 > threshold}
 
 
 def _latency_summary(live: LiveRun) -> dict[str, float] | None:

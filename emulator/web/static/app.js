@@ -123,6 +123,14 @@ function renderCluster(c) {
   $("panel-control").hidden = !c.allow_control || c.phase === "finished";
   $("btn-pause").hidden = c.phase !== "running";
   $("btn-resume").hidden = c.phase !== "paused";
+  const over = $("overload");
+  if (c.lag && c.lag.overloaded) {
+    over.hidden = false;
+    over.textContent = `Overloaded: the emulator runs ${fmtNum(c.lag.p99_s, 2)} s behind real time (p99; ` +
+      `threshold ${fmtNum(c.lag.threshold_s, 2)} s). These results are not valid: lower the speed or the cluster size.`;
+  } else {
+    over.hidden = true;
+  }
   if (c.nodes_alive === undefined) return;
   $("k-alive").textContent = fmtInt(c.nodes_alive);
   $("k-unhealthy").textContent = fmtInt(c.nodes_unhealthy);
