@@ -64,6 +64,14 @@ class Ended(Record, tag="end", frozen=True):
     completed: bool
 
 
+class IdMark(Record, tag="ids", frozen=True):
+    """Snapshot only: the next ids to hand out, so that ids never repeat across lives even when
+    no live work is left to carry them."""
+
+    next_op_id: int
+    next_container_id: int
+
+
 class Progress(Record, tag="done", frozen=True):
     """Snapshot only: the tasks of ``op_id`` that have completed."""
 
@@ -71,7 +79,7 @@ class Progress(Record, tag="done", frozen=True):
     tasks: tuple[int, ...]
 
 
-AnyRecord = Epoch | PoolAdded | Submitted | Started | Ended | Progress
+AnyRecord = Epoch | IdMark | PoolAdded | Submitted | Started | Ended | Progress
 
 
 class RunningTask(msgspec.Struct):
@@ -127,6 +135,9 @@ class JournalState(msgspec.Struct):
                 self.pools.append(rec)
             case Epoch(n=n):
                 self.epoch = n
+            case IdMark():
+                self.next_op_id = max(self.next_op_id, rec.next_op_id)
+                self.next_container_id = max(self.next_container_id, rec.next_container_id)
 
 
 class Journal:

@@ -236,7 +236,9 @@ class RMLife:
         self.request_pass()
 
     def journal_snapshot(self) -> list[AnyRecord]:
-        return journal_snapshot(self.epoch, self.book, self.cluster, self.recovery)
+        return journal_snapshot(
+            self.epoch, self.book, self.cluster, self.recovery, self.ledger.next_container_id
+        )
 
     def end(self) -> None:
         """The process died: stop what would still fire."""

@@ -69,9 +69,11 @@ class ResourceManager:
         heartbeat_mode: str = "periodic",
         ring: RingConfig | None = None,
         journal: Journal | None = None,
+        resume: bool = False,
     ) -> None:
         """``ring``: run the ring membership service (the ring is on); ``journal``: keep a
-        durable record of the work, for work-preserving restart."""
+        durable record of the work, for work-preserving restart; ``resume``: the journal is an
+        earlier RM process's, this one starts down and ``recover()`` starts its first life."""
         config = config or RMConfig()
         scheduler = scheduler or SchedulerConfig()
         continuous = scheduler.continuous if scheduler.continuous is not None else heartbeat_mode == "delta"
@@ -95,7 +97,11 @@ class ResourceManager:
         self.membership = MembershipService(ring, clock, log, self) if ring is not None else None
         self._ctx.membership = self.membership
         self._timers: list[Periodic] = []
-        if journal is not None:
+        if resume:
+            if journal is None:
+                raise ValueError("resume needs the journal to resume from")
+            self.up = False
+        elif journal is not None:
             self._write_snapshot()
 
     # ---- lifecycle -----------------------------------------------------------------------

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import msgspec
 
 from rm.cluster import Allocation, Cluster, NodeRecord
-from rm.journal import AnyRecord, Epoch, JournalState, PoolAdded, Progress, Started, Submitted
+from rm.journal import AnyRecord, Epoch, IdMark, JournalState, PoolAdded, Progress, Started, Submitted
 from rm.operations import Operation, OperationSpec, Task
 from rm.ports import Clock, Timer
 from rm.workload import WorkloadBook
@@ -161,10 +161,10 @@ def _cid(s: Started) -> int:
 
 
 def journal_snapshot(
-    epoch: int, book: WorkloadBook, cluster: Cluster, recovery: Recovery | None
+    epoch: int, book: WorkloadBook, cluster: Cluster, recovery: Recovery | None, next_container_id: int
 ) -> list[AnyRecord]:
     """The live work as journal records (what a replay of the whole journal gives)."""
-    records: list[AnyRecord] = [Epoch(n=epoch)]
+    records: list[AnyRecord] = [Epoch(n=epoch), IdMark(book.next_op_id, next_container_id)]
     for pool in book.pools.values():
         if pool.parent is not None:
             records.append(PoolAdded(

@@ -268,3 +268,35 @@ def test_emulator_recovery_prints_one_row_per_cluster_size(tmp_path: Path) -> No
         assert r["nodes_back"] == r["nodes"] and r["containers_kept"] == r["containers_waiting"] > 0
         assert r["tasks_lost"] == 0 and r["recovery_s"] is not None
     assert main(["recovery", "scenarios/quickstart.toml"]) == 2  # no [sweep], no rm_restart: clear error
+
+
+def test_ids_never_repeat_across_rm_processes_even_with_no_live_work(tmp_path: Path) -> None:
+    clock = FakeClock()
+    rm = journaled_rm(clock, tmp_path)
+    rm.add_pool("p")
+    link = RecordingLink()
+    rm.receive(link, Register(address="n1", resources=Resources(8, 16)))
+    op1 = rm.submit_operation(OperationSpec(name="x", pool="p", demand=Resources(2, 2), durations=[5.0]))
+    (c1,) = [c.container_id for m in link.of(LaunchContainers) for c in m.containers]
+    rm.crash()
+    rm.recover()
+    # The node comes back, its container completed meanwhile: no work is live any more.
+    rm.receive(RecordingLink(), Register(address="n1", resources=Resources(8, 16),
+                                         containers=(ContainerStatus(c1, "complete"),)))
+    assert rm.operations_view() == []
+    rm.crash()
+    rm.recover()  # the journal is rewritten as a snapshot of no live work
+    assert rm.journal is not None
+    rm.journal.close()
+    # A new RM process on that journal hands out new ids, not 1 again.
+    log = make_logger(clock, None)
+    rm2 = ResourceManager(clock, log, heartbeat_mode="delta", journal=Journal(tmp_path / "j"), resume=True)
+    assert not rm2.snapshot().up
+    rm2.recover()
+    link2 = RecordingLink()
+    rm2.receive(link2, Register(address="n1", resources=Resources(8, 16)))
+    op2 = rm2.submit_operation(OperationSpec(name="y", pool="p", demand=Resources(2, 2), durations=[5.0]))
+    (c2,) = [c.container_id for m in link2.of(LaunchContainers) for c in m.containers]
+    assert op2 > op1 and c2 > c1
+    assert rm2.journal is not None
+    rm2.journal.close()

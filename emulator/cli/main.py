@@ -19,6 +19,7 @@ from emulator.experiments.sweep import add_command as add_sweep_command
 from emulator.harness.invariants import InvariantViolation
 from emulator.results.console import EXIT_STOPPED, verdict
 from emulator.scenario.loader import ScenarioError, load_scenario
+from emulator.scenario.schema import Scenario
 
 
 def _parse_set(item: str) -> tuple[str, Any]:
@@ -43,14 +44,20 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from emulator.harness.runner import run_blocking
-    from emulator.results.console import RunProgress, summary_table
-    from emulator.results.summary import write_results
+    from emulator.results.rundir import claim
 
     scenario = load_scenario(args.scenario, _overrides(args))
     console = Console(stderr=True, quiet=args.quiet)
     out = Path(args.out) if args.out else Path("runs") / Path(args.scenario).stem
-    out.mkdir(parents=True, exist_ok=True)
+    with claim(out):
+        return _run(args, scenario, out, console)
+
+
+def _run(args: argparse.Namespace, scenario: Scenario, out: Path, console: Console) -> int:
+    from emulator.harness.runner import run_blocking
+    from emulator.results.console import RunProgress, summary_table
+    from emulator.results.summary import write_results
+
     if args.serve is not None:
         from emulator.web.serve import run_served
 

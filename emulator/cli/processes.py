@@ -9,12 +9,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from rich.console import Console
 from rich.table import Table
 
 from emulator.harness.nodehost import HostConfig, HostReport, NodeSpec, run_workers
 from emulator.scenario.credentials import CredentialsError, read_secret
 from emulator.scenario.loader import ScenarioError, load_scenario
+from emulator.scenario.schema import Scenario
 from nodemanager.config import HeartbeatConfig
 from rm.protocol import Resources
 
@@ -26,21 +28,70 @@ def parse_address(text: str, flag: str) -> tuple[str, int]:
     return host or "127.0.0.1", int(port)
 
 
+class RMRun(msgspec.Struct):
+    """``rm-run.json``: what a restarted ``emulator rm`` needs to take over its run."""
+
+    scenario: str
+    epoch: float  # Unix time of emulated t = 0
+    speed: float
+    finished: bool = False
+
 
 def cmd_rm(args: argparse.Namespace) -> int:
-    from emulator.harness.outcome import RunOutcome
-    from emulator.harness.tcprun import serve_rm
-    from emulator.results.console import summary_table
-    from emulator.results.summary import write_results
-    from emulator.time.clock import run
+    from emulator.results.rundir import claim
 
     host, port = parse_address(args.listen, "--listen")
-    overrides: dict[str, Any] = {"run.clock": "realtime"}
+    overrides: dict[str, Any] = {"run.clock": "realtime", "transport.kind": "tcp"}
     if args.duration is not None:
         overrides["run.duration_s"] = args.duration
     scenario = load_scenario(args.scenario, overrides)
+    if scenario.rm.journal is None:
+        # An RM process keeps its journal, so that a new process can take its work over.
+        scenario = msgspec.structs.replace(scenario, rm=msgspec.structs.replace(scenario.rm, journal=True))
     out = Path(args.out) if args.out else Path("runs") / f"{Path(args.scenario).stem}-rm"
-    out.mkdir(parents=True, exist_ok=True)
+    with claim(out):
+        return _serve_rm(args, scenario, out, host, port)
+
+
+def _takeover(args: argparse.Namespace, scenario: Scenario, out: Path) -> tuple[float, float | None]:
+    """The run's epoch, and when its earlier RM process died (None: a new run)."""
+    from emulator.time.clock import unix_time
+
+    record_path, journal = out / "rm-run.json", out / "rm-journal.jsonl"
+    prior = msgspec.json.decode(record_path.read_bytes(), type=RMRun) if record_path.exists() else None
+    unfinished = prior is not None and not prior.finished and journal.exists()
+    if args.recover and not unfinished:
+        raise ScenarioError(f"--recover: {out}/ holds no unfinished run of an RM process to take over")
+    if prior is not None and unfinished:
+        if not scenario.journaled:
+            raise ScenarioError(f"{out}/ holds an unfinished run, but `rm.journal = false`: "
+                                "give another --out")
+        if prior.scenario != scenario.name or prior.speed != scenario.run.speed:
+            raise ScenarioError(
+                f"{out}/ holds an unfinished run of scenario {prior.scenario!r} at speed {prior.speed:g}: "
+                "resume it with the same scenario and speed, or give another --out"
+            )
+        if args.start_at is not None and args.start_at != prior.epoch:
+            raise ScenarioError(f"--start-at: the run in {out}/ started at {prior.epoch} (Unix time)")
+        died = (journal.stat().st_mtime - prior.epoch) * prior.speed
+        print(f"resuming the run in {out}/ from its journal (its RM process stopped at t={died:.1f} s)",
+              file=sys.stderr, flush=True)
+        return prior.epoch, max(0.0, died)
+    for stale in ("rm-journal.jsonl", "workload.jsonl"):
+        (out / stale).unlink(missing_ok=True)
+    epoch = args.start_at if args.start_at is not None else unix_time()
+    record_path.write_bytes(msgspec.json.encode(RMRun(scenario.name, epoch, scenario.run.speed)))
+    return epoch, None
+
+
+def _serve_rm(args: argparse.Namespace, scenario: Scenario, out: Path, host: str, port: int) -> int:
+    from emulator.harness.outcome import RunOutcome
+    from emulator.harness.tcprun import serve_rm
+    from emulator.results.console import EXIT_STOPPED, summary_table, verdict
+    from emulator.results.summary import write_results
+    from emulator.time.clock import run
+
+    epoch, resumed_from = _takeover(args, scenario, out)
 
     async def main(_: Any) -> RunOutcome:
         live = server = None
@@ -59,10 +110,11 @@ def cmd_rm(args: argparse.Namespace) -> int:
                 live.attach(proc.side, proc.clock, proc.log, None)
 
         try:
-            with (out / "events.jsonl").open("w", encoding="utf-8") as sink:
+            mode = "w" if resumed_from is None else "a"  # a resumed run's events follow the earlier ones
+            with (out / "events.jsonl").open(mode, encoding="utf-8") as sink:
                 tap: Any = sink if live is None else EventTap(live.events, sink)
-                proc, wall, finished = await serve_rm(scenario, host, port, args.start_at, tap,
-                                                      on_start=attach, journal_dir=out)
+                proc, wall, finished = await serve_rm(scenario, host, port, epoch, out, tap,
+                                                      on_start=attach, resumed_from=resumed_from)
         finally:
             if live is not None:
                 live.finish()
@@ -75,10 +127,18 @@ def cmd_rm(args: argparse.Namespace) -> int:
 
     outcome: RunOutcome = run(main, "realtime", scenario.run.speed)
     summary = write_results(outcome, out)
-    Console(quiet=args.quiet, width=140).print(summary_table(summary, outcome.wall_s))
-    Console(quiet=args.quiet, width=140).print(costs_table(summary["costs"]))
+    if outcome.partial:
+        print(f"stopped at t={outcome.ended_at_s:g} s: partial results in {out}/ (start `emulator rm` "
+              "on it again to resume the run)", file=sys.stderr)
+        return EXIT_STOPPED
+    record_path = out / "rm-run.json"
+    record = msgspec.json.decode(record_path.read_bytes(), type=RMRun)
+    record_path.write_bytes(msgspec.json.encode(msgspec.structs.replace(record, finished=True)))
+    console = Console(quiet=args.quiet, width=140)
+    console.print(summary_table(summary, outcome.wall_s))
+    console.print(costs_table(summary["costs"]))
     print(f"results in {out}/ (node-side counters are in the `emulator nodes` output)", file=sys.stderr)
-    return 0
+    return verdict(outcome, Console(stderr=True, quiet=args.quiet))
 
 
 def node_configs(args: argparse.Namespace, host: str, port: int) -> list[HostConfig]:
@@ -149,6 +209,8 @@ def cmd_nodes(args: argparse.Namespace) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 1
     Console(quiet=args.quiet, width=140).print(workers_table(reports))
+    if args.report:
+        Path(args.report).write_bytes(msgspec.json.format(msgspec.json.encode(reports)))
     return 0
 
 
@@ -190,7 +252,10 @@ def add_commands(sub: Any) -> None:
     r.add_argument("--listen", default="127.0.0.1:0", help="HOST:PORT to listen on (default 127.0.0.1:0)")
     r.add_argument("--duration", type=float, help="override run.duration_s")
     r.add_argument("--start-at", type=float, help="Unix time of emulated t=0 (default: now)")
-    r.add_argument("--out", help="results directory (default runs/<scenario>-rm)")
+    r.add_argument("--out", help="results directory (default runs/<scenario>-rm); an unfinished run in "
+                   "it (its RM process died) is resumed from its journal")
+    r.add_argument("--recover", action="store_true",
+                   help="insist on resuming: fail if the results directory holds no unfinished run")
     r.add_argument("--serve", metavar="[HOST:]PORT", help="serve the live status page (read-only)")
     r.add_argument("--quiet", action="store_true")
     r.set_defaults(func=cmd_rm)
@@ -213,5 +278,6 @@ def add_commands(sub: Any) -> None:
     n.add_argument("--credentials-env", default="", metavar="VAR", help="read the secret from this variable")
     n.add_argument("--credentials-file", default="", metavar="PATH", help="read the secret from this file")
     n.add_argument("--name-prefix", help="node address prefix (default: host name)")
+    n.add_argument("--report", metavar="PATH", help="also write the workers' reports (counters) as JSON")
     n.add_argument("--quiet", action="store_true")
     n.set_defaults(func=cmd_nodes)

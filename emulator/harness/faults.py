@@ -93,9 +93,12 @@ class FaultInjector:
         """Schedule every fault: RM faults at their time, node faults ``hosting.lead_s`` before it
         (they carry their time and are applied then, wherever the nodes are)."""
         lead = self._hosting.lead_s
+        now = self._clock.now()  # > 0 in an RM process that resumed a run: those past are done
         for index, fault in enumerate(self._faults):
+            if fault.at_s < now:
+                continue
             early = 0.0 if isinstance(fault, RMStallFault | RMOverloadFault | RMRestartFault) else lead
-            self._clock.call_later(max(0.0, fault.at_s - early), self._fire, index, fault)
+            self._clock.call_later(max(0.0, fault.at_s - early - now), self._fire, index, fault)
 
     def select(self, sel: NodeSelector) -> list[str]:
         if sel.nodes:

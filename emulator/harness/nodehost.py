@@ -46,7 +46,7 @@ from emulator.harness.quietgc import quiet_gc
 from emulator.measure.lag import LoopLag
 from emulator.measure.timing import HeartbeatTiming, Interval, LatenessSummary
 from emulator.scenario.schema import MessageFault
-from emulator.time.clock import EpochClock, LoopClock, run, wall_time
+from emulator.time.clock import EpochClock, LoopClock, run, unix_time, wall_time
 from emulator.transport.backoff import Backoff
 from emulator.transport.faulty import FaultWindow, MessageFaultCounters, MessageFaultPlan
 from emulator.transport.framing import DEFAULT_MAX_FRAME_BYTES
@@ -286,7 +286,7 @@ def main() -> int:
 
     async def go(_: LoopClock) -> HostReport:
         loop = asyncio.get_running_loop()
-        epoch = cfg.epoch if cfg.epoch is not None else time.time()
+        epoch = cfg.epoch if cfg.epoch is not None else unix_time()
         return await host_nodes(cfg, EpochClock(loop, cfg.speed, epoch))
 
     with contextlib.suppress(KeyboardInterrupt):

@@ -138,7 +138,13 @@ class RestartLog(RMObserver):
         self.records.append(RestartRecord(self._clock.now()))
         self._clock.call_later(downtime_s, self._up)
 
-    def _up(self) -> None:
+    def resume(self, died_at_s: float) -> None:
+        """This process takes over from an earlier RM process that died at ``died_at_s``:
+        recover from the journal now."""
+        self.records.append(RestartRecord(died_at_s))
+        self._up(listen=False)
+
+    def _up(self, listen: bool = True) -> None:
         rm = self._rm
         rec = self.records[-1]
         rec.up_at = self._clock.now()
@@ -148,7 +154,8 @@ class RestartLog(RMObserver):
         started = wall_time()
         rec.recovery = rm.recover()
         rec.replay_wall_s = wall_time() - started
-        self._listener.listen()
+        if listen:
+            self._listener.listen()
 
     def node_registered(self, ev: NodeEvent) -> None:
         if not self.records:
@@ -157,7 +164,7 @@ class RestartLog(RMObserver):
         if rec.up_at is None or rec.nodes_back_at is not None:
             return
         rec.back.add(ev.address)
-        if len(rec.back) >= rec.expected_nodes:
+        if rec.expected_nodes and len(rec.back) >= rec.expected_nodes:  # 0: not known (an RM alone)
             rec.nodes_back_at = self._clock.now()
 
     def summary(self) -> list[RestartSummary]:

@@ -15,7 +15,7 @@ from emulator.harness.faults import FaultInjector
 from emulator.harness.hosting import NodeHosting, NodeReality
 from emulator.harness.invariants import InvariantChecker
 from emulator.harness.restarts import Listener, RestartLog
-from emulator.harness.workload import WorkloadDriver
+from emulator.harness.workload import SubmissionLog, WorkloadDriver
 from emulator.measure.lag import LagReport, LoopLag
 from emulator.measure.removals import RemovalLog
 from emulator.measure.sampler import Sampler, SampleRow
@@ -38,10 +38,17 @@ class RMSide:
         journal: Journal | None = None,
         check_invariants: bool = False,
         realities: Callable[[], list[NodeReality] | None] | None = None,
+        submissions: SubmissionLog | None = None,
+        resumed_from: float | None = None,
     ) -> None:
         """``listener``: the transport's RM side (dropped and reopened by an RM restart);
         ``live_nodes()``: nodes that should come back after a restart; ``realities()``: every
-        node's real state now, for the invariant checker (None when not available now)."""
+        node's real state now, for the invariant checker (None when not available now);
+        ``submissions``: the clients' record of what they submitted; ``resumed_from``: this
+        process takes over from an earlier RM process of the run that died then (emulated s),
+        with its journal and submissions."""
+        self._resumed_from = resumed_from
+        resume = resumed_from is not None
         self.scenario = scenario
         self.clock = clock
         self.log = log
@@ -49,10 +56,11 @@ class RMSide:
         sc = scenario
         self.rm = ResourceManager(
             clock, log, sc.rm, sc.scheduler, heartbeat_mode=sc.heartbeat.mode,
-            ring=sc.ring if sc.ring_enabled else None, journal=journal,
+            ring=sc.ring if sc.ring_enabled else None, journal=journal, resume=resume,
         )
-        self.workload = WorkloadDriver(sc.workload, self.rm, clock, sc.run.seed)
-        self.workload.install_pools()
+        self.workload = WorkloadDriver(sc.workload, self.rm, clock, sc.run.seed, submissions)
+        if not resume:
+            self.workload.install_pools()  # a resumed RM has its pools from the journal
         counters = hosting.counters()
         self.sampler = Sampler(
             self.rm, lambda: (counters.heartbeats_sent, counters.heartbeat_responses), clock,
@@ -95,6 +103,9 @@ class RMSide:
             "run.started", scenario=sc.name, nodes=sc.node_count, mode=sc.heartbeat.mode,
             policy=sc.scheduler.policy, seed=sc.run.seed, transport=sc.transport.kind,
         )
+        if self._resumed_from is not None:
+            self.restarts.resume(self._resumed_from)
+            self.workload.resume()
         self.rm.start()
         if self.lag is not None:
             self.lag.start()

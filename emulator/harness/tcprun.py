@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import math
 import sys
-import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -33,12 +32,13 @@ from emulator.harness.restarts import scenario_journal
 from emulator.harness.rmside import RMSide
 from emulator.harness.runner import ProgressHook, Tick, invariants_wanted, message_fault_plan, outcome
 from emulator.harness.workers import WorkerHosting, collect, spawn, sum_message_faults, sum_ring
+from emulator.harness.workload import SubmissionLog
 from emulator.measure.costs import RMCostMeter, efficiency
 from emulator.measure.lag import judge, merge_worst
 from emulator.measure.timing import HeartbeatTiming
 from emulator.scenario.schema import MessageFault, Scenario
 from emulator.scenario.topology import node_specs, phases
-from emulator.time.clock import EpochClock, LoopClock, run, wall_time
+from emulator.time.clock import EpochClock, LoopClock, run, unix_time, wall_time
 from emulator.transport.metered import Meter
 from emulator.transport.tcp import TcpServer
 from rm.journal import Journal
@@ -78,9 +78,11 @@ class TcpRM:
     def __init__(
         self, scenario: Scenario, clock: LoopClock, events: TextSink | None, journal: Journal | None = None,
         check_invariants: bool = False, known_nodes: bool = True,
+        submissions: SubmissionLog | None = None, resumed_from: float | None = None,
     ) -> None:
         """``journal``: the RM's durable record (``emulator.harness.restarts.scenario_journal``);
-        ``known_nodes``: the scenario's nodes are the run's (False: whatever workers join)."""
+        ``known_nodes``: the scenario's nodes are the run's (False: whatever workers join);
+        ``submissions``, ``resumed_from``: see ``RMSide``."""
         self.scenario = scenario
         self.clock = clock
         self.log = make_logger(clock, events)
@@ -99,7 +101,7 @@ class TcpRM:
         )
         self.side = RMSide(
             scenario, clock, self.log, self.hosting, _Listener(self.server), self._live_nodes,
-            journal, check_invariants, self._fresh_realities,
+            journal, check_invariants, self._fresh_realities, submissions, resumed_from,
         )
         self.rm = self.side.rm
         self.meter = RMCostMeter(self.rm, scenario.sample_interval_s)
@@ -330,7 +332,7 @@ async def run_tcp_scenario(
         tc = scenario.transport
         # Everything before the epoch is set-up: workers start, build their nodes and connect.
         margin_s = 2.0 + scenario.node_count / 5_000
-        epoch = time.time() + margin_s
+        epoch = unix_time() + margin_s
         clock = EpochClock(asyncio.get_running_loop(), scenario.run.speed, epoch)
         proc = TcpRM(scenario, clock, events, journal, invariants_wanted(check_invariants))
         host, port = await proc.start_servers(tc.host, tc.port)
@@ -372,18 +374,23 @@ def run_tcp_blocking(
     return result
 
 
-async def serve_rm(scenario: Scenario, host: str, port: int, epoch: float | None,
+async def serve_rm(scenario: Scenario, host: str, port: int, epoch: float, run_dir: Path,
                    events: TextSink | None,
                    on_start: Callable[[TcpRM], None] | None = None,
-                   journal_dir: Path | None = None) -> tuple[TcpRM, float, bool]:
-    """``emulator rm``: the RM alone, for ``run.duration_s`` emulated seconds from the epoch.
-    ``on_start(proc)`` runs before the RM serves (the status page attaches there). Returns the
-    RM process, its wall time, and whether it ran to its end (False: stopped by a signal)."""
+                   resumed_from: float | None = None) -> tuple[TcpRM, float, bool]:
+    """``emulator rm``: the RM alone, for ``run.duration_s`` emulated seconds from the epoch
+    (Unix time), keeping its journal and its clients' submissions in ``run_dir``;
+    ``resumed_from``: take over from the run's earlier RM process, which died then. ``on_start(proc)``
+    runs before the RM serves (the status page attaches there). Returns the RM process, its
+    wall time, and whether it ran to its end (False: stopped by a signal)."""
     loop = asyncio.get_running_loop()
-    clock = EpochClock(loop, scenario.run.speed, epoch if epoch is not None else time.time())
+    clock = EpochClock(loop, scenario.run.speed, epoch)
     with contextlib.ExitStack() as stack:
-        journal = scenario_journal(scenario, journal_dir, stack)
-        proc = TcpRM(scenario, clock, events, journal, known_nodes=False)
+        journal = scenario_journal(scenario, run_dir, stack)
+        submissions = SubmissionLog(run_dir / "workload.jsonl")
+        stack.callback(submissions.close)
+        proc = TcpRM(scenario, clock, events, journal, known_nodes=False, submissions=submissions,
+                     resumed_from=resumed_from)
         if on_start is not None:
             on_start(proc)
         address = await proc.start_servers(host, port)

@@ -1,9 +1,18 @@
 """The workload's clients: they submit the scenario's operations to the RM at their times, and
-looping users resubmit when their operation finishes."""
+looping users resubmit when their operation finishes.
+
+With a ``SubmissionLog`` the clients remember what they submitted (``workload.jsonl`` in the run
+directory), so that a standalone RM process restarted on its run directory resumes the workload
+where it stood instead of submitting everything again.
+"""
 
 from __future__ import annotations
 
 import random
+from pathlib import Path
+from typing import IO
+
+import msgspec
 
 from emulator.scenario.schema import OperationConfig, WorkloadConfig
 from emulator.time.clock import LoopClock
@@ -13,16 +22,59 @@ from rm.operations import OperationSpec
 from rm.protocol import Resources
 
 
+class Submission(msgspec.Struct, frozen=True, array_like=True):
+    group: str
+    instance: int  # the group's k-th operation
+    timed: bool  # a scheduled start (False: a looping user's next operation)
+
+
+class SubmissionLog:
+    """An append-only record of the clients' submissions, one line each, flushed at once."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file: IO[bytes] | None = None
+        self._encoder = msgspec.json.Encoder()
+
+    def read(self) -> list[Submission]:
+        if not self.path.exists():
+            return []
+        decoder = msgspec.json.Decoder(Submission)
+        out = []
+        with self.path.open("rb") as f:
+            for line in f:
+                try:
+                    out.append(decoder.decode(line))
+                except msgspec.DecodeError:
+                    break  # a torn last line: the process died while writing it
+        return out
+
+    def append(self, sub: Submission) -> None:
+        if self._file is None:
+            self._file = self.path.open("ab", buffering=0)
+        self._file.write(self._encoder.encode(sub) + b"\n")
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
 class WorkloadDriver(RMObserver):
-    def __init__(self, config: WorkloadConfig, rm: ResourceManager, clock: LoopClock, seed: int) -> None:
+    def __init__(
+        self, config: WorkloadConfig, rm: ResourceManager, clock: LoopClock, seed: int,
+        log: SubmissionLog | None = None,
+    ) -> None:
         self._config = config
         self._rm = rm
         self._clock = clock
         self._seed = seed
+        self._log = log
         self._by_group: dict[str, OperationConfig] = {o.name: o for o in config.operations}
         self._instances: dict[str, int] = {}
+        self._timed_done: dict[str, int] = {}
         self._stopped = False
-        self._held: list[OperationSpec] = []
+        self._held: list[tuple[OperationSpec, Submission]] = []
         rm.observe(self)
 
     def install_pools(self) -> None:
@@ -44,15 +96,47 @@ class WorkloadDriver(RMObserver):
                 rm.add_pool(op.pool)
 
     def start(self) -> None:
-        """Schedule every submission; call once the RM is running."""
+        """Schedule every submission not made yet; call once the RM is running (a resumed RM:
+        once it has recovered its journal)."""
+        now = self._clock.now()
         for op in self._config.operations:
-            for k in range(op.repeat):
-                self._clock.call_later(op.submit_at_s + k * op.repeat_every_s, self._submit, op)
+            done = self._timed_done.get(op.name, 0)
+            for k in range(done, op.repeat):
+                at = op.submit_at_s + k * op.repeat_every_s
+                self._clock.call_later(max(0.0, at - now), self._submit, op, True)
+
+    def resume(self) -> None:
+        """Take up the workload of an earlier RM process from the log and the recovered RM: no
+        operation is submitted twice, and a looping user whose operation finished goes on."""
+        assert self._log is not None
+        for sub in self._log.read():
+            self._instances[sub.group] = max(self._instances.get(sub.group, 0), sub.instance + 1)
+            if sub.timed:
+                self._timed_done[sub.group] = self._timed_done.get(sub.group, 0) + 1
+        live: dict[str, int] = {}
+        for view in self._rm.operations_view():
+            cfg = self._by_group.get(view.group)
+            if cfg is None:
+                continue
+            live[view.group] = live.get(view.group, 0) + 1
+            # Submitted just before the process died, before its log line: count it.
+            k = _instance(view.name, cfg)
+            if k >= self._instances.get(view.group, 0):
+                self._instances[view.group] = k + 1
+                self._timed_done[view.group] = self._timed_done.get(view.group, 0) + int(not cfg.loop)
+        for cfg in self._config.operations:
+            if cfg.loop:
+                # Each looping user has one live operation; one whose operation finished while
+                # no RM ran is due its next one now.
+                for _ in range(self._timed_done.get(cfg.name, 0) - live.get(cfg.name, 0)):
+                    self._clock.call_soon(self._submit, cfg, False)
 
     def stop(self) -> None:
         self._stopped = True
+        if self._log is not None:
+            self._log.close()
 
-    def _submit(self, cfg: OperationConfig) -> None:
+    def _submit(self, cfg: OperationConfig, timed: bool) -> None:
         if self._stopped:
             return
         k = self._instances.get(cfg.name, 0)
@@ -74,22 +158,34 @@ class WorkloadDriver(RMObserver):
                 durations=durations,
                 weight=cfg.weight,
                 group=cfg.name,
-            )
+            ),
+            Submission(cfg.name, k, timed),
         )
+        if timed:
+            self._timed_done[cfg.name] = self._timed_done.get(cfg.name, 0) + 1
 
-    def _send(self, spec: OperationSpec) -> None:
+    def _send(self, spec: OperationSpec, sub: Submission) -> None:
         try:
             self._rm.submit_operation(spec)
         except RMUnavailable:
             # The RM is restarting: the client holds the submission until it is back.
-            self._held.append(spec)
+            self._held.append((spec, sub))
+            return
+        if self._log is not None:
+            self._log.append(sub)  # once accepted: the RM has journaled it
 
     def rm_recovered(self) -> None:
         held, self._held = self._held, []
-        for spec in held:
-            self._send(spec)
+        for spec, sub in held:
+            self._send(spec, sub)
 
     def operation_finished(self, ev: OperationEvent) -> None:
         cfg = self._by_group.get(ev.group)
         if cfg is not None and cfg.loop and not self._stopped:
-            self._submit(cfg)
+            self._submit(cfg, False)
+
+
+def _instance(name: str, cfg: OperationConfig) -> int:
+    """k of the operation named ``name`` of group ``cfg`` (``group#k``, or the group's one)."""
+    _, sep, k = name.rpartition("#")
+    return int(k) if sep and k.isdigit() else 0

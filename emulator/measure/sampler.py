@@ -3,6 +3,7 @@ and per pool. Reads the RM only through its snapshots."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Protocol
 
@@ -104,9 +105,10 @@ class Sampler:
         self._stopped = False
 
     def start(self) -> None:
-        """Sample at every multiple of the interval."""
-        self._k = 1
-        self._clock.call_later(self.interval_s - self._clock.now(), self._due)
+        """Sample at every multiple of the interval (from now on: a resumed run starts late)."""
+        now = self._clock.now()
+        self._k = max(1, math.floor(now / self.interval_s) + 1)
+        self._clock.call_later(self._k * self.interval_s - now, self._due)
 
     def stop(self) -> None:
         self._stopped = True

@@ -112,7 +112,7 @@ class EpochClock(LoopClock):
         super().__init__(loop, speed)
         # Unix time is only used to agree on t = 0 across processes; emulated time then runs on
         # the loop's monotonic clock like any LoopClock.
-        self._origin = loop.time() + (epoch - time.time())
+        self._origin = loop.time() + (epoch - unix_time())
 
 
 def run(main: Callable[[LoopClock], Any], mode: ClockMode = "virtual", speed: float = 1.0) -> Any:
@@ -128,6 +128,11 @@ def run(main: Callable[[LoopClock], Any], mode: ClockMode = "virtual", speed: fl
         finally:
             asyncio.set_event_loop(None)
             loop.close()
+
+
+def unix_time() -> float:
+    """Seconds since the Unix epoch: what processes on several machines agree on (a run's epoch)."""
+    return time.time()
 
 
 def wall_time() -> float:
