@@ -63,3 +63,22 @@ def test_a_stalled_process_shows_the_lateness_of_its_held_tick() -> None:
     assert s.count == 3
     assert s.max == pytest.approx(6.5)
     assert len(link.of(Heartbeat)) == 1  # the first one is unanswered: one in flight
+
+
+def test_the_lag_verdict_leaves_out_ticks_an_injected_pause_held_back() -> None:
+    clock = FakeClock()
+    timing = HeartbeatTiming(interval_s=10.0)
+    proc = NodeProcess(
+        "n", Resources(4, 8), HeartbeatConfig(interval_s=10.0), clock, NodeCounters(),
+        make_logger(clock, None), phase_s=1.0, timing=timing,
+    )
+    proc.attach(RecordingLink())
+    proc.start()
+    clock.advance_to(1.5)
+    proc.receive(RegisterResponse(action="normal", machine_id=1))
+    clock.advance_to(30.0)
+    proc.pause(7.5)
+    clock.advance_to(45.0)  # the tick due at 31 ran at 37.5 (held), the one at 41 on time
+    assert timing.summary().max == pytest.approx(6.5) and timing.summary().count == 4
+    own = timing.own_summary()
+    assert own.count == 3 and own.max == 0.0

@@ -17,7 +17,7 @@ from emulator.experiments.efficiency import add_command as add_efficiency_comman
 from emulator.experiments.recovery import add_command as add_recovery_command
 from emulator.experiments.sweep import add_command as add_sweep_command
 from emulator.harness.invariants import InvariantViolation
-from emulator.results.console import EXIT_STOPPED, verdict
+from emulator.results.console import EXIT_STOPPED, stopped, verdict
 from emulator.scenario.loader import ScenarioError, load_scenario
 from emulator.scenario.schema import Scenario
 
@@ -79,8 +79,7 @@ def _run(args: argparse.Namespace, scenario: Scenario, out: Path, console: Conso
     report = write_run_report(out)
     if outcome.partial:
         # Stopped by Ctrl-C / SIGTERM: one line, the partial results are on disk.
-        Console(stderr=True).print(f"stopped at t={outcome.ended_at_s:g} s: partial results in {out}/")
-        return EXIT_STOPPED
+        return stopped(outcome, out)
     Console(quiet=args.quiet).print(summary_table(summary, outcome.wall_s))
     console.print(f"results in {out}/ (summary.json, timeseries.csv, events.jsonl, {report.name}, *.png)")
     return verdict(outcome, console)

@@ -87,7 +87,7 @@ def _takeover(args: argparse.Namespace, scenario: Scenario, out: Path) -> tuple[
 def _serve_rm(args: argparse.Namespace, scenario: Scenario, out: Path, host: str, port: int) -> int:
     from emulator.harness.outcome import RunOutcome
     from emulator.harness.tcprun import serve_rm
-    from emulator.results.console import EXIT_STOPPED, summary_table, verdict
+    from emulator.results.console import stopped, summary_table, verdict
     from emulator.results.summary import write_results
     from emulator.time.clock import run
 
@@ -128,9 +128,7 @@ def _serve_rm(args: argparse.Namespace, scenario: Scenario, out: Path, host: str
     outcome: RunOutcome = run(main, "realtime", scenario.run.speed)
     summary = write_results(outcome, out)
     if outcome.partial:
-        print(f"stopped at t={outcome.ended_at_s:g} s: partial results in {out}/ (start `emulator rm` "
-              "on it again to resume the run)", file=sys.stderr)
-        return EXIT_STOPPED
+        return stopped(outcome, out, " (start `emulator rm` on it again to resume the run)")
     record_path = out / "rm-run.json"
     record = msgspec.json.decode(record_path.read_bytes(), type=RMRun)
     record_path.write_bytes(msgspec.json.encode(msgspec.structs.replace(record, finished=True)))

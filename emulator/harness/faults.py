@@ -89,13 +89,14 @@ class FaultInjector:
         self._restart_rm = restart_rm
         self.fates = NodeFates(clock)
 
-    def start(self) -> None:
+    def start(self, resumed: bool = False) -> None:
         """Schedule every fault: RM faults at their time, node faults ``hosting.lead_s`` before it
-        (they carry their time and are applied then, wherever the nodes are)."""
+        (they carry their time and are applied then, wherever the nodes are). ``resumed``: this
+        RM process takes a run over, the faults already due are the earlier process's past."""
         lead = self._hosting.lead_s
-        now = self._clock.now()  # > 0 in an RM process that resumed a run: those past are done
+        now = self._clock.now()
         for index, fault in enumerate(self._faults):
-            if fault.at_s < now:
+            if resumed and fault.at_s < now:
                 continue
             early = 0.0 if isinstance(fault, RMStallFault | RMOverloadFault | RMRestartFault) else lead
             self._clock.call_later(max(0.0, fault.at_s - early - now), self._fire, index, fault)

@@ -100,6 +100,7 @@ class HostReport(msgspec.Struct, kw_only=True, frozen=True):
     max_rss_kib: int
     counters: NodeCounters
     lateness_s: LatenessSummary  # heartbeat ticks, emulated s
+    own_lateness_s: LatenessSummary  # the same without ticks an injected pause held back
     loop_lag_s: LatenessSummary  # the event loop, emulated s
     lag_by_interval: dict[int, float]
     fault_lateness_s: LatenessSummary  # node faults applied after their emulated time
@@ -261,6 +262,7 @@ async def host_nodes(cfg: HostConfig, clock: LoopClock) -> HostReport:
         max_rss_kib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
         counters=w.counters,
         lateness_s=w.timing.summary(),
+        own_lateness_s=w.timing.own_summary(),
         loop_lag_s=lag.summary(),
         lag_by_interval=lag.worst_by_interval,
         fault_lateness_s=_summary(w.fault_lateness),

@@ -15,10 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from emulator.measure.timing import HeartbeatTiming
 from emulator.time.clock import Scheduler
 from nodemanager.config import HeartbeatConfig
 from nodemanager.node import NodeManager, NodeState
-from nodemanager.ports import Log, Timer, TimingProbe
+from nodemanager.ports import Log, Timer
 from nodemanager.stats import NodeCounters
 from ringmon.config import RingConfig
 from ringmon.membership import RingView, ViewCache
@@ -32,13 +33,14 @@ from rm.protocol import ContainerLaunch, Resources
 class ProcessGate:
     """A process's event loop: runs callbacks now, or holds them while the process is paused."""
 
-    __slots__ = ("_clock", "_held", "_since", "_until")
+    __slots__ = ("_clock", "_held", "_since", "_until", "resumed_at")
 
     def __init__(self, clock: Scheduler) -> None:
         self._clock = clock
         self._held: list[tuple[Callable[..., object], tuple[Any, ...]]] | None = None
         self._until = -1.0
         self._since = 0.0
+        self.resumed_at = float("-inf")  # the end of the last pause
 
     def run(self, fn: Callable[..., object], *args: Any) -> None:
         held = self._held
@@ -51,6 +53,9 @@ class ProcessGate:
     def paused(self) -> bool:
         return self._held is not None
 
+    def now(self) -> float:
+        return self._clock.now()
+
     def stalled_for(self) -> float:
         """How long the loop has been stalled (0 while it runs)."""
         return self._clock.now() - self._since if self._held is not None else 0.0
@@ -62,13 +67,18 @@ class ProcessGate:
             self._since = now
         if now + seconds > self._until:
             self._until = now + seconds
-            self._clock.call_later(seconds, self._resume)
+            self._clock.call_later(seconds, self._resume, self._until)
 
-    def _resume(self) -> None:
+    def _resume(self, until: float) -> None:
         held = self._held
-        if held is None or self._until > self._clock.now() + 1e-9:
+        if held is None or until != self._until:
+            return  # resumed already, or a longer pause came meanwhile (its own timer resumes)
+        left = until - self._clock.now()
+        if left > 1e-9:  # real time: the timer fired a little early
+            self._clock.call_later(left, self._resume, until)
             return
         self._held = None
+        self.resumed_at = self._clock.now()
         for k, (fn, args) in enumerate(held):
             if self._held is not None:  # paused again by what just ran: the rest waits
                 self._held[:0] = held[k:]
@@ -79,6 +89,29 @@ class ProcessGate:
         """The process died: what it had not run yet is gone."""
         self._held = None
         self._until = -1.0
+
+
+class _PauseAwareTiming:
+    """Heartbeat timing that tells the ticks an injected pause held back (late on purpose: the
+    emulated system's fault) from those the emulator itself ran late."""
+
+    __slots__ = ("_gate", "_inner")
+
+    def __init__(self, inner: HeartbeatTiming, gate: ProcessGate) -> None:
+        self._inner = inner
+        self._gate = gate
+
+    def tick(self, late_s: float) -> None:
+        if self._gate.resumed_at < self._gate.now() - late_s:  # no pause ended since it was due
+            self._inner.tick(late_s)
+        else:
+            self._inner.held_tick(late_s)
+
+    def sent(self, t: float) -> None:
+        self._inner.sent(t)
+
+    def answered(self, sent_at: float, t: float) -> None:
+        self._inner.answered(sent_at, t)
 
 
 class GatedClock:
@@ -155,7 +188,7 @@ class NodeProcess:
         phase_s: float = 0.0,
         credentials: str = "",
         ring: RingParts | None = None,
-        timing: TimingProbe | None = None,
+        timing: HeartbeatTiming | None = None,
         peer_endpoint: str = "",
     ) -> None:
         """``peer_endpoint``: where this process's peer channel listens (TCP workers)."""
@@ -176,9 +209,10 @@ class NodeProcess:
                 self.send_to_rm, ring.views, ring.counters, log,
                 stall_age=self.gate.stalled_for, on_removed=self._ring_removed, phase_s=phase_s,
             )
+        probe = _PauseAwareTiming(timing, self.gate) if timing is not None else None
         self.node = NodeManager(
             address, resources, heartbeat, inner, self.send_to_rm, counters, log, credentials,
-            membership=self.monitor, timing=timing, peer_endpoint=peer_endpoint,
+            membership=self.monitor, timing=probe, peer_endpoint=peer_endpoint,
         )
 
     # ---- the transport's side ---------------------------------------------------------------

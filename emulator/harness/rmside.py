@@ -111,7 +111,7 @@ class RMSide:
             self.lag.start()
         self.sampler.start()
         self.workload.start()
-        self.faults.start()
+        self.faults.start(resumed=self._resumed_from is not None)
         if sc.run.warmup_s > 0:
             self.clock.call_later(
                 sc.run.warmup_s - self.clock.now(), self.rm.start_measurement, sc.run.warmup_s

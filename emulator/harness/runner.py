@@ -180,10 +180,9 @@ async def _run(
     lag = None
     if side.lag is not None:
         last = max(1, math.floor(sc.run.duration_s / sc.sample_interval_s))
-        lag = judge(
-            side.lag_threshold_s, side.lag.summary(), [], timing.summary(), None, side.lag.worst_by_interval,
-            last,
-        )
+        probe = side.lag
+        lag = judge(side.lag_threshold_s, probe.summary(), [], timing.own_summary(), None,
+                    probe.worst_by_interval, last)
     if realities is not None:
         side.end_check(realities, lag)
     out = outcome(side, counters, timing, to_rm, wall_s, plan, ring.counters if ring else None,

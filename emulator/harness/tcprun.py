@@ -223,6 +223,7 @@ class TcpRM:
         self.hosting.add_reports(reports)
         worst = max((r.lateness_s for r in reports), key=lambda s: s.p99, default=None)
         lateness = worst if worst is not None else HeartbeatTiming().summary()
+        own = max((r.own_lateness_s for r in reports), key=lambda s: s.p99, default=lateness)
         faults = [r.fault_lateness_s for r in reports if r.fault_lateness_s.count]
         first, last = self.window()
         probe = self.side.lag
@@ -231,7 +232,7 @@ class TcpRM:
             self.side.lag_threshold_s,
             probe.summary(),
             [r.loop_lag_s for r in reports],
-            lateness,
+            own,
             max(faults, key=lambda s: s.max) if faults else None,
             merge_worst([probe.worst_by_interval, *(r.lag_by_interval for r in reports)]),
             max(0, last - first + 1),

@@ -81,7 +81,7 @@ class LagReport(msgspec.Struct, frozen=True):
     threshold_s: float  # emulated s: lateness above this is the emulator's, not the system's
     rm_loop_s: LatenessSummary | None  # the RM process's event loop
     worker_loop_s: LatenessSummary | None  # the node-hosting process(es): the worst one
-    heartbeat_send_s: LatenessSummary  # heartbeat ticks of the nodes
+    heartbeat_send_s: LatenessSummary  # heartbeat ticks of the nodes (not those a pause held back)
     fault_injection_s: LatenessSummary | None  # node faults applied after their emulated time
     lagged_intervals: list[int]  # sample intervals set aside from h1/h2 (some process lagged)
     measured_intervals: int

@@ -29,11 +29,18 @@ class HeartbeatTiming:
     def __init__(self, interval_s: float = 0.0) -> None:
         """``interval_s``: attribute heartbeats to sample intervals of this length (0: do not)."""
         self.lateness = LogHistogram()
+        # Without the ticks an injected pause held back: how late the emulator itself ran them.
+        self.own_lateness = LogHistogram()
         self.interval_s = interval_s
         self.sent_by_interval: dict[int, int] = {}
         self.answered_by_interval: dict[int, int] = {}
 
     def tick(self, late_s: float) -> None:
+        self.lateness.add(late_s)
+        self.own_lateness.add(late_s)
+
+    def held_tick(self, late_s: float) -> None:
+        """A tick an injected pause of its process held back (late by design)."""
         self.lateness.add(late_s)
 
     def sent(self, t: float) -> None:
@@ -47,10 +54,16 @@ class HeartbeatTiming:
             self.answered_by_interval[k] = self.answered_by_interval.get(k, 0) + 1
 
     def summary(self) -> LatenessSummary:
-        h = self.lateness
-        return LatenessSummary(h.count, h.mean(), h.quantile(0.5), h.quantile(0.99), h.max)
+        return _summary(self.lateness)
+
+    def own_summary(self) -> LatenessSummary:
+        return _summary(self.own_lateness)
 
     def intervals(self) -> list[Interval]:
         keys = sorted(self.sent_by_interval.keys() | self.answered_by_interval.keys())
         sent, answered = self.sent_by_interval, self.answered_by_interval
         return [Interval(k, sent.get(k, 0), answered.get(k, 0)) for k in keys]
+
+
+def _summary(h: LogHistogram) -> LatenessSummary:
+    return LatenessSummary(h.count, h.mean(), h.quantile(0.5), h.quantile(0.99), h.max)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -93,6 +95,12 @@ def summary_table(summary: dict[str, Any], wall_s: float) -> Table:
 # (4: its results are not valid), stopped by a signal (130).
 EXIT_OVERLOADED = 4
 EXIT_STOPPED = 130
+
+
+def stopped(outcome: RunOutcome, out: Path, hint: str = "") -> int:
+    """A run stopped by a signal: one plain line (no wrapping, no traceback), EXIT_STOPPED."""
+    print(f"stopped at t={outcome.ended_at_s:g} s: partial results in {out}/{hint}", file=sys.stderr)
+    return EXIT_STOPPED
 
 
 def verdict(outcome: RunOutcome, console: Console) -> int:

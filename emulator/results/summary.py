@@ -93,6 +93,7 @@ def build_summary(outcome: RunOutcome) -> dict[str, Any]:
         "operations": operations,
     }
     summary.update(scheduling_metrics(outcome, operations))
+    summary.update(truth_summary(outcome))
     return summary
 
 
@@ -233,7 +234,6 @@ def write_results(outcome: RunOutcome, out_dir: Path) -> dict[str, Any]:
         summary["costs"] = outcome.costs
     if outcome.workers:
         summary["workers"] = [msgspec.structs.asdict(w) for w in outcome.workers]
-    summary.update(truth_summary(outcome))
     (out_dir / "summary.json").write_bytes(msgspec.json.format(msgspec.json.encode(summary)) + b"\n")
     with (out_dir / "timeseries.csv").open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)

@@ -97,14 +97,66 @@ class LoopClock:
     async def sleep_until(self, t: float) -> None:
         await asyncio.sleep(max(0.0, t - self.now()) / self._speed)
 
-    def call_later(self, delay: float, callback: Callable[..., Any], *args: Any) -> asyncio.TimerHandle:
+    def call_later(self, delay: float, callback: Callable[..., Any], *args: Any) -> Cancellable:
         return self._loop.call_later(max(0.0, delay) / self._speed, callback, *args)
 
     def call_soon(self, callback: Callable[..., Any], *args: Any) -> asyncio.Handle:
         return self._loop.call_soon(callback, *args)
 
 
-class EpochClock(LoopClock):
+# uvloop's timers count whole milliseconds: re-armed for what is left, a timer waits at least that.
+_MIN_WALL_S = 0.001
+_EARLY_S = 1e-9
+
+
+class RealTimer:
+    """A real-time timer that never fires before its emulated time: uvloop rounds a delay to
+    the millisecond and fires up to half a millisecond early, which at 20x is 10 emulated ms, and
+    code that re-arms for "the rest of the interval" would then spin."""
+
+    __slots__ = ("_args", "_callback", "_clock", "_handle", "_when")
+
+    def __init__(
+        self, clock: RealClock, when: float, callback: Callable[..., Any], args: tuple[Any, ...]
+    ) -> None:
+        self._clock = clock
+        self._when = when
+        self._callback = callback
+        self._args = args
+        self._handle = clock.loop.call_later(max(0.0, when - clock.now()) / clock.speed, self._fire)
+
+    def cancel(self) -> None:
+        self._handle.cancel()
+
+    def _fire(self) -> None:
+        clock = self._clock
+        left = self._when - clock.now()
+        if left > _EARLY_S:
+            self._handle = clock.loop.call_later(max(left / clock.speed, _MIN_WALL_S), self._fire)
+            return
+        self._callback(*self._args)
+
+
+class RealClock(LoopClock):
+    """Emulated seconds run ``speed`` times faster than the loop's (wall) clock; timers never fire
+    before their time."""
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop
+
+    def call_later(self, delay: float, callback: Callable[..., Any], *args: Any) -> Cancellable:
+        return RealTimer(self, self.now() + max(0.0, delay), callback, args)
+
+    async def sleep_until(self, t: float) -> None:
+        while (left := t - self.now()) > _EARLY_S:
+            await asyncio.sleep(max(left / self._speed, _MIN_WALL_S))
+
+    async def sleep(self, seconds: float) -> None:
+        await self.sleep_until(self.now() + seconds)
+
+
+class EpochClock(RealClock):
     """A real-time clock whose emulated t = 0 is the Unix time ``epoch`` (shared by the processes
     of a run: the RM's and every node worker's)."""
 
@@ -120,7 +172,7 @@ def run(main: Callable[[LoopClock], Any], mode: ClockMode = "virtual", speed: fl
     loop = new_event_loop(mode)
     try:
         asyncio.set_event_loop(loop)
-        clock = LoopClock(loop, speed=1.0 if mode == "virtual" else speed)
+        clock = LoopClock(loop) if mode == "virtual" else RealClock(loop, speed)
         return loop.run_until_complete(main(clock))
     finally:
         try:

@@ -20,6 +20,7 @@ from emulator.time.clock import LoopClock
 # Timers due within this many emulated seconds of now fire together (float rounding of the
 # wall <-> emulated mapping would otherwise re-arm a timer for a nanosecond).
 _SLACK_S = 1e-9
+_MIN_WALL_S = 0.001
 
 
 class PacedTimer:
@@ -95,7 +96,7 @@ class PacedClock(LoopClock):
 
     # ---- timers ---------------------------------------------------------------------------
 
-    def call_later(self, delay: float, callback: Callable[..., Any], *args: Any) -> PacedTimer:  # type: ignore[override]
+    def call_later(self, delay: float, callback: Callable[..., Any], *args: Any) -> PacedTimer:
         timer = PacedTimer(self.now() + max(0.0, delay), callback, args)
         heapq.heappush(self._heap, (timer.when, next(self._seq), timer))
         if timer.when < self._armed_for:
@@ -129,6 +130,9 @@ class PacedClock(LoopClock):
         when = heap[0][0]
         self._armed_for = when
         wall = self._base_wall + (when - self._base_emu) / self._speed
+        if when > self.now() + _SLACK_S:
+            # Not due yet: uvloop counts whole milliseconds, and fires a shorter wait at once.
+            wall = max(wall, self._loop.time() + _MIN_WALL_S)
         self._armed = self._loop.call_at(wall, self._fire)
 
     def _fire(self) -> None:

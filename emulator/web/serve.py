@@ -111,7 +111,7 @@ def run_served(args: Any, scenario: Scenario, out: Path, console: Any) -> int:
     """The ``run --serve`` path of the CLI: serve, run, write results and the report, linger."""
     from rich.console import Console
 
-    from emulator.results.console import EXIT_STOPPED, RunProgress, summary_table, verdict
+    from emulator.results.console import EXIT_STOPPED, RunProgress, stopped, summary_table, verdict
     from emulator.results.report import write_run_report
     from emulator.results.summary import write_results
     from emulator.web.app import parse_bind
@@ -142,8 +142,7 @@ def run_served(args: Any, scenario: Scenario, out: Path, console: Any) -> int:
         report = write_run_report(out)
         live.results_dir = str(out)
         if outcome.partial:
-            Console(stderr=True).print(f"stopped at t={outcome.ended_at_s:g} s: partial results in {out}/")
-            codes.append(EXIT_STOPPED)
+            codes.append(stopped(outcome, out))
             return
         Console(quiet=args.quiet).print(summary_table(summary, outcome.wall_s))
         console.print(f"results in {out}/ (summary.json, timeseries.csv, events.jsonl, {report.name})")
