@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench e1 e2 e3 recovery soak fuzz clean chromium
+.PHONY: run test lint bench e1 e2 e3 e3-tcp recovery soak fuzz clean chromium
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or run: make PYTHON=python3 ...)"; exit 1; }
@@ -43,6 +43,11 @@ e2: $(STAMP)
 # E3 (paper 004 Fig. 9): 7,500 nodes, 5% crash at 400 s; ring vs RM liveliness monitor (~6 min).
 e3: $(STAMP)
 	$(BIN)/emulator e3 --out runs/e3
+
+# E3 over TCP in real time (speed 1): 7,500 nodes in 2 worker processes, 5% crash, then a worker
+# killed with SIGKILL (~17 min). Table: emulator e3-tcp --table runs/e3-tcp/e3-tcp.json
+e3-tcp: $(STAMP)
+	$(BIN)/emulator e3-tcp --nodes 7500 --kill-worker --out runs/e3-tcp
 
 # Work-preserving RM restart: recovery time at 1,000 and 10,000 nodes (~4 min on 2 cores).
 recovery: $(STAMP)

@@ -110,12 +110,23 @@ class RingView:
 
 
 class ViewCache:
-    """Applying one delta to one version gives one result; nodes of an in-memory run share it
-    instead of each building a 7,500-entry copy. Over TCP every node has its own small cache."""
+    """Applying one delta to one version gives one result, and a whole ring of one version is
+    one view: the nodes of one process share them instead of each building a 7,500-entry copy
+    (ring versions never repeat, across RM restarts too)."""
 
     def __init__(self, size: int = 8) -> None:
         self._size = size
         self._views: OrderedDict[tuple[int, int], RingView] = OrderedDict()
+        self._whole: OrderedDict[int, RingView] = OrderedDict()
+
+    def of(self, ring: Ring) -> RingView:
+        hit = self._whole.get(ring.version)
+        if hit is None or len(hit.ids) != len(ring.ids):
+            hit = RingView.of(ring)
+            self._whole[ring.version] = hit
+            if len(self._whole) > self._size:
+                self._whole.popitem(last=False)
+        return hit
 
     def apply(self, view: RingView, delta: RingDelta) -> RingView:
         key = (view.version, delta.version)

@@ -130,7 +130,7 @@ class RingMonitor:
         self._joined_at = now
         if ring is not None:
             self._joined_version = ring.version
-            self._adopt(RingView.of(ring))
+            self._adopt(self._views.of(ring))
 
     def leave(self) -> None:
         """Stop sending and watching (crash, resync, shutdown). Sends nothing."""
@@ -292,7 +292,7 @@ class RingMonitor:
         if self.view is not None and ring.version <= self.view.version:
             self.stats.updates_stale += 1
             return
-        self._adopt(RingView.of(ring))
+        self._adopt(self._views.of(ring))
 
     def _on_delta(self, delta: RingDelta) -> None:
         view = self.view

@@ -47,6 +47,7 @@ class NodeRecord:
         "machine_id",
         "peer_endpoint",
         "registered_at",
+        "seq",
         "state",
         "total",
     )
@@ -65,6 +66,7 @@ class NodeRecord:
         self.registered_at = now
         self.link = link
         self.peer_endpoint = ""
+        self.seq = 0  # the order in which the cluster took nodes in (scheduling passes go by it)
 
     @property
     def schedulable(self) -> bool:
@@ -108,6 +110,10 @@ class Cluster:
         self._by_link: dict[Link, NodeRecord] = {}
         self._free_ids: list[int] = []
         self._next_id = 1
+        # Nodes with room on both resources, so a scheduling pass over a full cluster of thousands
+        # of nodes visits the few with room instead of all of them.
+        self._room: dict[int, NodeRecord] = {}
+        self._seq = 0
         self.cap_cpu = 0.0
         self.cap_ram = 0.0
         self.used_cpu = 0.0
@@ -153,10 +159,13 @@ class Cluster:
 
     def add(self, address: str, total: Resources, link: Link, now: float) -> NodeRecord:
         node = NodeRecord(self.allocate_id(), address, total, link, now)
+        self._seq += 1
+        node.seq = self._seq
         self.nodes[node.machine_id] = node
         self.by_address[address] = node
         self._by_link[link] = node
         self._capacity_delta(node, 1.0, now)
+        self._update_room(node)
         return node
 
     def remove(self, node: NodeRecord, now: float) -> None:
@@ -165,6 +174,7 @@ class Cluster:
             self._capacity_delta(node, -1.0, now)
         node.state = NodeState.LOST
         del self.nodes[node.machine_id]
+        self._room.pop(node.machine_id, None)
         if self.by_address.get(node.address) is node:
             del self.by_address[node.address]
         if self._by_link.get(node.link) is node:
@@ -206,6 +216,7 @@ class Cluster:
         if node.state is NodeState.RUNNING:
             self.used_cpu += d.cpu
             self.used_ram += d.ram_gib
+        self._update_room(node)
 
     def release(self, alloc: Allocation, now: float) -> None:
         node = alloc.node
@@ -217,9 +228,26 @@ class Cluster:
         if node.state is NodeState.RUNNING:
             self.used_cpu -= d.cpu
             self.used_ram -= d.ram_gib
+        self._update_room(node)
+
+    def _update_room(self, node: NodeRecord) -> None:
+        if self.nodes.get(node.machine_id) is not node:
+            return
+        if node.free_cpu > EPS and node.free_ram > EPS:
+            self._room[node.machine_id] = node
+        else:
+            self._room.pop(node.machine_id, None)
+
+    def with_room(self) -> list[NodeRecord]:
+        """Nodes with room on both resources, in the order the cluster took them in."""
+        return sorted(self._room.values(), key=_seq)
 
     def allocated_on(self, node: NodeRecord) -> Resources:
         total = ZERO
         for alloc in node.containers.values():
             total = total + alloc.op.demand
         return total
+
+
+def _seq(node: NodeRecord) -> int:
+    return node.seq

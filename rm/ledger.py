@@ -55,12 +55,16 @@ class ContainerLedger:
     def overdue_kills(self, deadline: float) -> list[tuple[int, NodeRecord]]:
         return [(cid, node) for cid, (node, t) in self._kills.items() if t < deadline]
 
-    def forget_node(self, node: NodeRecord) -> None:
-        """``node`` is gone: its launches and kills are moot."""
-        for cid in [c for c, (a, _) in self._unconfirmed.items() if a.node is node]:
-            del self._unconfirmed[cid]
-        for cid in [c for c, (n, _) in self._kills.items() if n is node]:
-            del self._kills[cid]
+    def forget_node(self, node: NodeRecord, container_ids: list[int]) -> None:
+        """``node`` is gone with ``container_ids`` (every container it held: an unconfirmed
+        launch is one of them, whatever released a container confirmed it): its launches and
+        kills are moot."""
+        if self._unconfirmed:
+            for cid in container_ids:
+                self._unconfirmed.pop(cid, None)
+        if self._kills:
+            for cid in [c for c, (n, _) in self._kills.items() if n is node]:
+                del self._kills[cid]
 
     @property
     def unconfirmed(self) -> int:

@@ -169,7 +169,7 @@ class RMLife:
         allocs = list(node.containers.values())
         for alloc in allocs:
             self.cluster.release(alloc, now)
-        self.ledger.forget_node(node)
+        self.ledger.forget_node(node, [a.container_id for a in allocs])
         # Forget the node before requeueing: a requeue may run a scheduling pass at once, which
         # must not place the tasks back on this node.
         self.cluster.remove(node, now)

@@ -70,7 +70,7 @@ class ContainerLaunch(msgspec.Struct, frozen=True, array_like=True, gc=False):
     duration_s: float
 
 
-class Register(Message, frozen=True):
+class Register(Message, frozen=True, omit_defaults=True):
     address: str
     resources: Resources
     credentials: str = ""

@@ -89,10 +89,10 @@ class SchedulingLoop:
         self._pass_pending = False
         visited = n = 0
         book = self._book
-        for node in list(self._cluster.nodes.values()):
+        for node in self._cluster.with_room():
             if book.pending_tasks == 0:
                 break
-            if node.free_cpu > EPS and node.free_ram > EPS:
+            if node.free_cpu > EPS and node.free_ram > EPS:  # a node filled earlier in this pass
                 visited += 1
                 n += self._fill(node)
         return (st.node_update_us * visited + st.allocation_us * n) * _US

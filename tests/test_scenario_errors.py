@@ -61,6 +61,15 @@ def write(tmp_path: Path, text: str) -> Path:
             "at `workload.operations[0]`: a looping operation needs `tasks` >= 1",
         ),
         ("[cluster\n", "not valid TOML"),
+        (
+            GOOD + "[[faults]]\nkind = 'worker_kill'\nat_s = 5\n",
+            "a `worker_kill` fault needs worker processes: `transport.kind = \"tcp\"`",
+        ),
+        (
+            GOOD.replace("[run]", "[transport]\nkind = 'tcp'\nworkers = 2\n[run]\nclock = 'realtime'")
+            + "[[faults]]\nkind = 'worker_kill'\nat_s = 5\nworker = 2\n",
+            "`worker_kill`: worker 2 of 2",
+        ),
     ],
 )
 def test_bad_fields_are_reported_with_file_and_path(

@@ -66,6 +66,14 @@ def test_stalls_loss_and_an_rm_stall_remove_nobody_with_kring() -> None:
     assert out.rm.inbound.wait_max_s > 8.5  # the RM really stalled
 
 
+def test_the_worker_kill_fault_is_a_correlated_crash() -> None:
+    s, out = tcp_ring(nodes=100, faults=[{"kind": "worker_kill", "at_s": 30, "worker": 1}], duration_s=60)
+    (dead,) = out.dead_workers
+    assert dead.worker == 1 and dead.nodes == 50 and 30 <= dead.t_s < 31
+    assert s["crashed_nodes"] == 50 and s["crashed_removed"] == 50 and s["false_removals"] == 0
+    assert s["detection_latency_s"]["max"] <= 3 * INTERVAL
+
+
 def test_pause_longer_than_grace_is_removed_and_rejoins() -> None:
     fault = {"kind": "pause", "at_s": 25, "nodes": ["node-0-00007"], "duration_s": 20}
     s, out = tcp_ring(nodes=40, faults=[fault], ring={"grace_s": 9.0}, duration_s=70)

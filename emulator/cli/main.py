@@ -146,6 +146,23 @@ def cmd_e3(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_e3_tcp(args: argparse.Namespace) -> int:
+    from emulator.experiments.e3tcp import markdown_table, run_e3_tcp
+
+    if args.table:
+        print(markdown_table(msgspec.json.decode(Path(args.table).read_bytes())))
+        return 0
+    try:
+        sizes = [int(n) for n in args.nodes.split(",")]
+    except ValueError:
+        raise ScenarioError(f"--nodes: expected sizes like 5000,7500, got {args.nodes!r}") from None
+    console = Console(stderr=True, quiet=args.quiet)
+    rows = run_e3_tcp(Path(args.out), sizes, Path(args.scenarios), args.kill_worker, console.print)
+    print(markdown_table(rows))
+    console.print(f"results in {args.out}/ (e3-tcp.json, one directory per run)")
+    return 0
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from emulator.results.compare import CompareError, compare_table, load_summary, operations_table
 
@@ -241,6 +258,15 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--scenarios", default="scenarios", help="directory holding the e3-*.toml files")
     e.add_argument("--quiet", action="store_true")
     e.set_defaults(func=cmd_e3)
+    et = sub.add_parser("e3-tcp", help="E3 over TCP in real time: the largest cluster that keeps up")
+    et.add_argument("--nodes", default="5000,7500", help="cluster sizes, comma-separated (default 5000,7500)")
+    et.add_argument("--kill-worker", action="store_true",
+                    help="then kill one worker (SIGKILL) at the largest size that kept up")
+    et.add_argument("--out", default="runs/e3-tcp", help="results directory (default runs/e3-tcp)")
+    et.add_argument("--scenarios", default="scenarios", help="directory holding e3-tcp.toml")
+    et.add_argument("--table", metavar="JSON", help="only print the README table of an e3-tcp.json")
+    et.add_argument("--quiet", action="store_true")
+    et.set_defaults(func=cmd_e3_tcp)
     a = sub.add_parser("abuse", help="honest TCP nodes' h1 without vs with a hostile client")
     a.add_argument("scenario", help="a TCP scenario, e.g. scenarios/abuse.toml")
     a.add_argument("--out", type=Path, help="also write the figures to this JSON file")

@@ -24,6 +24,7 @@ from emulator.scenario.schema import (
     RMOverloadFault,
     RMRestartFault,
     RMStallFault,
+    WorkerKillFault,
 )
 from emulator.time.clock import LoopClock
 from rm.manager import ResourceManager
@@ -98,7 +99,9 @@ class FaultInjector:
         for index, fault in enumerate(self._faults):
             if resumed and fault.at_s < now:
                 continue
-            early = 0.0 if isinstance(fault, RMStallFault | RMOverloadFault | RMRestartFault) else lead
+            # Faults the RM process applies itself fire at their time, node faults ahead of it.
+            here = RMStallFault | RMOverloadFault | RMRestartFault | WorkerKillFault
+            early = 0.0 if isinstance(fault, here) else lead
             self._clock.call_later(max(0.0, fault.at_s - early - now), self._fire, index, fault)
 
     def select(self, sel: NodeSelector) -> list[str]:
@@ -217,6 +220,9 @@ class FaultInjector:
                 detail["downtime_s"] = downtime
             case MessageFault():
                 pass  # applied by the transport wrapper for its window; logged here
+            case WorkerKillFault(worker=worker):
+                targets = self._hosting.kill_worker(worker)
+                detail["worker"] = worker
         if self._hosting.lead_s and at > self._clock.now():
             detail["at_s"] = at  # handed over early; applied at this time
         self._log.info(

@@ -90,6 +90,10 @@ class NodeHosting(Protocol):
         """Drop this fraction of node-to-node ring messages; False if there is no ring."""
         ...
 
+    def kill_worker(self, worker: int) -> list[str]:
+        """Kill node-hosting process ``worker`` now (SIGKILL); returns the nodes it hosted."""
+        ...
+
     def machine_ids(self) -> dict[str, int]:
         """The machine id each live (not crashed, registered) node holds."""
         ...
@@ -146,6 +150,9 @@ class MemoryHosting:
             return False
         self.peers.set_loss(fraction)
         return True
+
+    def kill_worker(self, worker: int) -> list[str]:
+        raise RuntimeError("nodes in memory have no worker process to kill")
 
     def machine_ids(self) -> dict[str, int]:
         return {p.address: p.machine_id for p in self.processes if p.machine_id > 0 and not p.crashed}

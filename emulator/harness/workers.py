@@ -10,6 +10,8 @@ ring must detect), and the run goes on.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import sys
 from collections.abc import Callable
 
@@ -107,6 +109,17 @@ class WorkerHosting:
             return False
         self._control.broadcast(LivenessLoss(fraction=fraction, at_s=at_s))
         return True
+
+    def kill_worker(self, worker: int) -> list[str]:
+        """SIGKILL: its control connection drops, and ``died`` follows as for any dead worker."""
+        link = self._control.workers.get(worker)
+        if link is None or not link.alive:
+            return []
+        try:
+            os.kill(link.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return []
+        return list(link.nodes)
 
     def machine_ids(self) -> dict[str, int]:
         return self._machine_ids()

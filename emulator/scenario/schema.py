@@ -224,9 +224,17 @@ class RMRestartFault(Base, kw_only=True, tag_field="kind", tag="rm_restart", fro
     downtime_s: NonNegative = 5.0
 
 
+class WorkerKillFault(Base, kw_only=True, tag_field="kind", tag="worker_kill", frozen=True):
+    """TCP: the node-hosting process ``worker`` (0-based) is killed with SIGKILL at ``at_s``, all
+    its nodes with it (a correlated crash, as when a machine fails); the ring must find them."""
+
+    at_s: NonNegative
+    worker: Annotated[int, msgspec.Meta(ge=0)] = 0
+
+
 Fault = (
     HealthFault | MessageFault | CrashFault | PauseFault | LivenessLossFault | RMStallFault | RMOverloadFault
-    | RMRestartFault
+    | RMRestartFault | WorkerKillFault
 )
 
 
@@ -312,6 +320,13 @@ class Scenario(Base, kw_only=True, frozen=True):
             raise ValueError("an `rm_overload` fault needs non-zero `[rm.service_time]` costs")
         if self.rm.journal is False and any(isinstance(f, RMRestartFault) for f in self.faults):
             raise ValueError("an `rm_restart` fault needs the journal: remove `rm.journal = false`")
+        for f in self.faults:
+            if isinstance(f, WorkerKillFault):
+                if self.transport.kind != "tcp":
+                    raise ValueError('a `worker_kill` fault needs worker processes: `transport.kind = "tcp"`')
+                if f.worker >= self.transport.workers:
+                    raise ValueError(f"`worker_kill`: worker {f.worker} of {self.transport.workers} "
+                                     "(`transport.workers`; workers count from 0)")
 
     @property
     def journaled(self) -> bool:
