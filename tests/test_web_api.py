@@ -269,3 +269,29 @@ def test_run_serve_command_end_to_end(
     assert summary["clock"] == "realtime" and summary["nodes_alive_end"] == 50
     assert (out / "report.html").is_file() and (out / "events.jsonl").stat().st_size > 0
     assert main(["run", str(scenario), "--serve", "nohost:port", "--out", str(out), "--quiet"]) == 2
+
+
+@pytest.mark.asyncio
+async def test_fault_buttons_work_over_tcp_and_the_page_shows_the_lag() -> None:
+    # Nodes in two worker processes, delta heartbeats and the ring over TCP: a crash from the
+    # page goes to the worker hosting the node, and the ring (not an expiry) removes it.
+    sc = msgspec.structs.replace(
+        small_scenario(nodes=12, speed=10.0),
+        heartbeat=msgspec.structs.replace(small_scenario().heartbeat, mode="delta"),
+        transport=msgspec.structs.replace(small_scenario().transport, kind="tcp", workers=2),
+    )
+    async with served(sc, allow_control=True) as srv, aiohttp.ClientSession() as s:
+        base = srv.url + "api/"
+        await wait_for(lambda: _registered(s, base, 12))
+        status, body = await post(s, base + "control/nodes", {"action": "crash", "nodes": ["n-0-00009"]})
+        assert status == 200 and body["nodes"] == ["n-0-00009"]
+
+        async def lost() -> Any:
+            return (await get(s, base + "events?kinds=node.lost"))["events"]
+
+        (removed,) = await wait_for(lost)
+        assert removed["address"] == "n-0-00009" and "reported by" in removed["reason"]
+        c = await get(s, base + "cluster")
+        assert c["nodes_lost"] == 1 and c["false_removals"] == 0
+        lag = c["lag"]
+        assert lag is not None and lag["threshold_s"] == pytest.approx(0.1) and not lag["overloaded"]
