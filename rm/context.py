@@ -9,6 +9,7 @@ from rm.cluster import NodeRecord, UsageIntegral
 from rm.config import RMConfig
 from rm.counters import GroupCounters, PreemptionCounters, RMCounters
 from rm.journal import AnyRecord
+from rm.logbudget import LogBudget
 from rm.observer import Observers
 from rm.ports import Clock, Log
 from rm.scheduler.config import SchedulerConfig
@@ -30,7 +31,7 @@ class MembershipPort(Protocol):
 
 class RMContext:
     __slots__ = (
-        "clock", "config", "continuous", "counters", "groups", "integral", "log", "membership",
+        "clock", "config", "continuous", "counters", "groups", "integral", "log", "membership", "noisy",
         "observers", "policy_counters", "preemption", "record", "scheduler",
     )
 
@@ -45,6 +46,8 @@ class RMContext:
     ) -> None:
         self.clock = clock
         self.log = log
+        # For events any peer can cause at will (refused registrations, spoofed heartbeats).
+        self.noisy = LogBudget(log, clock.now)
         self.config = config
         self.scheduler = scheduler
         # Continuous scheduling: place work as soon as it appears, not only on node updates.

@@ -5,6 +5,10 @@ for that long before it handles the item, so waiting times and queue depth behav
 a saturated single-threaded RM, deterministically in virtual time. An item with no cost that
 finds the server free is handled at once (a trampoline keeps FIFO order when a handler submits
 more). ``stall`` stops the server for a while: the process is paused, what arrives queues.
+
+Items come in two classes: ``submit`` (served first) and ``submit_low``, a class with a bound on
+its total weight that is served only when the first is empty; what does not fit is dropped, not
+queued (``rm.admission`` decides who goes where).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ class DispatcherStatistics(msgspec.Struct, frozen=True):
     wait_mean_s: float
     wait_p99_s: float
     wait_max_s: float
+    dropped: int = 0
 
 
 class Dispatcher(Generic[T]):
@@ -41,6 +46,11 @@ class Dispatcher(Generic[T]):
         self._handler = handler
         self._cost_s = cost_s
         self._queue: deque[tuple[float, T]] = deque()
+        self._low: deque[tuple[float, T, int]] = deque()
+        self._low_weight = 0
+        # Total weight the low class may hold (None: unbounded); what arrives past it is dropped.
+        self.low_limit: int | None = None
+        self.dropped = 0
         self._timer: Timer | None = None  # the server is busy (serving, or stalled) until it fires
         self._draining = False
         self.depth_max = 0
@@ -54,22 +64,43 @@ class Dispatcher(Generic[T]):
     def submit(self, item: T) -> None:
         q = self._queue
         q.append((self._clock.now(), item))
-        if len(q) > self.depth_max:
-            self.depth_max = len(q)
+        depth = len(q) + len(self._low)
+        if depth > self.depth_max:
+            self.depth_max = depth
         if self._timer is None and not self._draining:
             self._drain()
 
+    def submit_low(self, item: T, weight: int = 1) -> bool:
+        """Queue ``item`` in the low class if its weight fits under ``low_limit``; False: dropped."""
+        limit = self.low_limit
+        if limit is not None and self._low_weight + weight > limit:
+            self.dropped += 1
+            return False
+        self._low.append((self._clock.now(), item, weight))
+        self._low_weight += weight
+        depth = len(self._queue) + len(self._low)
+        if depth > self.depth_max:
+            self.depth_max = depth
+        if self._timer is None and not self._draining:
+            self._drain()
+        return True
+
     def _drain(self) -> None:
         q = self._queue
+        low = self._low
         clock = self._clock
         self._draining = True
         try:
-            while q and self._timer is None:
+            while (q or low) and self._timer is None:
                 now = clock.now()
                 if now < self._stalled_until:
                     self._timer = clock.call_later(self._stalled_until - now, self._resume)
                     return
-                t_enq, item = q.popleft()
+                if q:
+                    t_enq, item = q.popleft()
+                else:
+                    t_enq, item, weight = low.popleft()
+                    self._low_weight -= weight
                 self.waits.add(now - t_enq)
                 cost = self._cost_s(item) * self.cost_scale if self._cost_s is not None else 0.0
                 if cost > 0:
@@ -112,6 +143,8 @@ class Dispatcher(Generic[T]):
     def clear(self) -> None:
         """Drop everything queued, and the item being served (the process died)."""
         self._queue.clear()
+        self._low.clear()
+        self._low_weight = 0
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -119,15 +152,16 @@ class Dispatcher(Generic[T]):
 
     @property
     def depth(self) -> int:
-        return len(self._queue)
+        return len(self._queue) + len(self._low)
 
     def statistics(self) -> DispatcherStatistics:
         return DispatcherStatistics(
-            depth=len(self._queue),
+            depth=len(self._queue) + len(self._low),
             depth_max=self.depth_max,
             processed=self.processed,
             busy_s=self.busy_s,
             wait_mean_s=self.waits.mean(),
             wait_p99_s=self.waits.quantile(0.99),
             wait_max_s=self.waits.max,
+            dropped=self.dropped,
         )

@@ -4,23 +4,37 @@ A launch is unconfirmed until a report mentions its container; a kill until a re
 container complete. Both are sent again after ``command_timeout_s`` (commands lost on the way;
 nodes ignore duplicates). Ids are never reused, across RM lives too (they start above the
 journal's highest).
+
+What a node reports is not trusted to size the ledger: a kill is remembered (and resent) only for
+a container id the RM has issued, and at most ``max_kills_per_node`` per node. Any other id a
+node claims to run was answered once, in the reply to that report, and is not stored.
 """
 
 from __future__ import annotations
 
 from rm.cluster import Allocation, NodeRecord
 
+# Far above what an honest node holds (one container needs at least the minimum allocation).
+MAX_KILLS_PER_NODE = 1024
+
 
 class ContainerLedger:
-    def __init__(self, next_container_id: int = 1) -> None:
+    def __init__(self, next_container_id: int = 1, max_kills_per_node: int = MAX_KILLS_PER_NODE) -> None:
         self.next_container_id = next_container_id
+        self.max_kills_per_node = max_kills_per_node
         self._unconfirmed: dict[int, tuple[Allocation, float]] = {}
-        self._kills: dict[int, tuple[NodeRecord, float]] = {}
+        self._kills: dict[NodeRecord, dict[int, float]] = {}
+        # Kills answered once but not remembered: ids never issued, or past a node's bound.
+        self.kills_not_kept = 0
 
     def new_id(self) -> int:
         cid = self.next_container_id
         self.next_container_id += 1
         return cid
+
+    def issued(self, cid: int) -> bool:
+        """This RM (or an earlier life, per the journal) handed out container id ``cid``."""
+        return 0 < cid < self.next_container_id
 
     # ---- launches ------------------------------------------------------------------------
 
@@ -46,14 +60,34 @@ class ContainerLedger:
     # ---- kills -----------------------------------------------------------------------------
 
     def expect_kills(self, node: NodeRecord, cids: list[int] | tuple[int, ...], now: float) -> None:
+        """Kills sent to ``node``: remember those to resend until a report confirms them."""
+        if not cids:
+            return
+        pending = self._kills.get(node)
+        if pending is None:
+            pending = self._kills[node] = {}
+        limit = self.max_kills_per_node
         for cid in cids:
-            self._kills[cid] = (node, now)
+            if self.issued(cid) and (cid in pending or len(pending) < limit):
+                pending[cid] = now
+            else:
+                self.kills_not_kept += 1
+        if not pending:
+            del self._kills[node]
 
-    def kill_confirmed(self, cid: int) -> None:
-        self._kills.pop(cid, None)
+    def kill_confirmed(self, node: NodeRecord, cid: int) -> None:
+        pending = self._kills.get(node)
+        if pending is not None and pending.pop(cid, None) is not None and not pending:
+            del self._kills[node]
 
-    def overdue_kills(self, deadline: float) -> list[tuple[int, NodeRecord]]:
-        return [(cid, node) for cid, (node, t) in self._kills.items() if t < deadline]
+    def overdue_kills(self, deadline: float) -> dict[NodeRecord, list[int]]:
+        """Kills sent before ``deadline`` and never confirmed, by node."""
+        out: dict[NodeRecord, list[int]] = {}
+        for node, pending in self._kills.items():
+            late = [cid for cid, t in pending.items() if t < deadline]
+            if late:
+                out[node] = late
+        return out
 
     def forget_node(self, node: NodeRecord, container_ids: list[int]) -> None:
         """``node`` is gone with ``container_ids`` (every container it held: an unconfirmed
@@ -62,9 +96,7 @@ class ContainerLedger:
         if self._unconfirmed:
             for cid in container_ids:
                 self._unconfirmed.pop(cid, None)
-        if self._kills:
-            for cid in [c for c, (n, _) in self._kills.items() if n is node]:
-                del self._kills[cid]
+        self._kills.pop(node, None)
 
     @property
     def unconfirmed(self) -> int:
@@ -72,4 +104,4 @@ class ContainerLedger:
 
     @property
     def pending_kills(self) -> int:
-        return len(self._kills)
+        return sum(len(p) for p in self._kills.values())

@@ -205,9 +205,9 @@ class RMLife:
             node.link.send(LaunchContainers(containers=tuple(
                 ContainerLaunch(a.container_id, a.op.demand, a.task.duration_s) for a in allocs
             )))
-        for cid, node in self.ledger.overdue_kills(deadline):
-            ctx.counters.commands_resent += 1
-            self.send_kill(node, [cid])
+        for node, cids in self.ledger.overdue_kills(deadline).items():
+            ctx.counters.commands_resent += len(cids)
+            self.send_kill(node, cids)
 
     # ---- recovery (a life started from the journal) ------------------------------------------
 

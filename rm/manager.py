@@ -18,6 +18,7 @@ import msgspec
 
 from ringmon.config import RingConfig
 from ringmon.protocol import RingMessage
+from rm.admission import InboundAdmission
 from rm.cluster import NodeRecord, NodeState
 from rm.config import RMConfig
 from rm.context import RMContext
@@ -94,6 +95,7 @@ class ResourceManager:
         self._stopped = False
         self._epoch = 0
         self._life = RMLife(self._ctx, self.events.submit)
+        self.admission = InboundAdmission(self.inbound, self._registered_link, self._ctx.noisy)
         self.membership = MembershipService(ring, clock, log, self) if ring is not None else None
         self._ctx.membership = self.membership
         self._timers: list[Periodic] = []
@@ -126,7 +128,9 @@ class ResourceManager:
         for t in self._timers:
             t.cancel()
         self._timers.clear()
+        self._ctx.noisy.flush()
         self.inbound.clear()
+        self.admission.clear()
         self.events.clear()
 
     def observe(self, observer: RMObserver) -> None:
@@ -145,7 +149,10 @@ class ResourceManager:
     def receive(self, link: Link, msg: object) -> None:
         """Called by a transport for every message from a node connection."""
         if self.up and not self._stopped:
-            self.inbound.submit((link, msg))
+            self.admission.admit(link, msg)
+
+    def _registered_link(self, link: Link) -> bool:
+        return self._life.cluster.on_link(link) is not None
 
     def _inbound_cost(self, item: Inbound) -> float:
         st = self.config.service_time
@@ -158,6 +165,7 @@ class ResourceManager:
 
     def _handle_inbound(self, item: Inbound) -> None:
         link, msg = item
+        self.admission.handled(link)
         tracker = self._life.tracker
         match msg:
             case Heartbeat() if link is not None:
@@ -172,7 +180,7 @@ class ResourceManager:
                 if node is not None and self.membership is not None:
                     self.membership.node_disconnected(node)
             case _:
-                self.log.warning("rm.unexpected_message", type=type(msg).__name__)
+                self._ctx.noisy.warning("rm.unexpected_message", type=type(msg).__name__)
 
     def _handle_event(self, item: SchedulerItem) -> float:
         return self._life.scheduling.handle(item)
@@ -278,6 +286,7 @@ class ResourceManager:
         self._life.cluster.advance(now)
         self._life = RMLife(self._ctx, self.events.submit, self._epoch)
         self.inbound.clear()
+        self.admission.clear()
         self.events.clear()
         if self.journal is not None:
             self.journal.close()

@@ -68,7 +68,7 @@ class ResourceTracker:
             )
         if reason:
             counters.rejected += 1
-            ctx.log.warning("node.rejected", address=msg.address, reason=reason)
+            ctx.noisy.warning("node.rejected", address=msg.address, reason=reason)
             link.send(RegisterResponse(action="shutdown", reason=reason))
             return
         now = ctx.clock.now()
@@ -120,7 +120,7 @@ class ResourceTracker:
             if st.state == "complete":
                 if alloc is not None:
                     host.container_finished(alloc, st.exit_code)
-                ledger.kill_confirmed(cid)
+                ledger.kill_confirmed(node, cid)
             elif alloc is not None:
                 running.add(cid)
                 ledger.confirmed(cid)
@@ -165,7 +165,7 @@ class ResourceTracker:
                 if alloc is not None:
                     host.container_finished(alloc, st.exit_code)
                 else:
-                    ledger.kill_confirmed(cid)
+                    ledger.kill_confirmed(node, cid)
             elif alloc is None:
                 kill.append(cid)
             else:
@@ -181,5 +181,5 @@ class ResourceTracker:
 
     def _resync(self, link: Link, hb: Heartbeat, why: str) -> None:
         self._ctx.counters.resyncs += 1
-        self._ctx.log.info("node.resync", machine_id=hb.machine_id, reason=why)
+        self._ctx.noisy.info("node.resync", machine_id=hb.machine_id, reason=why)
         link.send(HeartbeatResponse(action="resync", heartbeat_id=hb.heartbeat_id))

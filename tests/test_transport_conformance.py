@@ -76,7 +76,8 @@ class Net:
             return node.link
         log = make_logger(self.clock, None)
         if self._server is None:
-            self._server = TcpServer(self.rm.receive, log)
+            # The recording RM admits nobody: lift the budget of frames before a registration.
+            self._server = TcpServer(self.rm.receive, log, admission_frames=1 << 30)
             await self._server.start("127.0.0.1", 0)
         host, port = self._server.address
         client = TcpClient(host, port, self.clock, log)

@@ -9,6 +9,13 @@ Uses asyncio transports/protocols rather than streams: a frame costs one decode 
 with no task switch, and everything sent in one loop iteration leaves in one ``write``. Semantics
 match the in-memory transport: FIFO per link, ``send`` never blocks or re-enters, closing either
 end of a link closes both. A connection that sends a bad frame is aborted; nobody else notices.
+
+The server's edge is bounded: a connection on which no node has registered may send a handful
+of frames besides registrations (``admission_frames``; a refused registration counts too) and
+is then closed; what the RM queues from such peers is bounded and served after registered nodes
+(``rm.admission``); a peer that does not read what the RM sends is disconnected once
+``max_write_buffer_bytes`` wait for it; and what any peer can cause at will is logged under a
+budget (``rm.logbudget``).
 """
 
 from __future__ import annotations
@@ -31,11 +38,18 @@ from emulator.transport.framing import (
     FrameTooLarge,
 )
 from rm.histogram import LogHistogram
-from rm.protocol import Disconnected, NodeInbound, RegisterResponse, RMInbound
+from rm.logbudget import LogBudget
+from rm.protocol import Disconnected, NodeInbound, Register, RegisterResponse, RMInbound
 
 # Defaults for the server's limits (``TcpServer``); a scenario sets them in ``[transport]``.
 DEFAULT_HANDSHAKE_TIMEOUT_S = 10.0
 DEFAULT_MAX_CONNECTIONS = 1024
+# Frames other than registrations (plus refused registrations) a connection may send before a
+# node registers on it: an honest worker sends only registrations until then.
+DEFAULT_ADMISSION_FRAMES = 8
+# Bytes waiting for a peer that does not read before it is disconnected (~30 intervals of
+# answers to a 20,000-node worker).
+DEFAULT_MAX_WRITE_BUFFER_BYTES = 32 << 20
 
 
 class TransportStats(msgspec.Struct):
@@ -53,6 +67,10 @@ class TransportStats(msgspec.Struct):
     refused: int = 0
     evicted: int = 0
     handshake_timeouts: int = 0
+    # Closed for sending more than the admission budget before registering; disconnected for not
+    # reading what was sent to them.
+    admission_closed: int = 0
+    slow_readers: int = 0
 
     def snapshot(self) -> dict[str, int]:
         counts: dict[str, int] = msgspec.structs.asdict(self)
@@ -91,10 +109,15 @@ class FramedConnection(asyncio.Protocol):
     """One TCP connection carrying frames (``framing``) on numbered channels; subclasses say what
     a frame means (``on_frame``)."""
 
-    def __init__(self, inbound_type: Any, max_frame_bytes: int, log: Any, stats: TransportStats) -> None:
+    def __init__(self, inbound_type: Any, max_frame_bytes: int, log: Any, stats: TransportStats,
+                 noisy: Any = None, max_write_buffer_bytes: int | None = None) -> None:
+        """``noisy``: the log for what the peer can cause at will (default ``log``);
+        ``max_write_buffer_bytes``: disconnect a peer that leaves this much unread (None: no limit)."""
         self._decoder = FrameDecoder(inbound_type, max_frame_bytes)
         self._encoder = FrameEncoder(max_frame_bytes)
         self._log = log
+        self._noisy = noisy if noisy is not None else log
+        self._max_write_buffer = max_write_buffer_bytes
         self.stats = stats
         self.links: dict[int, TcpLink] = {}
         self._transport: Any = None
@@ -125,7 +148,7 @@ class FramedConnection(asyncio.Protocol):
         except FrameError as err:
             self.stats.bad_frames += 1
             event = "transport.frame_too_large" if isinstance(err, FrameTooLarge) else "transport.bad_frame"
-            self._log.warning(event, peer=self.peer, error=str(err))
+            self._noisy.warning(event, peer=self.peer, error=str(err))
             self.abort()
             return
         self.stats.frames_in += len(frames)
@@ -148,15 +171,21 @@ class FramedConnection(asyncio.Protocol):
         for link in self.links.values():
             link.lost()
         self.links.clear()
+        log = self._log if self.trusted else self._noisy
         if truncated or exc is not None:
-            self._log.warning(
+            log.warning(
                 "transport.disconnected", peer=self.peer, truncated_bytes=truncated,
                 error=str(exc) if exc else None,
             )
         else:
-            self._log.info("transport.disconnected", peer=self.peer)
+            log.info("transport.disconnected", peer=self.peer)
         if not self.lost.done():
             self.lost.set_result(None)
+
+    @property
+    def trusted(self) -> bool:
+        """The peer has proved itself (server side: a node registered on the connection)."""
+        return True
 
     # ---- frames -------------------------------------------------------------------------
 
@@ -174,6 +203,10 @@ class FramedConnection(asyncio.Protocol):
             return
         self.stats.frames_out += 1
         self.stats.bytes_out += size
+        limit = self._max_write_buffer
+        if limit is not None and len(self._out) > limit:
+            self._slow_reader()
+            return
         self._schedule_flush()
 
     def close_channel(self, channel: int) -> None:
@@ -196,6 +229,18 @@ class FramedConnection(asyncio.Protocol):
         # A fresh buffer each time: the transport may keep the old one until it is sent.
         data, self._out = self._out, bytearray()
         self._transport.write(data)
+        limit = self._max_write_buffer
+        if limit is not None and self._transport.get_write_buffer_size() > limit:
+            self._slow_reader()
+
+    def _slow_reader(self) -> None:
+        """The peer leaves what we send unread: disconnect it rather than buffer without limit."""
+        self.stats.slow_readers += 1
+        pending = len(self._out) + (self._transport.get_write_buffer_size() if self._transport else 0)
+        self._noisy.warning("transport.slow_reader", peer=self.peer, unsent_bytes=pending,
+                            limit=self._max_write_buffer)
+        self._out = bytearray()
+        self.abort()
 
     def _remote_close(self, channel: int) -> None:
         link = self.links.pop(channel, None)
@@ -235,15 +280,20 @@ class _ServerConnection(FramedConnection):
     within the handshake timeout: a peer that connects and says nothing (or keeps presenting bad
     credentials, or only talks nonsense the RM rejects) holds a connection slot for a bounded time.
     Messages before admission still reach the RM, which refuses what an unregistered link may not
-    do (heartbeats for a machine id not registered on that link get ``resync``).
+    do (heartbeats for a machine id not registered on that link get ``resync``), but only
+    ``admission_frames`` of them besides registrations (a refused registration counts as one):
+    the next closes the connection. Registrations themselves are free, as a worker's first
+    frames are one per node it hosts.
 
     At the cap a newcomer takes the slot of the unadmitted connection idle longest (no bytes in),
     so floods and slowloris cannot lock honest nodes out; an admitted one is never evicted.
     """
 
     def __init__(self, server: TcpServer) -> None:
-        super().__init__(RMInbound, server.max_frame_bytes, server.log, server.stats)
+        super().__init__(RMInbound, server.max_frame_bytes, server.log, server.stats, server.noisy,
+                         server.max_write_buffer_bytes)
         self._server = server
+        self._budget = server.admission_frames
         self._receive = server.receive
         # The RM's end of each channel (the link, or its wrapper), one object per channel.
         self._ends: dict[int, Any] = {}
@@ -273,7 +323,7 @@ class _ServerConnection(FramedConnection):
             return
         server.connections.add(self)
         server.unadmitted[self] = None
-        self._log.info("transport.connected", peer=self.peer)
+        self._noisy.info("transport.connected", peer=self.peer)
         if server.handshake_timeout_s is not None:
             # Wall time on purpose: this protects the socket, whatever the emulated clock does.
             self._handshake_timer = asyncio.get_running_loop().call_later(
@@ -307,18 +357,40 @@ class _ServerConnection(FramedConnection):
             )
             return
         self.stats.handshake_timeouts += 1
-        self._log.warning("transport.handshake_timeout", peer=self.peer,
+        self._noisy.warning("transport.handshake_timeout", peer=self.peer,
                           timeout_s=self._server.handshake_timeout_s, bytes_in=self._decoder.buffered)
         self.abort()
 
+    @property
+    def trusted(self) -> bool:
+        return self.admitted
+
     def send(self, channel: int, msg: Any) -> None:
-        if not self.admitted and isinstance(msg, RegisterResponse) and msg.action == "normal":
+        if self.admitted or not isinstance(msg, RegisterResponse):
+            super().send(channel, msg)
+        elif msg.action == "normal":
             self.admitted = True
             self._server.unadmitted.pop(self, None)
             if self._handshake_timer is not None:
                 self._handshake_timer.cancel()
                 self._handshake_timer = None
-        super().send(channel, msg)
+            super().send(channel, msg)
+        else:
+            super().send(channel, msg)
+            self._spend()  # a refused registration (no secret) costs the budget
+
+    def _spend(self) -> bool:
+        """One frame of the admission budget; False: it was spent already, the connection is closed
+        (after what was sent to it) and nothing more it sent is delivered."""
+        self._budget -= 1
+        if self._budget >= 0 or self.closed:
+            return not self.closed
+        self.stats.admission_closed += 1
+        self._noisy.warning("transport.admission_closed", peer=self.peer,
+                            limit=self._server.admission_frames)
+        self.close()
+        self.closed = True
+        return False
 
     def _decode(self, data: bytes) -> list[tuple[int, Any]]:
         decode_cost = self._server.decode_cost
@@ -333,6 +405,8 @@ class _ServerConnection(FramedConnection):
         return frames
 
     def on_frame(self, channel: int, msg: Any) -> None:
+        if not self.admitted and not isinstance(msg, Register) and not self._spend():
+            return
         if msg is None:
             self._remote_close(channel)
             end = self._ends.pop(channel, None)
@@ -358,11 +432,17 @@ class TcpServer:
         handshake_timeout_s: float | None = DEFAULT_HANDSHAKE_TIMEOUT_S,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         wrap: Callable[[TcpLink], Any] | None = None,
+        admission_frames: int = DEFAULT_ADMISSION_FRAMES,
+        max_write_buffer_bytes: int = DEFAULT_MAX_WRITE_BUFFER_BYTES,
     ) -> None:
         """``wrap(link)`` may decorate the RM's end of each node channel (message faults)."""
         self.receive = receive
         self.wrap = wrap
         self.log = log
+        # Events any peer can cause at will (connections, bad frames, ...) are logged on a budget.
+        self.noisy = LogBudget(log, wall_time)
+        self.admission_frames = admission_frames
+        self.max_write_buffer_bytes = max_write_buffer_bytes
         self.max_frame_bytes = max_frame_bytes
         # None: no timeout (unit tests that speak the protocol by hand).
         self.handshake_timeout_s = handshake_timeout_s
@@ -391,6 +471,7 @@ class TcpServer:
             self._server.close()
         for conn in list(self.connections):
             conn.close()
+        self.noisy.flush()
         if self._server is not None:
             async with asyncio.timeout(5):
                 await self._server.wait_closed()
