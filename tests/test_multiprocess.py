@@ -74,11 +74,13 @@ def test_rm_and_nodes_commands_as_separate_processes(tmp_path: Path) -> None:
     )
     try:
         assert rm.stderr is not None
-        line = rm.stderr.readline()
-        m = re.search(r"listening on (\S+):(\d+)", line)
-        assert m, line
+        said = rm.stderr.readline()  # no secret given: the loopback RM made one for its nodes
+        said += rm.stderr.readline()
+        m = re.search(r"listening on (\S+):(\d+)", said)
+        assert m and "rm-secret" in said, said
         nodes = emulator("nodes", "--connect", f"{m[1]}:{m[2]}", "--count", "300", "--workers", "2",
-                         "--mode", "delta", "--speed", "10", "--duration", "50")
+                         "--mode", "delta", "--speed", "10", "--duration", "50",
+                         "--credentials-file", str(tmp_path / "rm" / "rm-secret"))
         assert nodes.returncode == 0, nodes.stderr
         assert "node worker processes" in nodes.stdout
         _, err = rm.communicate(timeout=30)

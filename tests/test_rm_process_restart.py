@@ -78,8 +78,10 @@ def test_a_killed_rm_process_restarted_on_its_directory_takes_its_run_over(tmp_p
     epoch = time.time() + 2
     rm1, address, _ = start_rm(sc, out, "127.0.0.1:0", "--start-at", str(epoch))
     nodes = subprocess.Popen(
+        # The loopback RM made the run's secret (no scenario secret); the restarted one keeps it.
         emulator("nodes", "--connect", address, "--scenario", str(sc), "--count", "100", "--start-at",
-                 str(epoch), "--report", str(tmp_path / "nodes.json"), "--quiet"),
+                 str(epoch), "--credentials-file", str(out / "rm-secret"), "--report",
+                 str(tmp_path / "nodes.json"), "--quiet"),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     rm2 = None

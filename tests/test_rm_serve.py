@@ -57,7 +57,7 @@ def test_rm_alone_serves_the_page_and_sees_remote_nodes(tmp_path: Path) -> None:
         url = url.rstrip("/")
         nodes = subprocess.Popen(
             [sys.executable, "-m", "emulator", "nodes", "--connect", addr, "--count", "4",
-             "--scenario", str(sc), "--quiet"],
+             "--scenario", str(sc), "--credentials-file", str(tmp_path / "rm" / "rm-secret"), "--quiet"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 20

@@ -50,26 +50,28 @@ class Honest:
     def address(self) -> tuple[str, int]:
         return self.server.address
 
-    async def still_served(self, beats: int = 3) -> None:
-        """Every honest node gets ``beats`` more answers; none re-registered, none lost."""
+    async def still_served(self, beats: int = 3, others: int = 0) -> None:
+        """Every honest node gets ``beats`` more answers; none re-registered, none lost
+        (``others``: nodes registered by hand besides them)."""
         target = self.stats.heartbeat_responses + beats * len(self.nodes)
         await eventually(self.clock, lambda: self.stats.heartbeat_responses >= target, timeout_s=10)
         assert self.client.stats.reconnects == 0
         assert self.stats.resyncs == 0
         assert all(n.state is NodeState.RUNNING for n in self.nodes)
         snap = self.rm.snapshot()
-        assert snap.nodes == len(self.nodes) and snap.nodes_unhealthy == 0
+        assert snap.nodes == len(self.nodes) + others and snap.nodes_unhealthy == 0
         assert snap.counters.nodes_lost == 0
 
 
 @asynccontextmanager
 async def honest_cluster(
     clock: LoopClock, n: int = 3, credentials: str = "", handshake_s: float = HANDSHAKE_S,
-    **server_kw: Any,
+    rm_config: RMConfig | None = None, **server_kw: Any,
 ) -> AsyncIterator[Honest]:
     sink = io.StringIO()
     log = make_logger(clock, sink)
-    rm = ResourceManager(clock, log, RMConfig(credentials=credentials), heartbeat_mode="periodic")
+    config = rm_config or RMConfig(credentials=credentials)
+    rm = ResourceManager(clock, log, config, heartbeat_mode="periodic")
     server = TcpServer(rm.receive, log, handshake_timeout_s=handshake_s, **server_kw)
     host, port = await server.start("127.0.0.1", 0)
     stats = NodeCounters()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import socket
 import sys
@@ -14,7 +15,14 @@ from rich.console import Console
 from rich.table import Table
 
 from emulator.harness.nodehost import HostConfig, HostReport, NodeSpec, run_workers
-from emulator.scenario.credentials import CredentialsError, read_secret
+from emulator.scenario.credentials import (
+    CredentialsError,
+    MissingSecretError,
+    generate_secret,
+    read_secret,
+    require_secret,
+    with_run_secret,
+)
 from emulator.scenario.loader import ScenarioError, load_scenario
 from emulator.scenario.schema import Scenario
 from nodemanager.config import HeartbeatConfig
@@ -45,6 +53,10 @@ def cmd_rm(args: argparse.Namespace) -> int:
     if args.duration is not None:
         overrides["run.duration_s"] = args.duration
     scenario = load_scenario(args.scenario, overrides)
+    try:
+        require_secret(scenario, host)  # before anything binds
+    except MissingSecretError as err:
+        raise ScenarioError(f"--listen {args.listen}: {err}") from None
     if scenario.rm.journal is None:
         # An RM process keeps its journal, so that a new process can take its work over.
         scenario = msgspec.structs.replace(scenario, rm=msgspec.structs.replace(scenario.rm, journal=True))
@@ -92,6 +104,8 @@ def _serve_rm(args: argparse.Namespace, scenario: Scenario, out: Path, host: str
     from emulator.time.clock import run
 
     epoch, resumed_from = _takeover(args, scenario, out)
+    if not scenario.rm.credentials:
+        scenario = with_run_secret(scenario, _loopback_secret(out, resumed_from is not None))
 
     async def main(_: Any) -> RunOutcome:
         live = server = None
@@ -139,6 +153,26 @@ def _serve_rm(args: argparse.Namespace, scenario: Scenario, out: Path, host: str
     return verdict(outcome, Console(stderr=True, quiet=args.quiet))
 
 
+SECRET_FILE = "rm-secret"
+
+
+def _loopback_secret(out: Path, resumed: bool) -> str:
+    """A secret for a loopback RM given none: the run's own (kept in ``out`` for its nodes and for
+    an RM process that takes the run over)."""
+    path = out / SECRET_FILE
+    if resumed and path.exists():
+        secret = path.read_text(encoding="utf-8").strip()
+        if secret:
+            return secret
+    secret = generate_secret()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(secret + "\n")
+    print(f"no shared secret given: made one for this run in {path} "
+          f"(emulator nodes --credentials-file {path})", file=sys.stderr, flush=True)
+    return secret
+
+
 def node_configs(args: argparse.Namespace, host: str, port: int) -> list[HostConfig]:
     from emulator.harness.tcprun import split
     from emulator.scenario.topology import node_specs, phases
@@ -160,7 +194,9 @@ def node_configs(args: argparse.Namespace, host: str, port: int) -> list[HostCon
             )
         ]
         hb, speed, duration = sc.heartbeat, sc.run.speed, sc.run.duration_s
-        credentials, seed, interval = sc.rm.credentials, sc.run.seed, sc.sample_interval_s
+        seed, interval = sc.run.seed, sc.sample_interval_s
+        # An option names the secret of an RM that made its own (a loopback run without one).
+        credentials = _node_secret(args) or sc.rm.credentials
     else:
         hb = HeartbeatConfig(mode=args.mode, interval_s=args.interval)
         prefix = args.name_prefix or socket.gethostname()

@@ -1,36 +1,62 @@
-"""Hostile TCP clients against the RM, and the figure: honest nodes' h1 without vs with them.
+"""Hostile clients against the RM over TCP, and what honest nodes see: ``emulator abuse SCENARIO``.
 
-``attack(host, port, seconds)`` runs every abuse case at once against one RM: random bytes,
-truncated frames, oversized length prefixes, valid frames of a type the RM never receives,
-heartbeats and liveness reports claiming other nodes' machine ids, silent connections
-(slowloris) and a flood of connections held open. ``emulator abuse SCENARIO`` runs the scenario
-over TCP twice in one invocation — once alone, once with an attacker process started when the
-honest nodes are in — and prints h1 (and the RM's transport counters) for both and their ratio.
-The attacker runs in its own process (``python -m emulator.experiments.abuse HOST PORT SECONDS``), so it
-competes for the CPU like a real one on the same machine would.
+The scenario runs over TCP once alone, then once per attack, each attack from its own process
+(``python -m emulator.experiments.abuse HOST PORT SECONDS DELAY ATTACK``) started when the honest
+nodes are in and lasting to the end of the run, sending as fast as its core allows:
+
+- ``spoof``: well-formed ``Heartbeat`` frames claiming honest machine ids, on connection after
+  connection that registered nothing (64 at a time, each opening with 2,000 frames);
+- ``fake_containers``: 4 nodes registered with the run's secret (an insider), each reporting
+  20,000 container ids per heartbeat that the RM never launched (and a sliding window of small
+  ids, some of which it did), as fast as the RM answers;
+- ``mixed``: the byte-level cases (random bytes, truncated frames, oversized length prefixes,
+  valid frames of a type the RM never receives, spoofed heartbeats and liveness reports), silent
+  connections (slowloris) and a flood of connections held open.
+
+For each run it reports honest h1/h2, honest nodes lost, the RM's transport and queue counters,
+the RM process's RSS (this process: start of the run, max, end) and how fast the RM's
+``events.jsonl`` grew.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
+import resource
 import socket
 import sys
+import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from emulator.harness.tcprun import run_tcp_scenario
+from emulator.scenario.credentials import with_run_secret
 from emulator.scenario.schema import Scenario
-from emulator.time.clock import LoopClock, run
-from emulator.transport.framing import HEADER, FrameEncoder
-from rm.protocol import Heartbeat, HeartbeatResponse, Register, Resources, UnlivelinessReport
+from emulator.time.clock import LoopClock, run, wall_time
+from emulator.transport.framing import HEADER, FrameDecoder, FrameEncoder
+from rm.protocol import (
+    ContainerStatus,
+    Heartbeat,
+    HeartbeatResponse,
+    NodeInbound,
+    Register,
+    RegisterResponse,
+    Resources,
+    UnlivelinessReport,
+)
 
 CASES = ("garbage", "truncated", "oversized", "wrong_type", "spoof", "slowloris", "flood")
+ATTACKS = ("spoof", "fake_containers", "mixed")
+# The insider attacker reads the run's secret from here (never from its command line).
+SECRET_ENV = "HBEMU_ABUSE_SECRET"
+LIARS = 4
+FAKE_IDS_PER_HEARTBEAT = 20_000
 
 
 @dataclass
@@ -38,6 +64,8 @@ class AttackCounts:
     connections: int = 0
     refused: int = 0  # connect failed or hung up before we wrote anything
     bytes_sent: int = 0
+    frames_sent: int = 0
+    fake_ids_reported: int = 0
     by_case: dict[str, int] = field(default_factory=dict)
 
 
@@ -63,6 +91,9 @@ def hostile_payload(case: str, rng: random.Random) -> bytes:
         )
         return frames
     return b""
+
+
+# ---- the mixed attack ------------------------------------------------------------------------
 
 
 async def _one(host: str, port: int, case: str, rng: random.Random, hold_s: float,
@@ -117,59 +148,243 @@ async def attack(host: str, port: int, seconds: float, seed: int = 0, flood: int
     return counts
 
 
+# ---- the spoofed-heartbeat flood ---------------------------------------------------------------
+
+
+def spoof_burst(frames: int, machine_ids: int, seed: int = 0) -> bytes:
+    """``frames`` well-formed heartbeats claiming machine ids 1..``machine_ids``."""
+    rng = random.Random(seed)
+    enc = FrameEncoder()
+    return b"".join(
+        enc.encode(1, Heartbeat(machine_id=rng.randint(1, machine_ids), heartbeat_id=rng.randint(0, 50),
+                                healthy=False, statuses=(), full=True))
+        for _ in range(frames)
+    )
+
+
+async def spoof_flood(host: str, port: int, seconds: float, conns: int = 64, frames: int = 2000,
+                      machine_ids: int = 1000) -> AttackCounts:
+    """``conns`` loops, each opening a connection, writing ``frames`` spoofed heartbeats and
+    reading until the server hangs up, then again, for ``seconds``."""
+    counts = AttackCounts()
+    burst = spoof_burst(frames, machine_ids)
+    until = time.monotonic() + seconds
+
+    async def loop() -> None:
+        while time.monotonic() < until:
+            try:
+                reader, writer = await asyncio.open_connection(host, port)
+            except OSError:
+                counts.refused += 1
+                await asyncio.sleep(0.001)
+                continue
+            counts.connections += 1
+            try:
+                writer.write(burst)
+                await writer.drain()
+                counts.bytes_sent += len(burst)
+                counts.frames_sent += frames
+                async with asyncio.timeout(max(0.01, min(2.0, until - time.monotonic()))):
+                    while await reader.read(65536):
+                        pass
+            except (OSError, TimeoutError):
+                pass
+            finally:
+                writer.close()
+
+    async with asyncio.TaskGroup() as tg:
+        for _ in range(conns):
+            tg.create_task(loop())
+    return counts
+
+
+# ---- the fake-container flood (an insider: it holds the secret) --------------------------------
+
+
+async def _liar(host: str, port: int, secret: str, name: str, until: float, counts: AttackCounts,
+                per_heartbeat: int, next_fake: list[int]) -> None:
+    enc = FrameEncoder()
+    dec = FrameDecoder(NodeInbound)
+    reader, writer = await asyncio.open_connection(host, port)
+    counts.connections += 1
+
+    async def answer(kind: type) -> Any:
+        while True:
+            data = await reader.read(1 << 20)
+            if not data:
+                raise ConnectionError("closed by the RM")
+            for _, msg in dec.feed(data):
+                if isinstance(msg, kind):
+                    return msg
+
+    async def register() -> int:
+        writer.write(enc.encode(1, Register(address=name, resources=Resources(16, 64), credentials=secret)))
+        reg = await answer(RegisterResponse)
+        if reg.action != "normal":
+            raise RuntimeError(f"{name}: registration refused: {reg.reason}")
+        return int(reg.machine_id)
+
+    try:
+        machine_id = await register()
+        hb_id = 0
+        low = 1
+        while time.monotonic() < until:
+            # Mostly ids never handed out, plus a window of small ones (some the RM did launch).
+            start = next_fake[0]
+            next_fake[0] += per_heartbeat
+            ids = [*range(start, start + per_heartbeat - 1000), *range(low, low + 1000)]
+            low = low + 1000 if low < 200_000 else 1
+            frame = enc.encode(1, Heartbeat(machine_id=machine_id, heartbeat_id=hb_id, healthy=True,
+                                            statuses=tuple(ContainerStatus(c, "running") for c in ids),
+                                            full=True))
+            writer.write(frame)
+            counts.frames_sent += 1
+            counts.bytes_sent += len(frame)
+            counts.fake_ids_reported += len(ids)
+            response = await answer(HeartbeatResponse)
+            if response.action == "resync":
+                machine_id, hb_id = await register(), 0
+            else:
+                hb_id = response.heartbeat_id
+    finally:
+        writer.close()
+
+
+async def fake_container_flood(host: str, port: int, seconds: float, secret: str, liars: int = LIARS,
+                               per_heartbeat: int = FAKE_IDS_PER_HEARTBEAT) -> AttackCounts:
+    counts = AttackCounts()
+    until = time.monotonic() + seconds
+    next_fake = [10**9]
+    async with asyncio.TaskGroup() as tg:
+        for i in range(liars):
+            tg.create_task(_liar(host, port, secret, f"liar-{i}", until, counts, per_heartbeat, next_fake))
+    return counts
+
+
+# ---- the figure ------------------------------------------------------------------------------
+
+
 def _free_port(host: str) -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
 
 
-async def _phase(scenario: Scenario, abuse: bool, start_after_s: float) -> dict[str, Any]:
+def rss_mib() -> float:
+    """This process's resident set now (Linux), MiB."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class _Watch:
+    """Samples the RM process's (this process's) RSS twice a second."""
+
+    def __init__(self) -> None:
+        self.rss: list[float] = []
+        self.t0 = wall_time()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            self.rss.append(rss_mib())
+            await asyncio.sleep(0.5)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        self.rss.append(rss_mib())
+
+
+def _honest_lost(events: Path) -> int:
+    lost = 0
+    with events.open(encoding="utf-8") as f:
+        for line in f:
+            if '"node.lost"' in line and not json.loads(line).get("address", "").startswith("liar-"):
+                lost += 1
+    return lost
+
+
+async def _phase(
+    scenario: Scenario, attack_name: str | None, start_after_s: float, work: Path
+) -> dict[str, Any]:
     sc = msgspec.structs.replace(
-        scenario,
+        with_run_secret(scenario),
         transport=msgspec.structs.replace(scenario.transport, port=_free_port(scenario.transport.host)),
     )
+    run_dir = work / (attack_name or "alone")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    events = run_dir / "events.jsonl"
     attacker: asyncio.subprocess.Process | None = None
-    if abuse:
-        # Set-up (workers start and register) takes ~2 s of wall time before the epoch; the
-        # attacker starts once honest nodes are in and lasts the whole run.
-        margin_s = 2.0 + sc.node_count / 10_000
-        seconds = margin_s + sc.run.duration_s / sc.run.speed - start_after_s
+    margin_s = 2.0 + sc.node_count / 5_000  # set-up before the epoch (run_tcp_scenario's margin)
+    attack_s = margin_s + sc.run.duration_s / sc.run.speed - start_after_s
+    if attack_name is not None:
+        env = {**os.environ, SECRET_ENV: sc.rm.credentials}
         attacker = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "emulator.experiments.abuse", sc.transport.host, str(sc.transport.port),
-            f"{seconds:.3f}", f"{start_after_s:.3f}", stdout=asyncio.subprocess.PIPE,
+            f"{attack_s:.3f}", f"{start_after_s:.3f}", attack_name, stdout=asyncio.subprocess.PIPE, env=env,
         )
+    watch = _Watch()
+    watch.start()
     try:
-        outcome = await run_tcp_scenario(sc, None, None, None)
+        with events.open("w", encoding="utf-8") as sink:
+            outcome = await run_tcp_scenario(sc, sink, run_dir, None)
     finally:
+        await watch.stop()
         counts: dict[str, Any] = {}
         if attacker is not None:
-            async with asyncio.timeout(60):
+            async with asyncio.timeout(120):
                 out, _ = await attacker.communicate()
             lines = out.decode().strip().splitlines()
             counts = json.loads(lines[-1]) if lines else {}
     assert outcome.costs is not None
     transport = outcome.costs["transport"]
+    size = events.stat().st_size
+    rm = outcome.rm
     return {
         "h1": outcome.h1,
         "h2": outcome.h2,
-        "nodes_alive_end": outcome.rm.nodes,
-        "registrations": outcome.rm.counters.registrations,
-        "rm_resyncs_sent": outcome.rm.counters.resyncs,
-        "reconnects": sum(w.reconnects for w in outcome.workers),
-        "server": {k: transport[k] for k in ("bad_frames", "refused", "evicted", "handshake_timeouts")},
+        "honest_nodes_lost": _honest_lost(events),
+        "nodes_registered_end": rm.nodes,
+        "rm_resyncs_sent": rm.counters.resyncs,
+        "rm_registrations_refused": rm.counters.rejected,
+        "worker_reconnects": sum(w.reconnects for w in outcome.workers),
+        "rm_queue_depth_max": rm.inbound.depth_max,
+        "rm_queue_dropped": rm.inbound.dropped,
+        "server": {k: transport[k] for k in ("frames_in", "bad_frames", "refused", "evicted",
+                                             "handshake_timeouts", "admission_closed", "slow_readers")},
+        "rm_rss_mib": {"start": round(watch.rss[0], 1), "max": round(max(watch.rss), 1),
+                       "end": round(watch.rss[-1], 1)},
+        "events_jsonl_bytes": size,
+        "events_jsonl_bytes_per_s": round(size / max(wall_time() - watch.t0, 1e-9)),
+        "attack_s": round(attack_s, 1) if attacker is not None else 0.0,
         "attacker": counts,
     }
 
 
-def compare(scenario: Scenario, start_after_s: float = 3.0) -> dict[str, Any]:
-    """Run ``scenario`` (TCP) without, then with, the attacker; h1 of both and their ratio."""
+def compare(scenario: Scenario, start_after_s: float = 3.0,
+            attacks: tuple[str, ...] = ATTACKS) -> dict[str, Any]:
+    """Run ``scenario`` (TCP) alone, then under each attack; honest h1 of each and their ratio."""
 
     async def main(_: LoopClock) -> dict[str, Any]:
-        before = await _phase(scenario, False, start_after_s)
-        during = await _phase(scenario, True, start_after_s)
-        h1a, h1b = before["h1"], during["h1"]
-        ratio = h1b / h1a if h1a and h1b is not None else None
-        return {"nodes": scenario.node_count, "before": before, "during": during, "h1_ratio": ratio}
+        with tempfile.TemporaryDirectory(prefix="hbemu-abuse-") as tmp:
+            work = Path(tmp)
+            before = await _phase(scenario, None, start_after_s, work)
+            during = {name: await _phase(scenario, name, start_after_s, work) for name in attacks}
+        h1a = before["h1"]
+        ratios = {
+            name: (d["h1"] / h1a if h1a and d["h1"] is not None else None) for name, d in during.items()
+        }
+        return {"nodes": scenario.node_count, "before": before, "during": during, "h1_ratio": ratios}
 
     result: dict[str, Any] = run(main, "realtime", scenario.run.speed)
     return result
@@ -178,14 +393,23 @@ def compare(scenario: Scenario, start_after_s: float = 3.0) -> dict[str, Any]:
 def _attacker_main(argv: list[str]) -> int:
     host, port, seconds = argv[0], int(argv[1]), float(argv[2])
     delay = float(argv[3]) if len(argv) > 3 else 0.0
+    name = argv[4] if len(argv) > 4 else "mixed"
 
     async def go() -> AttackCounts:
         await asyncio.sleep(delay)
+        if name == "spoof":
+            return await spoof_flood(host, port, seconds)
+        if name == "fake_containers":
+            return await fake_container_flood(host, port, seconds, os.environ[SECRET_ENV])
         return await attack(host, port, seconds)
 
+    t0 = time.process_time()
     counts = asyncio.run(go())
-    print(json.dumps({"connections": counts.connections, "refused": counts.refused,
-                      "bytes_sent": counts.bytes_sent, "by_case": counts.by_case}), flush=True)
+    out = asdict(counts)
+    # CPU seconds the attacker burnt over its wall seconds: ~1.0 means it saturated its core.
+    out["cpu_s"] = round(time.process_time() - t0, 2)
+    out["seconds"] = seconds
+    print(json.dumps(out), flush=True)
     return 0
 
 

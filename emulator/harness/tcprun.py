@@ -36,6 +36,7 @@ from emulator.harness.workload import SubmissionLog
 from emulator.measure.costs import RMCostMeter, efficiency
 from emulator.measure.lag import judge, merge_worst
 from emulator.measure.timing import HeartbeatTiming
+from emulator.scenario.credentials import with_run_secret
 from emulator.scenario.schema import MessageFault, Scenario
 from emulator.scenario.topology import node_specs, phases
 from emulator.time.clock import EpochClock, LoopClock, run, unix_time, wall_time
@@ -329,6 +330,8 @@ async def run_tcp_scenario(
     check_invariants: bool | None = None,
     on_start: Callable[[TcpRM], None] | None = None,
 ) -> RunOutcome:
+    # The workers are ours: without a secret of the scenario's, they get one made for this run.
+    scenario = with_run_secret(scenario)
     with contextlib.ExitStack() as stack:
         journal = scenario_journal(scenario, events_dir, stack)
         tc = scenario.transport

@@ -4,11 +4,17 @@ Resolved once, when the scenario is loaded: the result carries the secret in ``r
 only (the two indirections cleared), so every consumer — the RM's registration check, the node
 workers — reads one field. The secret itself never goes into an error message, a log line or a
 result file; errors name the variable or the file instead.
+
+Secure by default: a run that starts its own workers, or an RM listening on a loopback address,
+without a secret uses a random one made for the run (``with_run_secret``); an RM listening on
+any other address without one refuses to start (``require_secret``).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import secrets
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -59,3 +65,39 @@ def resolve_credentials(scenario: Scenario, base_dir: Path | None = None,
     secret = read_secret(rm.credentials_env, rm.credentials_file, base_dir, environ)
     rm = msgspec.structs.replace(rm, credentials=secret, credentials_env="", credentials_file="")
     return msgspec.structs.replace(scenario, rm=rm)
+
+
+class MissingSecretError(CredentialsError):
+    """Nodes would be served on a reachable address with no secret."""
+
+
+def generate_secret() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def with_run_secret(scenario: Scenario, secret: str | None = None) -> Scenario:
+    """``scenario`` with ``secret`` (default: a fresh random one) if it has none of its own."""
+    if scenario.rm.credentials:
+        return scenario
+    rm = msgspec.structs.replace(scenario.rm, credentials=secret or generate_secret())
+    return msgspec.structs.replace(scenario, rm=rm)
+
+
+def is_loopback(host: str) -> bool:
+    """Only this machine can reach ``host`` (a name other than localhost counts as reachable)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def require_secret(scenario: Scenario, host: str) -> None:
+    """Refuse to serve nodes on a non-loopback ``host`` without a shared secret."""
+    if not scenario.rm.credentials and not is_loopback(host):
+        raise MissingSecretError(
+            f"refusing to listen on {host or 'every address'} without a shared secret: anyone who can "
+            "reach it could register nodes; set `rm.credentials_file` or `rm.credentials_env` in the "
+            "scenario (or listen on 127.0.0.1)"
+        )

@@ -89,7 +89,9 @@ class FrameDecoder:
         """Bytes of an incomplete frame held back (non-zero at EOF means a truncated frame)."""
         return len(self._buf)
 
-    def feed(self, data: bytes | bytearray | memoryview) -> list[Frame]:
+    def feed(self, data: bytes | bytearray | memoryview, limit: int | None = None) -> list[Frame]:
+        """``limit``: decode at most this many frames now, keeping the rest of the bytes for the
+        next call (so a peer about to be cut off does not get its whole burst decoded first)."""
         if self._buf:
             self._buf += data
             buf: bytes | bytearray = self._buf
@@ -98,14 +100,16 @@ class FrameDecoder:
         out: list[Frame] = []
         pos = 0
         end = len(buf)
-        limit = self.max_frame_bytes
+        max_size = self.max_frame_bytes
+        count = limit if limit is not None else -1
         decode = self._decode
         unpack = HEADER.unpack_from
         with memoryview(buf) as view:
-            while end - pos >= HEADER_SIZE:
+            while end - pos >= HEADER_SIZE and count != 0:
+                count -= 1
                 size, channel = unpack(view, pos)
-                if size > limit:
-                    raise FrameTooLarge(f"frame of {size} bytes announced, limit is {limit}")
+                if size > max_size:
+                    raise FrameTooLarge(f"frame of {size} bytes announced, limit is {max_size}")
                 stop = pos + HEADER_SIZE + size
                 if stop > end:
                     break

@@ -47,6 +47,7 @@ DEFAULT_MAX_CONNECTIONS = 1024
 # Frames other than registrations (plus refused registrations) a connection may send before a
 # node registers on it: an honest worker sends only registrations until then.
 DEFAULT_ADMISSION_FRAMES = 8
+UNADMITTED_DECODE_BATCH = 64
 # Bytes waiting for a peer that does not read before it is disconnected (~30 intervals of
 # answers to a 20,000-node worker).
 DEFAULT_MAX_WRITE_BUFFER_BYTES = 32 << 20
@@ -143,23 +144,33 @@ class FramedConnection(asyncio.Protocol):
         if self.closed:
             return
         self.stats.bytes_in += len(data)
-        try:
-            frames = self._decode(data)
-        except FrameError as err:
-            self.stats.bad_frames += 1
-            event = "transport.frame_too_large" if isinstance(err, FrameTooLarge) else "transport.bad_frame"
-            self._noisy.warning(event, peer=self.peer, error=str(err))
-            self.abort()
-            return
-        self.stats.frames_in += len(frames)
         on_frame = self.on_frame
-        for channel, msg in frames:
-            if self.closed:
-                break
-            on_frame(channel, msg)
+        while True:
+            limit = self.decode_batch()
+            try:
+                frames = self._decode(data, limit)
+            except FrameError as err:
+                self.stats.bad_frames += 1
+                too_large = isinstance(err, FrameTooLarge)
+                event = "transport.frame_too_large" if too_large else "transport.bad_frame"
+                self._noisy.warning(event, peer=self.peer, error=str(err))
+                self.abort()
+                return
+            data = b""
+            self.stats.frames_in += len(frames)
+            for channel, msg in frames:
+                if self.closed:
+                    return
+                on_frame(channel, msg)
+            if self.closed or limit is None or len(frames) < limit:
+                return
 
-    def _decode(self, data: bytes) -> list[tuple[int, Any]]:
-        return self._decoder.feed(data)
+    def decode_batch(self) -> int | None:
+        """Frames to decode before delivering them (None: all that arrived)."""
+        return None
+
+    def _decode(self, data: bytes, limit: int | None = None) -> list[tuple[int, Any]]:
+        return self._decoder.feed(data, limit)
 
     def eof_received(self) -> bool:
         return False  # close our side too
@@ -365,6 +376,10 @@ class _ServerConnection(FramedConnection):
     def trusted(self) -> bool:
         return self.admitted
 
+    def decode_batch(self) -> int | None:
+        # Until a node registers, a few frames at a time: the budget may close the connection.
+        return None if self.admitted else UNADMITTED_DECODE_BATCH
+
     def send(self, channel: int, msg: Any) -> None:
         if self.admitted or not isinstance(msg, RegisterResponse):
             super().send(channel, msg)
@@ -392,12 +407,12 @@ class _ServerConnection(FramedConnection):
         self.closed = True
         return False
 
-    def _decode(self, data: bytes) -> list[tuple[int, Any]]:
+    def _decode(self, data: bytes, limit: int | None = None) -> list[tuple[int, Any]]:
         decode_cost = self._server.decode_cost
         if decode_cost is None:
-            return self._decoder.feed(data)
+            return self._decoder.feed(data, limit)
         t0 = wall_time()
-        frames = self._decoder.feed(data)
+        frames = self._decoder.feed(data, limit)
         if frames:
             per = (wall_time() - t0) / len(frames)
             for _ in frames:
