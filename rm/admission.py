@@ -22,8 +22,9 @@ from rm.protocol import Disconnected, Heartbeat, Register
 
 # An honest node has a heartbeat or two and a few ring messages queued at a time.
 MAX_PER_LINK = 256
-# About 1e6 decoded statuses (~100 MB) at worst; an honest registration burst of 100,000 nodes fits.
-MAX_UNREGISTERED = 1_000_000
+# 100,000 messages or statuses (a few tens of MB): an honest registration burst of ~50,000 nodes
+# fits, and a flood queues at most ~10 s of work for an RM that takes 100 µs per message.
+MAX_UNREGISTERED = 100_000
 
 Inbound = tuple[Link | None, object]
 

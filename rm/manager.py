@@ -95,7 +95,7 @@ class ResourceManager:
         self._stopped = False
         self._epoch = 0
         self._life = RMLife(self._ctx, self.events.submit)
-        self.admission = InboundAdmission(self.inbound, self._registered_link, self._ctx.noisy)
+        self.admission = InboundAdmission(self.inbound, self.is_registered, self._ctx.noisy)
         self.membership = MembershipService(ring, clock, log, self) if ring is not None else None
         self._ctx.membership = self.membership
         self._timers: list[Periodic] = []
@@ -151,7 +151,8 @@ class ResourceManager:
         if self.up and not self._stopped:
             self.admission.admit(link, msg)
 
-    def _registered_link(self, link: Link) -> bool:
+    def is_registered(self, link: Link) -> bool:
+        """A node is registered on ``link`` now."""
         return self._life.cluster.on_link(link) is not None
 
     def _inbound_cost(self, item: Inbound) -> float:

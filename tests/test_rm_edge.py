@@ -317,3 +317,31 @@ def test_a_loopback_rm_without_a_secret_makes_one(tmp_path: Path) -> None:
     finally:
         rm.kill()
         rm.communicate(timeout=30)
+
+
+def test_a_fired_real_time_timer_does_not_keep_what_it_carried() -> None:
+    """The RM's queue hands each message to a timer when it charges a service time; a fired timer
+    sits in a reference cycle with its loop handle until the (rarely run, in real time) garbage
+    collector frees it. It must not keep the message — a registered node's heartbeats with
+    thousands of statuses made the RM's memory grow by a GB in seconds."""
+    import gc
+    import weakref
+
+    class Payload:
+        pass
+
+    async def main(clock: LoopClock) -> None:
+        payload = Payload()
+        ref = weakref.ref(payload)
+        fired: list[bool] = []
+        clock.call_later(0.0, lambda _p: fired.append(True), payload)  # due at once, as 100 µs is
+        del payload
+        await eventually(clock, lambda: bool(fired))
+        await asyncio.sleep(0)
+        assert ref() is None
+
+    gc.disable()
+    try:
+        run(main, "realtime", speed=1)
+    finally:
+        gc.enable()

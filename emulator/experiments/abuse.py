@@ -226,6 +226,10 @@ async def _liar(host: str, port: int, secret: str, name: str, until: float, coun
 
     try:
         machine_id = await register()
+    except ConnectionError:
+        writer.close()
+        return
+    try:
         hb_id = 0
         low = 1
         while time.monotonic() < until:
@@ -246,6 +250,8 @@ async def _liar(host: str, port: int, secret: str, name: str, until: float, coun
                 machine_id, hb_id = await register(), 0
             else:
                 hb_id = response.heartbeat_id
+    except ConnectionError:
+        pass  # the run is over (or the RM cut us off): stop here
     finally:
         writer.close()
 
@@ -326,7 +332,8 @@ async def _phase(
     events = run_dir / "events.jsonl"
     attacker: asyncio.subprocess.Process | None = None
     margin_s = 2.0 + sc.node_count / 5_000  # set-up before the epoch (run_tcp_scenario's margin)
-    attack_s = margin_s + sc.run.duration_s / sc.run.speed - start_after_s
+    # To a second before the run's end, so the last figures are not the shutdown's.
+    attack_s = margin_s + sc.run.duration_s / sc.run.speed - start_after_s - 1.0
     if attack_name is not None:
         env = {**os.environ, SECRET_ENV: sc.rm.credentials}
         attacker = await asyncio.create_subprocess_exec(

@@ -101,14 +101,16 @@ class RMCostMeter:
         return timed
 
     def wrap_receive(self, receive: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
-        """Stamp heartbeat arrivals (the transport calls this instead of ``rm.receive``)."""
+        """Stamp heartbeat arrivals (the transport calls this instead of ``rm.receive``): only
+        registered nodes' — anyone else's heartbeats are no node's and never get an update."""
         clock = self._rm.clock
+        registered = self._rm.is_registered
         arrival = self._arrival
         arrived = self.arrived_by_interval
         interval = self.interval_s
 
         def stamped(link: Any, msg: Any) -> None:
-            if interval and isinstance(msg, Heartbeat):
+            if interval and isinstance(msg, Heartbeat) and registered(link):
                 now = clock.now()
                 arrival[link] = now
                 k = int(now // interval) + 1

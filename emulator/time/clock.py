@@ -134,7 +134,10 @@ class RealTimer:
         if left > _EARLY_S:
             self._handle = clock.loop.call_later(max(left / clock.speed, _MIN_WALL_S), self._fire)
             return
-        self._callback(*self._args)
+        # Fired, this timer and its handle form a reference cycle that lives until the garbage
+        # collector runs (rarely, in a real-time run): it must not keep what it carried alive.
+        args, self._args = self._args, ()
+        self._callback(*args)
 
 
 class RealClock(LoopClock):

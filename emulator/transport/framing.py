@@ -89,6 +89,10 @@ class FrameDecoder:
         """Bytes of an incomplete frame held back (non-zero at EOF means a truncated frame)."""
         return len(self._buf)
 
+    def clear(self) -> None:
+        """Drop what is buffered (the connection is gone)."""
+        self._buf = bytearray()
+
     def feed(self, data: bytes | bytearray | memoryview, limit: int | None = None) -> list[Frame]:
         """``limit``: decode at most this many frames now, keeping the rest of the bytes for the
         next call (so a peer about to be cut off does not get its whole burst decoded first)."""

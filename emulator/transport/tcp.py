@@ -21,6 +21,7 @@ budget (``rm.logbudget``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 from collections import OrderedDict
 from collections.abc import Callable
@@ -177,6 +178,9 @@ class FramedConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         truncated = self._decoder.buffered
+        # Queued messages may keep this object alive a while: not the bytes it held.
+        self._decoder.clear()
+        self._out = bytearray()
         self.closed = True
         self.stats.connections -= 1
         for link in self.links.values():
@@ -292,9 +296,9 @@ class _ServerConnection(FramedConnection):
     credentials, or only talks nonsense the RM rejects) holds a connection slot for a bounded time.
     Messages before admission still reach the RM, which refuses what an unregistered link may not
     do (heartbeats for a machine id not registered on that link get ``resync``), but only
-    ``admission_frames`` of them besides registrations (a refused registration counts as one):
-    the next closes the connection. Registrations themselves are free, as a worker's first
-    frames are one per node it hosts.
+    ``admission_frames`` of them besides registrations and channel closes (a refused
+    registration counts as one): the next closes the connection. Registrations themselves are
+    free, as a worker's first frames are one per node it hosts.
 
     At the cap a newcomer takes the slot of the unadmitted connection idle longest (no bytes in),
     so floods and slowloris cannot lock honest nodes out; an admitted one is never evicted.
@@ -420,7 +424,8 @@ class _ServerConnection(FramedConnection):
         return frames
 
     def on_frame(self, channel: int, msg: Any) -> None:
-        if not self.admitted and not isinstance(msg, Register) and not self._spend():
+        # Registrations and channel closes are free: a worker sends one per node it hosts.
+        if not self.admitted and msg is not None and not isinstance(msg, Register) and not self._spend():
             return
         if msg is None:
             self._remote_close(channel)
@@ -484,8 +489,14 @@ class TcpServer:
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
-        for conn in list(self.connections):
+        conns = list(self.connections)
+        for conn in conns:
             conn.close()
+        if conns:
+            # Let them say goodbye (``connection_lost`` logs) while the caller's log is still open.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(1):
+                    await asyncio.gather(*(c.lost for c in conns))
         self.noisy.flush()
         if self._server is not None:
             async with asyncio.timeout(5):
