@@ -469,6 +469,11 @@ class ResourceManager:
             for n in self._life.cluster.nodes.values()
         ]
 
+    def commands_in_flight(self) -> tuple[set[int], set[int]]:
+        """Containers launched and killed that no node report has confirmed yet (commands on
+        the wire, or lost and due to be sent again)."""
+        return self._life.ledger.in_flight()
+
     def ring_snapshot(self) -> RingSnapshot | None:
         return self.membership.ring_snapshot() if self.membership is not None else None
 

@@ -110,7 +110,7 @@ class MembershipHost(Protocol):
 
 class _Suspicion:
     __slots__ = (
-        "answered", "control", "control_ok", "expired", "probe_id", "removed", "reporters", "round",
+        "answered", "control", "control_ok", "expired", "orphan", "probe_id", "removed", "reporters", "round",
         "round_start", "round_wait", "sent", "since", "slow", "timer",
     )
 
@@ -129,6 +129,7 @@ class _Suspicion:
         self.answered = False  # the suspect answered one of its attempts
         self.expired = False  # confirmed because no attempt was answered in time
         self.removed = False
+        self.orphan = False  # probed by the RM's own sweep, not on anyone's report
 
 
 class _Attempt:
@@ -411,6 +412,8 @@ class MembershipService:
         del self._suspects[msg.machine_id]
         if sus.timer is not None:
             sus.timer.cancel()
+        if sus.orphan:
+            return  # checked on, alive: nobody had suspected it
         self.stats.refuted += 1
         self._log.info("ring.refuted", machine_id=msg.machine_id, reporters=sorted(sus.reporters))
 
@@ -562,7 +565,7 @@ class MembershipService:
                        silent_s=round(now - last_inbound_at, 3))
         for node in idle[:k]:
             self.stats.orphan_probes += 1
-            self._open(node)
+            self._open(node).orphan = True
 
     # ---- views -------------------------------------------------------------------------------
 
