@@ -9,15 +9,21 @@ checker on (tests/conftest.py): a completion the RM never hears of fails the end
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 import pytest
 
 from emulator.harness.eventlog import make_logger
 from emulator.harness.nodeproc import NodeProcess
+from emulator.harness.runner import RunHandle, run_scenario
 from emulator.results.summary import build_summary
 from emulator.scenario.loader import scenario_from_dict
+from emulator.time.pacing import PacedClock
+from emulator.web.control import Controller
+from emulator.web.state import LiveRun
 from nodemanager.config import HeartbeatConfig, HeartbeatMode
 from nodemanager.node import NodeManager, NodeState
 from nodemanager.stats import NodeCounters
@@ -34,6 +40,7 @@ from rm.protocol import (
     Resources,
 )
 from tests.helpers import FakeClock, RecordingLink, run_with_handle
+from tests.webrun import small_scenario
 
 MODES: list[HeartbeatMode] = ["periodic", "delta"]
 
@@ -218,3 +225,32 @@ def test_a_paused_node_sends_no_register_during_its_stall() -> None:
     proc = next(p for p in handle.side.hosting.processes if p.address == "node-0-00002")  # type: ignore[attr-defined]
     assert proc.state is NodeState.RUNNING  # ... and then it is back
     assert out.invariants is not None and out.invariants.end_check == "passed"
+
+
+def test_a_node_paused_from_the_status_page_across_an_rm_restart_comes_back() -> None:
+    """Finding 9: the status page's pause (``Controller.pause_nodes``, a paced real-time run)
+    spanning an RM restart. The node's reconnect and registration wait for its loop; then it is
+    registered again, known to the RM, and the page no longer lists it as paused."""
+    data = msgspec.to_builtins(small_scenario(nodes=6, duration_s=60.0, speed=40.0))
+    data["faults"] = [{"kind": "rm_restart", "at_s": 20, "downtime_s": 3}]
+    sc = scenario_from_dict(data, "<test>")
+    live = LiveRun(sc, allow_control=True)
+    target = "n-0-00003"
+
+    async def main() -> RunHandle:
+        clock = PacedClock(asyncio.get_running_loop(), sc.run.speed)
+        handles: list[RunHandle] = []
+
+        def attach(handle: RunHandle) -> None:
+            handles.append(handle)
+            live.attach(handle.side, handle.clock, handle.log, handle.hosting.processes)
+            clock.call_later(18.0, Controller(live).pause_nodes, [target], 10.0)
+
+        await run_scenario(sc, clock, None, None, on_start=attach)
+        return handles[0]
+
+    handle = asyncio.run(main())
+    proc = handle.hosting.by_address[target]
+    assert proc.state is NodeState.RUNNING and not proc.paused
+    assert target in {n.address for n in handle.side.rm.nodes_view()}
+    assert target not in live.injected

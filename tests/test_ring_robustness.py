@@ -15,8 +15,11 @@ from typing import Any
 
 import pytest
 
+from emulator.results.summary import build_summary
+from emulator.scenario.loader import scenario_from_dict
 from ringmon.protocol import Probe, ProbeAck
 from ringmon.rtt import LossEstimator, RttEstimator
+from tests.helpers import run_with_handle
 from tests.ring_support import INTERVAL, ring_scenario, run_ring
 from tests.test_membership_rm import Cluster, drive
 
@@ -32,10 +35,6 @@ def run_noisy(faults: list[dict[str, Any]], transport: dict[str, Any] | None = N
     data = ring_scenario(nodes=nodes, faults=faults, duration_s=duration_s)
     if transport is not None:
         data["transport"] = transport
-    from emulator.results.summary import build_summary
-    from emulator.scenario.loader import scenario_from_dict
-    from tests.helpers import run_with_handle
-
     out, _ = run_with_handle(scenario_from_dict(data, "<test>"))
     return build_summary(out)
 
