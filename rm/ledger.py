@@ -52,6 +52,10 @@ class ContainerLedger:
     def kill_confirmed(self, cid: int) -> None:
         self._kills.pop(cid, None)
 
+    def in_flight(self) -> tuple[set[int], set[int]]:
+        """Containers whose launch, and whose kill, no report has confirmed yet."""
+        return set(self._unconfirmed), set(self._kills)
+
     def overdue_kills(self, deadline: float) -> list[tuple[int, NodeRecord]]:
         return [(cid, node) for cid, (node, t) in self._kills.items() if t < deadline]
 
