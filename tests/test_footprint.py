@@ -3,12 +3,14 @@ with the estimate and what the machine has, instead of passing `validate` and be
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from emulator.cli.main import main
+from emulator.experiments.memcal import measure
 from emulator.scenario.footprint import (
     CONTAINER_BYTES,
     NODE_DELTA_BYTES,
@@ -80,3 +82,13 @@ def test_validate_refuses_what_no_machine_has(tmp_path: Path, capsys: pytest.Cap
     err = capsys.readouterr().err
     assert err.startswith(f"error: {p}: at `cluster.nodes`: the run needs about ")
     assert "200,000,000 nodes ×" in err and "GiB available" in err
+
+
+def test_the_estimate_bounds_a_measured_run_closely() -> None:
+    """The constants still describe the emulator: the peak RSS of a real scenario (2,000 delta
+    nodes with the ring, ~38,000 running containers) is below the estimate, and not far below."""
+    path = Path(__file__).parent.parent / "scenarios" / "e3-rack.toml"
+    data = tomllib.loads(path.read_text())
+    measured = sum(measure(data).values())  # RSS before the run + its growth: the peak
+    estimated = estimate(scenario_from_dict(data)).total
+    assert measured <= estimated <= 2 * measured, (measured, estimated)

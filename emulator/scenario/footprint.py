@@ -4,6 +4,8 @@ has: ``emulator validate`` and ``run`` refuse what cannot fit instead of swappin
 The constants are peak-RSS growth per unit measured with ``python -m emulator.experiments.memcal``
 (virtual time, in memory, Python 3.11, x86-64; see that module for what each includes), rounded
 up by about a quarter for what the calibration runs leave out (events, time series, fragmentation).
+The estimate is an upper bound: every task submitted before the end pending at once, every slot
+a container.
 """
 
 from __future__ import annotations
@@ -15,12 +17,14 @@ from pathlib import Path
 
 from emulator.scenario.schema import OperationConfig, Scenario, largest
 
-# Measured (memcal, 2 000 vs 8 000 nodes; 200 000 vs 800 000 tasks), then rounded up.
-NODE_PERIODIC_BYTES = 6_000
-NODE_DELTA_BYTES = 9_000  # with the ring: a monitor, its watches and ticks per node
-TASK_BYTES = 200  # a pending task: its duration in the submission and its Task in the queue
-CONTAINER_BYTES = 1_500  # a running container over its task: allocation, ledger, timer, statuses
-PROCESS_BYTES = 60 << 20  # an interpreter with the emulator loaded (the RM, or one TCP worker)
+# memcal on the 2-core development machine (2 000 vs 8 000 nodes, 200 000 vs 800 000 tasks):
+# 4,472 B per node (periodic), 9,212 (delta, with the ring: a monitor, its watches and ticks),
+# 113 per pending task, ~900 per running container over its task, 34.8 MB per interpreter.
+NODE_PERIODIC_BYTES = 5_600
+NODE_DELTA_BYTES = 11_500
+TASK_BYTES = 150  # its duration in the submission, its Task in the queue
+CONTAINER_BYTES = 1_200  # allocation, ledger entry, completion timer, place in heartbeats
+PROCESS_BYTES = 44 << 20  # the RM's interpreter, or one TCP worker's
 
 
 @dataclass(frozen=True)
