@@ -20,6 +20,7 @@ from emulator.experiments.recovery import add_command as add_recovery_command
 from emulator.experiments.sweep import add_command as add_sweep_command
 from emulator.harness.invariants import InvariantViolation
 from emulator.results.console import EXIT_STOPPED, stopped, verdict
+from emulator.scenario.footprint import estimate
 from emulator.scenario.loader import ScenarioError, load_scenario
 from emulator.scenario.schema import Scenario
 
@@ -106,7 +107,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     for path in args.scenarios:
         sc = load_scenario(path, _overrides(args))
-        print(f"{path}: ok ({sc.node_count} nodes, {len(sc.workload.operations)} operations)")
+        mib = estimate(sc).total / (1 << 20)
+        print(f"{path}: ok ({sc.node_count} nodes, {len(sc.workload.operations)} operations, "
+              f"needs at most about {mib:,.0f} MiB of memory)")
     return 0
 
 
