@@ -2,11 +2,11 @@
 constants of ``emulator/scenario/footprint.py`` come from.
 
 ``python -m emulator.experiments.memcal`` runs small scenarios (virtual time, in memory), each in
-a fresh process, at two sizes per quantity and prints the growth of peak RSS per unit. Peak RSS
-(``ru_maxrss``) over the process's RSS just before the run, so garbage made and freed during the
-run counts: it is what the machine must have. Per node includes its timers (heartbeat, ring
-ticks), its ring monitor and the RM's record; per container its completion timer, the RM's
-allocation, the ledger entry and its place in (periodic) heartbeats.
+a fresh process, at two sizes per quantity and prints the growth of peak RSS per unit: the peak
+(Linux VmHWM) over the RSS just before the run, so garbage made and freed during the run counts,
+as the machine must hold it. Per node includes its timers (heartbeat, ring ticks), its ring
+monitor and the RM's record; per container its completion timer, the RM's allocation, the ledger
+entry and its place in (periodic) heartbeats.
 """
 
 from __future__ import annotations
@@ -54,6 +54,14 @@ def _rss_bytes() -> int:
     return pages * resource.getpagesize()
 
 
+def _peak_rss_bytes() -> int:
+    """VmHWM: unlike ``ru_maxrss``, not inherited across exec from a bigger parent (pytest)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
 def measure_one(doc: dict[str, Any]) -> dict[str, int]:
     """In this process: run ``doc``; the RSS before the run and the peak growth during it."""
     from emulator.harness.runner import run_blocking
@@ -62,7 +70,7 @@ def measure_one(doc: dict[str, Any]) -> dict[str, int]:
     sc = scenario_from_dict(doc, "<memcal>")
     before = _rss_bytes()
     run_blocking(sc, check_invariants=False)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = _peak_rss_bytes()
     return {"base": before, "growth": max(0, peak - before)}
 
 
