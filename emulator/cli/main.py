@@ -20,6 +20,7 @@ from emulator.experiments.recovery import add_command as add_recovery_command
 from emulator.experiments.sweep import add_command as add_sweep_command
 from emulator.harness.invariants import InvariantViolation
 from emulator.results.console import EXIT_STOPPED, stopped, verdict
+from emulator.scenario.checks import timing_notes
 from emulator.scenario.footprint import estimate
 from emulator.scenario.loader import ScenarioError, load_scenario
 from emulator.scenario.schema import Scenario
@@ -51,6 +52,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     scenario = load_scenario(args.scenario, _overrides(args))
     console = Console(stderr=True, quiet=args.quiet)
+    _print_notes(args.scenario, scenario)
     out = Path(args.out) if args.out else Path("runs") / Path(args.scenario).stem
     with claim(out):
         return _run(args, scenario, out, console)
@@ -104,9 +106,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_notes(path: str, sc: Scenario) -> None:
+    for note in timing_notes(sc):
+        print(f"note: {path}: at `{note.path}`: {note.message}", file=sys.stderr)
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     for path in args.scenarios:
         sc = load_scenario(path, _overrides(args))
+        _print_notes(path, sc)
         mib = estimate(sc).total / (1 << 20)
         print(f"{path}: ok ({sc.node_count} nodes, {len(sc.workload.operations)} operations, "
               f"needs at most about {mib:,.0f} MiB of memory)")
