@@ -17,6 +17,7 @@ from emulator.cli.fuzz import add_command as add_fuzz_command
 from emulator.cli.processes import add_commands as add_tcp_commands
 from emulator.experiments.efficiency import add_command as add_efficiency_command
 from emulator.experiments.recovery import add_command as add_recovery_command
+from emulator.experiments.reliability import add_command as add_reliability_command
 from emulator.experiments.sweep import add_command as add_sweep_command
 from emulator.harness.invariants import InvariantViolation
 from emulator.results.console import EXIT_STOPPED, stopped, verdict
@@ -288,6 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_sweep_command(sub)
     add_efficiency_command(sub)
     add_recovery_command(sub)
+    add_reliability_command(sub)
     add_fuzz_command(sub)
     return p
 
