@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import random
 import socket
 import sys
@@ -126,7 +127,14 @@ def _serve_rm(args: argparse.Namespace, scenario: Scenario, out: Path, host: str
         outcome.h1, outcome.h2 = None, proc.rm_side_h2()
         return outcome
 
-    outcome: RunOutcome = run(main, "realtime", scenario.run.speed)
+    try:
+        outcome: RunOutcome = run(main, "realtime", scenario.run.speed)
+    except OSError as err:
+        if resumed_from is None and err.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL):
+            # It never served: leave nothing that a later start would take for a run to resume.
+            for name in ("rm-run.json", "rm-journal.jsonl", "workload.jsonl"):
+                (out / name).unlink(missing_ok=True)
+        raise
     summary = write_results(outcome, out)
     if outcome.partial:
         return stopped(outcome, out, " (start `emulator rm` on it again to resume the run)")
