@@ -64,6 +64,8 @@ class NodeManager:
         "_log",
         "_membership",
         "_next_tick",
+        "_reg_carried",
+        "_reg_healthy",
         "_reported_healthy",
         "_send",
         "_stats",
@@ -125,6 +127,10 @@ class NodeManager:
         self._inflight_at = 0.0
         self._last_response_id = 0
         self._next_tick = 0.0
+        # The registration in flight: the statuses (by identity) and the health every Register
+        # of this attempt carried (None: not registering; health None: they differed).
+        self._reg_carried: dict[int, ContainerStatus] | None = None
+        self._reg_healthy: bool | None = None
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -141,6 +147,7 @@ class NodeManager:
             container.timer.cancel()
         self._containers.clear()
         self._changes.clear()
+        self._reg_carried = None
         self._used_cpu = self._used_ram = 0.0
         self.state = NodeState.STOPPED
         if self._tick_timer is not None:
@@ -242,6 +249,20 @@ class NodeManager:
     def _start_registration(self) -> None:
         if self._membership is not None:
             self._membership.leave()
+        statuses = self._full_statuses()
+        carried = self._reg_carried
+        if self.state is NodeState.REGISTERING and carried is not None:
+            # Another Register of the same attempt (a retry, or a reconnect): the answer that
+            # comes may be to any of them, so only what every one of them carried is delivered.
+            now_carried = {s.container_id: s for s in statuses}
+            self._reg_carried = {
+                cid: st for cid, st in carried.items() if now_carried.get(cid) is st
+            }
+            if self._reg_healthy != self._healthy:
+                self._reg_healthy = None
+        else:
+            self._reg_carried = {s.container_id: s for s in statuses}
+            self._reg_healthy = self._healthy
         self.state = NodeState.REGISTERING
         self._inflight = None
         self._inflight_at = self._clock.now()
@@ -252,7 +273,7 @@ class NodeManager:
                 resources=self.resources,
                 credentials=self.credentials,
                 healthy=self._healthy,
-                containers=self._full_statuses(),
+                containers=statuses,
                 peer_endpoint=self.peer_endpoint,
             )
         )
@@ -268,12 +289,20 @@ class NodeManager:
         self.state = NodeState.RUNNING
         self._last_response_id = 0
         self._inflight = None
-        # Registration carried our full state, including completions.
-        self._changes.clear()
-        self._reported_healthy = self._healthy
+        # The registration delivered exactly what it carried: a container that completed (or
+        # was killed) after the Register left is still a change to report, not acknowledged.
+        carried, self._reg_carried = self._reg_carried or {}, None
+        changes = self._changes
+        for cid, status in carried.items():
+            if changes.get(cid) is status:
+                del changes[cid]
+        healthy, self._reg_healthy = self._reg_healthy, None
+        # Health the RM may not know (it changed while registering) is reported again.
+        self._reported_healthy = healthy if healthy is not None else not self._healthy
         self._stats.registrations += 1
         if self._membership is not None:
             self._membership.join(self.machine_id, msg.ring)
+        self._touch()  # report what is left (delta mode: an idle node arms no tick otherwise)
 
     # ---- heartbeats ---------------------------------------------------------------------
 

@@ -31,6 +31,14 @@ class RingConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, froze
     # The probe is sent this many times, evenly within the timeout (a lost probe or answer must
     # not remove a live node).
     probe_attempts: Annotated[int, msgspec.Meta(ge=1, le=20)] = 3
+    # The probe waits probe_timeout *plus* the measured round-trip timeout (ringmon.rtt), and is
+    # extended (more attempts, a longer wait) while the network, not the suspect, looks at fault:
+    # the reporter's own probe unanswered, or loss making every attempt lost plausible. Never
+    # longer than this many intervals in all.
+    probe_max_wait: Positive = 10.0
+    # With no message from any node for this many intervals, no live watcher is in evidence (all
+    # crashed, or a one-node cluster): the RM probes the members itself, least recently heard first.
+    orphan_after: Positive = 10.0
     # A node whose main loop has been stalled longer than this is removed (and later rejoins).
     grace_s: Positive = 10.0
     # A node whose RM connection was closed (its host process died) and that has not registered
@@ -42,7 +50,8 @@ class RingConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, froze
     # The RM batches ring changes for this long into one versioned delta.
     batch_s: Annotated[float, msgspec.Meta(ge=0)] = 0.5
     # Brake: at most this fraction of the ring is removed per window; more confirmed suspects are
-    # held and re-probed when the window has room (a partition looks like a mass crash).
+    # held and re-probed when the window has room (a partition looks like a mass crash). A node
+    # found alive after its removal (its late probe answer) stops removals for a whole window.
     brake_fraction: Annotated[float, msgspec.Meta(gt=0, le=1)] = 0.2
     brake_window_s: Positive = 30.0
 

@@ -89,6 +89,10 @@ class ContainerLedger:
                 out[node] = late
         return out
 
+    def in_flight(self) -> tuple[set[int], set[int]]:
+        """Containers whose launch, and whose kill, no report has confirmed yet."""
+        return set(self._unconfirmed), {cid for pending in self._kills.values() for cid in pending}
+
     def forget_node(self, node: NodeRecord, container_ids: list[int]) -> None:
         """``node`` is gone with ``container_ids`` (every container it held: an unconfirmed
         launch is one of them, whatever released a container confirmed it): its launches and

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 import msgspec
 
 from ringmon.config import RingConfig
-from ringmon.protocol import RingMessage
+from ringmon.protocol import ProbeAck, RingMessage
 from rm.admission import InboundAdmission
 from rm.cluster import NodeRecord, NodeState
 from rm.config import RMConfig
@@ -98,6 +98,8 @@ class ResourceManager:
         self.admission = InboundAdmission(self.inbound, self.is_registered, self._ctx.noisy)
         self.membership = MembershipService(ring, clock, log, self) if ring is not None else None
         self._ctx.membership = self.membership
+        # When a message from any node last arrived (the ring's evidence that someone is alive).
+        self.last_inbound_at = clock.now()
         self._timers: list[Periodic] = []
         if resume:
             if journal is None:
@@ -118,6 +120,8 @@ class ResourceManager:
         if self._ctx.preemption is not None:
             period = self._ctx.scheduler.preemption.check_interval_s
             self._timers.append(Periodic(self.clock, period, self._check_preemption))
+        if self.membership is not None:
+            self._timers.append(Periodic(self.clock, self.membership.interval_s, self._sweep_ring))
         for t in self._timers:
             t.start()
 
@@ -149,6 +153,12 @@ class ResourceManager:
     def receive(self, link: Link, msg: object) -> None:
         """Called by a transport for every message from a node connection."""
         if self.up and not self._stopped:
+            registered = self.is_registered(link)
+            if registered:
+                # Evidence that some node is alive (a stranger's frames are not).
+                self.last_inbound_at = self.clock.now()
+            if type(msg) is ProbeAck and self.membership is not None:
+                self.membership.ack_arrived(link, msg)  # timed on arrival, not after the queue
             self.admission.admit(link, msg)
 
     def is_registered(self, link: Link) -> bool:
@@ -230,6 +240,10 @@ class ResourceManager:
 
     def _resend(self) -> None:
         self._life.resend_overdue()
+
+    def _sweep_ring(self) -> None:
+        if self.up and self.membership is not None:
+            self.membership.sweep(self.last_inbound_at)
 
     def _check_preemption(self) -> None:
         self.check_preemption()
@@ -317,6 +331,7 @@ class ResourceManager:
         )
         if self.membership is not None:
             self.membership.reset()
+        self.last_inbound_at = self.clock.now()
         self._ctx.observers.rm_recovered()
         recovery.start(self.config.recovery_wait_s)
         return recovery
@@ -466,6 +481,11 @@ class ResourceManager:
             )
             for n in self._life.cluster.nodes.values()
         ]
+
+    def commands_in_flight(self) -> tuple[set[int], set[int]]:
+        """Containers launched and killed that no node report has confirmed yet (commands on
+        the wire, or lost and due to be sent again)."""
+        return self._life.ledger.in_flight()
 
     def ring_snapshot(self) -> RingSnapshot | None:
         return self.membership.ring_snapshot() if self.membership is not None else None

@@ -9,13 +9,29 @@ node tells it the node left. It reaches the RM only through ``MembershipHost``.
 Removal rule: ``ring`` detector — one valid report removes the suspect (the paper). ``kring`` —
 one valid report makes the RM probe the suspect on its own connection; it is removed only if
 the probe is not answered (with its probe id, on the suspect's own link) within
-``probe_timeout`` (answers are handled in arrival order, behind everything the RM already
-queued, so an RM stall does not turn into removals) or the answer says its loop has been
-stalled longer than ``grace_s``.
+``probe_timeout`` plus the measured round-trip timeout (answers are handled in arrival order,
+behind everything the RM already queued, so an RM stall does not turn into removals) or the
+answer says its loop has been stalled longer than ``grace_s``.
+
+Telling a slow or lossy network from a dead node (docs/ring.md "Robustness"):
+
+- every probe attempt has its own id, so each answer is a round-trip sample, timed when it
+  arrives (``ack_arrived``, before the RM's queue); the probe waits ``probe_timeout`` + RTO;
+- the RM probes the *reporter* too (a control: it is alive, it just reported). If the control is
+  not answered by the deadline either, the RM cannot reach a live node in time: the network is
+  slow, so the probe goes another round with twice the wait instead of removing;
+- with the per-attempt loss measured on live nodes, a round ends with more attempts while every
+  attempt being lost is still plausible (``ringmon.rtt.LOSS_TARGET``); all of this within
+  ``probe_max_wait`` intervals, after which the suspect is confirmed;
+- a removed node that answers after all proves the network, not the node, failed: the brake
+  then stops every removal for a window (held suspects are probed again afterwards);
+- when no node at all has said anything for ``orphan_after`` intervals, no live watcher is in
+  evidence (every node crashed, or one node alone): the RM probes members itself.
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Iterable
 from typing import Protocol
@@ -34,6 +50,7 @@ from ringmon.protocol import (
     UnlivelinessReport,
     UnlivelinessResponse,
 )
+from ringmon.rtt import LossEstimator, RttEstimator
 from rm.cluster import NodeRecord
 from rm.ports import Clock, Link, Log, Timer
 from rm.protocol import HeartbeatResponse
@@ -41,10 +58,11 @@ from rm.snapshot import MembershipSnapshot, RingSnapshot
 
 
 class ProbeExpired(RingMessage, frozen=True):
-    """Internal: a probe's deadline, queued behind the RM's inbound work (never on the wire)."""
+    """Internal: a probe round's deadline, queued behind the RM's inbound work (never on the wire)."""
 
     machine_id: int
     probe_id: int
+    round: int = 0
 
 
 class MembershipCounters(msgspec.Struct):
@@ -56,6 +74,11 @@ class MembershipCounters(msgspec.Struct):
     acks_rejected: int = 0  # probe answers on another link than the probed node's
     removals: int = 0
     brake_held: int = 0
+    controls: int = 0  # probes of a reporter, to tell a slow network from a dead suspect
+    probe_rounds_extended: int = 0  # probe rounds added for a slow or lossy network
+    late_answers: int = 0  # removed nodes that answered their probe afterwards
+    network_held: int = 0  # confirmations held because a removal had just proved false
+    orphan_probes: int = 0  # members probed with no live watcher in evidence
     disconnects: int = 0  # nodes whose RM connection was closed
     deltas: int = 0
     syncs: int = 0
@@ -86,13 +109,44 @@ class MembershipHost(Protocol):
 
 
 class _Suspicion:
-    __slots__ = ("probe_id", "reporters", "since", "timer")
+    __slots__ = (
+        "answered", "control", "control_ok", "expired", "orphan", "probe_id", "removed", "reporters", "round",
+        "round_start", "round_wait", "sent", "since", "slow", "timer",
+    )
 
     def __init__(self, probe_id: int, since: float) -> None:
-        self.probe_id = probe_id
+        self.probe_id = probe_id  # the suspicion's id (its first attempt's)
         self.since = since
         self.reporters: set[int] = set()
         self.timer: Timer | None = None
+        self.round = 0
+        self.round_start = since
+        self.round_wait = 0.0
+        self.sent = 0  # attempts sent to the suspect
+        self.slow = 0  # rounds added because the control was not answered either
+        self.control: NodeRecord | None = None  # the reporter probed alongside
+        self.control_ok = True
+        self.answered = False  # the suspect answered one of its attempts
+        self.expired = False  # confirmed because no attempt was answered in time
+        self.removed = False
+        self.orphan = False  # probed by the RM's own sweep, not on anyone's report
+
+
+class _Attempt:
+    """One probe message: to the suspect, or to the control (its reporter)."""
+
+    __slots__ = ("answered", "arrived", "link", "machine_id", "sent_at", "sus", "to_control")
+
+    def __init__(
+        self, sus: _Suspicion, machine_id: int, link: Link, sent_at: float, to_control: bool
+    ) -> None:
+        self.sus = sus
+        self.machine_id = machine_id
+        self.link = link
+        self.sent_at = sent_at
+        self.to_control = to_control
+        self.arrived = -1.0
+        self.answered = False
 
 
 class DisconnectExpired(RingMessage, frozen=True):
@@ -113,6 +167,12 @@ class MembershipService:
         self._flush_timer: Timer | None = None
         self._release_timer: Timer | None = None
         self._suspects: dict[int, _Suspicion] = {}
+        self._attempts: dict[int, _Attempt] = {}
+        self._base_wait = config.probe_timeout * config.interval_s
+        self._max_wait = max(self._base_wait, config.probe_max_wait * config.interval_s)
+        # What the network is like lasts across RM lives (it is the same network).
+        self.rtt = RttEstimator(cap_s=self._max_wait)
+        self.loss = LossEstimator()
         self.reset()
 
     def reset(self) -> None:
@@ -123,9 +183,11 @@ class MembershipService:
                 timer.cancel()
         self.ring = Membership(self._cfg.ring_strides(), version=self._host.epoch << 32)
         self._suspects = {}
+        self._attempts = {}
         self._held: dict[int, float] = {}
         self._removed_at: deque[float] = deque()
         self._braking = False
+        self._network_until = -math.inf  # a removal proved false: removals stop until then
         self._next_probe = 1
         self._flush_timer = None
         self._release_timer = None
@@ -246,45 +308,123 @@ class MembershipService:
             return
         sus = self._suspects.get(msg.suspect)
         if sus is None:
-            sus = self._suspects[msg.suspect] = _Suspicion(self._next_probe, self._clock.now())
-            self._next_probe += 1
-            self._probe(suspect, sus)
+            sus = self._open(suspect, reporter)
         sus.reporters.add(msg.reporter)
 
-    def _probe(self, node: NodeRecord, sus: _Suspicion) -> None:
+    def _open(self, node: NodeRecord, reporter: NodeRecord | None = None) -> _Suspicion:
+        """Suspect ``node``: probe it (and ``reporter``, alive since it just reported, as the
+        control that tells a slow network from a dead suspect)."""
+        sus = self._suspects[node.machine_id] = _Suspicion(self._next_probe, self._clock.now())
         self.stats.probes += 1
-        probe = Probe(probe_id=sus.probe_id, machine_id=node.machine_id)
-        node.link.send(probe)
-        timeout = self._cfg.probe_timeout * self._cfg.interval_s
-        attempts = self._cfg.probe_attempts
-        for k in range(1, attempts):
-            self._clock.call_later(timeout * k / attempts, self._reprobe, node, sus, probe)
-        expired = ProbeExpired(machine_id=node.machine_id, probe_id=sus.probe_id)
-        sus.timer = self._clock.call_later(timeout, self._host.enqueue, expired)
+        if reporter is not None and self._probe_first:
+            sus.control = reporter
+        self._round(node, sus)
+        return sus
 
-    def _reprobe(self, node: NodeRecord, sus: _Suspicion, probe: Probe) -> None:
-        if self._suspects.get(node.machine_id) is sus and self._host.node(node.machine_id) is node:
-            node.link.send(probe)
+    def _round(self, node: NodeRecord, sus: _Suspicion) -> None:
+        """One round: ``probe_attempts`` probes spread over the wait, one control probe."""
+        now = self._clock.now()
+        cfg = self._cfg
+        wait = (self._base_wait + self.rtt.timeout()) * (1 << min(sus.slow, 16))
+        left = sus.since + self._max_wait - now
+        wait = max(min(wait, left), min(self._base_wait, left), 0.0)
+        sus.round_start, sus.round_wait = now, wait
+        sus.round += 1
+        self._attempt(node, sus, False)
+        attempts = cfg.probe_attempts
+        for k in range(1, attempts):
+            self._clock.call_later(wait * k / attempts, self._reprobe, node, sus, sus.round)
+        ctl = sus.control
+        sus.control_ok = True
+        if ctl is not None and self._host.node(ctl.machine_id) is ctl and not ctl.link.closed \
+                and ctl.machine_id not in self._suspects:
+            sus.control_ok = False
+            self.stats.controls += 1
+            self._attempt(ctl, sus, True)
+        expired = ProbeExpired(machine_id=node.machine_id, probe_id=sus.probe_id, round=sus.round)
+        sus.timer = self._clock.call_later(wait, self._host.enqueue, expired)
+
+    def _attempt(self, node: NodeRecord, sus: _Suspicion, to_control: bool) -> None:
+        now = self._clock.now()
+        attempts = self._attempts
+        # Forget attempts too old to be answered usefully (a late answer still counts a while).
+        horizon = now - 2 * (self._max_wait + self._cfg.brake_window_s)
+        while attempts:
+            first = next(iter(attempts.values()))
+            if first.sent_at >= horizon:
+                break
+            del attempts[next(iter(attempts))]
+        pid = self._next_probe
+        self._next_probe += 1
+        attempts[pid] = _Attempt(sus, node.machine_id, node.link, now, to_control)
+        if not to_control:
+            sus.sent += 1
+        node.link.send(Probe(probe_id=pid, machine_id=node.machine_id))
+
+    def _reprobe(self, node: NodeRecord, sus: _Suspicion, round_: int) -> None:
+        if (
+            self._suspects.get(node.machine_id) is sus and sus.round == round_
+            and self._host.node(node.machine_id) is node
+        ):
+            self._attempt(node, sus, False)
+
+    def ack_arrived(self, link: Link, msg: ProbeAck) -> None:
+        """A probe answer reached the RM (before its queue): a round-trip sample."""
+        a = self._attempts.get(msg.probe_id)
+        if a is not None and a.arrived < 0 and a.machine_id == msg.machine_id and a.link is link:
+            a.arrived = self._clock.now()
+            self.rtt.sample(a.arrived - a.sent_at)
 
     def _on_ack(self, link: Link, msg: ProbeAck) -> None:
-        sus = self._suspects.get(msg.machine_id)
-        if sus is None or sus.probe_id != msg.probe_id:
-            return  # not the open probe (a repeat's answer after the first, or a guess)
-        node = self._host.node(msg.machine_id)
-        if node is None or node.link is not link:
+        a = self._attempts.get(msg.probe_id)
+        if a is None or a.machine_id != msg.machine_id:
+            return  # not a probe of ours to that node (a guess)
+        if a.link is not link:
             # Only the probed node, on the link it registered on, can refute the suspicion: a
             # peer guessing the probe id must not keep a dead node in the ring.
             self.stats.acks_rejected += 1
             self._log.warning("ring.ack_rejected", machine_id=msg.machine_id, why="not the node's link")
             return
+        a.answered = True
+        sus = a.sus
+        if a.to_control:
+            sus.control_ok = True
+            return
+        first, sus.answered = not sus.answered, True
+        node = self._host.node(msg.machine_id)
+        if sus.removed:
+            if first and sus.expired:
+                self._late_answer(msg.machine_id)
+            return
+        if self._suspects.get(msg.machine_id) is not sus or node is None or node.link is not link:
+            if first and node is not None and self._held.pop(msg.machine_id, None) is not None:
+                self.stats.refuted += 1  # held by the brake, and alive after all
+            return  # an answer to a suspicion already closed
         if msg.stalled_s > self._cfg.grace_s:
             self._confirm(node, f"stalled {msg.stalled_s:.1f}s > grace")
             return
+        # Loss on the way to a live node: attempts sent before the answered one were lost.
+        lost = sum(
+            1 for b in self._attempts.values()
+            if b.sus is sus and not b.to_control and not b.answered and b.sent_at < a.sent_at
+        )
+        self.loss.outcome(lost, 1)
         del self._suspects[msg.machine_id]
         if sus.timer is not None:
             sus.timer.cancel()
+        if sus.orphan:
+            return  # checked on, alive: nobody had suspected it
         self.stats.refuted += 1
         self._log.info("ring.refuted", machine_id=msg.machine_id, reporters=sorted(sus.reporters))
+
+    def _late_answer(self, machine_id: int) -> None:
+        """A node removed as silent answered its probe: the network, not the node, failed."""
+        self.stats.late_answers += 1
+        now = self._clock.now()
+        if now >= self._network_until:
+            self._log.warning("ring.brake_network", machine_id=machine_id, window_s=self._cfg.brake_window_s,
+                              rtt_timeout_s=round(self.rtt.timeout(), 3))
+        self._network_until = now + self._cfg.brake_window_s
 
     def node_disconnected(self, node: NodeRecord) -> None:
         """``node``'s RM connection was closed: unless it registers again within the grace, probe
@@ -298,16 +438,33 @@ class MembershipService:
         node = self._host.node(msg.machine_id)
         if node is None or not node.link.closed or msg.machine_id in self._suspects:
             return  # gone already, or back on a new connection, or being probed
-        sus = self._suspects[msg.machine_id] = _Suspicion(self._next_probe, self._clock.now())
-        self._next_probe += 1
-        self._probe(node, sus)
+        self._open(node)
 
     def _on_expired(self, msg: ProbeExpired) -> None:
         sus = self._suspects.get(msg.machine_id)
         node = self._host.node(msg.machine_id)
-        if sus is None or sus.probe_id != msg.probe_id or node is None:
+        if sus is None or sus.probe_id != msg.probe_id or sus.round != msg.round or node is None:
             return
-        self._confirm(node, f"silent; reported by {sorted(sus.reporters)}; probe unanswered")
+        now = self._clock.now()
+        if now - sus.since < self._max_wait - 1e-9 and not node.link.closed:
+            # Answers measured since the round began may say the wait was too short.
+            due = sus.round_start + (self._base_wait + self.rtt.timeout()) * (1 << min(sus.slow, 16))
+            due = min(due, sus.since + self._max_wait)
+            if due > now + 1e-9:
+                sus.timer = self._clock.call_later(due - now, self._host.enqueue, msg)
+                return
+            slow = not sus.control_ok  # the live reporter did not answer in time either
+            if slow or sus.sent < self.loss.attempts_needed():
+                sus.slow += slow
+                self.stats.probe_rounds_extended += 1
+                self._round(node, sus)
+                return
+        sus.expired = True
+        if sus.reporters:
+            why = f"reported by {sorted(sus.reporters)}"
+        else:
+            why = "no live watcher" if not node.link.closed else "connection closed"
+        self._confirm(node, f"silent; {why}; probe unanswered")
 
     # ---- removal and the brake ---------------------------------------------------------
 
@@ -324,6 +481,17 @@ class MembershipService:
         window = self._cfg.brake_window_s
         while self._removed_at and self._removed_at[0] <= now - window:
             self._removed_at.popleft()
+        if now < self._network_until:
+            # A removal just proved false: silence means nothing now. Hold, probe again later.
+            sus = self._suspects.pop(node.machine_id, None)
+            if sus is not None and sus.timer is not None:
+                sus.timer.cancel()
+            if node.machine_id not in self._held:
+                self._held[node.machine_id] = now
+                self.stats.network_held += 1
+            if self._release_timer is None:
+                self._release_timer = self._clock.call_later(self._network_until - now, self._release)
+            return
         budget = max(1, int(self._cfg.brake_fraction * (len(self.ring) + len(self._removed_at))))
         if len(self._removed_at) >= budget:
             # More removals in one window than crashes plausibly cause: hold, re-probe later.
@@ -345,6 +513,9 @@ class MembershipService:
         self._remove(node, reason)
 
     def _remove(self, node: NodeRecord, reason: str) -> None:
+        sus = self._suspects.get(node.machine_id)
+        if sus is not None:
+            sus.removed = True  # an answer after this proves the removal false
         self._removed_at.append(self._clock.now())
         self.stats.removals += 1
         # If it is alive after all (stalled past the grace), it must not run on out of the cluster
@@ -358,6 +529,10 @@ class MembershipService:
     def _release(self) -> None:
         """The brake window moved: probe held suspects again (they may be back)."""
         self._release_timer = None
+        now = self._clock.now()
+        if now < self._network_until - 1e-9:  # a later false removal moved the end of the stop
+            self._release_timer = self._clock.call_later(self._network_until - now, self._release)
+            return
         held, self._held = self._held, {}
         if not held:
             self._braking = False
@@ -367,9 +542,30 @@ class MembershipService:
             node = self._host.node(mid)
             if node is None or mid in self._suspects:
                 continue
-            sus = self._suspects[mid] = _Suspicion(self._next_probe, self._clock.now())
-            self._next_probe += 1
-            self._probe(node, sus)
+            self._open(node)
+
+    # ---- no live watcher -------------------------------------------------------------------
+
+    def sweep(self, last_inbound_at: float) -> None:
+        """The RM's periodic look (every ring interval): if no node has said anything for
+        ``orphan_after`` intervals, probe members itself, least recently heard first (at most
+        the brake's fraction per look: a mass removal is paced all the same)."""
+        cfg = self._cfg
+        now = self._clock.now()
+        if not len(self.ring) or now - last_inbound_at < cfg.orphan_after * cfg.interval_s:
+            return
+        ring, suspects, held = self.ring, self._suspects, self._held
+        idle = [n for n in self._host.nodes() if n.machine_id in ring and n.machine_id not in suspects
+                and n.machine_id not in held]
+        if not idle:
+            return
+        idle.sort(key=_heard)
+        k = max(1, math.ceil(cfg.brake_fraction * len(ring)))
+        self._log.info("ring.orphan_probe", probed=min(k, len(idle)), members=len(ring),
+                       silent_s=round(now - last_inbound_at, 3))
+        for node in idle[:k]:
+            self.stats.orphan_probes += 1
+            self._open(node).orphan = True
 
     # ---- views -------------------------------------------------------------------------------
 
@@ -389,3 +585,7 @@ class MembershipService:
             version=pub.version, members=pub.ids, suspected=tuple(sorted(self._suspects)),
             held=tuple(sorted(self._held)),
         )
+
+
+def _heard(node: NodeRecord) -> float:
+    return node.last_heartbeat_at

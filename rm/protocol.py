@@ -46,6 +46,19 @@ class Resources(msgspec.Struct, frozen=True, array_like=True, gc=False):
 
 ZERO = Resources(0.0, 0.0)
 
+# Per resource, what a node may declare at registration. Beyond it (or NaN, inf) capacity sums and
+# their time integrals overflow or lose all precision, and utilisation is NaN for the whole run.
+MAX_NODE_RESOURCE = 1e6
+
+
+def resources_problem(res: Resources) -> str:
+    """Why a node cannot register with ``res`` ("" if it can): each resource must be a finite
+    number in (0, MAX_NODE_RESOURCE]."""
+    for name, value in (("cpu", res.cpu), ("ram_gib", res.ram_gib)):
+        if not (0 < value <= MAX_NODE_RESOURCE):  # false for NaN too
+            return f"resources: {name} = {value!r}, expected a number in (0, {MAX_NODE_RESOURCE:g}]"
+    return ""
+
 ContainerState = Literal["running", "complete"]
 
 EXIT_SUCCESS = 0
@@ -140,6 +153,7 @@ __all__ = [
     "EXIT_PREEMPTED",
     "EXIT_REJECTED",
     "EXIT_SUCCESS",
+    "MAX_NODE_RESOURCE",
     "ZERO",
     "Action",
     "ContainerLaunch",
@@ -164,4 +178,5 @@ __all__ = [
     "RingUpdate",
     "UnlivelinessReport",
     "UnlivelinessResponse",
+    "resources_problem",
 ]

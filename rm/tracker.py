@@ -20,6 +20,7 @@ from rm.protocol import (
     HeartbeatResponse,
     Register,
     RegisterResponse,
+    resources_problem,
 )
 
 
@@ -61,6 +62,8 @@ class ResourceTracker:
         reason = ""
         if cfg.credentials and msg.credentials != cfg.credentials:
             reason = "bad credentials"
+        elif problem := resources_problem(msg.resources):
+            reason = problem
         elif msg.resources.cpu < cfg.min_cpu or msg.resources.ram_gib < cfg.min_ram_gib:
             reason = (
                 f"resources {msg.resources.cpu:g} cpu / {msg.resources.ram_gib:g} GiB below the "

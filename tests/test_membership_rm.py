@@ -39,11 +39,16 @@ class Cluster:
             self.rm.receive(link, Register(address=f"n{i}", resources=Resources(4, 8)))
             self.links[link.of(RegisterResponse)[-1].machine_id] = link
 
-    def report(self, reporter: int, suspect: int, **kw: Any) -> Link:
+    def report(self, reporter: int, suspect: int, answer_control: bool = True, **kw: Any) -> Link:
+        """``reporter`` reports ``suspect``; being alive, it answers the RM's control probe."""
         link = self.links.get(reporter) or Link()
         version = self.svc.ring.version
         msg = UnlivelinessReport(reporter=reporter, suspect=suspect, ring_version=version, **kw)
+        before = len(link.sent)
         self.rm.receive(link, msg)
+        if answer_control:
+            for probe in [m for m in link.sent[before:] if isinstance(m, Probe)]:
+                self.rm.receive(link, ProbeAck(machine_id=probe.machine_id, probe_id=probe.probe_id))
         return link
 
     def alive(self, mid: int) -> bool:
@@ -229,7 +234,8 @@ def test_a_lost_probe_is_resent_and_re_registration_clears_a_suspicion() -> None
         c.report(11, 10)
         clock.advance_to(clock.now() + 0.3)
         probes = c.links[10].of(Probe)
-        assert len(probes) >= 2 and len({p.probe_id for p in probes}) == 1  # resent, same probe
+        # Resent; each attempt has its own id, so each answer is a round-trip sample.
+        assert len(probes) >= 2 and len({p.probe_id for p in probes}) == len(probes)
         # The node registers again (its last answer was lost, say): it is alive, nothing removed.
         c.rm.receive(c.links[10], Register(address="n9", resources=Resources(4, 8)))
         clock.advance_to(clock.now() + 1.0)

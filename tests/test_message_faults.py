@@ -27,9 +27,9 @@ def faulty_run(mode: str, **fault: object) -> tuple[dict[str, Any], RunOutcome]:
     sc = scenario(
         heartbeat={"mode": mode, "interval_s": 3, "rpc_timeout_s": 9},
         rm={"expiry_s": 120, "command_timeout_s": 15},
-        # The RM's probe must outlast the injected delay (up to 1 s each way) or a delayed answer
-        # is, rightly, a removal.
-        ring={"probe_timeout": 1.0},
+        # The RM's probe must outlast the injected delay (up to 2 s each way) or a delayed answer
+        # is, rightly, a removal (validation refuses a shorter one).
+        ring={"probe_timeout": 1.5},
         workload=WORK,
         faults=[{"kind": "messages", "at_s": 0, "duration_s": 900, **fault}],
         run={"duration_s": 1500, "seed": 3},

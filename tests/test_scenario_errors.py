@@ -70,6 +70,40 @@ def write(tmp_path: Path, text: str) -> Path:
             + "[[faults]]\nkind = 'worker_kill'\nat_s = 5\nworker = 2\n",
             "`worker_kill`: worker 2 of 2",
         ),
+        # Node resources a registration would be refused with (inf, absurd) are refused here.
+        (GOOD.replace("cpu = 8", "cpu = { uniform = [1, inf] }"), "at `cluster.nodes[0].cpu.uniform[1]`"),
+        (GOOD.replace("cpu = 8", "cpu = 1e300"), "at `cluster.nodes[0].cpu`: expected `float` <= 1000000.0"),
+        (GOOD.replace("cpu = 8", "cpu = { choice = [nan] }"), "at `cluster.nodes[0].cpu.choice[0]`"),
+        (
+            GOOD + "[[workload.pools]]\nname = 'a'\nparent = 'b'\n"
+            "[[workload.pools]]\nname = 'b'\nparent = 'a'\n",
+            "at `workload.pools[0].parent`: pools form a cycle: `a` -> `b` -> `a`",
+        ),
+        (
+            GOOD + "[[workload.pools]]\nname = 'a'\nparent = 'a'\n",
+            "at `workload.pools[0].parent`: pools form a cycle: `a` -> `a`",
+        ),
+        (
+            GOOD + "[[workload.operations]]\nname='a'\ncpu=1\nram_gib=1\ntasks=1\nseconds_mean=1\n"
+            "[[workload.operations]]\nname='b'\ncpu=9\nram_gib=1\ntasks=1\nseconds_mean=1\n",
+            "at `workload.operations[1]`: a task needs 9 cpu and 1 GiB, more than any node has (largest: "
+            "8 cpu, 16 GiB)",
+        ),
+        (
+            GOOD + "[[faults]]\nkind = 'health'\nat_s = 10\ncount = 1\n",
+            "at `faults[0].at_s`: 10 s is not before the run ends (`run.duration_s` = 10)",
+        ),
+        (
+            GOOD + "[rm]\nexpiry_s = 2\n",
+            "at `rm.expiry_s`: 2 s is not longer than the longest wait for a live node's heartbeat, 3 s "
+            "(`heartbeat.interval_s`)",
+        ),
+        (
+            GOOD + "[[faults]]\nkind = 'liveness_loss'\nat_s = 1\nfraction = 0.5\n",
+            "at `faults[0].kind`: a `liveness_loss` fault needs the ring, which is off",
+        ),
+        (GOOD + "x = " + "[" * 1000 + "]" * 1000 + "\n", "not valid TOML: arrays or tables nested too"),
+        (GOOD + "x = " + "{a = " * 1000 + "1" + "}" * 1000 + "\n", "nested too deeply"),
     ],
 )
 def test_bad_fields_are_reported_with_file_and_path(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 import tomllib
 from pathlib import Path
@@ -11,13 +12,17 @@ from typing import Any
 import msgspec
 from rich.console import Console
 
+from emulator.cli.args import count, non_negative, positive
 from emulator.cli.fuzz import add_command as add_fuzz_command
 from emulator.cli.processes import add_commands as add_tcp_commands
 from emulator.experiments.efficiency import add_command as add_efficiency_command
 from emulator.experiments.recovery import add_command as add_recovery_command
+from emulator.experiments.reliability import add_command as add_reliability_command
 from emulator.experiments.sweep import add_command as add_sweep_command
 from emulator.harness.invariants import InvariantViolation
 from emulator.results.console import EXIT_STOPPED, stopped, verdict
+from emulator.scenario.checks import timing_notes
+from emulator.scenario.footprint import estimate
 from emulator.scenario.loader import ScenarioError, load_scenario
 from emulator.scenario.schema import Scenario
 
@@ -48,6 +53,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     scenario = load_scenario(args.scenario, _overrides(args))
     console = Console(stderr=True, quiet=args.quiet)
+    _print_notes(args.scenario, scenario)
     out = Path(args.out) if args.out else Path("runs") / Path(args.scenario).stem
     with claim(out):
         return _run(args, scenario, out, console)
@@ -101,10 +107,18 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_notes(path: str, sc: Scenario) -> None:
+    for note in timing_notes(sc):
+        print(f"note: {path}: at `{note.path}`: {note.message}", file=sys.stderr)
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     for path in args.scenarios:
         sc = load_scenario(path, _overrides(args))
-        print(f"{path}: ok ({sc.node_count} nodes, {len(sc.workload.operations)} operations)")
+        _print_notes(path, sc)
+        mib = estimate(sc).total / (1 << 20)
+        print(f"{path}: ok ({sc.node_count} nodes, {len(sc.workload.operations)} operations, "
+              f"needs at most about {mib:,.0f} MiB of memory)")
     return 0
 
 
@@ -198,7 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("scenario")
     r.add_argument("--out", help="results directory (default runs/<scenario name>)")
     r.add_argument("--seed", type=int, help="override run.seed")
-    r.add_argument("--duration", type=float, help="override run.duration_s")
+    r.add_argument("--duration", type=positive, help="override run.duration_s")
     r.add_argument(
         "--set", action="append", metavar="KEY=VALUE",
         help="override a scenario field, e.g. --set scheduler.policy=fifo (repeatable)",
@@ -212,10 +226,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="watch the run live on a status page (real time; default host 127.0.0.1)")
     r.add_argument("--allow-control", action="store_true",
                    help="with --serve: let the page pause the run and crash or pause nodes")
-    r.add_argument("--speed", type=float,
+    r.add_argument("--speed", type=positive,
                    help="with --serve: emulated seconds per wall second (default: the scenario's "
                    "speed for a realtime scenario, else 20)")
-    r.add_argument("--linger", type=float, metavar="SECONDS",
+    r.add_argument("--linger", type=non_negative, metavar="SECONDS",
                    help="with --serve: keep serving this long after the run (default: until Ctrl-C)")
     r.set_defaults(func=cmd_run)
 
@@ -241,9 +255,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(func=cmd_compare)
 
     b = sub.add_parser("bench", help="measure the emulator's own speed and memory")
-    b.add_argument("--nodes", type=int, default=1000)
-    b.add_argument("--hours", type=float, default=1.0)
-    b.add_argument("--interval", type=float, default=3.0)
+    b.add_argument("--nodes", type=count(), default=1000)
+    b.add_argument("--hours", type=positive, default=1.0)
+    b.add_argument("--interval", type=positive, default=3.0)
     b.add_argument("--json", action="store_true", help="also print the figures as JSON")
     b.set_defaults(func=cmd_bench)
 
@@ -254,7 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     e.add_argument("--out", default="runs/e3", help="results directory (default runs/e3)")
     e.add_argument("--modes", nargs="+", help="subset of the experiment modes (ring, paper-ring, ...)")
-    e.add_argument("--nodes", type=int, help="scale the cluster (and the jobs) to this many nodes")
+    e.add_argument("--nodes", type=count(), help="scale the cluster (and the jobs) to this many nodes")
     e.add_argument("--scenarios", default="scenarios", help="directory holding the e3-*.toml files")
     e.add_argument("--quiet", action="store_true")
     e.set_defaults(func=cmd_e3)
@@ -275,6 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_sweep_command(sub)
     add_efficiency_command(sub)
     add_recovery_command(sub)
+    add_reliability_command(sub)
     add_fuzz_command(sub)
     return p
 
@@ -299,6 +314,12 @@ def main(argv: list[str] | None = None) -> int:
     except InvariantViolation as err:
         print(f"invariant violated: {err}", file=sys.stderr)
         return 3
+    except OSError as err:
+        if err.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL):
+            raise
+        # A server could not listen (another RM on the port, or an address not of this machine).
+        print(f"error: cannot listen: {err.strerror}; choose another address or port", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_STOPPED

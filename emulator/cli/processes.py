@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import random
 import socket
@@ -14,6 +15,7 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
+from emulator.cli.args import count, number, positive
 from emulator.harness.nodehost import HostConfig, HostReport, NodeSpec, run_workers
 from emulator.scenario.credentials import (
     CredentialsError,
@@ -26,7 +28,7 @@ from emulator.scenario.credentials import (
 from emulator.scenario.loader import ScenarioError, load_scenario
 from emulator.scenario.schema import Scenario
 from nodemanager.config import HeartbeatConfig
-from rm.protocol import Resources
+from rm.protocol import MAX_NODE_RESOURCE, Resources
 
 
 def parse_address(text: str, flag: str) -> tuple[str, int]:
@@ -139,7 +141,14 @@ def _serve_rm(args: argparse.Namespace, scenario: Scenario, out: Path, host: str
         outcome.h1, outcome.h2 = None, proc.rm_side_h2()
         return outcome
 
-    outcome: RunOutcome = run(main, "realtime", scenario.run.speed)
+    try:
+        outcome: RunOutcome = run(main, "realtime", scenario.run.speed)
+    except OSError as err:
+        if resumed_from is None and err.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL):
+            # It never served: leave nothing that a later start would take for a run to resume.
+            for name in ("rm-run.json", "rm-journal.jsonl", "workload.jsonl"):
+                (out / name).unlink(missing_ok=True)
+        raise
     summary = write_results(outcome, out)
     if outcome.partial:
         return stopped(outcome, out, " (start `emulator rm` on it again to resume the run)")
@@ -284,7 +293,7 @@ def add_commands(sub: Any) -> None:
     r = sub.add_parser("rm", help="run the RM alone, serving nodes over TCP")
     r.add_argument("scenario", help="scenario file (rm, scheduler, workload, run sections are used)")
     r.add_argument("--listen", default="127.0.0.1:0", help="HOST:PORT to listen on (default 127.0.0.1:0)")
-    r.add_argument("--duration", type=float, help="override run.duration_s")
+    r.add_argument("--duration", type=positive, help="override run.duration_s")
     r.add_argument("--start-at", type=float, help="Unix time of emulated t=0 (default: now)")
     r.add_argument("--out", help="results directory (default runs/<scenario>-rm); an unfinished run in "
                    "it (its RM process died) is resumed from its journal")
@@ -296,16 +305,16 @@ def add_commands(sub: Any) -> None:
 
     n = sub.add_parser("nodes", help="host NodeManagers in worker processes, connecting to an RM")
     n.add_argument("--connect", required=True, help="the RM's HOST:PORT")
-    n.add_argument("--count", type=int, required=True, help="number of NodeManagers")
-    n.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    n.add_argument("--count", type=count(), required=True, help="number of NodeManagers")
+    n.add_argument("--workers", type=count(high=1024), default=1, help="worker processes (default 1)")
     n.add_argument("--first-id", type=int, default=0, help="index of the first node (several hosts)")
     n.add_argument("--scenario", help="take nodes first-id.. and heartbeat/run settings from this file")
     n.add_argument("--mode", choices=("periodic", "delta"), default="periodic")
-    n.add_argument("--interval", type=float, default=3.0, help="heartbeat interval, emulated s")
-    n.add_argument("--cpu", type=float, default=20.0)
-    n.add_argument("--ram-gib", type=float, default=40.0)
-    n.add_argument("--speed", type=float, default=1.0, help="emulated s per wall s (match the RM)")
-    n.add_argument("--duration", type=float, help="emulated s to run (default: until Ctrl-C)")
+    n.add_argument("--interval", type=positive, default=3.0, help="heartbeat interval, emulated s")
+    n.add_argument("--cpu", type=number(0, high=MAX_NODE_RESOURCE), default=20.0)
+    n.add_argument("--ram-gib", type=number(0, high=MAX_NODE_RESOURCE), default=40.0)
+    n.add_argument("--speed", type=positive, default=1.0, help="emulated s per wall s (match the RM)")
+    n.add_argument("--duration", type=positive, help="emulated s to run (default: until Ctrl-C)")
     n.add_argument("--start-at", type=float, help="Unix time of emulated t=0 (match the RM)")
     n.add_argument("--credentials", default="", help="shared secret (prefer the two options below: "
                    "a command line is visible to every user of the machine)")

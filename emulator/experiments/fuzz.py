@@ -2,11 +2,12 @@
 
 Hypothesis generates the inputs (the strategies here are shared with tests/test_fuzz_scenarios.py):
 random documents over the schema's keys; mutations of a valid scenario (any value at any key
-path, or its own fields set to values near the bounds), written as TOML or as JSON text; edits
-of a valid scenario's TOML text; random text and random bytes. Each input is written to a file
+path, or its own fields set to values near the bounds), written as TOML or as JSON text; random
+pool trees (cycles), counts each in bounds but absurd together, values nested thousands deep;
+edits of a valid scenario's TOML text; random text and random bytes. Each input is written to a file
 and loaded with ``load_scenario``; it must either load or raise one clear ``ScenarioError``
-naming the file. A scenario that loads is run briefly (scaled down, virtual time, invariants
-on). Anything else that escapes is a crash.
+naming the file. A scenario that loads must fit this machine's memory, and is run briefly
+(scaled down, virtual time, invariants on). Anything else that escapes is a crash.
 
 Needs hypothesis (the ``test`` extra): ``pip install -e '.[test]'``, or ``make fuzz``.
 """
@@ -28,6 +29,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
+from emulator.scenario.footprint import estimate, machine_memory
 from emulator.scenario.loader import ScenarioError, load_scenario
 from emulator.scenario.schema import Scenario
 from emulator.time.clock import wall_time
@@ -141,6 +143,51 @@ def text_edits(text: str) -> st.SearchStrategy[str]:
     return st.builds(apply, st.lists(edit, min_size=1, max_size=3), st.none() | st.integers(0, n))
 
 
+def pool_trees(base: dict[str, Any]) -> st.SearchStrategy[Any]:
+    """The valid scenario with a random pool tree over a few names: parents often form cycles."""
+    names = ["a", "b", "c", "root", "default"]
+    pool = st.fixed_dictionaries(
+        {"name": st.sampled_from(names), "parent": st.sampled_from(names)},
+        optional={"weight": edge_numbers},
+    )
+    return st.lists(pool, max_size=5).map(lambda pools: mutate(base, ["workload", "pools"], pools))
+
+
+def huge_counts(base: dict[str, Any]) -> st.SearchStrategy[Any]:
+    """Counts each within its bound whose products are absurd: many big node groups, operations of
+    millions of tasks repeated many times."""
+    group = st.fixed_dictionaries({
+        "count": st.sampled_from([1, 1000, 100_000, 1_000_000]),
+        "cpu": st.sampled_from([1, 8, 1e6, 1e9]), "ram_gib": st.sampled_from([1, 16, 1e6]),
+    })
+    op = st.fixed_dictionaries({
+        "name": st.text("abc", min_size=1, max_size=3), "cpu": st.sampled_from([1, 4, 64]),
+        "ram_gib": st.sampled_from([1, 8, 512]), "tasks": st.sampled_from([0, 1, 10**6, 10**7]),
+        "seconds_mean": st.sampled_from([1, 300]), "repeat": st.sampled_from([1, 50, 10**6]),
+        "repeat_every_s": st.sampled_from([0, 1, 1e6]),
+    })
+
+    def build(groups: list[Any], ops: list[Any]) -> Any:
+        return mutate(mutate(base, ["cluster", "nodes"], groups), ["workload", "operations"], ops)
+
+    return st.builds(build, st.lists(group, min_size=1, max_size=12), st.lists(op, max_size=3))
+
+
+def deep_text(text: str) -> st.SearchStrategy[str]:
+    """A valid file with one value nested hundreds or thousands of levels deep."""
+    def nest(key: str, kind: str, depth: int) -> str:
+        if kind == "array":
+            value = "[" * depth + "]" * depth
+        elif kind == "table":
+            value = "{a = " * depth + "1" + "}" * depth
+        else:  # a table header of dotted keys
+            return text + "\n[" + ".".join([key] * depth) + "]\nx = 1\n"
+        return f"{key} = {value}\n" + text
+
+    return st.builds(nest, st.sampled_from(KEYS), st.sampled_from(["array", "table", "dotted"]),
+                     st.integers(100, 3000))
+
+
 # ---- documents as files ------------------------------------------------------------------------
 
 
@@ -210,6 +257,9 @@ def inputs(base: dict[str, Any], text: str) -> st.SearchStrategy[tuple[str, byte
         st.builds(encode, st.just("document"), as_toml, documents),
         st.builds(encode, st.just("mutation"), as_toml, mutations(base)),
         st.builds(encode, st.just("field-edit"), as_toml, field_mutations(base)),
+        st.builds(encode, st.just("pool-tree"), st.just("toml"), pool_trees(base)),
+        st.builds(encode, st.just("huge-counts"), st.just("toml"), huge_counts(base)),
+        deep_text(text).map(lambda t: ("deep", t.encode("utf-8"))),
         text_edits(text).map(lambda t: ("text-edit", t.encode("utf-8"))),
         st.text(max_size=200).map(lambda t: ("text", t.encode("utf-8"))),
         st.binary(max_size=300).map(lambda b: ("bytes", b)),
@@ -320,6 +370,10 @@ class Fuzzer:
             return
         finally:
             path.unlink(missing_ok=True)
+        need = estimate(sc)
+        if need.total > machine_memory():  # the run is scaled down: it would not notice
+            self._crash(path, content, f"loads, but needs more memory than there is: {need.explain()}")
+            return
         if not self._run_valid:
             r.valid_runs += 1
             counts[1] += 1

@@ -180,16 +180,19 @@ class InvariantChecker(RMObserver):
             some = dict(sorted(lost.items())[:10])
             self._fail(f"tasks lost (neither completed, pending nor running): {some}")
         real = {n.address: n for n in nodes}
+        # Commands not yet confirmed are on the wire or lost and due again (a run that ends inside
+        # a message-loss window): the RM's repair, not a disagreement.
+        launching, killing = self._rm.commands_in_flight()
         for rec in self._rm.nodes_view():
             nm = real.get(rec.address)
             if nm is None or not nm.running:
                 continue
             running = set(nm.containers)
             rm_view = {c.container_id for c in rec.containers}
-            if not running <= rm_view:
+            if not running - killing <= rm_view:
                 self._fail(f"node {rec.address} runs containers the RM does not know: "
-                           f"{sorted(running - rm_view)[:10]}")
-            missing = rm_view - running - set(nm.unreported)
+                           f"{sorted(running - killing - rm_view)[:10]}")
+            missing = rm_view - running - set(nm.unreported) - launching
             if missing:
                 self._fail(f"the RM believes node {rec.address} runs containers it does not: "
                            f"{sorted(missing)[:10]}")

@@ -168,6 +168,8 @@ async def _run(
         side.finish()
         realities = None
         if side.checker is not None and not guard.stopped:
+            if sc.transport.latency_s > 0:  # commands still on the wire arrive first
+                await clock.sleep_until(clock.now() + sc.transport.latency_s)
             for _ in range(3):  # let launches pushed at the last instant arrive
                 await asyncio.sleep(0)
             realities = hosting.realities()

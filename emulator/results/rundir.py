@@ -18,9 +18,12 @@ from emulator.scenario.loader import ScenarioError
 
 @contextmanager
 def claim(directory: Path) -> Iterator[Path]:
-    directory.mkdir(parents=True, exist_ok=True)
     path = directory / ".lock"
-    f = path.open("a+", encoding="ascii")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        f = path.open("a+", encoding="ascii")
+    except OSError as err:
+        raise ScenarioError(f"{directory}: cannot be the results directory (--out): {err.strerror}") from None
     try:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)

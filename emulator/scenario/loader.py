@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 
+from emulator.scenario.checks import first_problem
 from emulator.scenario.credentials import CredentialsError, resolve_credentials
 from emulator.scenario.schema import Scenario
 
@@ -85,13 +86,20 @@ def _printable(text: str) -> str:
 
 
 def scenario_from_dict(
-    data: dict[str, Any], source: str = "<scenario>", base_dir: Path | None = None
+    data: dict[str, Any], source: str = "<scenario>", base_dir: Path | None = None,
+    machine_bytes: int | None = None,
 ) -> Scenario:
-    """``base_dir``: where a relative ``rm.credentials_file`` is (default: the current directory)."""
+    """``base_dir``: where a relative ``rm.credentials_file`` is (default: the current directory);
+    ``machine_bytes``: the memory the run must fit in (default: what this machine has available)."""
     try:
         scenario = msgspec.convert(data, Scenario, strict=True)
     except msgspec.ValidationError as err:
         raise ScenarioError(f"{source}: {_explain(err)}") from None
+    except RecursionError:
+        raise ScenarioError(f"{source}: values nested too deeply") from None
+    problem = first_problem(scenario, machine_bytes)
+    if problem is not None:
+        raise ScenarioError(f"{source}: {_printable(f'at `{problem.path}`: {problem.message}')}")
     try:
         return resolve_credentials(scenario, base_dir)
     except CredentialsError as err:
@@ -111,15 +119,21 @@ def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> 
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise ScenarioError(f"{p}: not valid TOML: {err}") from None
+    except RecursionError:
+        raise ScenarioError(f"{p}: not valid TOML: arrays or tables nested too deeply") from None
     for dotted, value in (overrides or {}).items():
         _override(data, dotted, value, p)
     return scenario_from_dict(data, str(p), p.parent)
 
 
+_INDEX = re.compile(r"\[(\d+)\]")
+
+
 def _override(data: dict[str, Any], dotted: str, value: Any, source: Path) -> None:
-    """Set ``a.b.0.c = value``: tables by key (created if missing), arrays by index."""
+    """Set ``a.b.0.c = value`` (or ``a.b[0].c``, as errors print paths): tables by key (created
+    if missing), arrays by index."""
     target: Any = data
-    *parents, leaf = dotted.split(".")
+    *parents, leaf = _INDEX.sub(r".\1", dotted).split(".")
     for depth, key in enumerate([*parents, leaf]):
         where = ".".join([*parents, leaf][: depth + 1])
         if isinstance(target, list):

@@ -9,6 +9,7 @@ import msgspec
 from nodemanager.config import HeartbeatConfig
 from ringmon.config import RingConfig
 from rm.config import RMConfig
+from rm.protocol import MAX_NODE_RESOURCE
 from rm.scheduler.config import SchedulerConfig
 
 # Upper bounds keep infinities (and absurd values) out at the edge; NaN fails every bound.
@@ -18,6 +19,9 @@ NonNegative = Annotated[float, msgspec.Meta(ge=0, le=LIMIT)]
 Count = Annotated[int, msgspec.Meta(ge=1, le=1_000_000)]
 Fraction = Annotated[float, msgspec.Meta(ge=0, le=1)]
 TaskCount = Annotated[int, msgspec.Meta(ge=0, le=10_000_000)]
+# What a node may declare: the RM refuses a registration outside these bounds.
+NodeResource = Annotated[float, msgspec.Meta(gt=0, le=MAX_NODE_RESOURCE)]
+NodeResourceInt = Annotated[int, msgspec.Meta(ge=1, le=int(MAX_NODE_RESOURCE))]
 
 
 class Base(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
@@ -27,9 +31,9 @@ class Base(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True
 class Dist(Base, kw_only=True, frozen=True):
     """A seeded random value; give exactly one of the fields."""
 
-    uniform: tuple[float, float] | None = None
-    uniform_int: tuple[int, int] | None = None
-    choice: Annotated[list[Positive], msgspec.Meta(min_length=1)] | None = None
+    uniform: tuple[NodeResource, NodeResource] | None = None
+    uniform_int: tuple[NodeResourceInt, NodeResourceInt] | None = None
+    choice: Annotated[list[NodeResource], msgspec.Meta(min_length=1)] | None = None
 
     def __post_init__(self) -> None:
         given = [f for f in ("uniform", "uniform_int", "choice") if getattr(self, f) is not None]
@@ -40,8 +44,21 @@ class Dist(Base, kw_only=True, frozen=True):
             if rng is not None and not (0 < rng[0] <= rng[1]):
                 raise ValueError(f"`{name}` needs 0 < low <= high, got {list(rng)}")
 
+    def largest(self) -> float:
+        """The largest value a draw can give."""
+        if self.uniform is not None:
+            return self.uniform[1]
+        if self.uniform_int is not None:
+            return float(self.uniform_int[1])
+        assert self.choice is not None
+        return max(self.choice)
 
-ResourceValue = Positive | Dist
+
+ResourceValue = NodeResource | Dist
+
+
+def largest(value: float | Dist) -> float:
+    return value.largest() if isinstance(value, Dist) else value
 
 
 class NodeGroup(Base, kw_only=True, frozen=True):
