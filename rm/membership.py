@@ -44,6 +44,7 @@ from ringmon.protocol import (
     Probe,
     ProbeAck,
     Ring,
+    RingDelta,
     RingMessage,
     RingSyncRequest,
     RingUpdate,
@@ -55,6 +56,9 @@ from rm.cluster import NodeRecord
 from rm.ports import Clock, Link, Log, Timer
 from rm.protocol import HeartbeatResponse
 from rm.snapshot import MembershipSnapshot, RingSnapshot
+
+# Deltas kept to answer a node a few versions behind (older: the whole ring).
+RECENT_DELTAS = 32
 
 
 class ProbeExpired(RingMessage, frozen=True):
@@ -192,6 +196,8 @@ class MembershipService:
         self._flush_timer = None
         self._release_timer = None
         self._snapshot: tuple[int, Ring, int] | None = None
+        # The latest deltas, to bring a node that is a few versions behind up to date cheaply.
+        self._recent: deque[tuple[RingDelta, int]] = deque(maxlen=RECENT_DELTAS)
         self.published_at = self._clock.now()  # emulated time of the last published ring change
 
     @property
@@ -209,13 +215,37 @@ class MembershipService:
 
     def current_ring(self) -> Ring:
         """The published ring, for a registering node (it learns itself from the next delta)."""
+        ring, size = self._published()
+        self.stats.bytes_join += size
+        return ring
+
+    def _published(self) -> tuple[Ring, int]:
+        """The published ring and its encoded size, built once per version."""
         pub = self.ring.published
         snap = self._snapshot
         if snap is None or snap[0] != pub.version:
             ring = pub.ring()
             snap = self._snapshot = (pub.version, ring, len(self._encoder.encode(ring)))
-        self.stats.bytes_join += snap[2]
-        return snap[1]
+        return snap[1], snap[2]
+
+    def _on_sync(self, link: Link, msg: RingSyncRequest) -> None:
+        """A node is behind: send the deltas since its version if we still have them, else the
+        whole ring. (Answering every request with the whole ring made a sync storm at 6,000 nodes
+        in real time: each answer cost the RM ~0.2 ms, late answers caused more requests.)"""
+        self.stats.syncs += 1
+        current = self.ring.version
+        if msg.version == current:
+            return  # it caught up meanwhile
+        recent = self._recent
+        if recent and recent[0][0].base_version <= msg.version < current:
+            for delta, size in recent:
+                if delta.version > msg.version:
+                    link.send(delta)
+                    self.stats.bytes_removal += size
+            return
+        ring, size = self._published()
+        self.stats.bytes_removal += size
+        link.send(RingUpdate(ring=ring))
 
     def node_joined(self, node: NodeRecord) -> None:
         """A new node joins the ring; a known one re-registering has just shown it is alive."""
@@ -248,6 +278,7 @@ class MembershipService:
         self.stats.deltas += 1
         self.published_at = self._clock.now()
         size = len(self._encoder.encode(delta))
+        self._recent.append((delta, size))
         nodes = list(self._host.nodes())
         for node in nodes:
             node.link.send(delta)
@@ -275,10 +306,7 @@ class MembershipService:
             case DisconnectExpired():
                 self._on_disconnect_expired(msg)
             case RingSyncRequest() if link is not None:
-                self.stats.syncs += 1
-                ring = self.ring.published.ring()
-                self.stats.bytes_removal += len(self._encoder.encode(RingUpdate(ring=ring)))
-                link.send(RingUpdate(ring=ring))
+                self._on_sync(link, msg)
             case _:
                 self._log.warning("rm.unexpected_message", type=type(msg).__name__)
 

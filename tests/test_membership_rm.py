@@ -200,12 +200,43 @@ def test_brake_holds_removals_beyond_the_fraction_then_releases_them() -> None:
     drive(body)
 
 
-def test_sync_request_gets_the_full_ring() -> None:
+def test_sync_request_gets_the_deltas_it_missed_or_the_full_ring() -> None:
     def body(clock: FakeClock) -> None:
         c = Cluster(clock, 3)
         clock.advance_to(clock.now() + 1.0)
-        c.rm.receive(c.links[2], RingSyncRequest(machine_id=2, version=0))
-        assert c.links[2].of(RingUpdate)[-1].ring.ids == (1, 2, 3)
+        first = c.svc.ring.version
+        c.rm.remove_node(record(c.rm, 3), "x")
+        clock.advance_to(clock.now() + 1.0)
+        link = c.links[2]
+        # A few versions behind: only the deltas since its version, not the whole ring.
+        before = len(link.sent)
+        c.rm.receive(link, RingSyncRequest(machine_id=2, version=first))
+        (delta,) = link.sent[before:]
+        assert isinstance(delta, RingDelta) and delta.base_version == first
+        assert decode_ids(delta.removed) == [3]
+        # Up to date (it caught up meanwhile): nothing.
+        before = len(link.sent)
+        c.rm.receive(link, RingSyncRequest(machine_id=2, version=c.svc.ring.version))
+        assert link.sent[before:] == []
+        # No ring at all: the whole ring.
+        c.rm.receive(link, RingSyncRequest(machine_id=2, version=-1))
+        assert link.of(RingUpdate)[-1].ring.ids == (1, 2)
+
+    drive(body)
+
+
+def test_a_version_older_than_the_kept_deltas_gets_the_full_ring() -> None:
+    def body(clock: FakeClock) -> None:
+        from rm.membership import RECENT_DELTAS
+
+        c = Cluster(clock, RECENT_DELTAS + 4)
+        clock.advance_to(clock.now() + 1.0)
+        old = c.svc.ring.version
+        for mid in range(3, RECENT_DELTAS + 4):  # one published change each
+            c.rm.remove_node(record(c.rm, mid), "x")
+            clock.advance_to(clock.now() + 1.0)
+        c.rm.receive(c.links[2], RingSyncRequest(machine_id=2, version=old))
+        assert c.links[2].of(RingUpdate)[-1].ring.ids == (1, 2, RECENT_DELTAS + 4)
 
     drive(body)
 

@@ -50,8 +50,11 @@ DEFAULT_MAX_CONNECTIONS = 1024
 DEFAULT_ADMISSION_FRAMES = 8
 UNADMITTED_DECODE_BATCH = 64
 # Bytes waiting for a peer that does not read before it is disconnected (~30 intervals of
-# answers to a 20,000-node worker).
+# answers to a 20,000-node worker), plus an allowance per node on the connection: every node that
+# registers is sent the whole ring, so a worker whose nodes all join at once is owed O(nodes x
+# ring) bytes (6,000 nodes in 2 workers: ~55 MB each) and must not be cut off for it.
 DEFAULT_MAX_WRITE_BUFFER_BYTES = 32 << 20
+WRITE_BUFFER_PER_CHANNEL_BYTES = 64 << 10
 
 
 class TransportStats(msgspec.Struct):
@@ -218,11 +221,15 @@ class FramedConnection(asyncio.Protocol):
             return
         self.stats.frames_out += 1
         self.stats.bytes_out += size
-        limit = self._max_write_buffer
+        limit = self._write_limit()
         if limit is not None and len(self._out) > limit:
             self._slow_reader()
             return
         self._schedule_flush()
+
+    def _write_limit(self) -> int | None:
+        base = self._max_write_buffer
+        return None if base is None else base + WRITE_BUFFER_PER_CHANNEL_BYTES * len(self.links)
 
     def close_channel(self, channel: int) -> None:
         link = self.links.pop(channel, None)
@@ -244,7 +251,7 @@ class FramedConnection(asyncio.Protocol):
         # A fresh buffer each time: the transport may keep the old one until it is sent.
         data, self._out = self._out, bytearray()
         self._transport.write(data)
-        limit = self._max_write_buffer
+        limit = self._write_limit()
         if limit is not None and self._transport.get_write_buffer_size() > limit:
             self._slow_reader()
 
@@ -253,7 +260,7 @@ class FramedConnection(asyncio.Protocol):
         self.stats.slow_readers += 1
         pending = len(self._out) + (self._transport.get_write_buffer_size() if self._transport else 0)
         self._noisy.warning("transport.slow_reader", peer=self.peer, unsent_bytes=pending,
-                            limit=self._max_write_buffer)
+                            limit=self._write_limit())
         self._out = bytearray()
         self.abort()
 
