@@ -29,6 +29,10 @@ from emulator.scenario.loader import ScenarioError, scenario_from_dict
 Doc = dict[str, Any]
 
 
+class Stopped(Exception):
+    """A signal stopped a case: the whole command stops (a partial case is no result)."""
+
+
 class Case(msgspec.Struct, frozen=True):
     name: str
     scenario: str  # a file in scenarios/
@@ -119,6 +123,8 @@ def run_case(root: Path, case: Case, edit: Callable[[Doc], Doc], out: Path) -> d
     except InvariantViolation as err:
         return row | {"violation": str(err).splitlines()[0]}
     s = write_results(outcome, run_dir)
+    if outcome.partial:
+        raise Stopped(case.name)
     return row | {
         "violation": None,
         "tasks_submitted": s["tasks_submitted"], "tasks_completed_once": s["tasks_completed_once"],
@@ -183,7 +189,11 @@ def cmd_reliability(args: argparse.Namespace) -> int:
         if wanted is not None and case.name not in wanted:
             continue
         console.print(f"[bold]{case.name}[/]: {case.what} ...")
-        row = run_case(Path(args.scenarios), case, edit, out)
+        try:
+            row = run_case(Path(args.scenarios), case, edit, out)
+        except Stopped:
+            console.print(f"stopped during {case.name}: no reliability.json written")
+            return 130
         rows.append(row)
         bad = row["violation"] or row["tasks_lost"] or row["tasks_duplicated"] or row["false_removals"]
         console.print(f"  {'[red]FAILED[/]' if bad else 'ok'}: {row.get('violation') or ''}"
