@@ -141,9 +141,8 @@ class Preemptor:
                     for p in v.pools_up if p.name not in mine
                     for pc, pr in [pool_usage.get(p.name, (p.usage_cpu, p.usage_ram))]
                 }
-                if not all(
-                    self._pool_keeps_share(p, *after[p.name], shares) for p in v.pools_up if p.name not in mine
-                ):
+                if not all(self._pool_keeps_share(p, *after[p.name], shares) for p in v.pools_up
+                           if p.name not in mine):
                     continue
                 pool_usage.update(after)
                 usage[v.id] = (uc, ur)

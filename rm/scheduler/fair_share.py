@@ -15,6 +15,7 @@ walking its level through every breakpoint, so shares come out exact (no bisecti
 from __future__ import annotations
 
 from bisect import bisect_right
+from itertools import pairwise
 from typing import NamedTuple
 
 from rm.operations import Operation, Pool
@@ -77,7 +78,7 @@ def _floor_share(curve: Curve, min_cpu: float, min_ram: float) -> float:
             return False
         return c >= min_cpu - _EPS if c >= r else r >= min_ram - _EPS
 
-    for (s0, c0, r0), (s1, c1, r1) in zip(curve, curve[1:], strict=False):
+    for (s0, c0, r0), (s1, c1, r1) in pairwise(curve):
         if not met(c1, r1):
             continue
         # The condition first holds inside this segment: cut it where dominance flips, then solve
@@ -86,7 +87,7 @@ def _floor_share(curve: Curve, min_cpu: float, min_ram: float) -> float:
         dc, dr = c1 - c0, r1 - r0
         if (c0 - r0) * (c1 - r1) < 0 and dc != dr:
             cuts.insert(1, (r0 - c0) / (dc - dr))
-        for a, b in zip(cuts, cuts[1:], strict=False):
+        for a, b in pairwise(cuts):
             cb, rb = c0 + b * dc, r0 + b * dr
             if not met(cb, rb):
                 continue
@@ -133,7 +134,7 @@ def _build(node: _Node) -> None:
         levels = [(lv, *_sum_at(kids, [_child_share(k, lv) for k in kids])) for lv in ls]
         # Where the pool's dominant resource flips inside a segment its share has a kink.
         flips: list[tuple[float, float, float]] = []
-        for (l0, c0, r0), (l1, c1, r1) in zip(levels, levels[1:], strict=False):
+        for (l0, c0, r0), (l1, c1, r1) in pairwise(levels):
             if (c0 - r0) * (c1 - r1) < 0:
                 t = (r0 - c0) / ((c1 - c0) - (r1 - r0))
                 flips.append((l0 + t * (l1 - l0), c0 + t * (c1 - c0), r0 + t * (r1 - r0)))
@@ -183,7 +184,7 @@ def _root_level(root: _Node) -> tuple[float | None, float]:
     c0, r0 = pts[0][1], pts[0][2]
     if max(c0, r0) > 1.0:
         return None, 1.0 / max(c0, r0)
-    for (l0, c0, r0), (l1, c1, r1) in zip(pts, pts[1:], strict=False):
+    for (l0, c0, r0), (l1, c1, r1) in pairwise(pts):
         if c1 <= 1.0 and r1 <= 1.0:
             continue
         t = 1.0
@@ -195,7 +196,9 @@ def _root_level(root: _Node) -> tuple[float | None, float]:
     return pts[-1][0], 1.0
 
 
-def _tree(root: Pool, operations: list[Operation], cap: tuple[float, float]) -> tuple[_Node, dict[int, _Node]]:
+def _tree(
+    root: Pool, operations: list[Operation], cap: tuple[float, float]
+) -> tuple[_Node, dict[int, _Node]]:
     by_pool: dict[int, list[Operation]] = {}
     for op in operations:
         by_pool.setdefault(id(op.pool), []).append(op)
