@@ -3,10 +3,10 @@
 A message on a registered node's link (or the RM's own, such as a probe deadline) joins the
 first class, at most ``max_per_link`` per link at a time (a ``Disconnected`` always fits).
 Everything else — registrations, and whatever a peer that registered nothing sends — joins the
-low class, served only when the first is empty and holding at most ``max_unregistered`` weight
-(a message weighs 1 plus the container statuses it carries); past that it is dropped. A flood
-from peers without the secret can so delay registrations, never registered nodes, and what it
-queues is bounded.
+low class, served one turn in nine while the first is busy, and holding at most
+``max_unregistered`` weight (a message weighs 1 plus the container statuses it carries); past
+that it is dropped. A flood from peers without the secret can so delay registrations and take a
+ninth of the RM's turns, never starve registered nodes, and what it queues is bounded.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ finds the server free is handled at once (a trampoline keeps FIFO order when a h
 more). ``stall`` stops the server for a while: the process is paused, what arrives queues.
 
 Items come in two classes: ``submit`` (served first) and ``submit_low``, a class with a bound on
-its total weight that is served only when the first is empty; what does not fit is dropped, not
+its total weight that gets one turn in ``LOW_EVERY`` + 1 while the first is busy (so an honest
+node re-registering under overload waits, but is not starved); what does not fit is dropped, not
 queued (``rm.admission`` decides who goes where).
 """
 
@@ -25,6 +26,8 @@ from rm.ports import Clock, Timer
 T = TypeVar("T")
 # Handles one item; may return extra service time known only afterwards (e.g. allocations made).
 Handler = Callable[[T], float | None]
+# The low class's share of service while both classes wait: one item in LOW_EVERY + 1.
+LOW_EVERY = 8
 
 
 class DispatcherStatistics(msgspec.Struct, frozen=True):
@@ -48,6 +51,7 @@ class Dispatcher(Generic[T]):
         self._queue: deque[tuple[float, T]] = deque()
         self._low: deque[tuple[float, T, int]] = deque()
         self._low_weight = 0
+        self._since_low = 0  # first-class items served since the low class last had a turn
         # Total weight the low class may hold (None: unbounded); what arrives past it is dropped.
         self.low_limit: int | None = None
         self.dropped = 0
@@ -96,9 +100,11 @@ class Dispatcher(Generic[T]):
                 if now < self._stalled_until:
                     self._timer = clock.call_later(self._stalled_until - now, self._resume)
                     return
-                if q:
+                if q and not (low and self._since_low >= LOW_EVERY):
                     t_enq, item = q.popleft()
+                    self._since_low += 1
                 else:
+                    self._since_low = 0
                     t_enq, item, weight = low.popleft()
                     self._low_weight -= weight
                 self.waits.add(now - t_enq)

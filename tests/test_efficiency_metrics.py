@@ -159,6 +159,9 @@ def test_sweep_scales_the_workload_finds_limits_and_writes_plots(tmp_path: Any) 
     rows = [{"mode": "delta", "nodes": n, "h1": 1.0, "h2": h2} for n, h2 in ((1, 1.0), (2, 0.995), (3, 0.5))]
     assert largest_ok(rows, "delta", 0.99) == (2, True)
     assert largest_ok(rows[:2], "delta", 0.99) == (2, False)
+    # A real-time point that fell behind real time is no finding, even with h1 = h2 = 1.
+    rows[1]["overloaded"] = True
+    assert largest_ok(rows, "delta", 0.99) == (1, True)
 
 
 def test_tcp_needs_the_realtime_clock() -> None:

@@ -282,8 +282,9 @@ def build_parser() -> argparse.ArgumentParser:
     et.add_argument("--quiet", action="store_true")
     et.set_defaults(func=cmd_e3_tcp)
     a = sub.add_parser("abuse", help="honest TCP nodes' h1 without vs with a hostile client")
-    a.add_argument("scenario", help="a TCP scenario, e.g. scenarios/abuse.toml")
+    a.add_argument("scenario", nargs="?", help="a TCP scenario, e.g. scenarios/abuse.toml")
     a.add_argument("--out", type=Path, help="also write the figures to this JSON file")
+    a.add_argument("--table", metavar="JSON", help="only print docs/security.md's table of such a file")
     a.set_defaults(func=cmd_abuse)
     add_tcp_commands(sub)
     add_sweep_command(sub)
@@ -295,8 +296,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_abuse(args: argparse.Namespace) -> int:
-    from emulator.experiments.abuse import compare, write_figures
+    from emulator.experiments.abuse import compare, markdown_table, write_figures
 
+    if args.table:
+        print(markdown_table(msgspec.json.decode(Path(args.table).read_bytes())))
+        return 0
+    if not args.scenario:
+        raise ScenarioError("abuse: give a TCP scenario (e.g. scenarios/abuse.toml) or --table JSON")
     scenario = load_scenario(args.scenario)
     if scenario.transport.kind != "tcp":
         raise ScenarioError(f"{args.scenario}: at `transport.kind`: `emulator abuse` needs \"tcp\"")

@@ -430,3 +430,30 @@ def write_figures(result: dict[str, Any], out: Path | None) -> None:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(_attacker_main(sys.argv[1:]))
+
+
+def markdown_table(result: dict[str, Any]) -> str:
+    """docs/security.md's table, from the JSON ``--out`` wrote."""
+    lines = [
+        "| run | honest h1 | honest h2 | honest nodes lost | RM RSS MiB start → max | events.jsonl "
+        "| queue depth max / dropped | attacker |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    n = result["nodes"]
+    runs = [("alone", result["before"]), *result["during"].items()]
+    for name, r in runs:
+        a = r.get("attacker") or {}
+        if not a:
+            who = "—"
+        elif a.get("fake_ids_reported"):
+            who = (f"{a['fake_ids_reported'] / 1e6:,.1f} M fake ids, {a['cpu_s'] / a['seconds']:.2f} core")
+        else:
+            sent = f", {a['bytes_sent'] / 1e9:,.0f} GB sent" if a["bytes_sent"] >= 1e9 else ""
+            who = f"{a['connections']:,} connections{sent}, {a['cpu_s'] / a['seconds']:.2f} core"
+        rss = r["rm_rss_mib"]
+        lines.append(
+            f"| {name} | {r['h1']:.3f} | {r['h2']:.3f} | {r['honest_nodes_lost']} of {n} | "
+            f"{rss['start']:.1f} → {rss['max']:.1f} | {r['events_jsonl_bytes'] / 1e3:,.0f} KB | "
+            f"{r['rm_queue_depth_max']:,} / {r['rm_queue_dropped']:,} | {who} |"
+        )
+    return "\n".join(lines)

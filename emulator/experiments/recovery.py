@@ -73,7 +73,28 @@ def table(rows: list[dict[str, Any]]) -> Table:
     return t
 
 
+def markdown_table(rows: list[dict[str, Any]]) -> str:
+    """The README's table, from ``recovery.json``."""
+    lines = [
+        "| nodes | mode | containers running at the crash | journal replay (wall) | all nodes back, "
+        "scheduling resumed | kept / run again | tasks lost / run twice |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['nodes']:,} | {r['mode']} | {r['containers_waiting']:,} | {r['replay_wall_s']:.2f} s "
+            f"({r['journal_records']:,} records, {r['journal_mib']:.0f} MiB) | "
+            f"{r['all_nodes_back_s']:.2f} s, "
+            f"{r['scheduling_resumed_s']:.2f} s | {r['containers_kept']:,} / {r['containers_rerun']:,} | "
+            f"{r['tasks_lost']} / {r['tasks_duplicated']} |"
+        )
+    return "\n".join(lines)
+
+
 def cmd_recovery(args: argparse.Namespace) -> int:
+    if args.table:
+        print(markdown_table(json.loads(Path(args.table).read_text(encoding="utf-8"))))
+        return 0
     path = Path(args.file)
     out = Path(args.out) if args.out else Path("runs") / f"recovery-{path.stem}"
     nodes = [int(x) for x in args.nodes.split(",")] if args.nodes else None
@@ -91,4 +112,5 @@ def add_command(sub: Any) -> None:
                    help="scenario with an rm_restart fault and a [sweep] table")
     s.add_argument("--out", help="results directory (default runs/recovery-<file>)")
     s.add_argument("--nodes", help="override sweep.nodes, e.g. 1000,10000")
+    s.add_argument("--table", metavar="JSON", help="only print the README table of a recovery.json")
     s.set_defaults(func=cmd_recovery)

@@ -97,6 +97,8 @@ def measure(outcome: RunOutcome) -> dict[str, Any]:
         sent = outcome.nodes.heartbeats_sent + outcome.nodes.registrations
         row["messages_to_rm_per_node_minute"] = round(sent / sc.node_count / (sc.run.duration_s / 60), 3)
     row["lateness_p99_s"] = outcome.lateness.p99 if outcome.lateness.count else None
+    # A real-time point whose emulator fell behind real time is no finding, whatever its h1/h2.
+    row["overloaded"] = outcome.lag is not None and outcome.lag.overloaded
     return row
 
 
@@ -105,7 +107,8 @@ def largest_ok(rows: list[dict[str, Any]], mode: str, threshold: float) -> tuple
     a larger n failed (False: the true limit may be higher than the sweep went)."""
     best = None
     for r in sorted((r for r in rows if r["mode"] == mode), key=lambda r: r["nodes"]):
-        if r["h1"] is None or r["h2"] is None or r["h1"] < threshold or r["h2"] < threshold:
+        if (r["h1"] is None or r["h2"] is None or r["h1"] < threshold or r["h2"] < threshold
+                or r.get("overloaded")):
             return best, True
         best = r["nodes"]
     return best, False
@@ -239,7 +242,41 @@ def run_sweep(path: Path, out: Path, plots_dir: Path | None, nodes: list[int] | 
     return result
 
 
+def markdown_table(result: dict[str, Any]) -> str:
+    """The docs' table, from a ``sweep.json``."""
+    lines = [
+        "| mode | nodes | h1 | h2 | RM CPU % | RM busy | µs / hb | msgs / node / min | bytes / node / min "
+        "| skipped | lateness p99 (s) | RM wait p99 (s) | overloaded |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    ok = result["threshold"]
+
+    def h(v: float | None) -> str:
+        return "n/a" if v is None else f"**{v:.3f}**" if v >= ok else f"{v:.3f}"
+
+    for r in result["rows"]:
+        lines.append(
+            f"| {r['mode']} | {r['nodes']:,} | {h(r['h1'])} | {h(r['h2'])} | {r['rm_cpu_percent']:.1f} | "
+            f"{r['rm_busy_fraction']:.3f} | {r['rm_cost_us_per_heartbeat']:.1f} | "
+            f"{r['messages_to_rm_per_node_minute']:.2f} | {r['bytes_to_rm_per_node_minute']:,.0f} | "
+            f"{r['heartbeats_skipped']:,} | {r['lateness_p99_s']:.2f} | {r['rm_wait_p99_s']:.2f} | "
+            f"{'**yes**' if r.get('overloaded') else 'no'} |"
+        )
+    best = result["largest_ok"]
+    parts = [f"{m} {v['nodes']:,}" if v["nodes"] else f"{m} none" for m, v in best.items()]
+    ratio = result.get("delta_over_periodic")
+    lines.append("")
+    lines.append(f"Largest n with h1, h2 ≥ {ok:g}: **{', '.join(parts)}"
+                 + (f", ratio {ratio:.2f}×**" if ratio is not None else "**"))
+    return "\n".join(lines)
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
+    if args.table:
+        print(markdown_table(msgspec.json.decode(Path(args.table).read_bytes())))
+        return 0
+    if not args.file:
+        raise ScenarioError("sweep: give a scenario file with a [sweep] table (or --table JSON)")
     path = Path(args.file)
     out = Path(args.out) if args.out else Path("runs") / f"sweep-{path.stem}"
     nodes = [int(x) for x in args.nodes.split(",")] if args.nodes else None
@@ -253,8 +290,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def add_command(sub: Any) -> None:
     s = sub.add_parser("sweep", help="run a scenario over node counts and heartbeat modes (E2)")
-    s.add_argument("file", help="scenario file with a [sweep] table")
+    s.add_argument("file", nargs="?", help="scenario file with a [sweep] table")
     s.add_argument("--out", help="results directory (default runs/sweep-<file>)")
+    s.add_argument("--table", metavar="JSON", help="only print the docs' table of a sweep.json")
     s.add_argument("--plots-dir", help="where to write the PNGs (default: --out)")
     s.add_argument("--nodes", help="override sweep.nodes, e.g. 1000,2000")
     s.add_argument("--modes", help="override sweep.modes, e.g. periodic,delta")
