@@ -5,8 +5,9 @@ cluster). An operation with pending tasks whose dominant share stays below ``tol
 fair share for ``starvation_timeout_s`` is *starving*. Starving operations, most starved first,
 then get tasks started until they reach their fair share: on free space where a task fits, else
 by preempting tasks of operations above their fair share, most recently started first, on one
-node at a time. A victim is never taken below its own fair share. Preempted tasks go back to
-pending and the CPU-seconds they had run are counted as lost work.
+node at a time. A victim task is never taken if that would put its operation, or any pool above
+it, below its fair share or a pool below its min share (as YARN checks the whole queue path).
+Preempted tasks go back to pending and the CPU-seconds they had run are counted as lost work.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from typing import Protocol
 from rm.cluster import EPS, Allocation, Cluster, NodeRecord
 from rm.context import RMContext
 from rm.counters import PreemptionCounters
-from rm.operations import Operation
+from rm.operations import Operation, Pool
 from rm.protocol import EXIT_PREEMPTED
 from rm.scheduler.config import PreemptionConfig
-from rm.scheduler.fair_share import progressive_filling
+from rm.scheduler.fair_share import FairShares, progressive_filling
 from rm.workload import WorkloadBook
 
 
@@ -56,7 +57,8 @@ class Preemptor:
         if cap.cpu <= 0 or cap.ram_gib <= 0 or not ops:
             self._starving_since.clear()
             return 0
-        fair = progressive_filling(self._book.root, ops, cap).operations
+        shares = progressive_filling(self._book.root, ops, cap)
+        fair = shares.operations
         starving: list[Operation] = []
         for op in ops:
             f = fair.get(op.id, 0.0)
@@ -71,14 +73,15 @@ class Preemptor:
         starving.sort(key=lambda op: op.dominant_share(cap) / fair[op.id])
         before = self._counters.preemptions
         for op in starving:
-            self._satisfy(op, fair)
+            self._satisfy(op, shares)
         return self._counters.preemptions - before
 
-    def _satisfy(self, op: Operation, fair: dict[int, float]) -> None:
+    def _satisfy(self, op: Operation, shares: FairShares) -> None:
         cap = self._cluster.capacity
+        fair = shares.operations
         tried: set[int] = set()
         while op.pending and op.dominant_share(cap) < fair[op.id] - EPS:
-            node = self._free_node(op) or self._make_room(op, fair, tried)
+            node = self._free_node(op) or self._make_room(op, shares, tried)
             if node is None:
                 return
             self._host.start_on(op, node)
@@ -92,11 +95,12 @@ class Preemptor:
         return None
 
     def _make_room(
-        self, op: Operation, fair: dict[int, float], tried: set[int]
+        self, op: Operation, shares: FairShares, tried: set[int]
     ) -> NodeRecord | None:
         """Preempt the most recently started victim tasks on one node until ``op`` fits there."""
         cluster = self._cluster
         cap = cluster.capacity
+        fair = shares.operations
         above = {
             o.id for o in self._book.operations.values()
             if o is not op and o.dominant_share(cap) > fair.get(o.id, 0.0) + EPS
@@ -108,13 +112,16 @@ class Preemptor:
              for a in n.containers.values() if a.op.id in above),
             key=lambda a: (-a.started_at, -a.container_id),
         )
+        mine = {p.name for p in op.pools_up}
         d = op.demand
         for first in victims:
             node = first.node
             if node.machine_id in tried:
                 continue
-            # Tentative usage of each victim, so no victim drops below its fair share.
+            # Tentative usage of each victim and of its pools, so none drops below its fair share.
             usage: dict[int, tuple[float, float]] = {}
+            # Pools the starving operation is in get the task back: only the victim's own are checked.
+            pool_usage: dict[str, tuple[float, float]] = {}
             chosen: list[Allocation] = []
             free_cpu, free_ram = node.free_cpu, node.free_ram
             local = sorted(
@@ -129,6 +136,15 @@ class Preemptor:
                 uc, ur = uc - v.demand.cpu, ur - v.demand.ram_gib
                 if max(uc / cap.cpu, ur / cap.ram_gib) < fair.get(v.id, 0.0) - EPS:
                     continue
+                after = {
+                    p.name: (pc - v.demand.cpu, pr - v.demand.ram_gib)
+                    for p in v.pools_up if p.name not in mine
+                    for pc, pr in [pool_usage.get(p.name, (p.usage_cpu, p.usage_ram))]
+                }
+                if not all(self._pool_keeps_share(p, *after[p.name], shares) for p in v.pools_up
+                           if p.name not in mine):
+                    continue
+                pool_usage.update(after)
                 usage[v.id] = (uc, ur)
                 chosen.append(alloc)
                 free_cpu += v.demand.cpu
@@ -138,6 +154,16 @@ class Preemptor:
                 return node
             tried.add(node.machine_id)  # no room to be made here for this operation
         return None
+
+    def _pool_keeps_share(self, pool: Pool, cpu: float, ram: float, shares: FairShares) -> bool:
+        """Whether ``pool`` with this usage stays at its fair share and is not needy for its min share
+        (the scheduler's test: usage of its dominant resource below the min share of it)."""
+        cap = self._cluster.capacity
+        sc, sr = cpu / cap.cpu, ram / cap.ram_gib
+        if max(sc, sr) < shares.pools.get(pool.name, 0.0) - EPS:
+            return False
+        used, floor = (cpu, pool.min_share.cpu) if sc >= sr else (ram, pool.min_share.ram_gib)
+        return not used < floor - EPS
 
     def _preempt(self, op: Operation, node: NodeRecord, chosen: list[Allocation]) -> None:
         ctx = self._ctx

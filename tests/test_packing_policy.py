@@ -20,17 +20,30 @@ def test_all_refuse_starts_one_task_of_the_neediest_and_ends_the_update() -> Non
     env = FakeNodes(packing(), [(10, 10)])
     env.submit("a", 1, 1, 50)
     env.submit("b", 1, 1, 50)
-    # Warm-up (s = 5): both refuse their first offers -> fallback, one task of the neediest.
+    # Warm-up (s = 5): both refuse their first offers -> fallback, one task of the neediest, whose
+    # offer then counts as a forced acceptance, not a refusal.
     assert env.heartbeat(0) == 1
     stats = env.rm.snapshot().policy
-    assert (stats.refusals, stats.fallback_allocations) == (2, 1)
+    assert (stats.refusals, stats.fallback_allocations) == (1, 1)
     assert env.ops()["a"].running == 1
     # The remaining resources are offered at the next heartbeat; b is the neediest now.
     assert env.heartbeat(0) == 1
     assert env.ops()["b"].running == 1
-    # Each operation recorded every offer on this node, refused or not.
+    # Each operation recorded every offer on this node: a refused b's fallback offer.
     offers = env.rm.snapshot().policy.by_group["a"]
-    assert offers.offers == offers.refused == 2
+    assert (offers.offers, offers.accepted, offers.refused) == (2, 1, 1)
+
+
+def test_the_fallback_ends_the_run_of_refusals() -> None:
+    # A lone operation in warm-up refuses every offer; each fallback starts one of its tasks. With a
+    # limit of 2 refusals in a row, it must not be forced to accept: every fallback ended its run.
+    env = FakeNodes(packing(warmup_refusals=10, max_consecutive_refusals=2), [(10, 10)])
+    env.submit("a", 1, 1, 50)
+    launched = [env.heartbeat(0) for _ in range(5)]
+    assert launched == [1, 1, 1, 1, 1]
+    stats = env.rm.snapshot().policy
+    assert (stats.refusals, stats.fallback_allocations) == (0, 5)
+    assert stats.by_group["a"] == OfferCounts(offers=5, accepted=5, refused=0)
 
 
 def test_after_warm_up_an_acceptance_restarts_the_offers_on_the_rest_of_the_node() -> None:

@@ -78,3 +78,11 @@ class PackingController:
             self.refused += 1
             self.consecutive_refusals += 1
         return accept
+
+    def overrule(self) -> None:
+        """The scheduler started a task on the offer just refused (everyone refused it): it counts
+        as a forced acceptance, and the run of refusals ends. The offer stays in the window."""
+        self.refused -= 1
+        self.accepted += 1
+        self.forced += 1
+        self.consecutive_refusals = 0

@@ -2,7 +2,8 @@
 
 Among siblings (pools or operations): those below their min share ("needy") come first, ordered by
 usage / min share on the dominant resource; then by dominant share / weight, then by the
-next-dominant share / weight; ties keep submission order (the sort is stable).
+next-dominant share / weight; then by start time (design.md §3): an operation's submission, a pool's
+earliest-submitted live operation -- pools and operations alike, at any depth.
 """
 
 from __future__ import annotations
@@ -29,12 +30,20 @@ def drf_key(
     return (1, 0.0, dom / weight, nxt / weight)
 
 
+def start_time(e: Pool | Operation) -> tuple[float, int]:
+    """(submission time, id) of an operation; of a pool, its earliest-submitted operation's."""
+    if isinstance(e, Operation):
+        return (e.submitted_at, e.id)
+    firsts = [start_time(op) for op in e.operations] + [start_time(c) for c in e.children]
+    return min(firsts, default=(float("inf"), 0))
+
+
 class DRFPolicy(PolicyBase):
-    def _key(self, e: Pool | Operation) -> tuple[int, float, float, float]:
-        return drf_key(
+    def _key(self, e: Pool | Operation) -> tuple[int, float, float, float, tuple[float, int]]:
+        return (*drf_key(
             e.usage_cpu, e.usage_ram, e.weight, e.min_share.cpu, e.min_share.ram_gib,
             self.cluster.cap_cpu, self.cluster.cap_ram,
-        )
+        ), start_time(e))
 
     def candidates(self, node: NodeRecord) -> Iterator[Operation]:
         return self._descend(self.root, node.free_cpu + EPS, node.free_ram + EPS)

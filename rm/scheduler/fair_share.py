@@ -1,48 +1,226 @@
-"""Fair shares by progressive filling on the pooled cluster (design.md §3).
+"""Fair shares: hierarchical DRF by progressive filling on the pooled cluster (design.md §3).
 
-Every active operation's dominant share rises at a rate equal to its effective weight until its
-demand is met or a resource it uses saturates. Effective weights follow the pool tree: a pool's
-weight is split among its still-active children in proportion to their weights, so when one
-operation stops growing its siblings inherit its rate first. The summed resources ignore node
-boundaries, which also makes the result the fragmentation-free bound on utilisation.
+Among the children of a pool (sub-pools and operations) the quantity that rises at the same
+weighted rate is the dominant share of each child's *aggregate* usage, as the scheduler compares
+them. Each child's share is clamp(level x weight, min(min share, demand), demand), YARN's
+``ComputeFairShares``: min shares come first, demand caps. When a resource saturates, every
+operation using it stops; the others keep rising. The summed resources ignore node boundaries,
+which also makes the result the fragmentation-free bound on utilisation.
+
+Each node of the tree is described by its *curve*: its usage (cpu, ram as capacity fractions) as
+a piecewise-linear function of its dominant share. A pool's curve is built from its children's by
+walking its level through every breakpoint, so shares come out exact (no bisection).
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from itertools import pairwise
 from typing import NamedTuple
 
 from rm.operations import Operation, Pool
 from rm.protocol import Resources
 
 _EPS = 1e-12
+_SAT = 1e-9
+
+# (share, cpu, ram): share increasing (equal shares allowed: usage jumps there), usage nondecreasing.
+Curve = list[tuple[float, float, float]]
 
 
 class FairShares(NamedTuple):
     operations: dict[int, float]  # op id -> dominant share
     usage: dict[int, tuple[float, float]]  # op id -> (cpu, ram) as fractions of capacity
-    pools: dict[str, float]  # pool name -> dominant share of its operations' sum
+    pools: dict[str, float]  # pool name -> dominant share of its aggregate fair usage
     utilization: Resources  # pooled-cluster bound: fraction of each resource used
 
 
-def _effective_weights(root: Pool, active: set[int]) -> dict[int, float]:
-    out: dict[int, float] = {}
+class _Node:
+    __slots__ = ("cap", "children", "curve", "direction", "floor", "levels", "min_cpu", "min_ram", "name",
+                 "op_id", "weight")
 
-    def has_active(p: Pool) -> bool:
-        return any(op.id in active for op in p.operations) or any(has_active(c) for c in p.children)
+    def __init__(self, name: str, weight: float, min_cpu: float, min_ram: float) -> None:
+        self.name = name
+        self.weight = weight
+        self.min_cpu = min_cpu
+        self.min_ram = min_ram
+        self.children: list[_Node] = []
+        self.op_id = -1
+        self.direction = (0.0, 0.0)  # leaves: usage per unit of dominant share
+        self.cap = 0.0  # largest share: demand met (or frozen by a saturated resource)
+        self.floor = 0.0
+        self.curve: Curve = []
+        # pools: (level, cpu, ram) at each breakpoint of the level; usage is linear in between
+        self.levels: list[tuple[float, float, float]] = []
 
-    def walk(p: Pool, share: float) -> None:
-        ops = [op for op in p.operations if op.id in active]
-        kids = [c for c in p.children if has_active(c)]
-        total = sum(op.weight for op in ops) + sum(c.weight for c in kids)
-        if total <= 0:
-            return
-        for op in ops:
-            out[op.id] = share * op.weight / total
-        for c in kids:
-            walk(c, share * c.weight / total)
 
-    walk(root, 1.0)
-    return out
+def _at(curve: Curve, s: float) -> tuple[float, float]:
+    """Usage at share ``s`` (the largest usage where the curve jumps at ``s``)."""
+    i = bisect_right(curve, (s, float("inf"), float("inf"))) - 1
+    if i < 0:
+        return (0.0, 0.0)
+    if i >= len(curve) - 1:
+        return curve[-1][1], curve[-1][2]
+    s0, c0, r0 = curve[i]
+    s1, c1, r1 = curve[i + 1]
+    t = (s - s0) / (s1 - s0) if s1 > s0 else 1.0
+    return c0 + t * (c1 - c0), r0 + t * (r1 - r0)
+
+
+def _floor_share(curve: Curve, min_cpu: float, min_ram: float) -> float:
+    """Smallest share at which the node stops being 'needy' for the scheduler: its usage of its
+    dominant resource (CPU on a tie) reaches its min share of that resource."""
+    if min_cpu <= 0 and min_ram <= 0:
+        return 0.0
+
+    def met(c: float, r: float) -> bool:
+        if c <= 0 and r <= 0:  # nothing used yet: below a positive min share whichever dominates
+            return False
+        return c >= min_cpu - _EPS if c >= r else r >= min_ram - _EPS
+
+    for (s0, c0, r0), (s1, c1, r1) in pairwise(curve):
+        if not met(c1, r1):
+            continue
+        # The condition first holds inside this segment: cut it where dominance flips, then solve
+        # the dominant resource's linear equation in the piece where that happens.
+        cuts = [0.0, 1.0]
+        dc, dr = c1 - c0, r1 - r0
+        if (c0 - r0) * (c1 - r1) < 0 and dc != dr:
+            cuts.insert(1, (r0 - c0) / (dc - dr))
+        for a, b in pairwise(cuts):
+            cb, rb = c0 + b * dc, r0 + b * dr
+            if not met(cb, rb):
+                continue
+            ca, ra = c0 + a * dc, r0 + a * dr
+            if met(ca, ra):
+                return s0 + a * (s1 - s0)
+            mid = (a + b) / 2
+            cpu_dom = c0 + mid * dc >= r0 + mid * dr
+            lo, hi, target = (ca, cb, min_cpu) if cpu_dom else (ra, rb, min_ram)
+            t = a + (b - a) * ((target - lo) / (hi - lo) if hi > lo else 1.0)
+            return s0 + min(max(t, a), b) * (s1 - s0)
+    return curve[-1][0]
+
+
+def _child_share(k: _Node, level: float) -> float:
+    return min(max(level * k.weight, k.floor), k.cap)
+
+
+def _sum_at(kids: list[_Node], shares: list[float]) -> tuple[float, float]:
+    c = r = 0.0
+    for k, s in zip(kids, shares, strict=True):
+        u = _at(k.curve, s)
+        c += u[0]
+        r += u[1]
+    return c, r
+
+
+def _build(node: _Node) -> None:
+    """Fill in ``curve``, ``cap`` and ``floor`` bottom-up from the leaves' caps."""
+    if not node.children:
+        d = node.direction
+        node.curve = [(0.0, 0.0, 0.0), (node.cap, node.cap * d[0], node.cap * d[1])]
+    else:
+        for k in node.children:
+            _build(k)
+        kids = [k for k in node.children if k.cap > 0]
+        node.children = kids
+        marks = {0.0}
+        for k in kids:
+            marks.add(k.floor / k.weight)
+            marks.add(k.cap / k.weight)
+            marks.update(s / k.weight for s, _, _ in k.curve if k.floor < s < k.cap)
+        ls = sorted(marks)
+        levels = [(lv, *_sum_at(kids, [_child_share(k, lv) for k in kids])) for lv in ls]
+        # Where the pool's dominant resource flips inside a segment its share has a kink.
+        flips: list[tuple[float, float, float]] = []
+        for (l0, c0, r0), (l1, c1, r1) in pairwise(levels):
+            if (c0 - r0) * (c1 - r1) < 0:
+                t = (r0 - c0) / ((c1 - c0) - (r1 - r0))
+                flips.append((l0 + t * (l1 - l0), c0 + t * (c1 - c0), r0 + t * (r1 - r0)))
+        node.levels = sorted(levels + flips)
+        # Below the children's floors summed (oversubscribed min shares) the floors scale down.
+        node.curve = [(0.0, 0.0, 0.0)] + [(max(c, r), c, r) for _, c, r in node.levels]
+        node.cap = node.curve[-1][0]
+    node.floor = min(_floor_share(node.curve, node.min_cpu, node.min_ram), node.cap)
+
+
+def _targets(node: _Node, level: float | None, scale: float) -> list[float]:
+    if level is None:  # inside the floors: each child gets the same fraction of its floor
+        return [scale * k.floor for k in node.children]
+    return [_child_share(k, level) for k in node.children]
+
+
+def _level_for_share(node: _Node, s: float) -> tuple[float | None, float]:
+    """The pool's level giving it dominant share ``s`` (the largest such level), or the scale of
+    its children's floors when ``s`` is below them."""
+    pts = node.levels
+    s0 = max(pts[0][1], pts[0][2])
+    if s < s0 - _EPS:
+        return None, (s / s0 if s0 > 0 else 0.0)
+    shares = [max(c, r) for _, c, r in pts]
+    i = bisect_right(shares, s + _EPS) - 1
+    if i >= len(pts) - 1:
+        return pts[-1][0], 1.0
+    l0, l1 = pts[i][0], pts[i + 1][0]
+    a, b = shares[i], shares[i + 1]
+    t = (s - a) / (b - a) if b > a else 1.0
+    return l0 + min(max(t, 0.0), 1.0) * (l1 - l0), 1.0
+
+
+def _assign(node: _Node, share: float, ops: dict[int, float], pools: dict[str, float]) -> None:
+    if not node.children:
+        ops[node.op_id] = min(share, node.cap)
+        return
+    pools[node.name] = share
+    level, scale = _level_for_share(node, share)
+    for k, s in zip(node.children, _targets(node, level, scale), strict=True):
+        _assign(k, s, ops, pools)
+
+
+def _root_level(root: _Node) -> tuple[float | None, float]:
+    """Largest level of the root at which the pooled usage fits the cluster."""
+    pts = root.levels
+    c0, r0 = pts[0][1], pts[0][2]
+    if max(c0, r0) > 1.0:
+        return None, 1.0 / max(c0, r0)
+    for (l0, c0, r0), (l1, c1, r1) in pairwise(pts):
+        if c1 <= 1.0 and r1 <= 1.0:
+            continue
+        t = 1.0
+        if c1 > 1.0:
+            t = min(t, (1.0 - c0) / (c1 - c0))
+        if r1 > 1.0:
+            t = min(t, (1.0 - r0) / (r1 - r0))
+        return l0 + t * (l1 - l0), 1.0
+    return pts[-1][0], 1.0
+
+
+def _tree(
+    root: Pool, operations: list[Operation], cap: tuple[float, float]
+) -> tuple[_Node, dict[int, _Node]]:
+    by_pool: dict[int, list[Operation]] = {}
+    for op in operations:
+        by_pool.setdefault(id(op.pool), []).append(op)
+    leaves: dict[int, _Node] = {}
+
+    def make(p: Pool) -> _Node:
+        n = _Node(p.name, p.weight, p.min_share.cpu / cap[0], p.min_share.ram_gib / cap[1])
+        for op in by_pool.get(id(p), []):
+            leaf = _Node(op.name, op.weight, op.min_share.cpu / cap[0], op.min_share.ram_gib / cap[1])
+            leaf.op_id = op.id
+            shares = (op.demand.cpu / cap[0], op.demand.ram_gib / cap[1])
+            dom = max(shares)
+            tasks = op.running + len(op.pending)
+            if dom > 0 and tasks > 0:
+                leaf.direction = (shares[0] / dom, shares[1] / dom)
+                leaf.cap = tasks * dom
+                leaves[op.id] = leaf
+            n.children.append(leaf)
+        n.children.extend(make(c) for c in p.children)
+        return n
+
+    return make(root), leaves
 
 
 def progressive_filling(
@@ -52,57 +230,37 @@ def progressive_filling(
     if cap[0] <= 0 or cap[1] <= 0:
         zero = {op.id: 0.0 for op in operations}
         return FairShares(zero, {i: (0.0, 0.0) for i in zero}, {}, Resources(0.0, 0.0))
-    # Per unit of dominant share, op i uses direction[i][j] of resource j (capacity fractions).
-    direction: dict[int, tuple[float, float]] = {}
-    cap_share: dict[int, float] = {}
-    share: dict[int, float] = {}
-    for op in operations:
-        shares = (op.demand.cpu / cap[0], op.demand.ram_gib / cap[1])
-        dom = max(shares)
-        share[op.id] = 0.0
-        tasks = op.running + len(op.pending)
-        if dom <= 0 or tasks == 0:
-            continue
-        direction[op.id] = (shares[0] / dom, shares[1] / dom)
-        cap_share[op.id] = tasks * dom
-    used = [0.0, 0.0]
-    active = set(direction)
-    while active:
-        rate = _effective_weights(root, active)
-        dt = min((cap_share[i] - share[i]) / rate[i] for i in active)
-        for j in (0, 1):
-            flow = sum(rate[i] * direction[i][j] for i in active)
-            if flow > _EPS:
-                dt = min(dt, (1.0 - used[j]) / flow)
-        dt = max(dt, 0.0)
-        for i in active:
-            share[i] += rate[i] * dt
-            for j in (0, 1):
-                used[j] += rate[i] * dt * direction[i][j]
-        saturated = [j for j in (0, 1) if used[j] >= 1.0 - 1e-9]
-        done = {
-            i for i in active
-            if share[i] >= cap_share[i] - 1e-12
-            or any(direction[i][j] > _EPS for j in saturated)
-        }
-        if not done:  # numerical safety: nothing can move any more
-            break
-        active -= done
-    usage = {
-        i: (share[i] * direction[i][0], share[i] * direction[i][1]) if i in direction else (0.0, 0.0)
-        for i in share
-    }
+    tree, leaves = _tree(root, operations, cap)
+    frozen: set[int] = set()
+    shares: dict[int, float] = {}
     pools: dict[str, float] = {}
-    by_pool_cpu: dict[str, float] = {}
-    by_pool_ram: dict[str, float] = {}
-    for op in operations:
-        if op.id not in direction:
-            continue
-        s = share[op.id]
-        for p in op.pools_up:
-            by_pool_cpu[p.name] = by_pool_cpu.get(p.name, 0.0) + s * direction[op.id][0]
-            by_pool_ram[p.name] = by_pool_ram.get(p.name, 0.0) + s * direction[op.id][1]
-    for name in by_pool_cpu:
-        pools[name] = max(by_pool_cpu[name], by_pool_ram[name])
+    used = (0.0, 0.0)
+    while True:
+        _build(tree)
+        shares, pools = {}, {}
+        if not tree.children:
+            break
+        level, scale = _root_level(tree)
+        used = _sum_at(tree.children, _targets(tree, level, scale))
+        for k, s in zip(tree.children, _targets(tree, level, scale), strict=True):
+            _assign(k, s, shares, pools)
+        saturated = [j for j in (0, 1) if used[j] >= 1.0 - _SAT]
+        # Every operation using a saturated resource stops where it is; the others rise on.
+        stop = {
+            i for i, leaf in leaves.items()
+            if i not in frozen and shares.get(i, 0.0) < leaf.cap - _EPS
+            and any(leaf.direction[j] > _EPS for j in saturated)
+        }
+        if not stop:
+            break
+        for i in stop:
+            leaves[i].cap = shares.get(i, 0.0)
+        frozen |= stop
+    share = {op.id: shares.get(op.id, 0.0) for op in operations}
+    usage = {
+        i: (s * leaves[i].direction[0], s * leaves[i].direction[1]) if i in leaves else (0.0, 0.0)
+        for i, s in share.items()
+    }
+    pools.pop(root.name, None)
     bound = Resources(min(used[0], 1.0), min(used[1], 1.0))
     return FairShares(share, usage, pools, bound)

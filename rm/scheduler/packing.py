@@ -89,6 +89,12 @@ class PackingPolicy(DRFPolicy):
             # Everyone refused: the neediest starts one task anyway, and this update ends.
             # (The `yt` preset's extra fairness-ordered pass over the refusers ignoring packing
             # picks the same operation here: nothing but packing makes an operation refuse.)
+            # It is recorded as the neediest accepting (forced), not refusing.
+            self.controllers[neediest.id].overrule()
+            counts = by_group[neediest.group]
+            counts.refused -= 1
+            counts.accepted += 1
+            counters.refusals -= 1
             counters.fallback_allocations += 1
             self._stopped = node
         return neediest
