@@ -67,9 +67,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     console = Console(stderr=True, quiet=args.quiet)
     _print_notes(args.scenario, scenario)
     out = Path(args.out) if args.out else Path("runs") / Path(args.scenario).stem
+    # `rerun` replays the original's choice (`check`), whatever HBEMU_CHECK_INVARIANTS says now.
     check = True if args.check_invariants else getattr(args, "check", None)
+    served = args.serve is not None
     with claim(out), recorded(out, "run", args.scenario, scenario, given, adjusted,
-                              check_invariants=invariants_wanted(check), served=args.serve is not None) as rec:
+                              check_invariants=invariants_wanted(check), served=served) as rec:
         status = _run(args, scenario, out, console, check)
         rec.finish(status)
         return status

@@ -55,7 +55,7 @@ def cmd_rm(args: argparse.Namespace) -> int:
     given: dict[str, Any] = {"run.clock": "realtime", "transport.kind": "tcp"}
     if args.duration is not None:
         given["run.duration_s"] = args.duration
-    overrides, adjusted = fit_warmup(args.scenario, given)
+    overrides, adjusted = fit_warmup(args.scenario, given, hint="")
     scenario = load_scenario(args.scenario, overrides)
     try:
         require_secret(scenario, host)  # before anything binds

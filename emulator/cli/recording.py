@@ -32,7 +32,8 @@ from emulator.scenario.loader import ScenarioError
 from emulator.scenario.schema import Scenario
 
 
-def fit_warmup(path: str | Path, overrides: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def fit_warmup(path: str | Path, overrides: dict[str, Any],
+               hint: str = "; --set run.warmup_s=S to choose it") -> tuple[dict[str, Any], list[str]]:
     """A run shortened below the scenario file's warm-up gets the warm-up scaled by the same factor
     (said on stderr) instead of an error; a warm-up set on the command line is the user's and is
     kept, with an error naming both if it does not fit."""
@@ -58,7 +59,7 @@ def fit_warmup(path: str | Path, overrides: dict[str, Any]) -> tuple[dict[str, A
         return overrides, []
     scaled = round(warmup * duration / full, 6)
     note = (f"run.warmup_s scaled from {warmup:g} to {scaled:g} s (same fraction of the run) to fit "
-            f"--duration {duration:g}; --set run.warmup_s=... to choose it")
+            f"--duration {duration:g}{hint}")
     print(f"note: {path}: {note}", file=sys.stderr)
     return {**overrides, "run.warmup_s": scaled}, [note]
 
