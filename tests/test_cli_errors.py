@@ -56,6 +56,7 @@ def test_an_rm_on_a_port_in_use(good: Path, tmp_path: Path, taken_port: int) -> 
     assert "Traceback" not in proc.stderr
     # It never served: no run record is left for a later start to "resume".
     assert not (tmp_path / "rm" / "rm-run.json").exists()
+    assert not (tmp_path / "rm" / "run.json").exists()
     assert f"error: cannot listen: error while attempting to bind on address ('127.0.0.1', {taken_port})" \
         in proc.stderr
     assert "address already in use; choose another address or port" in proc.stderr

@@ -1,4 +1,4 @@
-"""`emulator` command line: run, validate, bench."""
+"""`emulator` command line: run, rerun, validate, report, bench, ... (grouped in `--help`)."""
 
 from __future__ import annotations
 
@@ -48,18 +48,66 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+SERVE_ONLY = (("allow_control", "--allow-control"), ("speed", "--speed"), ("linger", "--linger"))
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    from emulator.cli.recording import fit_warmup, recorded
+    from emulator.harness.runner import invariants_wanted
     from emulator.results.rundir import claim
 
-    scenario = load_scenario(args.scenario, _overrides(args))
+    if args.serve is None:
+        # Silently ignoring them would run something other than what was asked for.
+        flags = [flag for name, flag in SERVE_ONLY if getattr(args, name) not in (None, False)]
+        if flags:
+            raise ScenarioError(f"{', '.join(flags)}: only with --serve (a run on the status page)")
+    given = _overrides(args)
+    overrides, adjusted = fit_warmup(args.scenario, given)
+    scenario = load_scenario(args.scenario, overrides)
     console = Console(stderr=True, quiet=args.quiet)
     _print_notes(args.scenario, scenario)
     out = Path(args.out) if args.out else Path("runs") / Path(args.scenario).stem
-    with claim(out):
-        return _run(args, scenario, out, console)
+    # `rerun` replays the original's choice (`check`), whatever HBEMU_CHECK_INVARIANTS says now.
+    check = True if args.check_invariants else getattr(args, "check", None)
+    served = args.serve is not None
+    with claim(out), recorded(out, "run", args.scenario, scenario, given, adjusted,
+                              check_invariants=invariants_wanted(check), served=served) as rec:
+        status = _run(args, scenario, out, console, check)
+        rec.finish(status)
+        return status
 
 
-def _run(args: argparse.Namespace, scenario: Scenario, out: Path, console: Console) -> int:
+def cmd_rerun(args: argparse.Namespace) -> int:
+    from emulator.cli.recording import report_rerun
+    from emulator.results.record import RECORD_FILE, SCENARIO_FILE, load_record
+
+    src = Path(args.dir)
+    try:
+        record = load_record(src)
+    except FileNotFoundError:
+        raise ScenarioError(f"{src}: no {RECORD_FILE}: not the directory of an `emulator run`") from None
+    except (OSError, msgspec.DecodeError) as err:
+        raise ScenarioError(f"{src}/{RECORD_FILE}: cannot be read: {err}") from None
+    if record.command != "run":
+        raise ScenarioError(f"{src}: made by `emulator {record.command}` (an RM serving nodes over TCP): "
+                            f"start it again with `emulator {record.command} {src / SCENARIO_FILE}`")
+    out = Path(args.out) if args.out else src.with_name(src.resolve().name + "-rerun")
+    if out.resolve() == src.resolve():
+        raise ScenarioError(f"--out {out}: the rerun would overwrite the run it reproduces")
+    # The recorded scenario already holds every override; the run's options are replayed as they were.
+    run_args = argparse.Namespace(
+        scenario=str(src / SCENARIO_FILE), out=str(out), seed=None, duration=None, set=None,
+        quiet=args.quiet, check_invariants=False, check=record.check_invariants, serve=None,
+        allow_control=False, speed=None, linger=None,
+    )
+    if record.served:
+        print(f"rerun: {src} was run on a status page (paced real time); this rerun is not served",
+              file=sys.stderr)
+    return report_rerun(src, out, record, cmd_run(run_args))
+
+
+def _run(args: argparse.Namespace, scenario: Scenario, out: Path, console: Console,
+         check: bool | None) -> int:
     from emulator.harness.runner import run_blocking
     from emulator.results.console import RunProgress, summary_table
     from emulator.results.summary import write_results
@@ -73,7 +121,6 @@ def _run(args: argparse.Namespace, scenario: Scenario, out: Path, console: Conso
         f"{scenario.heartbeat.mode} heartbeats every {scenario.heartbeat.interval_s:g}s, "
         f"{scenario.scheduler.policy}, {scenario.run.duration_s:g}s emulated ({scenario.run.clock})"
     )
-    check = True if args.check_invariants else None
     if args.quiet:
         outcome = run_blocking(scenario, out / "events.jsonl", check_invariants=check)
     else:
@@ -204,9 +251,53 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Version(argparse.Action):
+    """``--version``: the package version and the source tree's commit (asked of git only then)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print the emulator's version and commit, then exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        from emulator.results.record import emulator_version, source_commit
+
+        print(f"emulator (hbemu) {emulator_version()}, commit {source_commit()}")
+        parser.exit()
+
+
+# `--help` lists the subcommands by group (argparse only has one flat list); a command missing
+# here still shows, under "other".
+COMMAND_GROUPS = {
+    "run": ("run", "rerun", "report", "compare", "validate"),
+    "experiments": ("e3", "e3-tcp", "sweep", "efficiency", "recovery", "reliability", "abuse"),
+    "processes": ("rm", "nodes"),
+    "tools": ("bench", "fuzz"),
+}
+
+
+def _group_commands(p: argparse.ArgumentParser, sub: Any) -> None:
+    helps = {a.dest: a.help or "" for a in sub._choices_actions}
+    listed = {c for cmds in COMMAND_GROUPS.values() for c in cmds}
+    groups = {**COMMAND_GROUPS, "other": tuple(c for c in helps if c not in listed)}
+    width = max(len(c) for c in helps) + 2
+    lines = []
+    for group, cmds in groups.items():
+        present = [c for c in cmds if c in helps]
+        if present:
+            lines.append(f"{group}:")
+            lines += [f"  {c:<{width}}{helps[c]}" for c in present]
+            lines.append("")
+    lines.append("`emulator COMMAND --help` describes a command.")
+    p.epilog = "\n".join(lines)
+    sub.help = argparse.SUPPRESS  # not the flat list too
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="emulator", description="Cluster scheduler emulator")
-    sub = p.add_subparsers(dest="command", required=True)
+    p = argparse.ArgumentParser(prog="emulator", description="Cluster scheduler emulator",
+                                usage="emulator [-h] [--version] COMMAND ...",
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action=_Version)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", prog="emulator")
 
     r = sub.add_parser("run", help="run a scenario file and write its results")
     r.add_argument("scenario")
@@ -232,6 +323,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--linger", type=non_negative, metavar="SECONDS",
                    help="with --serve: keep serving this long after the run (default: until Ctrl-C)")
     r.set_defaults(func=cmd_run)
+
+    rr = sub.add_parser("rerun", help="run a results directory's recorded scenario again and check "
+                        "that the results match")
+    rr.add_argument("dir", help="results directory of `emulator run` (scenario.toml and run.json inside)")
+    rr.add_argument("--out", help="results directory of the rerun (default DIR-rerun)")
+    rr.add_argument("--quiet", action="store_true", help="no progress bar or table")
+    rr.set_defaults(func=cmd_rerun)
 
     rp = sub.add_parser("report", help="write report.html for one results directory, or a "
                         "side-by-side report of several")
@@ -292,6 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_recovery_command(sub)
     add_reliability_command(sub)
     add_fuzz_command(sub)
+    _group_commands(p, sub)
     return p
 
 

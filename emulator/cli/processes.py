@@ -48,12 +48,14 @@ class RMRun(msgspec.Struct):
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
+    from emulator.cli.recording import fit_warmup, recorded
     from emulator.results.rundir import claim
 
     host, port = parse_address(args.listen, "--listen")
-    overrides: dict[str, Any] = {"run.clock": "realtime", "transport.kind": "tcp"}
+    given: dict[str, Any] = {"run.clock": "realtime", "transport.kind": "tcp"}
     if args.duration is not None:
-        overrides["run.duration_s"] = args.duration
+        given["run.duration_s"] = args.duration
+    overrides, adjusted = fit_warmup(args.scenario, given, hint="")
     scenario = load_scenario(args.scenario, overrides)
     try:
         require_secret(scenario, host)  # before anything binds
@@ -63,8 +65,10 @@ def cmd_rm(args: argparse.Namespace) -> int:
         # An RM process keeps its journal, so that a new process can take its work over.
         scenario = msgspec.structs.replace(scenario, rm=msgspec.structs.replace(scenario.rm, journal=True))
     out = Path(args.out) if args.out else Path("runs") / f"{Path(args.scenario).stem}-rm"
-    with claim(out):
-        return _serve_rm(args, scenario, out, host, port)
+    with claim(out), recorded(out, "rm", args.scenario, scenario, given, adjusted) as rec:
+        status = _serve_rm(args, scenario, out, host, port)
+        rec.finish(status)
+        return status
 
 
 def _takeover(args: argparse.Namespace, scenario: Scenario, out: Path) -> tuple[float, float | None]:
@@ -146,7 +150,7 @@ def _serve_rm(args: argparse.Namespace, scenario: Scenario, out: Path, host: str
     except OSError as err:
         if resumed_from is None and err.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL):
             # It never served: leave nothing that a later start would take for a run to resume.
-            for name in ("rm-run.json", "rm-journal.jsonl", "workload.jsonl"):
+            for name in ("rm-run.json", "rm-journal.jsonl", "workload.jsonl", "run.json", "scenario.toml"):
                 (out / name).unlink(missing_ok=True)
         raise
     summary = write_results(outcome, out)

@@ -7,7 +7,9 @@ measured under the same machine conditions.
 from __future__ import annotations
 
 import gc
+import sys
 import tracemalloc
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -113,12 +115,26 @@ def memory_per_node(count: int = 5000, containers: int = SLOTS_PER_NODE) -> dict
     return result
 
 
-def run_bench(nodes: int = 1000, hours: float = 1.0, interval_s: float = 3.0) -> dict[str, Any]:
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def run_bench(nodes: int = 1000, hours: float = 1.0, interval_s: float = 3.0,
+              progress: Callable[[str], None] = _stderr) -> dict[str, Any]:
+    """``progress``: a line as each part starts and ends (a default bench takes minutes)."""
     console = Console()
     console.print(f"bench: {nodes} nodes x {hours:g} emulated h, {interval_s:g}s heartbeats, virtual time")
-    periodic = speed(nodes, hours, interval_s, "periodic")
-    delta = speed(nodes, hours, interval_s, "delta")
+    results = []
+    for mode in ("periodic", "delta"):
+        progress(f"bench: {mode}: started ({nodes:,} nodes, {hours:g} emulated h)")
+        r = speed(nodes, hours, interval_s, mode)
+        progress(f"bench: {mode}: finished in {r['wall_s']:.1f} s wall ({r['heartbeats']:,} heartbeats, "
+                 f"{r['heartbeats_per_wall_s']:,} / wall s, {r['emulated_per_wall']:,}x emulated speed)")
+        results.append(r)
+    periodic, delta = results
+    progress("bench: memory per NodeManager: started (5,000 nodes, tracemalloc)")
     mem = memory_per_node()
+    progress("bench: memory per NodeManager: finished")
     t = Table(title="emulator speed (wall time of a virtual-time run)")
     for col in ("mode", "wall s", "heartbeats", "hb / wall s", "tasks / wall s", "emulated s / wall s"):
         t.add_column(col, justify="right")

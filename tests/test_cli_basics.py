@@ -1,0 +1,78 @@
+"""What a new user meets first: --version, a grouped --help, flags that need --serve, a --duration
+shorter than the scenario's warm-up, and a bench that says what it is doing."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from emulator.cli.main import COMMAND_GROUPS, build_parser, main
+from emulator.experiments.bench import run_bench
+from emulator.results.record import load_record
+
+QUICKSTART = Path(__file__).parent.parent / "scenarios" / "quickstart.toml"
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert re.fullmatch(r"emulator \(hbemu\) \S+, commit \S+\n", capsys.readouterr().out)
+
+
+def test_help_groups_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    for group in COMMAND_GROUPS:
+        assert f"\n{group}:\n" in text
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    assert sub.choices is not None
+    for name in sub.choices:
+        assert re.search(rf"^  {re.escape(name)} +\S", text, re.M), name
+    # Listed once, in its group: not a second flat list.
+    assert text.count("  rerun ") == 1
+    run_at, rm_at = text.index("\nrun:\n"), text.index("\nprocesses:\n")
+    assert run_at < text.index("  rerun ") < rm_at < text.index("  nodes ")
+
+
+@pytest.mark.parametrize("flags", [["--allow-control"], ["--speed", "5"], ["--linger", "3"],
+                                   ["--speed", "5", "--allow-control"]])
+def test_serve_only_flags_need_serve(flags: list[str], tmp_path: Path,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", str(QUICKSTART), "--out", str(tmp_path / "r"), "--quiet", *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --") and "only with --serve" in err
+    for flag in flags:
+        if flag.startswith("--"):
+            assert flag in err
+    assert not (tmp_path / "r").exists()  # refused before anything ran
+
+
+def test_short_duration_scales_the_warmup(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "short"
+    assert main(["run", str(QUICKSTART), "--duration", "10", "--out", str(out), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "run.warmup_s scaled from 300 to 1.66667 s" in err and "--duration 10" in err
+    summary = msgspec.json.decode((out / "summary.json").read_bytes())
+    assert (summary["duration_s"], summary["warmup_s"]) == (10.0, 1.666667)
+    assert load_record(out).adjustments == [err.split(": ", 2)[2].strip()]
+
+
+def test_short_duration_with_a_warmup_set_by_hand(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", str(QUICKSTART), "--duration", "10", "--set", "run.warmup_s=20",
+                 "--out", str(tmp_path / "r"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "--duration 10 is not longer than the warm-up run.warmup_s = 20" in err
+
+
+def test_bench_reports_progress() -> None:
+    lines: list[str] = []
+    report = run_bench(nodes=4, hours=0.01, progress=lines.append)
+    assert [line.split(":")[1].strip() for line in lines[:4]] == ["periodic", "periodic", "delta", "delta"]
+    assert "started" in lines[0] and "finished in" in lines[1] and "heartbeats" in lines[1]
+    assert f"{report['delta']['heartbeats']:,} heartbeats" in lines[3]
+    assert "memory" in lines[-1] and "finished" in lines[-1]
