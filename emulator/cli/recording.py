@@ -34,6 +34,32 @@ from emulator.scenario.schema import Scenario
 
 def fit_warmup(path: str | Path, overrides: dict[str, Any],
                hint: str = "; --set run.warmup_s=S to choose it") -> tuple[dict[str, Any], list[str]]:
+    """Fit the scenario file to a shortened ``--duration``: its warm-up (below) and its faults
+    (those at or after the new end are dropped, each said, instead of refused as a mistake)."""
+    overrides, faults_notes = _fit_faults(path, overrides)
+    overrides, warmup_notes = _fit_warmup(path, overrides, hint)
+    return overrides, faults_notes + warmup_notes
+
+
+def _fit_faults(path: str | Path, overrides: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    duration = overrides.get("run.duration_s")
+    if not isinstance(duration, int | float) or isinstance(duration, bool) or "faults" in overrides:
+        return overrides, []
+    try:
+        faults = tomllib.loads(Path(path).read_text(encoding="utf-8")).get("faults", [])
+        late = [i for i, f in enumerate(faults) if float(f["at_s"]) >= duration]
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, KeyError, TypeError, ValueError,
+            AttributeError):
+        return overrides, []  # the loader reports what is wrong with the file
+    if not late:
+        return overrides, []
+    dropped = ", ".join(f"faults[{i}] ({faults[i].get('kind')} at {faults[i]['at_s']:g} s)" for i in late)
+    note = f"{dropped} dropped: at or after the end of the run shortened by --duration {duration:g}"
+    print(f"note: {path}: {note}", file=sys.stderr)
+    return {**overrides, "faults": [f for i, f in enumerate(faults) if i not in late]}, [note]
+
+
+def _fit_warmup(path: str | Path, overrides: dict[str, Any], hint: str) -> tuple[dict[str, Any], list[str]]:
     """A run shortened below the scenario file's warm-up gets the warm-up scaled by the same factor
     (said on stderr) instead of an error; a warm-up set on the command line is the user's and is
     kept, with an error naming both if it does not fit."""
