@@ -11,8 +11,6 @@ ninth of the RM's turns, never starve registered nodes, and what it queues is bo
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import msgspec
 
 from rm.dispatcher import Dispatcher
@@ -46,24 +44,22 @@ class InboundAdmission:
     def __init__(
         self,
         queue: Dispatcher[Inbound],
-        registered: Callable[[Link], bool],
         noisy: LogBudget,
         max_per_link: int = MAX_PER_LINK,
         max_unregistered: int = MAX_UNREGISTERED,
     ) -> None:
-        """``registered(link)``: a node is registered on ``link`` now."""
         self._queue = queue
-        self._registered = registered
         self._noisy = noisy
         self.max_per_link = max_per_link
         queue.low_limit = max_unregistered
         self._queued: dict[Link, int] = {}
         self.dropped_over_link_bound = 0
 
-    def admit(self, link: Link | None, msg: object) -> None:
+    def admit(self, link: Link | None, msg: object, registered: bool) -> None:
+        """``registered``: a node is registered on ``link`` now (the caller knows it already)."""
         if link is None:
             self._queue.submit((None, msg))
-        elif self._registered(link):
+        elif registered:
             if not isinstance(msg, Disconnected):
                 n = self._queued.get(link, 0)
                 if n >= self.max_per_link:

@@ -95,7 +95,7 @@ class ResourceManager:
         self._stopped = False
         self._epoch = 0
         self._life = RMLife(self._ctx, self.events.submit)
-        self.admission = InboundAdmission(self.inbound, self.is_registered, self._ctx.noisy)
+        self.admission = InboundAdmission(self.inbound, self._ctx.noisy)
         self.membership = MembershipService(ring, clock, log, self) if ring is not None else None
         self._ctx.membership = self.membership
         # When a message from any node last arrived (the ring's evidence that someone is alive).
@@ -159,7 +159,7 @@ class ResourceManager:
                 self.last_inbound_at = self.clock.now()
             if type(msg) is ProbeAck and self.membership is not None:
                 self.membership.ack_arrived(link, msg)  # timed on arrival, not after the queue
-            self.admission.admit(link, msg)
+            self.admission.admit(link, msg, registered)
 
     def is_registered(self, link: Link) -> bool:
         """A node is registered on ``link`` now."""
