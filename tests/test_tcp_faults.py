@@ -36,10 +36,15 @@ def tcp_ring(**kw: Any) -> tuple[dict[str, Any], RunOutcome]:
 
 
 def test_isolated_crashes_are_removed_within_two_intervals() -> None:
-    s, _ = tcp_ring(nodes=200, faults=[{"kind": "crash", "at_s": 40, "fraction": 0.05}], duration_s=75)
+    s, out = tcp_ring(nodes=200, faults=[{"kind": "crash", "at_s": 40, "fraction": 0.05}], duration_s=75)
     assert s["crashed_nodes"] == 10 and s["crashed_removed"] == 10
     assert s["nodes_lost"] == 10 and s["false_removals"] == 0
-    assert s["detection_latency_s"]["p99"] <= 2 * INTERVAL
+    # A random 5% can crash two ring neighbours (ids are the ring order, 1..200): the one whose
+    # watcher also died is found by the next watcher, within the rack bound of three intervals.
+    latency = {r.machine_id: r.latency_s for r in out.removal_log if r.latency_s is not None}
+    isolated = [t for m, t in latency.items() if {m % 200 + 1, (m - 2) % 200 + 1}.isdisjoint(latency)]
+    assert isolated and max(isolated) <= 2 * INTERVAL, latency
+    assert max(latency.values()) <= 3 * INTERVAL, latency
     # Liveness crossed between the two worker processes over real peer connections.
     assert s["ring_messages_per_node_minute"] > 0
 

@@ -31,6 +31,8 @@ class ShareMean(msgspec.Struct, frozen=True):
 class RemovalRecord(msgspec.Struct, frozen=True, array_like=True):
     t_s: float
     false: bool  # removed although neither crashed nor stalled past the grace
+    machine_id: int = 0
+    latency_s: float | None = None  # since the crash, for crashed nodes
 
 
 class Traffic(msgspec.Struct, frozen=True):

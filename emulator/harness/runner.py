@@ -218,7 +218,7 @@ def outcome(
         nodes=counters,
         lateness=timing.summary(),
         removals=log.summary(),
-        removal_log=[RemovalRecord(r.t_s, log.is_false(r)) for r in log.removals],
+        removal_log=[RemovalRecord(r.t_s, log.is_false(r), r.machine_id, r.latency_s) for r in log.removals],
         restarts=side.restarts.summary(),
         to_rm=Traffic(to_rm.messages, to_rm.bytes),
         invariants=side.checker.summary() if side.checker is not None else None,
