@@ -13,6 +13,7 @@ import msgspec
 from rich.console import Console
 
 from emulator.cli.args import count, non_negative, positive
+from emulator.cli.figures import add_command as add_figures_command
 from emulator.cli.fuzz import add_command as add_fuzz_command
 from emulator.cli.processes import add_commands as add_tcp_commands
 from emulator.experiments.efficiency import add_command as add_efficiency_command
@@ -170,9 +171,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from emulator.experiments.bench import run_bench
+    from emulator.experiments.bench import markdown_table, run_bench
 
+    if args.table:
+        print(markdown_table(msgspec.json.decode(Path(args.table).read_bytes())))
+        return 0
     report = run_bench(nodes=args.nodes, hours=args.hours, interval_s=args.interval)
+    if args.out:
+        Path(args.out).write_bytes(msgspec.json.format(msgspec.json.encode(report)) + b"\n")
     if args.json:
         sys.stdout.write(msgspec.json.format(msgspec.json.encode(report)).decode() + "\n")
     return 0
@@ -181,8 +187,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def cmd_e3(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from emulator.experiments.e3 import EXPERIMENTS, run_e3
+    from emulator.experiments.e3 import EXPERIMENTS, markdown_table, run_e3
 
+    if args.table:
+        print(markdown_table(msgspec.json.decode(Path(args.table).read_bytes())))
+        return 0
     console = Console(stderr=True, quiet=args.quiet)
     modes = args.modes or list(EXPERIMENTS[args.experiment])
     out = Path(args.out)
@@ -271,7 +280,7 @@ COMMAND_GROUPS = {
     "run": ("run", "rerun", "report", "compare", "validate"),
     "experiments": ("e3", "e3-tcp", "sweep", "efficiency", "recovery", "reliability", "abuse"),
     "processes": ("rm", "nodes"),
-    "tools": ("bench", "fuzz"),
+    "tools": ("bench", "figures", "fuzz"),
 }
 
 
@@ -357,6 +366,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--hours", type=positive, default=1.0)
     b.add_argument("--interval", type=positive, default=3.0)
     b.add_argument("--json", action="store_true", help="also print the figures as JSON")
+    b.add_argument("--out", metavar="JSON", help="write the figures to this file (docs/bench.json)")
+    b.add_argument("--table", metavar="JSON", help="only print the README table of a bench.json")
     b.set_defaults(func=cmd_bench)
 
     e = sub.add_parser("e3", help="the crash experiment (E3) in every failure-detection mode, with a plot")
@@ -369,6 +380,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--nodes", type=count(), help="scale the cluster (and the jobs) to this many nodes")
     e.add_argument("--scenarios", default="scenarios", help="directory holding the e3-*.toml files")
     e.add_argument("--quiet", action="store_true")
+    e.add_argument("--table", metavar="JSON", help="only print the README table of an e3.json")
     e.set_defaults(func=cmd_e3)
     et = sub.add_parser("e3-tcp", help="E3 over TCP in real time: the largest cluster that keeps up")
     et.add_argument("--nodes", default="5000,7500", help="cluster sizes, comma-separated (default 5000,7500)")
@@ -389,6 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_efficiency_command(sub)
     add_recovery_command(sub)
     add_reliability_command(sub)
+    add_figures_command(sub)
     add_fuzz_command(sub)
     _group_commands(p, sub)
     return p

@@ -150,4 +150,41 @@ def run_bench(nodes: int = 1000, hours: float = 1.0, interval_s: float = 3.0,
         "memory per NodeManager (tracemalloc): "
         + ", ".join(f"{k} = {v:,}" for k, v in mem.items() if k != "nodes")
     )
-    return {"periodic": periodic, "delta": delta, "periodic_over_delta_wall": round(ratio, 3), "memory": mem}
+    return {
+        "periodic": periodic, "delta": delta, "periodic_over_delta_wall": round(ratio, 3), "memory": mem,
+        "machine": machine(),
+    }
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on (wall times mean little without it)."""
+    import os
+    import platform
+
+    return {"cores": os.cpu_count(), "python": platform.python_version(), "system": platform.system()}
+
+
+def markdown_table(report: dict[str, Any]) -> str:
+    """The README's table, from a ``bench.json`` (``emulator bench --out``)."""
+    lines = [
+        "| mode | wall time | heartbeats | heartbeats / wall s | tasks scheduled / wall s "
+        "| emulated s / wall s |",
+        "|---|---|---|---|---|---|",
+    ]
+    names = {"periodic": "periodic (+ RM liveliness monitor)", "delta": "delta (+ `kring` ring monitor)"}
+    for mode in ("periodic", "delta"):
+        r = report[mode]
+        lines.append(
+            f"| {names[mode]} | {r['wall_s']:.1f} s | {r['heartbeats']:,} | {r['heartbeats_per_wall_s']:,} | "
+            f"{r['tasks_per_wall_s']:,} | {r['emulated_per_wall']:,} |"
+        )
+    mem, m = report["memory"], report.get("machine", {})
+    busy = next(v for k, v in mem.items() if k.startswith("bytes_per_node_with"))
+    lines.append("")
+    lines.append(
+        f"{report['periodic']['nodes']:,} nodes × {report['periodic']['emulated_s'] / 3600:g} emulated h; "
+        f"periodic / delta wall-time ratio {report['periodic_over_delta_wall']:.2f}; memory per NodeManager "
+        f"{mem['bytes_per_idle_node']:,} B idle, {busy:,} B with 20 containers (tracemalloc); "
+        f"{m.get('cores', '?')} cores, Python {m.get('python', '?')}."
+    )
+    return "\n".join(lines)

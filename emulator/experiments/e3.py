@@ -207,3 +207,28 @@ def run_e3(
     write_removals_csv(out / "removals.csv", bins, bin_s)
     plot_removals(out / "removals.csv", out / "removals.png", crash_at, f"E3 {experiment}")
     return results
+
+
+MODE_LABELS = {
+    "ring": "delta + `kring` (ours)",
+    "paper-ring": "delta + paper `ring`",
+    "periodic": "periodic + liveliness monitor, RM overloaded",
+    "periodic-no-overload": "periodic, no overload",
+}
+
+
+def markdown_table(results: dict[str, dict[str, Any]]) -> str:
+    """The README's table, from an ``e3.json`` (docs/ring-e3.json)."""
+    lines = [
+        "| mode | nodes removed | false removals (nodes) | detection p50 / p99 / max | "
+        "msgs to RM per node-min (no failures) | wall |",
+        "|---|---|---|---|---|---|",
+    ]
+    for mode, r in results.items():
+        lat = r["detection_latency_s"]
+        lines.append(
+            f"| {MODE_LABELS.get(mode, mode)} | {r['removals']:,} | {r['false_removals']:,} "
+            f"({r['false_removed_nodes']:,}) | {lat['p50']:g} / {lat['p99']:g} / {lat['max']:g} s | "
+            f"{r['quiet_rm_messages_per_node_minute']:g} | {r['wall_s']:g} s |"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,84 @@
+"""Figure tables in the README and docs, regenerated from the committed result files.
+
+A table in a markdown file sits between ``<!-- figure: NAME -->`` and ``<!-- /figure -->``;
+``emulator figures --write FILE`` replaces each such block with the table rendered from NAME's
+result file, and ``--check`` fails when a block differs from its file (hand-edited or stale).
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import msgspec
+
+
+class Figure(NamedTuple):
+    source: str  # result file, relative to the repository root
+    renderer: str  # "module:function" taking the decoded file, returning markdown
+    command: str  # what regenerates the source
+
+
+FIGURES: dict[str, Figure] = {
+    "bench": Figure("docs/bench.json", "emulator.experiments.bench:markdown_table",
+                    "emulator bench --out docs/bench.json"),
+    "e2": Figure("docs/e2-sweep.json", "emulator.experiments.sweep:markdown_table",
+                 "make e2 && cp runs/e2-sweep/sweep.json docs/e2-sweep.json"),
+    "e3": Figure("docs/ring-e3.json", "emulator.experiments.e3:markdown_table",
+                 "make e3 && cp runs/e3/e3.json docs/ring-e3.json"),
+    "e3-tcp": Figure("docs/e3-tcp.json", "emulator.experiments.e3tcp:markdown_table",
+                     "make e3-tcp && cp runs/e3-tcp/e3-tcp.json docs/e3-tcp.json"),
+    "e3-tcp-20000": Figure("docs/e3-tcp-20000.json", "emulator.experiments.e3tcp:markdown_table",
+                           "emulator e3-tcp --nodes 20000 --out runs/e3-tcp-20000 && "
+                           "cp runs/e3-tcp-20000/e3-tcp.json docs/e3-tcp-20000.json"),
+    "reliability": Figure("docs/reliability.json", "emulator.experiments.reliability:markdown_table",
+                          "emulator reliability --out runs/reliability && "
+                          "cp runs/reliability/reliability.json docs/"),
+    "recovery": Figure("docs/recovery.json", "emulator.experiments.recovery:markdown_table",
+                       "make recovery && cp runs/recovery/recovery.json docs/"),
+    "abuse": Figure("docs/abuse-results.json", "emulator.experiments.abuse:markdown_table",
+                    "emulator abuse scenarios/abuse.toml --out docs/abuse-results.json"),
+}
+
+_BLOCK = re.compile(r"(<!-- figure: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /figure -->)", re.S)
+
+
+class FigureError(Exception):
+    """A block names an unknown figure, or its result file is missing or unreadable."""
+
+
+def render(name: str, root: Path = Path(".")) -> str:
+    fig = FIGURES.get(name)
+    if fig is None:
+        raise FigureError(f"unknown figure {name!r} (known: {', '.join(sorted(FIGURES))})")
+    path = root / fig.source
+    try:
+        data = msgspec.json.decode(path.read_bytes())
+    except (OSError, msgspec.DecodeError) as e:
+        raise FigureError(f"figure {name}: cannot read {path}: {e} (regenerate: {fig.command})") from e
+    module, func = fig.renderer.split(":")
+    table: Callable[[Any], str] = getattr(importlib.import_module(module), func)
+    note = f"<sub>From `{fig.source}`; regenerate with `{fig.command}`.</sub>"
+    return table(data).rstrip("\n") + f"\n\n{note}\n"
+
+
+def refresh(text: str, root: Path = Path(".")) -> str:
+    """``text`` with every figure block re-rendered."""
+    return _BLOCK.sub(lambda m: m.group(1) + render(m.group("name"), root) + m.group(4), text)
+
+
+def blocks(text: str) -> list[str]:
+    return [m.group("name") for m in _BLOCK.finditer(text)]
+
+
+def stale(path: Path, root: Path = Path(".")) -> list[str]:
+    """Names of the figure blocks in ``path`` that differ from their result files."""
+    text = path.read_text(encoding="utf-8")
+    out = []
+    for m in _BLOCK.finditer(text):
+        if m.group("body") != render(m.group("name"), root):
+            out.append(m.group("name"))
+    return out
