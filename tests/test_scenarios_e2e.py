@@ -107,3 +107,14 @@ def test_run_command_writes_results(tmp_path: Path, capsys: pytest.CaptureFixtur
 @pytest.mark.parametrize("path", sorted(SCENARIOS.glob("*.toml")), ids=lambda p: p.name)
 def test_every_shipped_scenario_validates(path: Path) -> None:
     assert main(["validate", str(path)]) == 0
+
+
+def test_quickstart_story_each_team_gets_its_fair_share() -> None:
+    # What the README's "your first run" tells: under DRF both teams run at their fair share
+    # (the weight-2 team on CPU, its contended resource) and the cluster's CPU is nearly full.
+    s = build_summary(run_blocking(load_scenario(SCENARIOS / "quickstart.toml")))
+    pools = {p["name"]: p for p in s["pools"]}
+    for name in ("analytics", "etl"):
+        assert pools[name]["dominant_share"] == pytest.approx(pools[name]["fair_share"], rel=0.05), name
+    assert pools["analytics"]["dominant_share"] > 2 * pools["etl"]["dominant_share"]
+    assert s["cpu_utilization"] > 0.9

@@ -22,7 +22,7 @@ class RunProgress:
             BarColumn(),
             TextColumn("t={task.completed:,.0f}/{task.total:,.0f}s"),
             TextColumn("{task.fields[hb]:>9,.0f} hb/s"),
-            TextColumn("cpu {task.fields[cpu]:6.1%} ram {task.fields[ram]:6.1%}"),
+            TextColumn("now: cpu {task.fields[cpu]:6.1%} ram {task.fields[ram]:6.1%}"),
             TextColumn("{task.fields[lag]}"),
             TimeElapsedColumn(),
             console=console,
@@ -57,8 +57,10 @@ class RunProgress:
 
 
 def summary_table(summary: dict[str, Any], wall_s: float) -> Table:
+    window = f"{summary['warmup_s']:g}–{summary['duration_s']:g} s"
     t = Table(title=f"{summary['scenario'] or 'scenario'} — {summary['nodes']} nodes, "
-              f"{summary['heartbeat_mode']} heartbeats, {summary['policy']}")
+              f"{summary['heartbeat_mode']} heartbeats, {summary['policy']}",
+              caption=f"utilisation: mean over {window}\ncounts: whole run")
     t.add_column("metric")
     t.add_column("value", justify="right")
     keys: tuple[str, ...] = (
@@ -76,7 +78,7 @@ def summary_table(summary: dict[str, Any], wall_s: float) -> Table:
             text = "n/a" if v is None else f"{v:,}"
         t.add_row(k, text)
     t.add_row("wall time (s)", f"{wall_s:.2f}")
-    ops = Table(title="operations (means over the measurement window)")
+    ops = Table(title="operations", caption=f"shares: means over {window}; running: at the end")
     for col in ("name", "pool", "running", "completed", "dominant share", "fair share"):
         ops.add_column(col, justify="left" if col in ("name", "pool") else "right")
     for op in summary["operations"]:
