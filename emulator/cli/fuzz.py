@@ -28,7 +28,8 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         print(f"error: `emulator fuzz` needs hypothesis ({err}); pip install -e '.[test]' or make fuzz",
               file=sys.stderr)
         return 2
-    report = fuzz(args.examples, args.seed, args.keep_failures, not args.no_run)
+    report = fuzz(args.examples, args.seed, args.keep_failures, not args.no_run,
+                  lambda line: print(line, file=sys.stderr, flush=True))
     for failure in report.failures:
         print(failure)
     if args.json:

@@ -196,7 +196,8 @@ def cmd_e3(args: argparse.Namespace) -> int:
     modes = args.modes or list(EXPERIMENTS[args.experiment])
     out = Path(args.out)
     results = run_e3(
-        out, modes, Path(args.scenarios), args.nodes, progress=console.print, experiment=args.experiment
+        out, modes, Path(args.scenarios), args.nodes, progress=console.print, experiment=args.experiment,
+        console=console,
     )
     t = Table(title=f"E3 {args.experiment}")
     for col in ("mode", "removed", "crashed removed", "false removals", "latency p50/p99/max s",

@@ -16,8 +16,10 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
 from emulator.harness.outcome import RunOutcome
-from emulator.harness.runner import run_blocking
+from emulator.results.console import run_with_progress
 from emulator.results.summary import write_results
 from emulator.scenario.loader import ScenarioError, scenario_from_dict
 from emulator.scenario.schema import Scenario, scale_tasks
@@ -181,7 +183,9 @@ def run_e3(
     bin_s: float = 10.0,
     progress: Any = None,
     experiment: str = "crash",
+    console: Console | None = None,
 ) -> dict[str, dict[str, Any]]:
+    """``console``: where each mode's progress bar goes (none without it)."""
     out.mkdir(parents=True, exist_ok=True)
     results: dict[str, dict[str, Any]] = {}
     bins: dict[str, tuple[list[int], list[int]]] = {}
@@ -194,7 +198,7 @@ def run_e3(
         if progress is not None:
             progress(f"E3 {mode}: {scenario.node_count} nodes, {scenario.run.duration_s:g} s emulated ...")
         (out / mode).mkdir(exist_ok=True)
-        outcome = run_blocking(scenario, out / mode / "events.jsonl")
+        outcome = run_with_progress(scenario, console or Console(quiet=True), out / mode / "events.jsonl")
         summary = write_results(outcome, out / mode)
         results[mode] = figures(outcome, summary)
         bins[mode] = removal_bins(outcome, bin_s)

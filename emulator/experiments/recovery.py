@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from emulator.experiments.sweep import load_sweep, point
-from emulator.harness.runner import run_blocking
+from emulator.results.console import run_with_progress
 from emulator.results.summary import write_results
 from emulator.scenario.loader import ScenarioError
 from emulator.scenario.schema import RMRestartFault
@@ -52,7 +52,7 @@ def run_recovery(path: Path, out: Path, nodes: list[int] | None, console: Consol
             run_dir = out / f"{mode}-{n}"
             run_dir.mkdir(parents=True, exist_ok=True)
             console.print(f"[bold]{sc.name}[/]: {n:,} nodes, {mode} ...")
-            outcome = run_blocking(sc, run_dir / "events.jsonl", check_invariants=True)
+            outcome = run_with_progress(sc, console, run_dir / "events.jsonl", check_invariants=True)
             summary = write_results(outcome, run_dir)
             for r in summary.get("rm_restarts", []):
                 row = {"nodes": n, "mode": mode, **r, "journal_mib": r["journal_bytes"] / 2**20,

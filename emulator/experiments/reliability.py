@@ -22,7 +22,7 @@ import msgspec
 from rich.console import Console
 
 from emulator.harness.invariants import InvariantViolation
-from emulator.harness.runner import run_blocking
+from emulator.results.console import run_with_progress
 from emulator.results.summary import write_results
 from emulator.scenario.loader import ScenarioError, scenario_from_dict
 
@@ -111,7 +111,8 @@ def case_scenario(root: Path, case: Case, edit: Callable[[Doc], Doc]) -> Any:
     return scenario_from_dict(doc, f"{path} ({case.name}: {case.edit})", path.parent)
 
 
-def run_case(root: Path, case: Case, edit: Callable[[Doc], Doc], out: Path) -> dict[str, Any]:
+def run_case(root: Path, case: Case, edit: Callable[[Doc], Doc], out: Path,
+             console: Console | None = None) -> dict[str, Any]:
     sc = case_scenario(root, case, edit)
     run_dir = out / case.name
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -119,7 +120,7 @@ def run_case(root: Path, case: Case, edit: Callable[[Doc], Doc], out: Path) -> d
     row: dict[str, Any] = {"case": case.name, "what": case.what, "edit": case.edit,
                            "nodes": sc.node_count, "faults": kinds}
     try:
-        outcome = run_blocking(sc, run_dir / "events.jsonl", check_invariants=True)
+        outcome = run_with_progress(sc, console or Console(quiet=True), run_dir / "events.jsonl", True)
     except InvariantViolation as err:
         return row | {"violation": str(err).splitlines()[0]}
     s = write_results(outcome, run_dir)
@@ -190,7 +191,7 @@ def cmd_reliability(args: argparse.Namespace) -> int:
             continue
         console.print(f"[bold]{case.name}[/]: {case.what} ...")
         try:
-            row = run_case(Path(args.scenarios), case, edit, out)
+            row = run_case(Path(args.scenarios), case, edit, out, console)
         except Stopped:
             console.print(f"stopped during {case.name}: no reliability.json written")
             return 130

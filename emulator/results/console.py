@@ -11,7 +11,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from emulator.harness.outcome import RunOutcome
-from emulator.harness.runner import Tick
+from emulator.harness.runner import Tick, run_blocking
+from emulator.scenario.schema import Scenario
 from emulator.time.clock import wall_time
 
 
@@ -54,6 +55,15 @@ class RunProgress:
         self._progress.update(
             self._task, completed=row.t_s, hb=rate, cpu=row.cpu_utilization, ram=row.ram_utilization, lag=lag
         )
+
+
+def run_with_progress(scenario: Scenario, console: Console, events_path: Path | None = None,
+                      check_invariants: bool | None = None) -> RunOutcome:
+    """One run of an experiment, with the progress bar unless ``console`` is quiet."""
+    if console.quiet:
+        return run_blocking(scenario, events_path, check_invariants=check_invariants)
+    with RunProgress(scenario.run.duration_s, console) as bar:
+        return run_blocking(scenario, events_path, bar.update, check_invariants)
 
 
 def summary_table(summary: dict[str, Any], wall_s: float) -> Table:
