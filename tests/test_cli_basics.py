@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from emulator.cli.main import COMMAND_GROUPS, build_parser, main
-from emulator.experiments.bench import run_bench
+from emulator.experiments.bench import markdown_table, run_bench
 from emulator.results.record import load_record
 
 QUICKSTART = Path(__file__).parent.parent / "scenarios" / "quickstart.toml"
@@ -76,6 +76,11 @@ def test_bench_reports_progress() -> None:
     assert "started" in lines[0] and "finished in" in lines[1] and "heartbeats" in lines[1]
     assert f"{report['delta']['heartbeats']:,} heartbeats" in lines[3]
     assert "memory" in lines[-1] and "finished" in lines[-1]
+    assert any(line.startswith("bench: floor: ") and "µs per heartbeat" in line for line in lines)
+    # The gap to the floor is part of every bench: the emulator is slower than the bare loop.
+    assert report["floor_us_per_heartbeat"] > 0 and report["periodic"]["x_floor"] > 1
+    table = markdown_table(report)
+    assert f"{report['periodic']['us_per_heartbeat']:.1f} ({report['periodic']['x_floor']:g}×)" in table
 
 
 def test_short_duration_drops_the_faults_after_its_end(

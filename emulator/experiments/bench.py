@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import sys
+import time
 import tracemalloc
 from collections.abc import Callable
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from emulator.experiments.floor import floor_us_per_heartbeat
 from emulator.harness.eventlog import make_logger
 from emulator.harness.nodeproc import NodeProcess
 from emulator.harness.runner import run_blocking
@@ -61,7 +63,9 @@ def bench_scenario(nodes: int, hours: float, interval_s: float, mode: str) -> Sc
 
 def speed(nodes: int, hours: float, interval_s: float, mode: str) -> dict[str, Any]:
     scenario = bench_scenario(nodes, hours, interval_s, mode)
+    cpu0 = time.process_time()
     outcome = run_blocking(scenario)
+    cpu = time.process_time() - cpu0
     wall = outcome.wall_s
     sent = outcome.nodes.heartbeats_sent
     allocs = outcome.rm.counters.allocations
@@ -70,7 +74,10 @@ def speed(nodes: int, hours: float, interval_s: float, mode: str) -> dict[str, A
         "nodes": nodes,
         "emulated_s": scenario.run.duration_s,
         "wall_s": round(wall, 3),
+        "cpu_s": round(cpu, 3),
         "heartbeats": sent,
+        "heartbeats_per_cpu_s": round(sent / cpu),
+        "us_per_heartbeat": round(cpu / sent * 1e6, 2),
         "heartbeats_per_wall_s": round(sent / wall),
         "tasks_scheduled": allocs,
         "tasks_per_wall_s": round(allocs / wall),
@@ -132,26 +139,35 @@ def run_bench(nodes: int = 1000, hours: float = 1.0, interval_s: float = 3.0,
                  f"{r['heartbeats_per_wall_s']:,} / wall s, {r['emulated_per_wall']:,}x emulated speed)")
         results.append(r)
     periodic, delta = results
+    progress("bench: floor: started (a minimal periodic heartbeat loop, 3 x 300,000 heartbeats)")
+    floor = floor_us_per_heartbeat(nodes)
+    progress(f"bench: floor: {floor:.2f} µs per heartbeat")
+    for r in results:
+        r["x_floor"] = round(r["us_per_heartbeat"] / floor, 1)
     progress("bench: memory per NodeManager: started (5,000 nodes, tracemalloc)")
     mem = memory_per_node()
     progress("bench: memory per NodeManager: finished")
     t = Table(title="emulator speed (wall time of a virtual-time run)")
-    for col in ("mode", "wall s", "heartbeats", "hb / wall s", "tasks / wall s", "emulated s / wall s"):
+    for col in ("mode", "wall s", "CPU s", "heartbeats", "hb / CPU s", "µs / hb", "× floor",
+                "tasks / wall s", "emulated s / wall s"):
         t.add_column(col, justify="right")
     for r in (periodic, delta):
         t.add_row(
-            r["mode"], f"{r['wall_s']:.1f}", f"{r['heartbeats']:,}", f"{r['heartbeats_per_wall_s']:,}",
+            r["mode"], f"{r['wall_s']:.1f}", f"{r['cpu_s']:.1f}", f"{r['heartbeats']:,}",
+            f"{r['heartbeats_per_cpu_s']:,}", f"{r['us_per_heartbeat']:.1f}", f"{r['x_floor']:g}",
             f"{r['tasks_per_wall_s']:,}", f"{r['emulated_per_wall']:,}",
         )
     console.print(t)
     ratio = periodic["wall_s"] / delta["wall_s"] if delta["wall_s"] > 0 else float("inf")
-    console.print(f"wall-time ratio periodic / delta: {ratio:.2f}x")
+    console.print(f"wall-time ratio periodic / delta: {ratio:.2f}x; floor (minimal periodic heartbeat "
+                  f"loop, emulator/experiments/floor.py): {floor:.2f} µs per heartbeat")
     console.print(
         "memory per NodeManager (tracemalloc): "
         + ", ".join(f"{k} = {v:,}" for k, v in mem.items() if k != "nodes")
     )
     return {
         "periodic": periodic, "delta": delta, "periodic_over_delta_wall": round(ratio, 3), "memory": mem,
+        "floor_us_per_heartbeat": round(floor, 2),
         "machine": machine(),
     }
 
@@ -167,15 +183,16 @@ def machine() -> dict[str, Any]:
 def markdown_table(report: dict[str, Any]) -> str:
     """The README's table, from a ``bench.json`` (``emulator bench --out``)."""
     lines = [
-        "| mode | wall time | heartbeats | heartbeats / wall s | tasks scheduled / wall s "
-        "| emulated s / wall s |",
-        "|---|---|---|---|---|---|",
+        "| mode | wall time | CPU time | heartbeats | heartbeats / CPU s | µs / heartbeat (× floor) "
+        "| tasks scheduled / wall s | emulated s / wall s |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     names = {"periodic": "periodic (+ RM liveliness monitor)", "delta": "delta (+ `kring` ring monitor)"}
     for mode in ("periodic", "delta"):
         r = report[mode]
         lines.append(
-            f"| {names[mode]} | {r['wall_s']:.1f} s | {r['heartbeats']:,} | {r['heartbeats_per_wall_s']:,} | "
+            f"| {names[mode]} | {r['wall_s']:.1f} s | {r['cpu_s']:.1f} s | {r['heartbeats']:,} | "
+            f"{r['heartbeats_per_cpu_s']:,} | {r['us_per_heartbeat']:.1f} ({r['x_floor']:g}×) | "
             f"{r['tasks_per_wall_s']:,} | {r['emulated_per_wall']:,} |"
         )
     mem, m = report["memory"], report.get("machine", {})
@@ -183,7 +200,8 @@ def markdown_table(report: dict[str, Any]) -> str:
     lines.append("")
     lines.append(
         f"{report['periodic']['nodes']:,} nodes × {report['periodic']['emulated_s'] / 3600:g} emulated h; "
-        f"periodic / delta wall-time ratio {report['periodic_over_delta_wall']:.2f}; memory per NodeManager "
+        f"periodic / delta wall-time ratio {report['periodic_over_delta_wall']:.2f}; floor "
+        f"{report['floor_us_per_heartbeat']:.2f} µs per periodic heartbeat; memory per NodeManager "
         f"{mem['bytes_per_idle_node']:,} B idle, {busy:,} B with 20 containers (tracemalloc); "
         f"{m.get('cores', '?')} cores, Python {m.get('python', '?')}."
     )
