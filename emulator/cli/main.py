@@ -52,9 +52,8 @@ SERVE_ONLY = (("allow_control", "--allow-control"), ("speed", "--speed"), ("ling
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from emulator.cli.recording import fit_warmup, recorded
-    from emulator.harness.runner import invariants_wanted
-    from emulator.results.rundir import claim
+    from emulator.cli.execute import run_directory
+    from emulator.cli.recording import fit_warmup
 
     if args.serve is None:
         # Silently ignoring them would run something other than what was asked for.
@@ -70,8 +69,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     # `rerun` replays the original's choice (`check`), whatever HBEMU_CHECK_INVARIANTS says now.
     check = True if args.check_invariants else getattr(args, "check", None)
     served = args.serve is not None
-    with claim(out), recorded(out, "run", args.scenario, scenario, given, adjusted,
-                              check_invariants=invariants_wanted(check), served=served) as rec:
+    with run_directory(out, args.scenario, scenario, given, adjusted, check, served) as rec:
         status = _run(args, scenario, out, console, check)
         rec.finish(status)
         return status
@@ -108,9 +106,8 @@ def cmd_rerun(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, scenario: Scenario, out: Path, console: Console,
          check: bool | None) -> int:
-    from emulator.harness.runner import run_blocking
+    from emulator.cli.execute import execute
     from emulator.results.console import RunProgress, summary_table
-    from emulator.results.summary import write_results
 
     if args.serve is not None:
         from emulator.web.serve import run_served
@@ -122,19 +119,15 @@ def _run(args: argparse.Namespace, scenario: Scenario, out: Path, console: Conso
         f"{scenario.scheduler.policy}, {scenario.run.duration_s:g}s emulated ({scenario.run.clock})"
     )
     if args.quiet:
-        outcome = run_blocking(scenario, out / "events.jsonl", check_invariants=check)
+        outcome, summary = execute(scenario, out, check=check)
     else:
         with RunProgress(scenario.run.duration_s, console) as bar:
-            outcome = run_blocking(scenario, out / "events.jsonl", bar.update, check_invariants=check)
-    summary = write_results(outcome, out)
-    from emulator.results.report import write_run_report
-
-    report = write_run_report(out)
+            outcome, summary = execute(scenario, out, bar.update, check)
     if outcome.partial:
         # Stopped by Ctrl-C / SIGTERM: one line, the partial results are on disk.
         return stopped(outcome, out)
     Console(quiet=args.quiet).print(summary_table(summary, outcome.wall_s))
-    console.print(f"results in {out}/ (summary.json, timeseries.csv, events.jsonl, {report.name}, *.png)")
+    console.print(f"results in {out}/ (summary.json, timeseries.csv, events.jsonl, report.html, *.png)")
     return verdict(outcome, console)
 
 

@@ -277,7 +277,7 @@ def fmt_value(value: Any, unit: Unit) -> str:
         return f"{value:,.0f}" if float(value).is_integer() or abs(value) >= 100 else f"{value:,.3g}"
     if unit == "s":
         return f"{value:,.4g} s"
-    return f"{value:,.4g}"
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:,.4g}"
 
 
 def fmt_delta(delta: float | None, unit: Unit) -> str:
@@ -289,7 +289,7 @@ def fmt_delta(delta: float | None, unit: Unit) -> str:
         return f"{delta:+,.0f}"
     if unit == "s":
         return f"{delta:+,.4g} s"
-    return f"{delta:+,.4g}"
+    return f"{delta:+,.0f}" if abs(delta) >= 1000 else f"{delta:+,.4g}"
 
 
 def fmt_ratio(ratio: float | None) -> str:
