@@ -24,7 +24,7 @@ QUICKSTART = ROOT / "scenarios" / "quickstart.toml"
 
 def cli_summary(out: Path, *args: str) -> dict:
     assert main(["run", str(QUICKSTART), "--out", str(out), "--quiet", *args]) == 0
-    return msgspec.json.decode((out / "summary.json").read_bytes())
+    return msgspec.json.decode((out / "summary.json").read_bytes(), type=dict)
 
 
 @pytest.mark.asyncio
@@ -108,7 +108,7 @@ def test_tables_jobs_and_dataframe(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setitem(sys.modules, "pandas", None)
     with pytest.raises(ImportError, match="needs pandas"):
         result.timeseries.to_dataframe()
-    seen = {}
+    seen: dict[str, object] = {}
     fake = types.ModuleType("pandas")
     fake.DataFrame = lambda rows, columns: seen.update(rows=rows, columns=columns) or "frame"  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "pandas", fake)
