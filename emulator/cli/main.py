@@ -243,12 +243,25 @@ def cmd_compare(args: argparse.Namespace) -> int:
         operations_table,
         run_names,
     )
+    from emulator.results.compare_page import check_out
 
+    if args.table:
+        from emulator.results.compare import markdown_table
+
+        try:
+            print(markdown_table(msgspec.json.decode(Path(args.table).read_bytes())))
+        except (OSError, msgspec.DecodeError, KeyError, TypeError) as err:
+            print(f"error: {args.table}: not a compare.json of `emulator compare --out`: {err}",
+                  file=sys.stderr)
+            return 2
+        return 0
     if args.html:
         print("error: --html FILE is replaced by --out DIR (DIR/compare.html, compare.csv, compare.json "
               "and the plots)", file=sys.stderr)
         return 2
     try:
+        if args.out:  # a bad --out is said before the table, not after it
+            check_out(Path(args.out), [Path(d) for d in args.dirs])
         names = run_names([Path(d) for d in args.dirs])
         summaries = list(zip(names, (load_summary(d) for d in args.dirs), strict=True))
         table = comparison_table(compare(summaries, args.reference, args.metrics))
@@ -359,7 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.set_defaults(func=cmd_validate)
 
     c = sub.add_parser("compare", help="print result directories side by side")
-    c.add_argument("dirs", nargs="+", metavar="DIR", help="results directories (summary.json inside)")
+    c.add_argument("dirs", nargs="*", metavar="DIR", help="results directories (summary.json inside)")
     c.add_argument(
         "--reference", choices=["thesis-e1"],
         help="add reference columns (thesis-e1: seed 000 Table 4.3, without / with packing)",
@@ -370,6 +383,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "(failure detection), jobs; or summary keys, globs allowed (detection_latency_s.*)")
     c.add_argument("--out", metavar="DIR",
                    help="also write compare.html, compare.csv, compare.json and the plots into DIR")
+    c.add_argument("--table", metavar="JSON", help="only print a saved compare.json as a Markdown table")
     c.add_argument("--html", help=argparse.SUPPRESS)  # replaced by --out: said so, exit 2
     c.set_defaults(func=cmd_compare)
 

@@ -216,3 +216,22 @@ def run_names(dirs: list[Path]) -> list[str]:
         seen[n] = seen.get(n, 0) + 1
         out.append(n if seen[n] == 1 else f"{n} #{seen[n]}")
     return out
+
+
+def markdown_table(doc: dict[str, Any]) -> str:
+    """A saved compare.json as a Markdown table (the docs' tables are printed from such files)."""
+    from emulator.results.metrics import Metric
+
+    names: list[str] = doc["runs"]
+    head = ["metric", names[0]]
+    for name in names[1:]:
+        head += [name, f"Δ {name}", f"{name} / {names[0]}"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for rec in doc["rows"]:
+        m = Metric(rec["group"], rec["key"], rec["label"], rec["unit"], rec["better"] or None)
+        cells = [m.label, fmt_value(rec[names[0]], m.unit)]
+        for name in names[1:]:
+            cells += [fmt_value(rec[name], m.unit), fmt_delta(rec[f"delta {name}"], m.unit),
+                      fmt_ratio(rec[f"ratio {name}"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
