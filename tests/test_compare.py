@@ -179,3 +179,18 @@ def test_nothing_is_written_into_the_current_directory(
     err = capsys.readouterr().err
     assert "give a directory" in err and "one of the runs compared" in err and "--out DIR" in err
     assert not (cwd / "x.html").exists() and not (runs[0] / "compare.html").exists()
+
+
+def test_a_saved_comparison_prints_as_markdown(runs: tuple[Path, Path], tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "cmp"
+    assert main(["compare", *map(str, runs), "--metrics", "detection", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["compare", "--table", str(out / "compare.json")]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0] == "| metric | periodic | delta | Δ delta | delta / periodic |"
+    a, b = (load_summary(d)["false_removals"] for d in runs)
+    assert f"| false removals | {a} | {b} | {b - a:+} |" in "\n".join(table)
+    assert main(["compare", "--table", str(runs[0] / "summary.json")]) == 2
+    assert main(["compare"]) == 2
+    assert "not a compare.json" in capsys.readouterr().err
