@@ -7,6 +7,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import tempfile
 import types
 from pathlib import Path
 
@@ -68,12 +69,17 @@ async def test_run_async_leaves_the_loop_running(tmp_path: Path) -> None:
 def test_from_a_plain_script_with_a_scenario_object_and_overrides(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.chdir(tmp_path)
+    cwd, temp = tmp_path / "cwd", tmp_path / "tmp"
+    cwd.mkdir()
+    temp.mkdir()
+    monkeypatch.chdir(cwd)
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
     sc = load_scenario(QUICKSTART)
     result = emulator.run(sc, duration_s=300, overrides={"scheduler.policy": "fifo", "run.warmup_s": 0})
     assert result.summary["policy"] == "fifo" and result.summary["duration_s"] == 300
     # No `out`: a fresh temporary directory, nothing in the current one.
-    assert list(tmp_path.iterdir()) == [] and result.run_dir.name.startswith("hbemu-run-")
+    assert list(cwd.iterdir()) == []
+    assert result.run_dir.parent == temp and result.run_dir.name.startswith("hbemu-run-")
     # The run directory can be run again and gives the same figures.
     assert main(["rerun", str(result.run_dir), "--out", str(result.run_dir) + "-again", "--quiet"]) == 0
     assert "results match" in capsys.readouterr().err
