@@ -89,9 +89,9 @@ def test_report_cli_and_clear_errors(tmp_path: Path, capsys: pytest.CaptureFixtu
     a = run_to(tmp_path / "a", seed=1)
     assert main(["report", str(a)]) == 0
     assert (a / "report.html").is_file()
-    out = tmp_path / "cmp.html"
+    out = tmp_path / "cmp"
     assert main(["report", str(a), str(a), "--out", str(out)]) == 0
-    assert out.is_file()
+    assert (out / "compare.html").is_file()
     assert main(["report", str(tmp_path / "missing")]) == 2
     assert "summary.json: missing" in capsys.readouterr().err
     (tmp_path / "bad").mkdir()

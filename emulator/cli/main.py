@@ -53,9 +53,8 @@ SERVE_ONLY = (("allow_control", "--allow-control"), ("speed", "--speed"), ("ling
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from emulator.cli.recording import fit_warmup, recorded
-    from emulator.harness.runner import invariants_wanted
-    from emulator.results.rundir import claim
+    from emulator.cli.execute import run_directory
+    from emulator.cli.recording import fit_warmup
 
     if args.serve is None:
         # Silently ignoring them would run something other than what was asked for.
@@ -71,8 +70,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     # `rerun` replays the original's choice (`check`), whatever HBEMU_CHECK_INVARIANTS says now.
     check = True if args.check_invariants else getattr(args, "check", None)
     served = args.serve is not None
-    with claim(out), recorded(out, "run", args.scenario, scenario, given, adjusted,
-                              check_invariants=invariants_wanted(check), served=served) as rec:
+    with run_directory(out, args.scenario, scenario, given, adjusted, check, served) as rec:
         status = _run(args, scenario, out, console, check)
         rec.finish(status)
         return status
@@ -109,9 +107,8 @@ def cmd_rerun(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, scenario: Scenario, out: Path, console: Console,
          check: bool | None) -> int:
-    from emulator.harness.runner import run_blocking
+    from emulator.cli.execute import execute
     from emulator.results.console import RunProgress, summary_table
-    from emulator.results.summary import write_results
 
     if args.serve is not None:
         from emulator.web.serve import run_served
@@ -123,35 +120,48 @@ def _run(args: argparse.Namespace, scenario: Scenario, out: Path, console: Conso
         f"{scenario.scheduler.policy}, {scenario.run.duration_s:g}s emulated ({scenario.run.clock})"
     )
     if args.quiet:
-        outcome = run_blocking(scenario, out / "events.jsonl", check_invariants=check)
+        outcome, summary = execute(scenario, out, check=check)
     else:
         with RunProgress(scenario.run.duration_s, console) as bar:
-            outcome = run_blocking(scenario, out / "events.jsonl", bar.update, check_invariants=check)
-    summary = write_results(outcome, out)
-    from emulator.results.report import write_run_report
-
-    report = write_run_report(out)
+            outcome, summary = execute(scenario, out, bar.update, check)
     if outcome.partial:
         # Stopped by Ctrl-C / SIGTERM: one line, the partial results are on disk.
         return stopped(outcome, out)
     Console(quiet=args.quiet).print(summary_table(summary, outcome.wall_s))
-    console.print(f"results in {out}/ (summary.json, timeseries.csv, events.jsonl, {report.name}, *.png)")
+    console.print(f"results in {out}/ (summary.json, timeseries.csv, events.jsonl, report.html, *.png)")
     return verdict(outcome, console)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from emulator.results.report import ReportError, write_compare_report, write_run_report
+    """One directory: its report.html inside it. Several: the comparison's files in --out."""
+    from emulator.results.report import ReportError, write_run_report
 
-    try:
-        if len(args.dirs) == 1 and args.out is None:
+    if len(args.dirs) == 1 and args.out is None:
+        try:
             path = write_run_report(Path(args.dirs[0]))
-        else:
-            out = Path(args.out or "compare-report.html")
-            path = write_compare_report([Path(d) for d in args.dirs], out)
-    except ReportError as err:
+        except ReportError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        print(f"report written to {path}")
+        return 0
+    return _write_comparison(args.dirs, args.out, None, None, Console())
+
+
+def _write_comparison(dirs: list[str], out: str | None, reference: str | None, metrics: str | None,
+                      console: Console) -> int:
+    from emulator.results.compare import CompareError, compare, load_summary, run_names
+    from emulator.results.compare_page import default_out, write_outputs
+
+    paths = [Path(d) for d in dirs]
+    try:
+        names = run_names(paths)
+        summaries = [load_summary(d) for d in paths]
+        c = compare(list(zip(names, summaries, strict=True)), reference, metrics)
+        page = write_outputs(c, paths, summaries, Path(out) if out else default_out(names))
+    except CompareError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(f"report written to {path}")
+    console.print(f"comparison written to {page.parent}/ ({page.name}, compare.csv, compare.json, plots)")
     return 0
 
 
@@ -235,29 +245,47 @@ def cmd_e3_tcp(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from emulator.results.compare import CompareError, compare_table, load_summary, operations_table
+    from emulator.results.compare import (
+        CompareError,
+        compare,
+        comparison_table,
+        load_summary,
+        operations_table,
+        run_names,
+    )
+    from emulator.results.compare_page import check_out
 
+    if args.table:
+        from emulator.results.compare import markdown_table
+
+        try:
+            print(markdown_table(msgspec.json.decode(Path(args.table).read_bytes())))
+        except (OSError, msgspec.DecodeError, KeyError, TypeError) as err:
+            print(f"error: {args.table}: not a compare.json of `emulator compare --out`: {err}",
+                  file=sys.stderr)
+            return 2
+        return 0
+    if args.html:
+        print("error: --html FILE is replaced by --out DIR (DIR/compare.html, compare.csv, compare.json "
+              "and the plots)", file=sys.stderr)
+        return 2
     try:
-        summaries = [(Path(d).name or str(d), load_summary(d)) for d in args.dirs]
-        table = compare_table(summaries, args.reference)
+        if args.out:  # a bad --out is said before the table, not after it
+            check_out(Path(args.out), [Path(d) for d in args.dirs])
+        names = run_names([Path(d) for d in args.dirs])
+        summaries = list(zip(names, (load_summary(d) for d in args.dirs), strict=True))
+        table = comparison_table(compare(summaries, args.reference, args.metrics))
     except CompareError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     console = Console()
     if not console.is_terminal:  # piped into a file: keep the columns readable
-        console = Console(width=160)
+        console = Console(width=200)
     console.print(table)
     if args.operations:
         console.print(operations_table(summaries))
-    if args.html:
-        from emulator.results.report import ReportError, write_compare_report
-
-        try:
-            path = write_compare_report([Path(d) for d in args.dirs], Path(args.html))
-        except ReportError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
-        console.print(f"report written to {path}")
+    if args.out:
+        return _write_comparison(args.dirs, args.out, args.reference, args.metrics, console)
     return 0
 
 
@@ -344,7 +372,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="write report.html for one results directory, or a "
                         "side-by-side report of several")
     rp.add_argument("dirs", nargs="+", help="results directories of `emulator run`")
-    rp.add_argument("--out", help="output file (several dirs: default compare-report.html)")
+    rp.add_argument("--out", metavar="DIR", help="several dirs: the directory for compare.html, "
+                    "compare.csv, compare.json and the plots (default runs/compare-A-vs-B...)")
     rp.set_defaults(func=cmd_report)
 
     v = sub.add_parser("validate", help="check scenario files without running them")
@@ -353,13 +382,19 @@ def build_parser() -> argparse.ArgumentParser:
     v.set_defaults(func=cmd_validate)
 
     c = sub.add_parser("compare", help="print result directories side by side")
-    c.add_argument("dirs", nargs="+", metavar="DIR", help="results directories (summary.json inside)")
+    c.add_argument("dirs", nargs="*", metavar="DIR", help="results directories (summary.json inside)")
     c.add_argument(
         "--reference", choices=["thesis-e1"],
         help="add reference columns (thesis-e1: seed 000 Table 4.3, without / with packing)",
     )
     c.add_argument("--operations", action="store_true", help="also the per-operation shares")
-    c.add_argument("--html", metavar="FILE", help="also write a side-by-side report (charts + PNGs)")
+    c.add_argument("--metrics", metavar="GROUP[,GROUP...]",
+                   help="only these groups: utilisation, fairness, heartbeats (and RM load), detection "
+                   "(failure detection), jobs; or summary keys, globs allowed (detection_latency_s.*)")
+    c.add_argument("--out", metavar="DIR",
+                   help="also write compare.html, compare.csv, compare.json and the plots into DIR")
+    c.add_argument("--table", metavar="JSON", help="only print a saved compare.json as a Markdown table")
+    c.add_argument("--html", help=argparse.SUPPRESS)  # replaced by --out: said so, exit 2
     c.set_defaults(func=cmd_compare)
 
     b = sub.add_parser("bench", help="measure the emulator's own speed and memory")

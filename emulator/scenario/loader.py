@@ -121,9 +121,14 @@ def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> 
         raise ScenarioError(f"{p}: not valid TOML: {err}") from None
     except RecursionError:
         raise ScenarioError(f"{p}: not valid TOML: arrays or tables nested too deeply") from None
-    for dotted, value in (overrides or {}).items():
-        _override(data, dotted, value, p)
+    apply_overrides(data, overrides or {}, p)
     return scenario_from_dict(data, str(p), p.parent)
+
+
+def apply_overrides(data: dict[str, Any], overrides: dict[str, Any], source: Path) -> None:
+    """Set each dotted field path of ``overrides`` in the scenario's plain data, in place."""
+    for dotted, value in overrides.items():
+        _override(data, dotted, value, source)
 
 
 _INDEX = re.compile(r"\[(\d+)\]")

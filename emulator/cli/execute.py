@@ -1,0 +1,39 @@
+"""One run of a scenario into a results directory, as `emulator run` and the Python API
+(``emulator.run``) both do it: the directory claimed, ``run.json`` + ``scenario.toml`` written
+around the run (so ``emulator rerun DIR`` can repeat it), then summary.json, timeseries.csv and
+events.jsonl (and, when asked, report.html with its plots)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from emulator.cli.recording import Recorder, recorded
+from emulator.harness.outcome import RunOutcome
+from emulator.harness.runner import ProgressHook, invariants_wanted, run_blocking
+from emulator.results.rundir import claim
+from emulator.results.summary import write_results
+from emulator.scenario.schema import Scenario
+
+
+@contextmanager
+def run_directory(out: Path, source: str, scenario: Scenario, given: dict[str, Any], adjusted: list[str],
+                  check: bool | None, served: bool = False) -> Iterator[Recorder]:
+    """``out`` claimed by this process and its run record written; ``Recorder.finish`` ends it."""
+    with claim(out), recorded(out, "run", source, scenario, given, adjusted,
+                              check_invariants=invariants_wanted(check), served=served) as rec:
+        yield rec
+
+
+def execute(scenario: Scenario, out: Path, progress: ProgressHook | None = None, check: bool | None = None,
+            report: bool = True) -> tuple[RunOutcome, dict[str, Any]]:
+    """Run on this thread's own fresh loop and write the results (and the report) into ``out``."""
+    outcome = run_blocking(scenario, out / "events.jsonl", progress, check_invariants=check)
+    summary = write_results(outcome, out)
+    if report:
+        from emulator.results.report import write_run_report
+
+        write_run_report(out)
+    return outcome, summary
