@@ -39,6 +39,17 @@ FIGURES: dict[str, Figure] = {
                           "cp runs/reliability/reliability.json docs/"),
     "recovery": Figure("docs/recovery.json", "emulator.experiments.recovery:markdown_table",
                        "make recovery && cp runs/recovery/recovery.json docs/"),
+    "compare-e3-300": Figure(
+        "docs/compare-e3-300-periodic-vs-ring.json", "emulator.results.compare:markdown_table",
+        "emulator e3 --nodes 300 --modes periodic ring --out runs/e3-300 && emulator compare "
+        "runs/e3-300/periodic runs/e3-300/ring --metrics detection,heartbeats --out runs/cmp-e3 && "
+        "cp runs/cmp-e3/compare.json docs/compare-e3-300-periodic-vs-ring.json"),
+    "compare-quickstart": Figure(
+        "docs/compare-quickstart-periodic-vs-delta.json", "emulator.results.compare:markdown_table",
+        "emulator run scenarios/quickstart.toml --out runs/qs-periodic && emulator run "
+        "scenarios/quickstart.toml --set heartbeat.mode=delta --out runs/qs-delta && emulator compare "
+        "runs/qs-periodic runs/qs-delta --metrics heartbeats --out runs/cmp-qs && "
+        "cp runs/cmp-qs/compare.json docs/compare-quickstart-periodic-vs-delta.json"),
     "abuse": Figure("docs/abuse-results.json", "emulator.experiments.abuse:markdown_table",
                     "emulator abuse scenarios/abuse.toml --out docs/abuse-results.json"),
 }
