@@ -134,8 +134,8 @@ def _prepare(scenario: str | Path | Scenario, out: str | Path | None, given: dic
     """Load and check everything on the caller's thread (a bad scenario raises here, at once);
     return the run itself, for whichever thread runs it."""
     from emulator.cli.execute import execute, run_directory
-    from emulator.cli.recording import fit_warmup
     from emulator.results.console import EXIT_OVERLOADED, EXIT_STOPPED
+    from emulator.results.recording import fit_warmup
     from emulator.scenario.loader import ScenarioError, apply_overrides, load_scenario, scenario_from_dict
     from emulator.scenario.schema import Scenario
 

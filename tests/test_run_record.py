@@ -11,8 +11,8 @@ import msgspec
 import pytest
 
 from emulator.cli.main import main
-from emulator.cli.recording import compare_summaries
 from emulator.results.record import load_record, scenario_data, source_commit, to_toml
+from emulator.results.recording import compare_summaries
 from emulator.scenario.loader import load_scenario, scenario_from_dict
 
 SCENARIOS = Path(__file__).parent.parent / "scenarios"
@@ -166,3 +166,12 @@ def test_an_rm_process_records_its_run(tmp_path: Path, capsys: pytest.CaptureFix
     capsys.readouterr()
     assert main(["rerun", str(out)]) == 2
     assert "made by `emulator rm`" in capsys.readouterr().err
+
+
+def test_an_experiment_point_can_be_rerun(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Every run directory records itself, also those an experiment writes (here one E3 mode).
+    assert main(["e3", "--nodes", "100", "--modes", "ring", "--out", str(tmp_path / "e3"), "--quiet"]) == 0
+    record = load_record(tmp_path / "e3" / "ring")
+    assert record.command == "experiment" and record.exit_status == 0
+    assert main(["rerun", str(tmp_path / "e3" / "ring"), "--quiet"]) == 0
+    assert "byte-identical" in capsys.readouterr().out

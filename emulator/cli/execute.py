@@ -10,9 +10,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from emulator.cli.recording import Recorder, recorded
 from emulator.harness.outcome import RunOutcome
 from emulator.harness.runner import ProgressHook, invariants_wanted, run_blocking
+from emulator.results.recording import Recorder, recorded
 from emulator.results.rundir import claim
 from emulator.results.summary import write_results
 from emulator.scenario.schema import Scenario

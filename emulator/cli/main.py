@@ -54,7 +54,7 @@ SERVE_ONLY = (("allow_control", "--allow-control"), ("speed", "--speed"), ("ling
 
 def cmd_run(args: argparse.Namespace) -> int:
     from emulator.cli.execute import run_directory
-    from emulator.cli.recording import fit_warmup
+    from emulator.results.recording import fit_warmup
 
     if args.serve is None:
         # Silently ignoring them would run something other than what was asked for.
@@ -77,8 +77,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:
-    from emulator.cli.recording import report_rerun
     from emulator.results.record import RECORD_FILE, SCENARIO_FILE, load_record
+    from emulator.results.recording import report_rerun
 
     src = Path(args.dir)
     try:
@@ -87,7 +87,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
         raise ScenarioError(f"{src}: no {RECORD_FILE}: not the directory of an `emulator run`") from None
     except (OSError, msgspec.DecodeError) as err:
         raise ScenarioError(f"{src}/{RECORD_FILE}: cannot be read: {err}") from None
-    if record.command != "run":
+    if record.command == "rm":
         raise ScenarioError(f"{src}: made by `emulator {record.command}` (an RM serving nodes over TCP): "
                             f"start it again with `emulator {record.command} {src / SCENARIO_FILE}`")
     out = Path(args.out) if args.out else src.with_name(src.resolve().name + "-rerun")

@@ -48,7 +48,7 @@ class RMRun(msgspec.Struct):
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
-    from emulator.cli.recording import fit_warmup, recorded
+    from emulator.results.recording import fit_warmup, recorded
     from emulator.results.rundir import claim
 
     host, port = parse_address(args.listen, "--listen")

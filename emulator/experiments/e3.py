@@ -20,6 +20,7 @@ from rich.console import Console
 
 from emulator.harness.outcome import RunOutcome
 from emulator.results.console import run_with_progress
+from emulator.results.recording import recorded
 from emulator.results.summary import write_results
 from emulator.scenario.loader import ScenarioError, scenario_from_dict
 from emulator.scenario.schema import Scenario, scale_tasks
@@ -198,8 +199,11 @@ def run_e3(
         if progress is not None:
             progress(f"E3 {mode}: {scenario.node_count} nodes, {scenario.run.duration_s:g} s emulated ...")
         (out / mode).mkdir(exist_ok=True)
-        outcome = run_with_progress(scenario, console or Console(quiet=True), out / mode / "events.jsonl")
-        summary = write_results(outcome, out / mode)
+        source = str(scenarios_dir / EXPERIMENTS[experiment][mode][0])
+        with recorded(out / mode, "experiment", source, scenario, {}, []) as rec:
+            outcome = run_with_progress(scenario, console or Console(quiet=True), out / mode / "events.jsonl")
+            summary = write_results(outcome, out / mode)
+            rec.finish(0)
         results[mode] = figures(outcome, summary)
         bins[mode] = removal_bins(outcome, bin_s)
         if progress is not None:

@@ -19,6 +19,7 @@ from rich.table import Table
 
 from emulator.experiments.sweep import load_sweep, point
 from emulator.results.console import run_with_progress
+from emulator.results.recording import recorded
 from emulator.results.summary import write_results
 from emulator.scenario.loader import ScenarioError
 from emulator.scenario.schema import RMRestartFault
@@ -52,8 +53,10 @@ def run_recovery(path: Path, out: Path, nodes: list[int] | None, console: Consol
             run_dir = out / f"{mode}-{n}"
             run_dir.mkdir(parents=True, exist_ok=True)
             console.print(f"[bold]{sc.name}[/]: {n:,} nodes, {mode} ...")
-            outcome = run_with_progress(sc, console, run_dir / "events.jsonl", check_invariants=True)
-            summary = write_results(outcome, run_dir)
+            with recorded(run_dir, "experiment", str(path), sc, {}, [], check_invariants=True) as rec:
+                outcome = run_with_progress(sc, console, run_dir / "events.jsonl", check_invariants=True)
+                summary = write_results(outcome, run_dir)
+                rec.finish(0)
             for r in summary.get("rm_restarts", []):
                 row = {"nodes": n, "mode": mode, **r, "journal_mib": r["journal_bytes"] / 2**20,
                        "tasks_lost": summary["tasks_lost"], "tasks_duplicated": summary["tasks_duplicated"],

@@ -23,6 +23,7 @@ from rich.console import Console
 
 from emulator.harness.invariants import InvariantViolation
 from emulator.results.console import run_with_progress
+from emulator.results.recording import recorded
 from emulator.results.summary import write_results
 from emulator.scenario.loader import ScenarioError, scenario_from_dict
 
@@ -120,10 +121,13 @@ def run_case(root: Path, case: Case, edit: Callable[[Doc], Doc], out: Path,
     row: dict[str, Any] = {"case": case.name, "what": case.what, "edit": case.edit,
                            "nodes": sc.node_count, "faults": kinds}
     try:
-        outcome = run_with_progress(sc, console or Console(quiet=True), run_dir / "events.jsonl", True)
+        with recorded(run_dir, "experiment", str(root / case.scenario), sc, {}, [],
+                      check_invariants=True) as rec:
+            outcome = run_with_progress(sc, console or Console(quiet=True), run_dir / "events.jsonl", True)
+            s = write_results(outcome, run_dir)
+            rec.finish(0)
     except InvariantViolation as err:
         return row | {"violation": str(err).splitlines()[0]}
-    s = write_results(outcome, run_dir)
     if outcome.partial:
         raise Stopped(case.name)
     return row | {

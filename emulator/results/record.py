@@ -43,7 +43,7 @@ class Machine(msgspec.Struct, kw_only=True, frozen=True):
 class RunRecord(msgspec.Struct, kw_only=True, frozen=True):
     """``run.json``: written when a run starts, completed (``wall_s``, ``exit_status``) when it ends."""
 
-    command: Literal["run", "rm"]
+    command: Literal["run", "rm", "experiment"]
     scenario_file: str  # as given on the command line
     overrides: dict[str, Any]  # --set, --seed, --duration ... as dotted field paths (secrets omitted)
     adjustments: list[str]  # what the emulator changed on its own, e.g. a warm-up scaled to fit

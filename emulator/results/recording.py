@@ -1,5 +1,6 @@
-"""The command line's side of run records: write ``run.json`` + ``scenario.toml`` around a run,
-fit the warm-up to a shortened ``--duration``, and check a rerun against its original."""
+"""Run records: write ``run.json`` + ``scenario.toml`` around a run (the command line, the API and
+the experiments' runs alike), fit the warm-up to a shortened ``--duration``, and check a rerun
+against its original."""
 
 from __future__ import annotations
 
@@ -105,7 +106,7 @@ class Recorder:
 
 
 @contextmanager
-def recorded(out: Path, command: Literal["run", "rm"], source: str, scenario: Scenario,
+def recorded(out: Path, command: Literal["run", "rm", "experiment"], source: str, scenario: Scenario,
              overrides: dict[str, Any], adjustments: list[str], *, check_invariants: bool = False,
              served: bool = False) -> Iterator[Recorder]:
     data, dropped = scenario_data(scenario, Path(source), overrides)
