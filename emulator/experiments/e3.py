@@ -19,6 +19,7 @@ from typing import Any
 from rich.console import Console
 
 from emulator.harness.outcome import RunOutcome
+from emulator.harness.runner import invariants_wanted
 from emulator.results.console import run_with_progress
 from emulator.results.recording import recorded
 from emulator.results.summary import write_results
@@ -200,7 +201,8 @@ def run_e3(
             progress(f"E3 {mode}: {scenario.node_count} nodes, {scenario.run.duration_s:g} s emulated ...")
         (out / mode).mkdir(exist_ok=True)
         source = str(scenarios_dir / EXPERIMENTS[experiment][mode][0])
-        with recorded(out / mode, "experiment", source, scenario, {}, []) as rec:
+        with recorded(out / mode, "experiment", source, scenario, {}, [],
+                      check_invariants=invariants_wanted(None)) as rec:
             outcome = run_with_progress(scenario, console or Console(quiet=True), out / mode / "events.jsonl")
             summary = write_results(outcome, out / mode)
             rec.finish(0)
