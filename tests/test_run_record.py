@@ -174,4 +174,4 @@ def test_an_experiment_point_can_be_rerun(tmp_path: Path, capsys: pytest.Capture
     record = load_record(tmp_path / "e3" / "ring")
     assert record.command == "experiment" and record.exit_status == 0
     assert main(["rerun", str(tmp_path / "e3" / "ring"), "--quiet"]) == 0
-    assert "byte-identical" in capsys.readouterr().out
+    assert "byte-identical" in capsys.readouterr().err
