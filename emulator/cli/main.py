@@ -15,6 +15,7 @@ from rich.console import Console
 from emulator.cli.args import count, non_negative, positive
 from emulator.cli.fuzz import add_command as add_fuzz_command
 from emulator.cli.processes import add_commands as add_tcp_commands
+from emulator.cli.traces import add_command as add_import_command
 from emulator.experiments.efficiency import add_command as add_efficiency_command
 from emulator.experiments.recovery import add_command as add_recovery_command
 from emulator.experiments.reliability import add_command as add_reliability_command
@@ -271,7 +272,7 @@ COMMAND_GROUPS = {
     "run": ("run", "rerun", "report", "compare", "validate"),
     "experiments": ("e3", "e3-tcp", "sweep", "efficiency", "recovery", "reliability", "abuse"),
     "processes": ("rm", "nodes"),
-    "tools": ("bench", "fuzz"),
+    "tools": ("bench", "fuzz", "import"),
 }
 
 
@@ -390,6 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_recovery_command(sub)
     add_reliability_command(sub)
     add_fuzz_command(sub)
+    add_import_command(sub)
     _group_commands(p, sub)
     return p
 
