@@ -61,7 +61,7 @@ class RMSide:
             ring=sc.ring if sc.ring_enabled else None, journal=journal, resume=resume,
         )
         # Job-level results, and the wall time of each scheduler decision.
-        self.jobs = JobRecorder(clock)
+        self.jobs = JobRecorder(clock.now)
         self.rm.observe(self.jobs)
         self.decisions = DecisionTimer()
         self.rm.instrument(lambda handler: handler, self.decisions.wrap)

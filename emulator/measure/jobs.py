@@ -11,11 +11,11 @@ by the end are not in the waits (``tasks_never_started`` counts them).
 from __future__ import annotations
 
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import msgspec
 
-from emulator.time.clock import LoopClock
 from rm.observer import OperationEvent, RMObserver, TaskStarted
 
 QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
@@ -93,8 +93,9 @@ class JobRecorder(RMObserver):
     """Registered with the RM; the workload's clients tell it each operation's job and ideal time
     (``expect``) before they submit it."""
 
-    def __init__(self, clock: LoopClock) -> None:
-        self._clock = clock
+    def __init__(self, now: Callable[[], float]) -> None:
+        """``now``: emulated time (the run's clock)."""
+        self._now = now
         self._expected: dict[str, tuple[str, float]] = {}
         self._ops: dict[int, _Op] = {}
         self._order: list[int] = []
@@ -113,7 +114,7 @@ class JobRecorder(RMObserver):
         op = self._ops.get(ev.op_id)
         if op is None or ev.attempt != 1:
             return
-        now = self._clock.now()
+        now = self._now()
         if op.first_start is None:
             op.first_start = now
         self._started[ev.op_id] = self._started.get(ev.op_id, 0) + 1
@@ -125,7 +126,7 @@ class JobRecorder(RMObserver):
     def operation_finished(self, ev: OperationEvent) -> None:
         op = self._ops.get(ev.op_id)
         if op is not None:
-            op.finished_at = self._clock.now()
+            op.finished_at = self._now()
 
     def report(self) -> JobsReport:
         by_job: dict[str, list[_Op]] = {}

@@ -53,7 +53,7 @@ def operations(trace: Trace, cfg: TraceConfig, taken: set[str] | None = None) ->
         for k, g in enumerate(job.groups):
             name = base if k == 0 else _unique(f"{base}.{k}", used)
             op: dict[str, Any] = {
-                "name": name, "pool": job.pool, "cpu": g.cpu, "ram_gib": round(g.ram_gib, 6),
+                "name": name, "pool": cfg.pool or job.pool, "cpu": g.cpu, "ram_gib": round(g.ram_gib, 6),
                 "durations_s": [round(max(d * scale, 1e-6), 6) for d in g.durations_s], "submit_at_s": submit,
             }
             if len(job.groups) > 1:
