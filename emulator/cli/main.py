@@ -270,7 +270,7 @@ class _Version(argparse.Action):
 # here still shows, under "other".
 COMMAND_GROUPS = {
     "run": ("run", "rerun", "report", "compare", "validate"),
-    "experiments": ("e3", "e3-tcp", "sweep", "efficiency", "recovery", "reliability", "abuse"),
+    "experiments": ("e3", "e3-tcp", "sweep", "efficiency", "recovery", "reliability", "abuse", "traces"),
     "processes": ("rm", "nodes"),
     "tools": ("bench", "fuzz", "import"),
 }

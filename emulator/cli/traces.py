@@ -36,6 +36,16 @@ def add_command(sub: Any) -> None:
     i.add_argument("--policy", help="scheduler.policy of the scenario (default: the emulator's default)")
     i.add_argument("--duration-s", type=positive, help="run length (default: 1.5 x the last job's ideal end)")
     i.set_defaults(func=cmd_import)
+    t = sub.add_parser("traces", help="replay the SYNTH and Google-slice traces under drf, fifo and packing "
+                       "(3 seeds): job completion times side by side")
+    t.add_argument("--scenarios", type=Path, default=Path("scenarios/traces"),
+                   help="directory of synth.toml and google-slice.toml (default scenarios/traces)")
+    t.add_argument("--out", type=Path, default=Path("runs/traces"), help="results directories (runs/traces)")
+    t.add_argument("--json", type=Path, default=Path("docs/traces.json"),
+                   help="figures file (docs/traces.json)")
+    t.add_argument("--table", type=Path, metavar="JSON", help="only print the table of such a figures file")
+    t.add_argument("--quiet", action="store_true")
+    t.set_defaults(func=cmd_traces)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -80,4 +90,19 @@ def cmd_import(args: argparse.Namespace) -> int:
     tasks = sum(o.task_count for o in scenario.workload.operations)
     print(f"{args.out}: {jobs} jobs, {len(scenario.workload.operations)} operations, {tasks} tasks, "
           f"{scenario.node_count} nodes, run {scenario.run.duration_s:g} s")
+    return 0
+
+
+def cmd_traces(args: argparse.Namespace) -> int:
+    import json
+
+    from emulator.experiments.traces import run, table
+
+    if args.table is not None:
+        print(table(json.loads(args.table.read_text(encoding="utf-8"))))
+        return 0
+    data = run(args.scenarios, args.out, quiet=args.quiet)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    print(table(data))
     return 0

@@ -198,6 +198,8 @@ class TraceConfig(Base, kw_only=True, frozen=True):
     offset_s: NonNegative = 0.0
     # Multiply trace times (submits and durations) by this (0.1: ten times faster).
     time_scale: Positive = 1.0
+    # SYNTH: generate with this seed instead of the file's `rand_seed`.
+    seed: int | None = None
     # Google 2011: requests are normalised to the largest machine; these are its size.
     machine_cpu: Positive = 32.0
     machine_ram_gib: Positive = 128.0

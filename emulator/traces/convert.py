@@ -22,7 +22,7 @@ def read_trace(cfg: TraceConfig, path: Path) -> Trace:
     if cfg.format == "rumen":
         return rumen.read(path, cfg.pool)
     if cfg.format == "synth":
-        return synth.read(path, cfg.pool)
+        return synth.read(path, cfg.pool, cfg.seed)
     return google.read(path, cfg.pool, cfg.machine_cpu, cfg.machine_ram_gib)
 
 

@@ -54,7 +54,8 @@ def _lognormal(
     return LogNormal(mean=avg, stddev=std) if avg > 0 else LogNormal(mean=1e-9, stddev=0.0)
 
 
-def read(path: Path, default_pool: str = "") -> Trace:
+def read(path: Path, default_pool: str = "", seed: int | None = None) -> Trace:
+    """``seed``: instead of the file's ``rand_seed``."""
     unknown = Unknown(path)
     records = list(json_stream(path))
     if len(records) != 1:
@@ -64,7 +65,8 @@ def read(path: Path, default_pool: str = "") -> Trace:
     unknown.check(top, TOP_FIELDS, where)
     num_jobs = int(number(top, "num_jobs", where, positive=True))
     num_nodes = int(number(top, "num_nodes", where, positive=True))
-    seed = int(number(top, "rand_seed", where, 0))
+    if seed is None:
+        seed = int(number(top, "rand_seed", where, 0))
     workloads = []
     for w_i, w in enumerate(as_list(top.get("workloads"), where, "workloads")):
         wp = f"workloads[{w_i}]."
