@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench e1 e2 e3 e3-tcp recovery soak fuzz clean chromium
+.PHONY: run test lint bench e1 e2 e3 e3-tcp recovery soak fuzz clean chromium traces
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or run: make PYTHON=python3 ...)"; exit 1; }
@@ -63,3 +63,8 @@ fuzz: $(STAMP)
 
 clean:
 	rm -rf $(VENV) runs
+
+# Trace replay (docs/traces.md): SYNTH and a Google-2011-format slice under drf, fifo and packing,
+# 3 seeds each (~3 min). Table only: emulator traces --table docs/traces.json
+traces: $(STAMP)
+	$(BIN)/emulator traces --out runs/traces --json docs/traces.json

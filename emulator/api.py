@@ -91,6 +91,7 @@ class Result:
     timeseries: Table  # timeseries.csv: one row per sample of emulated time
     jobs: Table  # jobs.csv when the run has one (per-job figures), else an empty table
     exit_status: int = 0  # as `emulator run` would exit: 4 overloaded real-time run, 130 stopped
+    timing: dict[str, Any] = field(default_factory=dict)  # timing.json: wall-clock figures of this run
 
     @property
     def partial(self) -> bool:
@@ -112,7 +113,9 @@ def load(run_dir: str | Path, exit_status: int = 0) -> Result:
         raise ScenarioError(f"{d}: cannot be read: {err}") from None
     jobs_csv = d / "jobs.csv"
     jobs = Table.read_csv(jobs_csv) if jobs_csv.is_file() else Table()
-    return Result(d, summary, timeseries, jobs, exit_status)
+    tj = d / "timing.json"
+    timing = msgspec.json.decode(tj.read_bytes(), type=dict[str, Any]) if tj.is_file() else {}
+    return Result(d, summary, timeseries, jobs, exit_status, timing)
 
 
 def _overrides(seed: int | None, duration_s: float | None, overrides: Mapping[str, Any] | None,

@@ -16,7 +16,7 @@ from rm.context import RMContext
 from rm.counters import GroupCounters
 from rm.journal import AnyRecord, Ended, JournalState, Started
 from rm.ledger import ContainerLedger
-from rm.observer import NodeEvent, OperationEvent, TaskCompleted
+from rm.observer import NodeEvent, OperationEvent, TaskCompleted, TaskStarted
 from rm.operations import Operation, OperationSpec, Task
 from rm.preemption import Preemptor
 from rm.protocol import (
@@ -87,6 +87,8 @@ class RMLife:
         ctx.counters.allocations += 1
         if first:
             ctx.log.info("operation.started", operation=op.name, pool=op.pool.name)
+        if ctx.observers:
+            ctx.observers.task_started(TaskStarted(op.id, op.group, task.index, task.attempts))
         return ContainerLaunch(cid, op.demand, task.duration_s)
 
     def start_on(self, op: Operation, node: NodeRecord) -> None:

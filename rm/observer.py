@@ -26,6 +26,13 @@ class TaskCompleted(msgspec.Struct, frozen=True, gc=False):
     container_id: int
 
 
+class TaskStarted(msgspec.Struct, frozen=True, gc=False):
+    op_id: int
+    group: str
+    task: int
+    attempt: int  # 1 for its first container; more after a lost or preempted one
+
+
 class NodeEvent(msgspec.Struct, frozen=True, gc=False):
     machine_id: int
     address: str
@@ -38,6 +45,9 @@ class RMObserver:
 
     def operation_finished(self, ev: OperationEvent) -> None:
         """Every task of an operation completed."""
+
+    def task_started(self, ev: TaskStarted) -> None:
+        """A container was allocated for a task (its launch is on its way to the node)."""
 
     def task_completed(self, ev: TaskCompleted) -> None:
         """A task completed successfully (once per task, or the RM is wrong)."""
@@ -74,6 +84,10 @@ class Observers(RMObserver):
     def operation_finished(self, ev: OperationEvent) -> None:
         for o in self._all:
             o.operation_finished(ev)
+
+    def task_started(self, ev: TaskStarted) -> None:
+        for o in self._all:
+            o.task_started(ev)
 
     def task_completed(self, ev: TaskCompleted) -> None:
         for o in self._all:

@@ -101,8 +101,10 @@ def test_bad_input_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_tables_jobs_and_dataframe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     result = emulator.run(QUICKSTART, out=tmp_path / "r", duration_s=300, seed=2)
-    assert len(result.jobs) == 0 and result.jobs.columns == ()
-    # A run with per-job figures (jobs.csv) gets them as a table.
+    # Per-job figures (jobs.csv) as a table: one row per job, as many as the summary counts.
+    assert len(result.jobs) == result.summary["jobs"]["count"] > 0
+    assert {"job_id", "pool", "jct_s", "queue_delay_s"} <= set(result.jobs.columns)
+    assert result.timing["scheduler_decision_us"]["count"] > 0  # timing.json: wall-clock figures
     (result.run_dir / "jobs.csv").write_text("job,pool,jct_s,finished\n1,etl,12.5,1\n2,etl,,0\n")
     jobs = emulator.load(result.run_dir).jobs
     assert jobs.columns == ("job", "pool", "jct_s", "finished")

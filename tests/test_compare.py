@@ -106,7 +106,11 @@ def test_jobs_rows_appear_when_the_summary_has_them(runs: tuple[Path, Path], tmp
     with_jobs.mkdir()
     summary = {**load_summary(runs[0]), "jobs": jobs}
     (with_jobs / "summary.json").write_bytes(msgspec.json.encode(summary))
-    text = text_of([runs[0], with_jobs], metrics="jobs")
+    without_jobs = tmp_path / "without-jobs"
+    without_jobs.mkdir()
+    (without_jobs / "summary.json").write_bytes(
+        msgspec.json.encode({k: v for k, v in load_summary(runs[0]).items() if k != "jobs"}))
+    text = text_of([without_jobs, with_jobs], metrics="jobs")
     assert line(text, "jobs finished") == ["n/a", "38", "", ""]
     assert line(text, "job completion time (s) p99")[1] == "120 s"
     assert "pool default: job completion time p50 (s)" in text

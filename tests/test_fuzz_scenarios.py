@@ -29,7 +29,7 @@ def accepts_or_explains(data: Any) -> None:
         return
     # A valid scenario must hold the bounds the runner relies on.
     numbers = [sc.run.duration_s, sc.run.warmup_s, sc.run.speed, sc.heartbeat.interval_s, sc.rm.expiry_s]
-    numbers += [o.seconds_mean for o in sc.workload.operations]
+    numbers += [o.seconds_mean for o in sc.workload.operations if o.seconds_mean is not None]
     assert all(math.isfinite(x) and x >= 0 for x in numbers)
     assert sc.run.duration_s > 0
     assert all(g.count >= 1 for g in sc.cluster.nodes)

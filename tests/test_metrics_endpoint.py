@@ -74,3 +74,8 @@ async def test_metrics_follow_conventions_and_move() -> None:
         buckets = last["hbemu_detection_latency_seconds_bucket"]
         assert buckets[(("le", "+Inf"),)] == 1 and buckets[(("le", "1.0"),)] == 0
         assert last["hbemu_false_removals_total"][()] == 0
+        # The scheduler's wall time per event: every update event is timed.
+        decisions = last["hbemu_scheduler_decision_seconds_bucket"]
+        assert decisions[(("le", "+Inf"),)] == last["hbemu_scheduler_decision_seconds_count"][()] > 0
+        updates = last["hbemu_scheduler_update_events_total"][()]
+        assert last["hbemu_scheduler_decision_seconds_count"][()] >= updates

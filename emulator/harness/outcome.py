@@ -9,6 +9,7 @@ import msgspec
 from emulator.harness.invariants import InvariantSummary
 from emulator.harness.restarts import RestartSummary
 from emulator.harness.workers import DeadWorker
+from emulator.measure.jobs import JobsReport
 from emulator.measure.lag import LagReport
 from emulator.measure.removals import RemovalSummary
 from emulator.measure.sampler import SampleRow
@@ -77,6 +78,9 @@ class RunOutcome(msgspec.Struct):
     lag: LagReport | None = None
     workers: list[WorkerSummary] = msgspec.field(default_factory=list)
     dead_workers: list[DeadWorker] = msgspec.field(default_factory=list)
+    # Per job: submit, first container, finish; task waits. Scheduler decision latency (wall µs).
+    jobs: JobsReport | None = None
+    scheduler_decision_us: dict[str, float] | None = None
     # Stopped before its end (Ctrl-C / SIGTERM): the results cover [0, ended_at_s].
     partial: bool = False
     ended_at_s: float | None = None

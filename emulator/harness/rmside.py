@@ -16,6 +16,8 @@ from emulator.harness.hosting import NodeHosting, NodeReality
 from emulator.harness.invariants import InvariantChecker
 from emulator.harness.restarts import Listener, RestartLog
 from emulator.harness.workload import SubmissionLog, WorkloadDriver
+from emulator.measure.decisions import DecisionTimer
+from emulator.measure.jobs import JobRecorder
 from emulator.measure.lag import LagReport, LoopLag
 from emulator.measure.removals import RemovalLog
 from emulator.measure.sampler import Sampler, SampleRow
@@ -58,7 +60,12 @@ class RMSide:
             clock, log, sc.rm, sc.scheduler, heartbeat_mode=sc.heartbeat.mode,
             ring=sc.ring if sc.ring_enabled else None, journal=journal, resume=resume,
         )
-        self.workload = WorkloadDriver(sc.workload, self.rm, clock, sc.run.seed, submissions)
+        # Job-level results, and the wall time of each scheduler decision.
+        self.jobs = JobRecorder(clock.now)
+        self.rm.observe(self.jobs)
+        self.decisions = DecisionTimer()
+        self.rm.instrument(lambda handler: handler, self.decisions.wrap)
+        self.workload = WorkloadDriver(sc.workload, self.rm, clock, sc.run.seed, submissions, self.jobs)
         if not resume:
             self.workload.install_pools()  # a resumed RM has its pools from the journal
         counters = hosting.counters()

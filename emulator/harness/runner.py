@@ -226,6 +226,8 @@ def outcome(
         ring=ring,
         liveness_lost=liveness_lost,
         costs=costs,
+        jobs=side.jobs.report(),
+        scheduler_decision_us=side.decisions.summary(),
     )
 
 

@@ -14,6 +14,8 @@ from typing import IO
 
 import msgspec
 
+from emulator.measure.jobs import JobRecorder
+from emulator.scenario.distributions import value_rng
 from emulator.scenario.schema import OperationConfig, WorkloadConfig
 from emulator.time.clock import LoopClock
 from rm.manager import ResourceManager, RMUnavailable
@@ -63,9 +65,11 @@ class SubmissionLog:
 class WorkloadDriver(RMObserver):
     def __init__(
         self, config: WorkloadConfig, rm: ResourceManager, clock: LoopClock, seed: int,
-        log: SubmissionLog | None = None,
+        log: SubmissionLog | None = None, jobs: JobRecorder | None = None,
     ) -> None:
+        """``jobs``: told each operation's job and ideal completion time before it is submitted."""
         self._config = config
+        self._jobs = jobs
         self._rm = rm
         self._clock = clock
         self._seed = seed
@@ -101,9 +105,9 @@ class WorkloadDriver(RMObserver):
         now = self._clock.now()
         for op in self._config.operations:
             done = self._timed_done.get(op.name, 0)
-            for k in range(done, op.repeat):
-                at = op.submit_at_s + k * op.repeat_every_s
-                self._clock.call_later(max(0.0, at - now), self._submit, op, True)
+            times = submit_times(op, self._seed)
+            for k in range(done, len(times)):
+                self._clock.call_later(max(0.0, times[k] - now), self._submit, op, True)
 
     def resume(self) -> None:
         """Take up the workload of an earlier RM process from the log and the recovered RM: no
@@ -141,20 +145,19 @@ class WorkloadDriver(RMObserver):
             return
         k = self._instances.get(cfg.name, 0)
         self._instances[cfg.name] = k + 1
-        rng = random.Random(f"{self._seed}:{cfg.name}:{k}")
-        low = self._config.min_task_seconds
-        durations = [
-            max(low, rng.gauss(cfg.seconds_mean, cfg.seconds_deviation))
-            if cfg.seconds_deviation > 0
-            else cfg.seconds_mean
-            for _ in range(cfg.task_count)
-        ]
-        name = cfg.name if (cfg.repeat == 1 and not cfg.loop) else f"{cfg.name}#{k}"
+        rng = value_rng(self._seed, cfg.name, k)
+        durations = task_durations(cfg, rng, self._config.min_task_seconds)
+        cpu = cfg.cpu if isinstance(cfg.cpu, float | int) else cfg.cpu.draw(rng)
+        ram = cfg.ram_gib if isinstance(cfg.ram_gib, float | int) else cfg.ram_gib.draw(rng)
+        name = cfg.name if (cfg.instance_count == 1 and not cfg.loop) else f"{cfg.name}#{k}"
+        if self._jobs is not None:
+            job = cfg.job or cfg.name
+            self._jobs.expect(name, job if name == cfg.name else f"{job}#{k}", max(durations, default=0.0))
         self._send(
             OperationSpec(
                 name=name,
                 pool=cfg.pool,
-                demand=Resources(cfg.cpu, cfg.ram_gib),
+                demand=Resources(cpu, ram),
                 durations=durations,
                 weight=cfg.weight,
                 group=cfg.name,
@@ -183,6 +186,28 @@ class WorkloadDriver(RMObserver):
         cfg = self._by_group.get(ev.group)
         if cfg is not None and cfg.loop and not self._stopped:
             self._submit(cfg, False)
+
+
+def submit_times(op: OperationConfig, seed: int) -> list[float]:
+    """When each timed copy of ``op`` is submitted (emulated s)."""
+    if op.arrivals is not None:
+        return op.arrivals.times(op.submit_at_s, value_rng(seed, op.name, "arrivals"))
+    return [op.submit_at_s + k * op.repeat_every_s for k in range(op.repeat)]
+
+
+def task_durations(cfg: OperationConfig, rng: random.Random, low: float) -> list[float]:
+    """One operation's task durations: recorded, drawn from a distribution, or Normal (the
+    original model, its draws unchanged), never below ``low``."""
+    if cfg.durations_s is not None:
+        return list(cfg.durations_s)
+    if cfg.seconds is not None:
+        dist = cfg.seconds
+        return [dist.draw(rng, low) for _ in range(cfg.task_count)]
+    mean = cfg.seconds_mean
+    assert mean is not None  # one of the three, checked in OperationConfig
+    if cfg.seconds_deviation > 0:
+        return [max(low, rng.gauss(mean, cfg.seconds_deviation)) for _ in range(cfg.task_count)]
+    return [mean] * cfg.task_count
 
 
 def _instance(name: str, cfg: OperationConfig) -> int:

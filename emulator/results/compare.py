@@ -54,6 +54,12 @@ def load_summary(path: str | Path) -> dict[str, Any]:
         raise CompareError(f"{f}: cannot read summary: {err}") from None
     if not isinstance(data, dict) or "cpu_utilization" not in data:
         raise CompareError(f"{f}: not a run summary (no `cpu_utilization`)")
+    timing = f.with_name("timing.json")
+    if timing.is_file():  # wall-clock figures, kept apart from the reproducible summary
+        try:
+            data["timing"] = msgspec.json.decode(timing.read_bytes())
+        except (OSError, msgspec.DecodeError) as err:
+            raise CompareError(f"{timing}: cannot read: {err}") from None
     return data
 
 

@@ -106,6 +106,8 @@ METRICS: tuple[Metric, ...] = (
         ("costs.rm_cpu_percent", "RM CPU % (real time)", "num", "lower"),
         ("costs.rm_busy_fraction", "RM busy fraction (real time)", "frac", "lower"),
         ("costs.rm_cost_us_per_heartbeat", "RM µs per heartbeat (real time)", "num", "lower"),
+        ("timing.scheduler_decision_us.p50", "scheduler decision p50 (wall µs)", "num", "lower"),
+        ("timing.scheduler_decision_us.p99", "scheduler decision p99 (wall µs)", "num", "lower"),
     ]),
     *_m("detection", [
         ("nodes_lost", "nodes removed", "count", None),

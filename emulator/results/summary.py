@@ -10,6 +10,7 @@ import msgspec
 
 from emulator.harness.outcome import RunOutcome
 from emulator.measure.sampler import COLUMNS
+from emulator.results.jobs import JOBS_FILE, jobs_summary, write_jobs_csv
 
 
 def _r(x: float | None, digits: int = 6) -> float | None:
@@ -92,6 +93,8 @@ def build_summary(outcome: RunOutcome) -> dict[str, Any]:
         **restart_summary(outcome),
         "operations": operations,
     }
+    if outcome.jobs is not None:
+        summary["jobs"] = jobs_summary(outcome.jobs)
     summary.update(scheduling_metrics(outcome, operations))
     summary.update(truth_summary(outcome))
     return summary
@@ -226,6 +229,9 @@ def truth_summary(outcome: RunOutcome) -> dict[str, Any]:
     return out
 
 
+TIMING_FILE = "timing.json"
+
+
 def write_results(outcome: RunOutcome, out_dir: Path) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
     summary = build_summary(outcome)
@@ -234,6 +240,14 @@ def write_results(outcome: RunOutcome, out_dir: Path) -> dict[str, Any]:
         summary["costs"] = outcome.costs
     if outcome.workers:
         summary["workers"] = [msgspec.structs.asdict(w) for w in outcome.workers]
+    # Wall-clock figures of any run go to timing.json, so that in virtual time summary.json stays
+    # byte-identical for a scenario and seed.
+    timing: dict[str, Any] = {"wall_s": round(outcome.wall_s, 3)}
+    if outcome.scheduler_decision_us is not None:
+        timing["scheduler_decision_us"] = outcome.scheduler_decision_us
+    (out_dir / TIMING_FILE).write_bytes(msgspec.json.format(msgspec.json.encode(timing)) + b"\n")
+    if outcome.jobs is not None:
+        write_jobs_csv(outcome.jobs, out_dir / JOBS_FILE)
     (out_dir / "summary.json").write_bytes(msgspec.json.format(msgspec.json.encode(summary)) + b"\n")
     with (out_dir / "timeseries.csv").open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)

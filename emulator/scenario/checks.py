@@ -51,12 +51,12 @@ def _pool_cycles(sc: Scenario) -> Problem | None:
 def _tasks_fit(sc: Scenario) -> Problem | None:
     groups = [(largest(g.cpu), largest(g.ram_gib)) for g in sc.cluster.nodes]
     for i, op in enumerate(sc.workload.operations):
-        if not any(cpu >= op.cpu and ram >= op.ram_gib for cpu, ram in groups):
+        if not any(cpu >= op.largest_cpu and ram >= op.largest_ram_gib for cpu, ram in groups):
             cpu, ram = max(c for c, _ in groups), max(r for _, r in groups)
             return Problem(
                 f"workload.operations[{i}]",
-                f"a task needs {op.cpu:g} cpu and {op.ram_gib:g} GiB, more than any node has (largest: "
-                f"{cpu:g} cpu, {ram:g} GiB): it could never run; expected a task that fits a node",
+                f"a task needs {op.largest_cpu:g} cpu and {op.largest_ram_gib:g} GiB, more than any node has "
+                f"(largest: {cpu:g} cpu, {ram:g} GiB): it could never run; expected a task that fits a node",
             )
     return None
 

@@ -53,6 +53,8 @@ def copies(op: OperationConfig, duration_s: float) -> int:
     """Copies of ``op`` submitted before the run ends (a looping copy holds one set of tasks)."""
     if op.submit_at_s >= duration_s:
         return 0
+    if op.arrivals is not None:
+        return op.arrivals.count  # an upper bound: some may come after the end
     if op.repeat_every_s <= 0:
         return op.repeat
     return min(op.repeat, math.ceil((duration_s - op.submit_at_s) / op.repeat_every_s))
@@ -68,7 +70,7 @@ def estimate(sc: Scenario) -> Footprint:
     tasks = sum(per_op)
     slots = 0.0
     if ops:
-        cpu, ram = min(o.cpu for o in ops), min(o.ram_gib for o in ops)
+        cpu, ram = min(o.smallest_cpu for o in ops), min(o.smallest_ram_gib for o in ops)
         slots = sum(g.count * min(largest(g.cpu) / cpu, largest(g.ram_gib) / ram) for g in sc.cluster.nodes)
     containers = min(tasks, int(slots))
     nodes = sc.node_count

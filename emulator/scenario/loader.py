@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 import tomllib
 import types
 import typing
@@ -13,7 +14,7 @@ import msgspec
 
 from emulator.scenario.checks import first_problem
 from emulator.scenario.credentials import CredentialsError, resolve_credentials
-from emulator.scenario.schema import Scenario
+from emulator.scenario.schema import Scenario, TraceConfig
 
 
 class ScenarioError(Exception):
@@ -91,6 +92,7 @@ def scenario_from_dict(
 ) -> Scenario:
     """``base_dir``: where a relative ``rm.credentials_file`` is (default: the current directory);
     ``machine_bytes``: the memory the run must fit in (default: what this machine has available)."""
+    data = _expand_trace(data, source, base_dir)
     try:
         scenario = msgspec.convert(data, Scenario, strict=True)
     except msgspec.ValidationError as err:
@@ -104,6 +106,49 @@ def scenario_from_dict(
         return resolve_credentials(scenario, base_dir)
     except CredentialsError as err:
         raise ScenarioError(f"{source}: {err}") from None
+
+
+def _expand_trace(data: dict[str, Any], source: str, base_dir: Path | None) -> dict[str, Any]:
+    """``[workload.trace]``: the trace's jobs become operations after those of the file (the table
+    is replaced by them, so the resolved scenario a run records replays without the trace)."""
+    workload = data.get("workload")
+    if isinstance(workload, dict) and "trace" in workload and workload["trace"] is None:
+        return {**data, "workload": {k: v for k, v in workload.items() if k != "trace"}}  # no trace
+    if not isinstance(workload, dict) or "trace" not in workload:
+        return data
+    from emulator.traces.convert import operations, read_trace
+    from emulator.traces.model import TraceError
+
+    try:
+        cfg = msgspec.convert(workload["trace"], TraceConfig, strict=True)
+    except msgspec.ValidationError as err:
+        m = _AT.match(str(err))
+        assert m is not None
+        where = "workload.trace" + (m.group("path") or "")
+        msg = m.group("msg")
+        msg = msg[0].lower() + msg[1:] if msg else msg
+        choices = _choices(where.replace("workload.trace", ".workload.trace", 1))
+        msg += f"; {choices}" if choices else ""
+        raise ScenarioError(_printable(f"{source}: at `{where}`: {msg}")) from None
+    path = Path(cfg.path)
+    if not path.is_absolute():
+        path = (base_dir or Path.cwd()) / path
+    try:
+        trace = read_trace(cfg, path)
+    except TraceError as err:
+        raise ScenarioError(f"{source}: at `workload.trace`: {err}") from None
+    for warning in trace.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    ops = workload.get("operations", [])
+    ops = ops if isinstance(ops, list) else []
+    taken = {o.get("name") for o in ops if isinstance(o, dict)}
+    added = operations(trace, cfg, {n for n in taken if isinstance(n, str)})
+    if not added:
+        raise ScenarioError(f"{source}: at `workload.trace`: no job of {path} in the window "
+                            "(`start_s`, `span_s`); expected at least one")
+    expanded = {k: v for k, v in workload.items() if k != "trace"}
+    expanded["operations"] = [*ops, *added]
+    return {**data, "workload": expanded}
 
 
 def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> Scenario:

@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from emulator.scenario.distributions import Arrivals, Distribution, Empirical
 from nodemanager.config import HeartbeatConfig
 from ringmon.config import RingConfig
 from rm.config import RMConfig
@@ -86,31 +87,95 @@ class OperationConfig(Base, kw_only=True, frozen=True):
     name: Annotated[str, msgspec.Meta(min_length=1)]
     # Pools not declared in [[workload.pools]] are created under root with weight 1.
     pool: str = "default"
-    cpu: Positive
-    ram_gib: Positive
+    # Per task; a distribution is drawn once per submitted operation (its tasks share one size)
+    # and needs a `max` (or an empirical list) so that the check that it fits a node can be made.
+    cpu: Positive | Distribution
+    ram_gib: Positive | Distribution
     # Tasks per operation. `job_count` is the same field under the name the thesis's table uses
-    # (it counts tasks, not jobs); give one of the two.
+    # (it counts tasks, not jobs); give one of the two (or neither with `durations_s`).
     tasks: TaskCount | None = None
     job_count: TaskCount | None = None
-    seconds_mean: Positive
+    # Task durations: Normal(seconds_mean, seconds_deviation), a distribution (`seconds`), or each
+    # task's own (`durations_s`, as a replayed trace gives them). Give one of the three.
+    seconds_mean: Positive | None = None
     seconds_deviation: NonNegative = 0.0
+    seconds: Distribution | None = None
+    durations_s: list[Positive] | None = None
     submit_at_s: NonNegative = 0.0
     # Resubmit the same operation as soon as it finishes (a looping user).
     loop: bool = False
-    # Submit `repeat` copies, one every `repeat_every_s`.
+    # Submit `repeat` copies, one every `repeat_every_s`; or at the times of `arrivals` (a seeded
+    # Poisson process or a recorded list, from `submit_at_s`).
     repeat: Count = 1
     repeat_every_s: NonNegative = 0.0
+    arrivals: Arrivals | None = None
     weight: Positive = 1.0
+    # The job this operation belongs to in jobs.csv (a replayed job whose tasks differ in size is
+    # several operations); empty: the operation is its own job.
+    job: str = ""
 
     def __post_init__(self) -> None:
-        if (self.tasks is None) == (self.job_count is None):
+        if self.durations_s is not None:
+            n = self.tasks if self.tasks is not None else self.job_count
+            if n is not None and n != len(self.durations_s):
+                raise ValueError(f"`tasks` ({n}) differs from the {len(self.durations_s)} `durations_s`")
+        elif (self.tasks is None) == (self.job_count is None):
             raise ValueError("give the number of tasks as `tasks` (or its old name `job_count`), once")
+        given = [f for f in ("seconds_mean", "seconds", "durations_s") if getattr(self, f) is not None]
+        if len(given) != 1:
+            raise ValueError("give the task durations once: `seconds_mean`, `seconds` or `durations_s`")
         if self.loop and self.task_count == 0:
             raise ValueError("a looping operation needs `tasks` >= 1")
+        if self.arrivals is not None and (self.loop or self.repeat > 1):
+            raise ValueError("`arrivals` replaces `repeat`/`loop`: give one of them")
+        for name in ("cpu", "ram_gib"):
+            value = getattr(self, name)
+            if not isinstance(value, float | int) and value.largest() is None:
+                raise ValueError(f"`{name}`: a size distribution needs `max` (a task must fit a node)")
 
     @property
     def task_count(self) -> int:
+        if self.durations_s is not None:
+            return len(self.durations_s)
         return self.tasks if self.tasks is not None else (self.job_count or 0)
+
+    @property
+    def instance_count(self) -> int:
+        """How many timed submissions (a looping user's follow-ups not counted)."""
+        return self.arrivals.count if self.arrivals is not None else self.repeat
+
+    @property
+    def largest_cpu(self) -> float:
+        return _largest_size(self.cpu)
+
+    @property
+    def largest_ram_gib(self) -> float:
+        return _largest_size(self.ram_gib)
+
+    @property
+    def smallest_cpu(self) -> float:
+        return _smallest_size(self.cpu)
+
+    @property
+    def smallest_ram_gib(self) -> float:
+        return _smallest_size(self.ram_gib)
+
+
+def _largest_size(value: float | Distribution) -> float:
+    if isinstance(value, float | int):
+        return float(value)
+    top = value.largest()
+    assert top is not None  # checked in OperationConfig
+    return top
+
+
+def _smallest_size(value: float | Distribution) -> float:
+    """A lower bound of a draw (for memory estimates: the smaller the tasks, the more run)."""
+    if isinstance(value, float | int):
+        return float(value)
+    if isinstance(value, Empirical):
+        return max(min(value.values), value.min or 0.0)
+    return value.min or _largest_size(value) / 100
 
 
 def scale_tasks(op: dict[str, Any], factor: float) -> None:
@@ -119,11 +184,35 @@ def scale_tasks(op: dict[str, Any], factor: float) -> None:
     op[key] = max(1, round(op[key] * factor))
 
 
+class TraceConfig(Base, kw_only=True, frozen=True):
+    format: Literal["sls", "rumen", "synth", "google2011"]
+    path: Annotated[str, msgspec.Meta(min_length=1)]  # relative to the scenario file
+    # Pool for jobs without one (Google: tiers map to pools unless `pool` is given).
+    pool: str = ""
+    # Keep every n-th job / only jobs submitted in [start_s, start_s + span_s) of the trace, and
+    # at most max_jobs of them; the first kept job is submitted at `offset_s`.
+    sample: Count = 1
+    start_s: NonNegative = 0.0
+    span_s: Positive | None = None
+    max_jobs: Count | None = None
+    offset_s: NonNegative = 0.0
+    # Multiply trace times (submits and durations) by this (0.1: ten times faster).
+    time_scale: Positive = 1.0
+    # SYNTH: generate with this seed instead of the file's `rand_seed`.
+    seed: int | None = None
+    # Google 2011: requests are normalised to the largest machine; these are its size.
+    machine_cpu: Positive = 32.0
+    machine_ram_gib: Positive = 128.0
+
+
 class WorkloadConfig(Base, kw_only=True, frozen=True):
     pools: list[PoolConfig] = []
     operations: list[OperationConfig] = []
     # Task durations ~ Normal(mean, deviation), truncated below at this many seconds.
     min_task_seconds: Positive = 1.0
+    # A recorded trace replayed as operations besides those above (expanded when the scenario is
+    # loaded; `emulator import` writes the same operations out as a scenario to inspect and edit).
+    trace: TraceConfig | None = None
 
     def __post_init__(self) -> None:
         names = [p.name for p in self.pools]

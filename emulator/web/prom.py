@@ -18,6 +18,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from emulator.measure.decisions import BUCKETS_US
 from emulator.web.state import LiveRun
 
 
@@ -97,6 +98,17 @@ class RunCollector(Collector):
         yield HistogramMetricFamily(
             "hbemu_detection_latency_seconds", "Injected crash to removal by the RM (emulated seconds).",
             buckets=buckets, sum_value=h.sum,
+        )
+        d = run.side.decisions
+        cumulative = 0
+        buckets = []
+        for edge_us, n in zip((*BUCKETS_US, float("inf")), d.counts, strict=True):
+            cumulative += n
+            buckets.append(("+Inf" if edge_us == float("inf") else repr(edge_us / 1e6), cumulative))
+        yield HistogramMetricFamily(
+            "hbemu_scheduler_decision_seconds",
+            "Wall time the scheduler took per event (node update or scheduling pass).",
+            buckets=buckets, sum_value=d.histogram.sum / 1e6,
         )
 
 

@@ -1,0 +1,108 @@
+"""`emulator import FORMAT FILE -o scenario.toml`: a trace written out as a scenario, to inspect,
+edit and run (``[workload.trace]`` replays one without the intermediate file)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from emulator.cli.args import count, non_negative, positive
+from emulator.traces import FORMATS
+
+
+def add_command(sub: Any) -> None:
+    i = sub.add_parser("import", help="convert a trace (SLS, Rumen, SYNTH, Google 2011) into a scenario file")
+    i.add_argument("format", choices=FORMATS, help="the trace format")
+    i.add_argument("file", type=Path, help="the trace file")
+    i.add_argument("-o", "--out", type=Path, required=True, help="the scenario file to write")
+    i.add_argument("--nodes", type=Path, metavar="FILE", help="SLS nodes (topology) file: the cluster")
+    i.add_argument("--node-count", type=count(),
+                   help="the cluster: this many nodes of --node-cpu/--node-ram-gib")
+    i.add_argument("--node-cpu", type=positive, default=16.0, help="cpu per node with --node-count (16)")
+    i.add_argument("--node-ram-gib", type=positive, default=64.0, help="GiB per node with --node-count (64)")
+    i.add_argument("--pool", default="", help="every job in this pool (default: the trace's queue or tier)")
+    i.add_argument("--sample", type=count(), default=1, help="keep every n-th job (default 1: all)")
+    i.add_argument("--start-s", type=non_negative, default=0.0, help="skip the trace's first seconds")
+    i.add_argument("--span-s", type=positive, help="keep jobs submitted within this many seconds")
+    i.add_argument("--max-jobs", type=count(), help="keep at most this many jobs")
+    i.add_argument("--scale", type=positive, default=1.0, dest="time_scale",
+                   help="multiply trace times by this (0.1: ten times faster)")
+    i.add_argument("--machine-cpu", type=positive, default=32.0,
+                   help="Google 2011: cpu of the largest machine")
+    i.add_argument("--machine-ram-gib", type=positive, default=128.0,
+                   help="Google 2011: GiB of the largest machine")
+    i.add_argument("--policy", help="scheduler.policy of the scenario (default: the emulator's default)")
+    i.add_argument("--duration-s", type=positive, help="run length (default: 1.5 x the last job's ideal end)")
+    i.set_defaults(func=cmd_import)
+    t = sub.add_parser("traces", help="replay the SYNTH and Google-slice traces under drf, fifo and packing "
+                       "(3 seeds): job completion times side by side")
+    t.add_argument("--scenarios", type=Path, default=Path("scenarios/traces"),
+                   help="directory of synth.toml and google-slice.toml (default scenarios/traces)")
+    t.add_argument("--out", type=Path, default=Path("runs/traces"), help="results directories (runs/traces)")
+    t.add_argument("--json", type=Path, default=Path("docs/traces.json"),
+                   help="figures file (docs/traces.json)")
+    t.add_argument("--table", type=Path, metavar="JSON", help="only print the table of such a figures file")
+    t.add_argument("--quiet", action="store_true")
+    t.set_defaults(func=cmd_traces)
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    import msgspec
+
+    from emulator.results.record import to_toml
+    from emulator.scenario.loader import ScenarioError, scenario_from_dict
+    from emulator.scenario.schema import TraceConfig
+    from emulator.traces.convert import import_scenario
+    from emulator.traces.model import NodeGroup, TraceError
+    from emulator.traces.sls import read_nodes
+
+    cfg = TraceConfig(
+        format=args.format, path=str(args.file), pool=args.pool, sample=args.sample, start_s=args.start_s,
+        span_s=args.span_s, max_jobs=args.max_jobs, time_scale=args.time_scale, machine_cpu=args.machine_cpu,
+        machine_ram_gib=args.machine_ram_gib,
+    )
+    try:
+        nodes = None
+        if args.nodes is not None:
+            nodes, warnings = read_nodes(args.nodes)
+            for w in warnings:
+                print(f"warning: {w}", file=sys.stderr)
+        elif args.node_count is not None:
+            nodes = [NodeGroup(args.node_count, args.node_cpu, args.node_ram_gib)]
+        data, trace = import_scenario(cfg, args.file, nodes, args.policy, args.duration_s)
+    except TraceError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    for w in trace.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    try:
+        scenario = scenario_from_dict(msgspec.json.decode(msgspec.json.encode(data)), str(args.out),
+                                      args.out.parent)
+    except ScenarioError as err:
+        print(f"error: the scenario made of {args.file} is not valid: {err}", file=sys.stderr)
+        return 2
+    header = "".join(f"# {n}\n" for n in trace.notes)
+    text = f"# emulator import {args.format} {args.file}\n{header}\n" + to_toml(data)
+    args.out.write_text(text, encoding="utf-8")
+    jobs = len({o.get("job", o["name"]) for o in data["workload"]["operations"]})
+    tasks = sum(o.task_count for o in scenario.workload.operations)
+    print(f"{args.out}: {jobs} jobs, {len(scenario.workload.operations)} operations, {tasks} tasks, "
+          f"{scenario.node_count} nodes, run {scenario.run.duration_s:g} s")
+    return 0
+
+
+def cmd_traces(args: argparse.Namespace) -> int:
+    import json
+
+    from emulator.experiments.traces import run, table
+
+    if args.table is not None:
+        print(table(json.loads(args.table.read_text(encoding="utf-8"))))
+        return 0
+    data = run(args.scenarios, args.out, quiet=args.quiet)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    print(table(data))
+    return 0

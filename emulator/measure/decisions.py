@@ -1,0 +1,58 @@
+"""Scheduler decision latency (SLS's "timecost"): the wall time the RM's scheduler takes to handle
+each of its events (a node update, a continuous-scheduling pass), in microseconds.
+
+Wall time, not emulated: it is what a scheduler change costs in CPU, whatever the clock of the run
+(on the virtual clock as well). It varies from run to run and machine to machine: a rerun does not
+reproduce it (``emulator.results.record.WALL_CLOCK_FIELDS``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from emulator.time.clock import wall_time
+from rm.dispatcher import Handler
+from rm.histogram import LogHistogram
+from rm.scheduling import SchedulerItem
+
+# Upper bucket edges for /metrics, wall microseconds.
+BUCKETS_US = (5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 50000.0, 250000.0)
+
+
+class DecisionTimer:
+    def __init__(self, now: Callable[[], float] = wall_time) -> None:
+        """``now``: a monotonic wall clock in seconds (injectable for tests)."""
+        self._now = now
+        self.histogram = LogHistogram()  # µs
+        self.counts = [0] * (len(BUCKETS_US) + 1)
+
+    def wrap(self, handler: Handler[SchedulerItem]) -> Handler[SchedulerItem]:
+        now = self._now
+        add = self.add
+
+        def timed(item: SchedulerItem) -> float | None:
+            t0 = now()
+            extra = handler(item)
+            add((now() - t0) * 1e6)
+            return extra
+
+        return timed
+
+    def add(self, us: float) -> None:
+        self.histogram.add(us)
+        for i, edge in enumerate(BUCKETS_US):
+            if us <= edge:
+                self.counts[i] += 1
+                return
+        self.counts[-1] += 1
+
+    def summary(self) -> dict[str, float]:
+        """``{"count", "p50", "p90", "p99", "max"}`` in µs (quantiles within ~4%)."""
+        h = self.histogram
+        return {
+            "count": h.count,
+            "p50": round(h.quantile(0.5), 3),
+            "p90": round(h.quantile(0.9), 3),
+            "p99": round(h.quantile(0.99), 3),
+            "max": round(h.max, 3),
+        }

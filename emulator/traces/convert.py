@@ -1,0 +1,114 @@
+"""A trace as scenario data: its jobs as ``[[workload.operations]]`` tables (sampled, windowed,
+time-scaled as ``[workload.trace]`` asks), and its cluster when it describes one."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from emulator.scenario.schema import TraceConfig
+from emulator.traces import google, rumen, sls, synth
+from emulator.traces.model import NodeGroup, Trace, TraceJob
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.:@/-]+")
+
+
+def read_trace(cfg: TraceConfig, path: Path) -> Trace:
+    """Parse ``path`` in ``cfg.format``; raises ``TraceError`` naming file, record and field."""
+    if cfg.format == "sls":
+        return sls.read(path, cfg.pool)
+    if cfg.format == "rumen":
+        return rumen.read(path, cfg.pool)
+    if cfg.format == "synth":
+        return synth.read(path, cfg.pool, cfg.seed)
+    return google.read(path, cfg.pool, cfg.machine_cpu, cfg.machine_ram_gib)
+
+
+def select(jobs: list[TraceJob], cfg: TraceConfig) -> list[TraceJob]:
+    """The jobs submitted in the window, every ``sample``-th of them, at most ``max_jobs``."""
+    ordered = sorted(jobs, key=lambda j: j.submit_s)
+    if not ordered:
+        return []
+    t0 = ordered[0].submit_s + cfg.start_s
+    end = t0 + cfg.span_s if cfg.span_s is not None else math.inf
+    kept = [j for j in ordered if t0 <= j.submit_s < end][:: cfg.sample]
+    return kept[: cfg.max_jobs] if cfg.max_jobs is not None else kept
+
+
+def operations(trace: Trace, cfg: TraceConfig, taken: set[str] | None = None) -> list[dict[str, Any]]:
+    """One operation table per task size of each selected job (named after the job, ``.1``, ``.2``
+    for further sizes; ``job`` ties them together). ``taken``: names already in use."""
+    jobs = select(trace.jobs, cfg)
+    if not jobs:
+        return []
+    used = set(taken or ())
+    t0 = jobs[0].submit_s
+    scale = cfg.time_scale
+    out = []
+    for job in jobs:
+        base = _unique(_UNSAFE.sub("_", job.job_id) or "job", used)
+        submit = round(cfg.offset_s + (job.submit_s - t0) * scale, 6)
+        for k, g in enumerate(job.groups):
+            name = base if k == 0 else _unique(f"{base}.{k}", used)
+            op: dict[str, Any] = {
+                "name": name, "pool": cfg.pool or job.pool, "cpu": g.cpu, "ram_gib": round(g.ram_gib, 6),
+                "durations_s": [round(max(d * scale, 1e-6), 6) for d in g.durations_s], "submit_at_s": submit,
+            }
+            if len(job.groups) > 1:
+                op["job"] = base
+            out.append(op)
+    return out
+
+
+def _unique(name: str, used: set[str]) -> str:
+    out, n = name, 1
+    while out in used:
+        n += 1
+        out = f"{name}~{n}"
+    used.add(out)
+    return out
+
+
+def cluster(nodes: list[NodeGroup]) -> dict[str, Any]:
+    return {"nodes": [
+        {"count": g.count, "cpu": g.cpu, "ram_gib": round(g.ram_gib, 6),
+         "name": "node" if i == 0 else f"node{i}"}
+        for i, g in enumerate(nodes)
+    ]}
+
+
+def horizon_s(ops: list[dict[str, Any]]) -> float:
+    """A run length that lets the last job finish on an uncontended cluster, with room to queue."""
+    end = max((op["submit_at_s"] + max(op["durations_s"], default=0.0) for op in ops), default=60.0)
+    return float(max(60, math.ceil(end * 1.5 / 60) * 60))
+
+
+def import_scenario(
+    cfg: TraceConfig, path: Path, nodes: list[NodeGroup] | None = None, policy: str | None = None,
+    duration_s: float | None = None,
+) -> tuple[dict[str, Any], Trace]:
+    """A whole scenario replaying the trace: its cluster (``nodes``, else what the trace says),
+    its jobs as operations, a run long enough for the last job."""
+    from emulator.traces.model import TraceError
+
+    trace = read_trace(cfg, path)
+    ops = operations(trace, cfg)
+    if not ops:
+        raise TraceError(f"{path}: no job in the window (start {cfg.start_s:g} s, span {cfg.span_s} s)")
+    groups = nodes or trace.nodes
+    if not groups:
+        raise TraceError(f"{path}: the trace does not describe its cluster: give --nodes FILE (SLS nodes "
+                         "file) or --node-count with --node-cpu and --node-ram-gib")
+    data: dict[str, Any] = {
+        "name": f"import-{path.stem}",
+        "description": f"{cfg.format} trace {path.name}: {len(ops)} operations of "
+                       f"{len({o.get('job', o['name']) for o in ops})} jobs (emulator import)",
+        "cluster": cluster(groups),
+        "run": {"duration_s": duration_s or horizon_s(ops)},
+        "workload": {"operations": ops},
+    }
+    if policy is not None:
+        data["scheduler"] = {"policy": policy}
+    return data, trace

@@ -1,0 +1,164 @@
+"""Google cluster-usage trace 2011 (clusterdata-2011), its ``task_events`` table: CSV without a
+header, one event per line (a file, or several parts concatenated).
+
+Columns: timestamp (µs), missing info, job ID, task index, machine ID, event type (0 SUBMIT,
+1 SCHEDULE, 2 EVICT, 3 FAIL, 4 FINISH, 5 KILL, 6 LOST, 7/8 UPDATE), user, scheduling class,
+priority, CPU request, memory request, disk request, different-machines restriction.
+
+A job's submit time is its first task SUBMIT; each run of a task (SCHEDULE to the next EVICT, FAIL,
+FINISH, KILL or LOST) is a task of that length, so evicted and failed runs occupy what they
+did; a run still going at the end of the file lasts until the file's last timestamp. Requests are
+normalised to the largest machine: ``machine_cpu``/``machine_ram_gib`` are its size. Priority
+tiers become pools: 0-1 ``free``, 2-8 ``batch``, 9-11 ``production``. Ignored: disk, the
+different-machines restriction, scheduling class, users, machine placement.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from emulator.traces.model import NodeGroup, Trace, TraceError, TraceJob, read_text
+
+SUBMIT, SCHEDULE, EVICT, FAIL, FINISH, KILL, LOST, UPDATE_PENDING, UPDATE_RUNNING = range(9)
+ENDS = {EVICT, FAIL, FINISH, KILL, LOST}
+COLUMNS = (
+    "timestamp", "missing_info", "job_id", "task_index", "machine_id", "event_type", "user",
+    "scheduling_class", "priority", "cpu_request", "memory_request", "disk_request", "different_machines",
+)
+# Events before the trace window have timestamp 0; after it, 2^63 - 1.
+AFTER_END = 2**63 - 1
+# A zero request (the trace has them) still takes this fraction of the largest machine.
+MIN_REQUEST = 0.001
+
+
+def tier(priority: int) -> str:
+    return "free" if priority <= 1 else ("production" if priority >= 9 else "batch")
+
+
+@dataclass
+class _Task:
+    cpu: float = 0.0
+    mem: float = 0.0
+    priority: int = 0
+    running_since: float | None = None
+    runs: list[float] = field(default_factory=list)
+
+
+@dataclass
+class _Job:
+    submit_s: float
+    priority: int = 0
+    tasks: dict[int, _Task] = field(default_factory=dict)
+
+
+def read(
+    path: Path, default_pool: str = "", machine_cpu: float = 32.0, machine_ram_gib: float = 128.0
+) -> Trace:
+    text = read_text(path)
+    jobs: dict[str, _Job] = {}
+    machines: set[str] = set()
+    last_s = 0.0
+    zero_requests = 0
+    for line_no, row in enumerate(csv.reader(io.StringIO(text)), start=1):
+        if not row or (len(row) == 1 and not row[0].strip()):
+            continue
+        if len(row) != len(COLUMNS):
+            raise TraceError(f"{path}: line {line_no}: expected {len(COLUMNS)} comma-separated columns "
+                             f"({', '.join(COLUMNS)}), found {len(row)}")
+        ts = _int(row, 0, path, line_no)
+        if ts == AFTER_END:
+            continue
+        t = ts / 1e6
+        job_id = _required(row, 2, path, line_no)
+        index = _int(row, 3, path, line_no)
+        event = _int(row, 5, path, line_no)
+        if not 0 <= event <= 8:
+            raise _err(path, line_no, 5, "an event type 0..8", row[5])
+        if row[4]:
+            machines.add(row[4])
+        last_s = max(last_s, t)
+        job = jobs.get(job_id)
+        if job is None:
+            job = jobs[job_id] = _Job(submit_s=t)
+        task = job.tasks.get(index)
+        if task is None:
+            task = job.tasks[index] = _Task()
+        if event in (SUBMIT, UPDATE_PENDING, UPDATE_RUNNING, SCHEDULE):
+            if row[8]:
+                task.priority = _int(row, 8, path, line_no)
+                if not 0 <= task.priority <= 11:
+                    raise _err(path, line_no, 8, "a priority 0..11", row[8])
+                job.priority = max(job.priority, task.priority)
+            if row[9]:
+                task.cpu = _fraction(row, 9, path, line_no)
+            if row[10]:
+                task.mem = _fraction(row, 10, path, line_no)
+        if event == SUBMIT:
+            job.submit_s = min(job.submit_s, t)
+        elif event == SCHEDULE:
+            task.running_since = t
+        elif event in ENDS and task.running_since is not None:
+            task.runs.append(t - task.running_since)
+            task.running_since = None
+    if not jobs:
+        raise TraceError(f"{path}: no task events (expected the clusterdata-2011 task_events CSV)")
+    out = []
+    for job_id, job in jobs.items():
+        tj = TraceJob(job_id, default_pool or tier(job.priority), job.submit_s, [])
+        for task in job.tasks.values():
+            if task.running_since is not None:
+                task.runs.append(last_s - task.running_since)
+            if task.runs and (task.cpu == 0 or task.mem == 0):
+                zero_requests += 1
+            cpu = round(max(task.cpu, MIN_REQUEST) * machine_cpu, 6)
+            ram = round(max(task.mem, MIN_REQUEST) * machine_ram_gib, 6)
+            for run in task.runs:
+                if run > 0:
+                    tj.add_task(cpu, ram, run)
+        if tj.tasks:
+            out.append(tj)
+    if not out:
+        raise TraceError(f"{path}: no task ran (no SCHEDULE event followed by an end or the end of the file)")
+    warnings = []
+    if zero_requests:
+        warnings.append(f"{path}: {zero_requests} task(s) with a zero CPU or memory request: given "
+                        f"{MIN_REQUEST:g} of the largest machine")
+    nodes = [NodeGroup(len(machines), machine_cpu, machine_ram_gib)] if machines else []
+    notes = ["Google 2011: disk, different-machines restriction, scheduling class, users and placement "
+             "ignored"]
+    return Trace(out, nodes, warnings, notes)
+
+
+def _err(path: Path, line: int, col: int, expected: str, got: str) -> TraceError:
+    return TraceError(
+        f"{path}: line {line}: column {col + 1} `{COLUMNS[col]}`: expected {expected}, got {got!r}"
+    )
+
+
+def _required(row: list[str], col: int, path: Path, line: int) -> str:
+    if not row[col].strip():
+        raise _err(path, line, col, "a value", row[col])
+    return row[col].strip()
+
+
+def _int(row: list[str], col: int, path: Path, line: int) -> int:
+    try:
+        v = int(row[col])
+    except ValueError:
+        raise _err(path, line, col, "an integer", row[col]) from None
+    if v < 0:
+        raise _err(path, line, col, "an integer >= 0", row[col])
+    return v
+
+
+def _fraction(row: list[str], col: int, path: Path, line: int) -> float:
+    try:
+        v = float(row[col])
+    except ValueError:
+        raise _err(path, line, col, "a number in [0, 1]", row[col]) from None
+    if not 0 <= v <= 1:
+        raise _err(path, line, col, "a number in [0, 1] (normalised to the largest machine)", row[col])
+    return v

@@ -1,0 +1,121 @@
+"""Rumen job-history traces (a stream of LoggedJob objects), read as SLS's converter reads them.
+
+Every task attempt is a container (failed attempts used resources too) running from its
+``startTime`` to its ``finishTime``; attempts without both are skipped. Submit times are made
+relative to the first job's. Container sizes: the job's ``jobMapMB``/``jobReduceMB``, else its
+``jobProperties`` (``mapreduce.{map,reduce}.memory.mb`` and ``.cpu.vcores``), else SLS's defaults
+(1024 MB, 1 vcore). Ignored: host names (locality), map/reduce ordering, counters.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from emulator.traces.model import (
+    MIB_PER_GIB,
+    NodeGroup,
+    Trace,
+    TraceError,
+    TraceJob,
+    Unknown,
+    Where,
+    as_list,
+    as_object,
+    json_stream,
+    number,
+    text_field,
+)
+from emulator.traces.sls import (
+    DEFAULT_CONTAINER_MB,
+    DEFAULT_CONTAINER_VCORES,
+    DEFAULT_NODE_MB,
+    DEFAULT_NODE_VCORES,
+)
+
+# Known LoggedJob / LoggedTask / LoggedTaskAttempt fields: read, or ignored on purpose.
+JOB_FIELDS = frozenset({
+    "jobID", "submitTime", "launchTime", "finishTime", "queue", "user", "mapTasks", "reduceTasks",
+    "otherTasks",
+    "jobName", "outcome", "jobtype", "priority", "jobProperties", "jobMapMB", "jobReduceMB", "heapMegabytes",
+    "clusterMapMB", "clusterReduceMB", "totalMaps", "totalReduces", "computonsPerMapInputByte",
+    "computonsPerMapOutputByte", "computonsPerReduceInputByte", "computonsPerReduceOutputByte",
+    "successfulMapAttemptCDFs", "failedMapAttemptCDFs", "successfulReduceAttemptCDF",
+    "failedReduceAttemptCDF",
+    "mapperTriesToSucceed", "failedMapperFraction", "relativeTime", "directDependantJobs",
+})
+TASK_FIELDS = frozenset({
+    "taskID", "taskType", "startTime", "finishTime", "attempts", "inputBytes", "inputRecords", "outputBytes",
+    "outputRecords", "preferredLocations", "taskStatus",
+})
+ATTEMPT_FIELDS = frozenset({
+    "attemptID", "startTime", "finishTime", "hostName", "result", "shuffleFinished", "sortFinished",
+    "hdfsBytesRead", "hdfsBytesWritten", "fileBytesRead", "fileBytesWritten", "mapInputRecords",
+    "mapOutputBytes", "mapOutputRecords", "combineInputRecords", "reduceInputGroups", "reduceInputRecords",
+    "reduceShuffleBytes", "reduceOutputRecords", "spilledRecords", "location", "resourceUsageMetrics",
+    "vmemKbytes", "physMemKbytes", "clockSplits", "cpuUsages",
+})
+
+
+def read(path: Path, default_pool: str = "") -> Trace:
+    unknown = Unknown(path)
+    jobs: list[TraceJob] = []
+    hosts: set[str] = set()
+    baseline: float | None = None
+    for where, value in json_stream(path):
+        obj = as_object(value, where, "(record)")
+        unknown.check(obj, JOB_FIELDS, where)
+        job_id = text_field(obj, "jobID", where)
+        submit = number(obj, "submitTime", where)
+        if baseline is None:
+            baseline = submit
+        queue = text_field(obj, "queue", where, "default")
+        job = TraceJob(job_id, default_pool or queue, max(0.0, submit - baseline) / 1000, [])
+        for kind in ("map", "reduce"):
+            key = f"{kind}Tasks"
+            cpu, mb = _size(obj, kind, where)
+            for i, t in enumerate(as_list(obj.get(key, []), where, key)):
+                task = as_object(t, where, f"{key}[{i}]")
+                unknown.check(task, TASK_FIELDS, where, f"{key}[].")
+                for j, a in enumerate(as_list(task.get("attempts", []), where, f"{key}[{i}].attempts")):
+                    prefix = f"{key}[{i}].attempts[{j}]."
+                    attempt = as_object(a, where, prefix[:-1])
+                    unknown.check(attempt, ATTEMPT_FIELDS, where, f"{key}[].attempts[].")
+                    start, end = attempt.get("startTime"), attempt.get("finishTime")
+                    if not _time(start) or not _time(end):
+                        continue  # never ran, or its end was not recorded (Rumen writes -1)
+                    start_ms = number(attempt, "startTime", where, prefix=prefix)
+                    end_ms = number(attempt, "finishTime", where, prefix=prefix)
+                    if end_ms <= start_ms:
+                        raise where.error(prefix + "finishTime", f"a time after `startTime` ({start_ms:g})",
+                                          end)
+                    host = attempt.get("hostName")
+                    if isinstance(host, str):
+                        hosts.add(host)
+                    job.add_task(cpu, mb / MIB_PER_GIB, (end_ms - start_ms) / 1000)
+        if job.tasks:
+            jobs.append(job)
+    if not jobs:
+        raise TraceError(f"{path}: no job with a finished task attempt (expected Rumen LoggedJob objects)")
+    nodes = [NodeGroup(len(hosts), DEFAULT_NODE_VCORES, DEFAULT_NODE_MB / MIB_PER_GIB)] if hosts else []
+    notes = ["Rumen: each attempt is a container; host names (locality) and map/reduce order ignored"]
+    return Trace(jobs, nodes, unknown.warnings, notes)
+
+
+def _time(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and v >= 0
+
+
+def _size(job: dict[str, Any], kind: str, where: Where) -> tuple[float, float]:
+    """(vcores, MB) of the job's ``kind`` tasks."""
+    props = job.get("jobProperties") or {}
+    props = as_object(props, where, "jobProperties")
+    field = "jobMapMB" if kind == "map" else "jobReduceMB"
+    mb = DEFAULT_CONTAINER_MB
+    if isinstance(job.get(field), int | float) and job[field] > 0:
+        mb = number(job, field, where, positive=True)
+    elif f"mapreduce.{kind}.memory.mb" in props:
+        mb = number(props, f"mapreduce.{kind}.memory.mb", where, positive=True, prefix="jobProperties.")
+    vcores = number(props, f"mapreduce.{kind}.cpu.vcores", where, DEFAULT_CONTAINER_VCORES, positive=True,
+                    prefix="jobProperties.")
+    return vcores, mb
