@@ -50,6 +50,8 @@ FIGURES: dict[str, Figure] = {
         "scenarios/quickstart.toml --set heartbeat.mode=delta --out runs/qs-delta && emulator compare "
         "runs/qs-periodic runs/qs-delta --metrics heartbeats --out runs/cmp-qs && "
         "cp runs/cmp-qs/compare.json docs/compare-quickstart-periodic-vs-delta.json"),
+    "traces": Figure("docs/traces.json", "emulator.experiments.traces:table",
+                     "make traces (emulator traces --out runs/traces --json docs/traces.json)"),
     "abuse": Figure("docs/abuse-results.json", "emulator.experiments.abuse:markdown_table",
                     "emulator abuse scenarios/abuse.toml --out docs/abuse-results.json"),
 }
