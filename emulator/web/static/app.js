@@ -35,7 +35,8 @@ function makeChart(id, title, series, opts = {}) {
   const u = new uPlot({
     title, width: chartWidth(el), height: opts.height || 190,
     scales: { x: { time: false }, y: { range: HBCharts.fromZero(opts.floor || 1), ...(opts.y || {}) }, ...(opts.scales || {}) },
-    axes: [{ size: 30, values: (u, vals) => vals.map((v) => v + "s") }, { size: 62 }, ...(opts.axes || [])],
+    axes: [{ size: 30, values: (u, vals) => vals.map((v) => v + "s") },
+      { size: 62, ...(opts.counts ? { incrs: HBCharts.INT_INCRS } : {}) }, ...(opts.axes || [])],
     legend: { live: true },
     cursor: { drag: { x: true, y: false } },
     plugins: [HBCharts.marksPlugin(warmup, faults)],
@@ -68,12 +69,12 @@ function initCharts() {
   makeChart("c-tasks", "Tasks: running and pending", [
     { label: "running", stroke: M("running_tasks") },
     { label: "pending", stroke: M("pending_tasks") },
-  ], { height: 160 });
+  ], { height: 160, counts: true });
   makeChart("c-sched", "Scheduler: refusals, fallback allocations, preemptions (cumulative)", [
     { label: "refusals", stroke: M("refusals") },
     { label: "fallbacks", stroke: M("fallback_allocations") },
     { label: "preemptions", stroke: M("preemptions") },
-  ], { height: 150 });
+  ], { height: 150, counts: true });
   makeChart("c-hb", "Heartbeats per emulated second", [
     { label: "sent", stroke: M("sent_per_s") },
     { label: "processed", stroke: M("responses_per_s") },
@@ -109,11 +110,11 @@ function initShareCharts(columns) {
   const share = { height: 200, floor: 0.05 };
   if (pools.length) {
     makeChart("c-pool-share", "Per pool: dominant share vs fair share", shareSeries(pools), share);
-    makeChart("c-pool-running", "Per pool: running tasks", countSeries(pools), { height: 200 });
+    makeChart("c-pool-running", "Per pool: running tasks", countSeries(pools), { height: 200, counts: true });
   }
   if (ops.length) {
     makeChart("c-op-share", "Per workload entry: dominant share vs fair share", shareSeries(ops), share);
-    makeChart("c-op-pending", "Per workload entry: pending tasks", countSeries(ops), { height: 200 });
+    makeChart("c-op-pending", "Per workload entry: pending tasks", countSeries(ops), { height: 200, counts: true });
   }
 }
 

@@ -58,7 +58,11 @@ const HBCharts = (() => {
     return names;
   }
 
+  /* Tick steps for counts: whole numbers only (no "0.5 nodes removed"). */
+  const INT_INCRS = [1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1e3, 2e3, 2.5e3, 5e3, 1e4, 2e4, 2.5e4, 5e4,
+    1e5, 2e5, 2.5e5, 5e5, 1e6, 2e6, 5e6, 1e7, 1e8, 1e9];
+
   const hasData = (cols) => cols.some((a) => a && a.some((v) => v != null && v !== 0));
 
-  return { marksPlugin, fromZero, layered, shareNames, hasData };
+  return { marksPlugin, fromZero, layered, shareNames, hasData, INT_INCRS };
 })();
