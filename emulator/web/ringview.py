@@ -38,10 +38,12 @@ def ring(live: LiveRun, max_arcs: int = MAX_ARCS) -> dict[str, Any]:
     for mid in order:
         rec = records.get(mid)
         hit = live.injected.get(rec.address if rec is not None else by_id.get(mid, ""))
-        if hit is not None:
-            st = hit.kind
-        elif mid in suspected or rec is None:  # no record: removed, the ring is about to follow
+        # The RM's suspicion first: a crashed node turns from "crashed" (not noticed yet) to
+        # "suspected" (noticed, removal on its way), then leaves the ring.
+        if mid in suspected or rec is None:  # no record: removed, the ring is about to follow
             st = "suspected"
+        elif hit is not None:
+            st = hit.kind
         elif rec is not None and rec.state == "unhealthy":
             st = "unhealthy"
         else:
