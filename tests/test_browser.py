@@ -180,7 +180,8 @@ async def test_scenario_faults_apart_and_ring_in_arcs_at_many_nodes() -> None:
             await page.wait_for_function("$('k-scenario').textContent === '30 / 0'", timeout=40_000)
             assert await text(page, "#k-injected") == "0 / 0"
             ring = "JSON.parse($('ring').dataset.counts || '{}')"
-            await page.wait_for_function(f"{ring}.crashed + {ring}.lost === 30", timeout=20_000)
+            await page.wait_for_function(f"{ring}.crashed + {ring}.suspected + {ring}.lost === 30",
+                                         timeout=20_000)
             assert await page.evaluate("$('ring').dataset.arcs") == "360"
             counts = await page.evaluate(ring)
             assert counts["alive"] + counts["crashed"] + counts["suspected"] + counts["lost"] == 600
