@@ -33,17 +33,21 @@ def ring(live: LiveRun, max_arcs: int = MAX_ARCS) -> dict[str, Any]:
     order = list(snap.members) if snap is not None else sorted(records)
     suspected = set(snap.suspected) | set(snap.held) if snap is not None else set()
     by_id = {mid: a for a, mid in run.side.hosting.machine_ids().items()}
+    fates = run.side.faults.fates
     index = {s: i for i, s in enumerate(ARC_STATES)}
     states: list[int] = []
     for mid in order:
         rec = records.get(mid)
-        hit = live.injected.get(rec.address if rec is not None else by_id.get(mid, ""))
+        address = rec.address if rec is not None else by_id.get(mid, "")
+        hit = live.injected.get(address)
         # The RM's suspicion first: a crashed node turns from "crashed" (not noticed yet) to
         # "suspected" (noticed, removal on its way), then leaves the ring.
         if mid in suspected or rec is None:  # no record: removed, the ring is about to follow
             st = "suspected"
         elif hit is not None:
             st = hit.kind
+        elif fates.stalled_for(address) > 0:  # a pause of the scenario's (the page's are in `injected`)
+            st = "paused"
         elif rec is not None and rec.state == "unhealthy":
             st = "unhealthy"
         else:
