@@ -72,7 +72,7 @@ class RMSide:
         pools = [*(p.parent for p in wl.pools if p.parent != "root"), *(p.name for p in wl.pools),
                  *(o.pool for o in wl.operations)]
         self.shares = ShareSeries(self.rm, pools, [o.name for o in wl.operations])
-        self.sampler.listeners.append(self.shares.on_sample)
+        self.sampler.listeners.append(lambda _row: self.shares.on_sample(_row, self.sampler.last_shares))
         self.restarts = RestartLog(self.rm, clock, live_nodes, listener)
         self.faults = FaultInjector(
             sc.faults, hosting, clock, sc.run.seed, log, self.rm, self.restarts.restart

@@ -45,11 +45,12 @@ class ShareSeries:
         self.columns = share_columns(self.pools, self.entries)
         self.rows: list[tuple[float, ...]] = []
 
-    def on_sample(self, _row: object) -> None:
-        self.take()
+    def on_sample(self, _row: object, shares: SharesSnapshot | None = None) -> None:
+        self.take(shares)
 
-    def take(self) -> tuple[float, ...]:
-        shares = self._rm.shares()
+    def take(self, shares: SharesSnapshot | None = None) -> tuple[float, ...]:
+        """``shares``: the RM's shares if the caller has them already (the sampler has)."""
+        shares = shares if shares is not None else self._rm.shares()
         parent = {p.name: p.parent for p in self._rm.pools_view()}
         running: dict[tuple[str, str], int] = {}
         pending: dict[tuple[str, str], int] = {}
