@@ -478,6 +478,9 @@ function connect() {
 }
 
 function main() {
+  // The CPU / RAM bars in the chart colours of CPU and RAM (one palette for page and report).
+  document.documentElement.style.setProperty("--accent", PALETTE.metric.cpu_utilization);
+  document.documentElement.style.setProperty("--ok", PALETTE.metric.ram_utilization);
   initCharts();
   wireSort("ops", page.opsSort, renderOps);
   wireSort("pools", page.poolsSort, renderOps);
