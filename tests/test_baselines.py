@@ -110,7 +110,10 @@ def test_every_policy_runs_from_a_scenario_and_reports_the_new_metrics(policy: s
     else:
         assert summary["refusals"] == 0
     header = (tmp_path / "timeseries.csv").read_text().splitlines()[0].split(",")
-    assert header[-3:] == ["refusals", "fallback_allocations", "preemptions"]
+    # The sampler's columns end with the scheduler counters; the per-pool / per-entry shares follow.
+    sampler = [c for c in header if not c.startswith(("pool:", "op:"))]
+    assert sampler[-3:] == ["refusals", "fallback_allocations", "preemptions"]
+    assert "pool:u1:dominant_share" in header
 
 
 def test_late_operation_gets_its_share_through_preemption(tmp_path) -> None:

@@ -49,7 +49,7 @@ async def shot(page: Page, name: str) -> None:
 @pytest.mark.asyncio
 async def test_page_live_in_chromium(tmp_path: Path) -> None:
     nodes = int(os.environ.get("HBEMU_SCREENSHOT_NODES", "40"))
-    scenario = small_scenario(nodes=nodes, expiry_s=5.0, speed=10.0)
+    scenario = small_scenario(nodes=nodes, expiry_s=5.0, speed=10.0, warmup_s=5.0)
     async with served(scenario, allow_control=True, push_interval_s=0.5) as srv, async_playwright() as pw:
         browser = await pw.chromium.launch(
             executable_path=CHROMIUM, args=FLAGS, headless=True,
@@ -71,6 +71,31 @@ async def test_page_live_in_chromium(tmp_path: Path) -> None:
                 assert await page.locator(f"#{chart} canvas").count() == 1
             points = await page.evaluate("page.charts['c-util'].data[1].filter(v => v > 0).length")
             assert points >= 3
+            # Running tasks and the per-pool / per-entry share charts, one series pair per pool.
+            assert not await page.locator("#c-tasks").is_hidden()
+            for chart in ("c-pool-share", "c-pool-running", "c-op-share"):
+                assert await page.locator(f"#{chart} canvas").count() == 1
+                assert not await page.locator(f"#{chart}").is_hidden()
+            labels = await page.evaluate("page.charts['c-pool-share'].series.slice(1).map(s => s.label)")
+            assert labels == ["prod dominant", "prod fair", "batch dominant", "batch fair"]
+            shares = await page.evaluate("page.charts['c-pool-share'].data[1].filter(v => v > 0).length")
+            assert shares >= 3
+            running = await page.evaluate("page.charts['c-pool-running'].data[2].filter(v => v > 0).length")
+            assert running >= 3
+            # Preemption is off and DRF refuses nothing here: the scheduler chart has nothing to say.
+            assert await page.locator("#c-sched").is_hidden()
+            assert await page.evaluate("page.cluster.warmup_s") == 5.0
+
+            # The speed selector shows the run's speed, also one set elsewhere (not in its list).
+            assert await page.input_value("#speed-select") == "10"
+            await page.select_option("#speed-select", "20")
+            await page.wait_for_function("$('speed').textContent === '20'", timeout=10_000)
+            assert await page.input_value("#speed-select") == "20"
+            await page.evaluate("""fetch('/api/control/run', {method: 'POST',
+                body: JSON.stringify({action: 'speed', speed: 12})})""")
+            await page.wait_for_function("$('speed-select').value === '12'", timeout=10_000)
+            await page.select_option("#speed-select", "10")
+            await page.wait_for_function("$('speed').textContent === '10'", timeout=10_000)
 
             # Numbers change over time without a reload.
             t1 = await number(page, "#t-emu")
@@ -104,6 +129,11 @@ async def test_page_live_in_chromium(tmp_path: Path) -> None:
             lost = page.locator("#events li", has_text="node.lost")
             assert "n-0-00007" in (await lost.first.text_content() or "")
             assert await text(page, "#k-lost") == "1"
+            # The page's crash is counted as the page's; the scenario crashed nothing.
+            assert await text(page, "#k-injected") == "1 / 0"
+            assert await text(page, "#k-scenario") == "0 / 0"
+            # ... and marked on the charts at its time.
+            assert len(await page.evaluate("page.faultTimes")) == 1
             assert "node.lost" in await text(page, "#ring-changes")
             await page.wait_for_function(
                 "document.querySelector('#nodes tbody tr .st').textContent === 'crashed'", timeout=10_000)
@@ -131,3 +161,35 @@ async def _ring_shot(page: Page, _: Any) -> None:
     if os.environ.get("HBEMU_SCREENSHOTS"):
         await page.locator("#panel-ring").screenshot(
             path=str(Path(os.environ["HBEMU_SCREENSHOTS"]) / "ring-panel.png"))
+
+
+@pytest.mark.asyncio
+async def test_scenario_faults_apart_and_ring_in_arcs_at_many_nodes() -> None:
+    """600 nodes, the scenario crashes 5% of them: counted as the scenario's (not "by you"), and
+    the ring is drawn as 360 aggregate arcs with the crashed members as a fraction of the ring."""
+    scenario = small_scenario(nodes=600, expiry_s=9.0, speed=3.0, interval_s=3.0,
+                              faults=[{"kind": "crash", "at_s": 6.0, "fraction": 0.05}])
+    async with served(scenario, push_interval_s=0.5) as srv, async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True,
+                                           timeout=30_000)
+        try:
+            page = await browser.new_page(viewport={"width": 1440, "height": 1000})
+            problems: list[str] = []
+            page.on("pageerror", lambda e: problems.append(str(e)))
+            await page.goto(srv.url)
+            await page.wait_for_function("$('k-scenario').textContent === '30 / 0'", timeout=40_000)
+            assert await text(page, "#k-injected") == "0 / 0"
+            ring = "JSON.parse($('ring').dataset.counts || '{}')"
+            await page.wait_for_function(f"{ring}.crashed + {ring}.suspected + {ring}.lost === 30",
+                                         timeout=20_000)
+            assert await page.evaluate("$('ring').dataset.arcs") == "360"
+            counts = await page.evaluate(ring)
+            assert counts["alive"] + counts["crashed"] + counts["suspected"] + counts["lost"] == 600
+            # The fault is marked on the charts at its time.
+            assert await page.evaluate("page.faultTimes") == [pytest.approx(6.0, abs=0.1)]
+            if os.environ.get("HBEMU_SCREENSHOTS"):
+                await page.locator("#panel-ring").screenshot(
+                    path=str(Path(os.environ["HBEMU_SCREENSHOTS"]) / "ring-600-nodes.png"))
+            assert problems == [], problems
+        finally:
+            await browser.close()

@@ -106,3 +106,101 @@ def test_run_command_writes_the_report(tmp_path: Path) -> None:
     out = tmp_path / "qs"
     assert main(["run", str(scenario), "--out", str(out), "--duration", "400", "--quiet"]) == 0
     assert (out / "report.html").is_file() and (out / "utilization.png").is_file()
+
+
+def crash_run_to(directory: Path) -> Path:
+    """Two pools, a warm-up and a crash fault at 200 s (virtual time)."""
+    scenario = scenario_from_dict({
+        "name": "report-faults",
+        "cluster": {"nodes": [{"count": 10, "cpu": 16, "ram_gib": 64}]},
+        "heartbeat": {"interval_s": 3.0},
+        "workload": {
+            "pools": [{"name": "prod", "weight": 2.0}, {"name": "batch"}],
+            "operations": [
+                {"name": "web", "pool": "prod", "cpu": 2, "ram_gib": 4, "job_count": 40,
+                 "seconds_mean": 40, "seconds_deviation": 5, "loop": True},
+                {"name": "etl", "pool": "batch", "cpu": 1, "ram_gib": 8, "job_count": 50,
+                 "seconds_mean": 60, "seconds_deviation": 5, "loop": True},
+            ],
+        },
+        "rm": {"expiry_s": 30.0, "monitor_interval_s": 3.0},
+        "faults": [{"kind": "crash", "at_s": 200, "count": 2}],
+        "run": {"duration_s": 400, "seed": 4, "warmup_s": 60},
+    })
+    directory.mkdir(parents=True)
+    write_results(run_blocking(scenario, directory / "events.jsonl"), directory)
+    return directory
+
+
+def test_report_draws_each_chart_once_and_leaves_empty_ones_out(tmp_path: Path) -> None:
+    from emulator.results.chartspec import charts_for
+
+    d = crash_run_to(tmp_path / "f")
+    html = write_run_report(d).read_text(encoding="utf-8")
+    charts = msgspec.json.decode(found(r"const REPORT_CHARTS = (.*?);</script>", html))
+    ids = [c["id"] for c in charts]
+    assert len(ids) == len(set(ids))
+    # Drawn once: the PNGs of the same figures are linked, not shown again.
+    assert "<img" not in html and 'href="utilization.png"' in html and 'href="shares.png"' in html
+    # DRF without preemption refuses and preempts nothing: no scheduler chart.
+    run = load_run(d)
+    assert not any(run.series["refusals"]) and not any(run.series["preemptions"])
+    assert "scheduler" not in ids
+    assert {"utilization", "tasks", "nodes", "removals", "pool_share", "pool_running", "op_share"} <= set(ids)
+    # Per pool: a dominant (solid) and a fair (dashed) series per pool, one colour per pool.
+    share = next(c for c in charts if c["id"] == "pool_share")
+    labels = [s["label"] for s in share["series"]]
+    assert labels == ["prod dominant", "prod fair", "batch dominant", "batch fair"]
+    assert share["series"][0]["color"] == share["series"][1]["color"] != share["series"][2]["color"]
+    assert share["series"][0]["dash"] is None and share["series"][1]["dash"]
+    # Without removals the removals chart goes too.
+    quiet = run_to(tmp_path / "q", seed=1)
+    assert "removals" not in [c["id"] for c in charts_for([load_run(quiet)])]
+
+
+def test_plots_shade_the_warmup_and_mark_faults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from emulator.results import plots
+
+    d = crash_run_to(tmp_path / "f")
+    figures: dict[str, object] = {}
+    monkeypatch.setattr(plots, "_save", lambda fig, path: figures.setdefault(path.name, fig))
+    run = load_run(d)
+    assert run.faults == [200.0] and run.summary["warmup_s"] == 60
+    names = [p.name for p in plots.write_plots([run], d)]
+    assert names == ["utilization.png", "heartbeats.png", "removals.png", "shares.png"]
+    for name, fig in figures.items():
+        for ax in fig.axes:  # type: ignore[attr-defined]
+            spans = [p for p in ax.patches if p.get_label() == "warm-up"]
+            assert len(spans) == 1, name
+            assert spans[0].get_x() == 0 and spans[0].get_width() == 60, name
+            faults = [ln for ln in ax.lines
+                      if ln.get_linestyle() == "--" and list(ln.get_xdata()) == [200, 200]]
+            assert len(faults) == 1, name
+    # Counts start at zero, with whole-number ticks.
+    removals = figures["removals.png"].axes  # type: ignore[attr-defined]
+    assert len(removals) == 2
+    for ax in removals:
+        assert ax.get_ylim()[0] == 0
+        assert all(float(t).is_integer() for t in ax.get_yticks())
+
+
+def test_timeseries_has_per_pool_and_per_entry_shares(tmp_path: Path) -> None:
+    d = crash_run_to(tmp_path / "f")
+    header = (d / "timeseries.csv").read_text().splitlines()[0].split(",")
+    share_cols = [c for c in header if c.startswith(("pool:", "op:"))]
+    assert share_cols == [f"{k}:{n}:{m}" for k, names in (("pool", ("prod", "batch")), ("op", ("web", "etl")))
+                          for n in names for m in ("dominant_share", "fair_share", "running", "pending")]
+    run = load_run(d)
+    for n in ("prod", "batch"):
+        assert max(run.series[f"pool:{n}:dominant_share"]) > 0.05
+        assert 0 < max(run.series[f"pool:{n}:fair_share"]) <= 1
+        assert max(run.series[f"pool:{n}:running"]) > 0
+    # A pool's running tasks are its entries' (one entry per pool here), and sum to the total.
+    assert run.series["pool:prod:running"] == run.series["op:web:running"]
+    prod, batch = run.series["pool:prod:running"], run.series["pool:batch:running"]
+    total = [a + b for a, b in zip(prod, batch, strict=True)]
+    assert total == run.series["running_tasks"]
+    # The scenario's crash counts as the scenario's.
+    summary = msgspec.json.decode((d / "summary.json").read_bytes())
+    assert summary["crashed_by_scenario"] == 2 and summary["crashed_from_page"] == 0
+    assert summary["crashed_removed_by_scenario"] == summary["crashed_removed"] == 2

@@ -63,7 +63,10 @@ async def test_api_documents_follow_the_run() -> None:
             assert 0 <= o["dominant_share"] <= 1 and o["fair_share"] is not None
 
         ring = await get(s, base + "ring")
-        assert ring["max_id"] == 12 and ring["states"] == "a" * 12 and ring["size"] == 12
+        assert ring["size"] == 12 and ring["counts"]["alive"] == 12 and len(ring["arcs"]) == 12
+        # A small ring: one arc per member, in the order of the source, each one alive member.
+        assert [a[0] for a in ring["arcs"]] == list(range(1, 13))
+        assert all(a[2:] == [1, 0, 0, 0, 0] for a in ring["arcs"])
 
         events = await get(s, base + "events?kinds=node.registered")
         assert len(events["events"]) == 12
@@ -159,7 +162,7 @@ async def test_crashed_node_is_detected_removed_and_shown_everywhere() -> None:
         row = (await get(s, base + "nodes?q=n-0-00004"))["rows"][0]
         assert row["injected"] == "crashed"
         ring = await get(s, base + "ring")
-        assert ring["states"].count("c") == 1
+        assert ring["counts"]["crashed"] == 1
 
         async def lost() -> Any:
             ev = await get(s, base + "events?kinds=node.lost")
@@ -168,10 +171,12 @@ async def test_crashed_node_is_detected_removed_and_shown_everywhere() -> None:
         removed = await wait_for(lost)
         assert [e["address"] for e in removed] == ["n-0-00004"]
         ring = await get(s, base + "ring")
-        assert ring["states"].count("l") == 1 and ring["states"].count("c") == 0
+        assert ring["counts"]["lost"] == 1 and ring["counts"]["crashed"] == 0 and ring["size"] == 11
         assert any(ch["event"] == "node.lost" for ch in ring["changes"])
         c = await get(s, base + "cluster")
         assert c["nodes_lost"] == 1 and c["false_removals"] == 0
+        # The page's crash is the page's: the scenario crashed nothing.
+        assert c["injected"]["crashed"] == 1 and c["scenario_faults"] == {"crashed": 0, "paused": 0}
         # Expiry 4 s, monitor every 1 s: removal 4-5 emulated seconds after the crash (plus a
         # heartbeat interval of slack for when the last processed heartbeat was).
         lat = c["detection_latency_s"]
@@ -294,5 +299,7 @@ async def test_fault_buttons_work_over_tcp_and_the_page_shows_the_lag() -> None:
         assert removed["address"] == "n-0-00009" and "reported by" in removed["reason"]
         c = await get(s, base + "cluster")
         assert c["nodes_lost"] == 1 and c["false_removals"] == 0
+        # The page's crash is the page's: the scenario crashed nothing.
+        assert c["injected"]["crashed"] == 1 and c["scenario_faults"] == {"crashed": 0, "paused": 0}
         lag = c["lag"]
         assert lag is not None and lag["threshold_s"] == pytest.approx(0.1) and not lag["overloaded"]

@@ -18,13 +18,14 @@ MAX_WALL_S = 60.0
 
 
 def small_scenario(nodes: int = 12, duration_s: float = 600.0, speed: float = 20.0,
-                   expiry_s: float = 6.0, **run: Any) -> Scenario:
-    """Periodic 1 s heartbeats, a fast liveliness monitor, two looping users that keep the
-    cluster about 80% busy whatever its size."""
+                   expiry_s: float = 6.0, interval_s: float = 1.0, faults: list[dict[str, Any]] | None = None,
+                   **run: Any) -> Scenario:
+    """Periodic heartbeats (every 1 s unless told), a fast liveliness monitor, two looping users
+    that keep the cluster about 80% busy whatever its size; ``faults``: the scenario's own."""
     return scenario_from_dict({
         "name": "web-test",
         "cluster": {"nodes": [{"count": nodes, "cpu": 16, "ram_gib": 64, "name": "n"}]},
-        "heartbeat": {"mode": "periodic", "interval_s": 1.0},
+        "heartbeat": {"mode": "periodic", "interval_s": interval_s},
         "rm": {"expiry_s": expiry_s, "monitor_interval_s": 1.0},
         "workload": {
             "pools": [{"name": "prod", "weight": 2.0}, {"name": "batch"}],
@@ -35,6 +36,7 @@ def small_scenario(nodes: int = 12, duration_s: float = 600.0, speed: float = 20
                  "seconds_mean": 30, "seconds_deviation": 5, "loop": True},
             ],
         },
+        "faults": faults or [],
         "run": {"duration_s": duration_s, "clock": "realtime", "speed": speed, "seed": 3, **run},
     })
 

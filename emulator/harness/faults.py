@@ -38,11 +38,14 @@ class NodeFates:
     def __init__(self, clock: LoopClock) -> None:
         self._clock = clock
         self.crashed_at: dict[str, float] = {}  # address -> time of its (last) crash, ever
+        # address -> who crashed it (last): "scenario", "page" (the status page) or "worker"
+        self.crash_source: dict[str, str] = {}
         self.down: set[str] = set()  # crashed and not rejoined
         self._paused: dict[str, tuple[float, float]] = {}  # address -> (stalled since, until)
 
-    def crashed(self, address: str) -> None:
+    def crashed(self, address: str, source: str = "scenario") -> None:
         self.crashed_at[address] = self._clock.now()
+        self.crash_source[address] = source
         self.down.add(address)
 
     def rejoined(self, address: str) -> None:
@@ -136,16 +139,17 @@ class FaultInjector:
 
     # ---- node faults (also the status page's way in) ---------------------------------------
 
-    def crash(self, addresses: list[str], at_s: float | None = None) -> list[str]:
+    def crash(self, addresses: list[str], at_s: float | None = None, source: str = "scenario") -> list[str]:
+        """``source``: who asks, "scenario" or "page" (kept apart in the results)."""
         at = self._clock.now() if at_s is None else at_s
         targets = [a for a in addresses if not self.fates.is_down(a)]
         self._hosting.crash(targets, at)
-        self._at(at, self._record_crash, targets)
+        self._at(at, self._record_crash, targets, source)
         return targets
 
-    def _record_crash(self, targets: list[str]) -> None:
+    def _record_crash(self, targets: list[str], source: str = "scenario") -> None:
         for a in targets:
-            self.fates.crashed(a)
+            self.fates.crashed(a, source)
 
     def rejoin(self, addresses: list[str], at_s: float | None = None) -> list[str]:
         at = self._clock.now() if at_s is None else at_s
@@ -170,7 +174,7 @@ class FaultInjector:
 
     def lost_worker(self, addresses: list[str]) -> None:
         """A node-hosting process died (``kill -9``): all its nodes crashed together, now."""
-        self._record_crash([a for a in addresses if not self.fates.is_down(a)])
+        self._record_crash([a for a in addresses if not self.fates.is_down(a)], "worker")
 
     # ---- scheduled faults --------------------------------------------------------------------
 

@@ -84,6 +84,9 @@ class RunOutcome(msgspec.Struct):
     # Stopped before its end (Ctrl-C / SIGTERM): the results cover [0, ended_at_s].
     partial: bool = False
     ended_at_s: float | None = None
+    # Per-pool and per-entry shares over time, one row per row of ``rows`` (emulator.measure.shares).
+    share_columns: tuple[str, ...] = ()
+    share_rows: list[tuple[float, ...]] = msgspec.field(default_factory=list)
 
     def window_rows(self) -> list[SampleRow]:
         return [r for r in self.rows if r.t_s > self.scenario.run.warmup_s]

@@ -21,6 +21,7 @@ from emulator.measure.jobs import JobRecorder
 from emulator.measure.lag import LagReport, LoopLag
 from emulator.measure.removals import RemovalLog
 from emulator.measure.sampler import Sampler, SampleRow
+from emulator.measure.shares import ShareSeries
 from emulator.scenario.schema import MessageFault, Scenario
 from emulator.time.clock import LoopClock
 from rm.journal import Journal
@@ -73,6 +74,12 @@ class RMSide:
             self.rm, lambda: (counters.heartbeats_sent, counters.heartbeat_responses), clock,
             sc.sample_interval_s, sc.run.warmup_s, [o.name for o in sc.workload.operations],
         )
+        # Per-pool and per-entry figures, one row per sample (timeseries.csv's extra columns).
+        wl = sc.workload
+        pools = [*(p.parent for p in wl.pools if p.parent != "root"), *(p.name for p in wl.pools),
+                 *(o.pool for o in wl.operations)]
+        self.shares = ShareSeries(self.rm, pools, [o.name for o in wl.operations])
+        self.sampler.listeners.append(lambda _row: self.shares.on_sample(_row, self.sampler.last_shares))
         self.restarts = RestartLog(self.rm, clock, live_nodes, listener)
         self.faults = FaultInjector(
             sc.faults, hosting, clock, sc.run.seed, log, self.rm, self.restarts.restart

@@ -211,6 +211,8 @@ def outcome(
         rm=side.rm.snapshot(),
         operations=side.rm.operations_view(),
         rows=list(sampler.rows),
+        share_columns=side.shares.columns,
+        share_rows=list(side.shares.rows),
         groups={g: ShareMean(m.dominant, m.fair, m.samples) for g, m in sampler.groups.items()},
         pools={g: ShareMean(m.dominant, m.fair, m.samples) for g, m in sampler.pools.items()},
         h1=h1,

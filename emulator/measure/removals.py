@@ -4,6 +4,7 @@ detection latency (crash -> removal at the RM)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import NamedTuple, Protocol
 
 import msgspec
@@ -15,6 +16,7 @@ class Fates(Protocol):
     """What the harness did to the nodes (``emulator.harness.faults.NodeFates``)."""
 
     crashed_at: dict[str, float]
+    crash_source: dict[str, str]
 
     def is_down(self, address: str) -> bool: ...
 
@@ -46,6 +48,11 @@ class RemovalSummary(msgspec.Struct, frozen=True):
     crashed_nodes: int
     crashed_removed: int
     detection_latency_s: LatencySummary
+    # The same two counts by who crashed the node: the scenario's faults or the status page.
+    crashed_by_scenario: int = 0
+    crashed_from_page: int = 0
+    crashed_removed_by_scenario: int = 0
+    crashed_removed_from_page: int = 0
 
 
 class Clock(Protocol):
@@ -73,17 +80,27 @@ class RemovalLog(RMObserver):
 
     def summary(self) -> RemovalSummary:
         latencies = sorted(r.latency_s for r in self.removals if r.latency_s is not None)
+        source = self._fates.crash_source
+        removed = {r.address for r in self.removals if r.crashed}
+
+        def by(src: str, among: Iterable[str]) -> int:
+            return sum(1 for a in among if source.get(a, "scenario") == src)
+
         return RemovalSummary(
             removals=len(self.removals),
             false_removals=sum(self.is_false(r) for r in self.removals),
             false_removed_nodes=len({r.address for r in self.removals if self.is_false(r)}),
             stalled_removals=sum(not r.crashed and r.stalled_s > self._grace for r in self.removals),
             crashed_nodes=len(self._fates.crashed_at),
-            crashed_removed=len({r.address for r in self.removals if r.crashed}),
+            crashed_removed=len(removed),
             detection_latency_s=LatencySummary(
                 _quantile(latencies, 0.5), _quantile(latencies, 0.99),
                 round(latencies[-1], 3) if latencies else None,
             ),
+            crashed_by_scenario=by("scenario", self._fates.crashed_at),
+            crashed_from_page=by("page", self._fates.crashed_at),
+            crashed_removed_by_scenario=by("scenario", removed),
+            crashed_removed_from_page=by("page", removed),
         )
 
 

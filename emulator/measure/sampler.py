@@ -103,6 +103,8 @@ class Sampler:
         self._last_counters = dict.fromkeys(COUNTER_COLUMNS, 0)
         self._k = 0
         self._stopped = False
+        # The RM's shares at the last sample, for listeners (the per-pool series) to reuse.
+        self.last_shares: SharesSnapshot | None = None
 
     def start(self) -> None:
         """Sample at every multiple of the interval (from now on: a resumed run starts late)."""
@@ -128,6 +130,7 @@ class Sampler:
     def sample(self) -> SampleRow:
         snap = self._rm.snapshot()
         shares = self._rm.shares()
+        self.last_shares = shares
         now = snap.t
         sent, resp = self._heartbeats()
         upd = snap.counters.update_events

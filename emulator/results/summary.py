@@ -191,6 +191,10 @@ def ring_summary(outcome: RunOutcome) -> dict[str, Any]:
         "stalled_removals": removals.stalled_removals,
         "crashed_nodes": removals.crashed_nodes,
         "crashed_removed": removals.crashed_removed,
+        "crashed_by_scenario": removals.crashed_by_scenario,
+        "crashed_from_page": removals.crashed_from_page,
+        "crashed_removed_by_scenario": removals.crashed_removed_by_scenario,
+        "crashed_removed_from_page": removals.crashed_removed_from_page,
         "detection_latency_s": msgspec.structs.asdict(removals.detection_latency_s),
         "rm_messages_per_node_minute": _r(outcome.to_rm.messages / per_node_minute),
         "rm_bytes_per_node_minute": _r(outcome.to_rm.bytes / per_node_minute),
@@ -251,7 +255,11 @@ def write_results(outcome: RunOutcome, out_dir: Path) -> dict[str, Any]:
     (out_dir / "summary.json").write_bytes(msgspec.json.format(msgspec.json.encode(summary)) + b"\n")
     with (out_dir / "timeseries.csv").open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
-        w.writerow(COLUMNS)
-        for row in outcome.rows:
-            w.writerow([round(v, 6) if isinstance(v, float) else v for v in msgspec.structs.astuple(row)])
+        w.writerow((*COLUMNS, *outcome.share_columns))
+        # Share rows line up with sample rows; a run without them (none taken) gets empty cells.
+        blank = ("",) * len(outcome.share_columns)
+        shares = outcome.share_rows if len(outcome.share_rows) == len(outcome.rows) else []
+        for i, row in enumerate(outcome.rows):
+            values = [round(v, 6) if isinstance(v, float) else v for v in msgspec.structs.astuple(row)]
+            w.writerow((*values, *(shares[i] if shares else blank)))
     return summary

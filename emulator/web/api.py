@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from emulator.web import views
+from emulator.web import ringview, views
 from emulator.web.control import ControlError, Controller
 from emulator.web.keys import CONTROLLER, LIVE
 
@@ -78,7 +78,7 @@ async def get_operations(request: web.Request) -> web.Response:
 
 
 async def get_ring(request: web.Request) -> web.Response:
-    return _json(views.ring(request.app[LIVE]))
+    return _json(ringview.ring(request.app[LIVE]))
 
 
 async def get_events(request: web.Request) -> web.Response:

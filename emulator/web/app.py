@@ -9,6 +9,7 @@ from pathlib import Path
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from emulator.results.palette import as_js
 from emulator.web import api, live
 from emulator.web.control import Controller
 from emulator.web.keys import CONTROLLER, LIVE, PUSH_INTERVAL_S, REGISTRY, STOPPING
@@ -20,6 +21,11 @@ STATIC = Path(__file__).parent / "static"
 
 async def index(_: web.Request) -> web.FileResponse:
     return web.FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
+
+
+async def palette(_: web.Request) -> web.Response:
+    return web.Response(text=as_js(), content_type="application/javascript",
+                        headers={"Cache-Control": "no-cache"})
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -40,6 +46,7 @@ def make_app(run: LiveRun, push_interval_s: float = 1.0) -> web.Application:
     app[PUSH_INTERVAL_S] = push_interval_s
     app.router.add_get("/", index)
     app.router.add_get("/metrics", metrics)
+    app.router.add_get("/palette.js", palette)
     app.router.add_static("/static/", STATIC)
     api.add_routes(app)
     live.add_routes(app)

@@ -94,9 +94,9 @@ class Controller:
     def crash(self, targets: list[str]) -> list[str]:
         run = self._run()
         now = self.live.now()
-        names = run.side.faults.crash(targets)
+        names = run.side.faults.crash(targets, source="page")
         for address in names:
-            self.live.injected[address] = Injected("crashed", now)
+            self.live.injected[address] = Injected("crashed", now, source="page")
         self.live.log("control.crash", nodes=names[:50], count=len(names))
         return names
 
@@ -108,7 +108,7 @@ class Controller:
         now = self.live.now()
         run.side.faults.pause(targets, [duration_s] * len(targets))
         for address in targets:
-            self.live.injected[address] = Injected("paused", now, now + duration_s)
+            self.live.injected[address] = Injected("paused", now, now + duration_s, source="page")
         clock.call_later(duration_s, self._unpaused, targets)
         self.live.log("control.node_paused", nodes=targets[:50], count=len(targets), duration_s=duration_s)
         return targets

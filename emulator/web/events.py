@@ -52,8 +52,20 @@ class EventTap:
     def __init__(self, buffer: EventBuffer, inner: IO[str] | None = None) -> None:
         self.buffer = buffer
         self._inner = inner
+        self.closed = False
+        self.dropped = 0  # lines written after close (none when the run stopped cleanly)
+
+    def close(self) -> None:
+        """The run is over: close the file; anything logged later is counted, not written."""
+        self.closed = True
+        if self._inner is not None:
+            self._inner.close()
+            self._inner = None
 
     def write(self, text: str) -> int:
+        if self.closed:
+            self.dropped += text.count("\n")
+            return len(text)
         if self._inner is not None:
             self._inner.write(text)
         for line in text.splitlines():

@@ -14,7 +14,7 @@ import contextlib
 import msgspec
 from aiohttp import web
 
-from emulator.web import views
+from emulator.web import ringview, views
 from emulator.web.keys import LIVE, PUSH_INTERVAL_S, STOPPING
 
 
@@ -43,7 +43,7 @@ async def stream(request: web.Request) -> web.StreamResponse:
                 "tick": tick,
                 "cluster": views.cluster(live),
                 "operations": views.operations(live),
-                "ring": views.ring(live),
+                "ring": ringview.ring(live),
                 "timeseries": series,
                 "events": ev,
             }

@@ -62,6 +62,7 @@ async def serve_scenario(
             on_ready(server.url)
         clock = PacedClock(asyncio.get_running_loop(), scenario.run.speed)
         sink: Any = events_path.open("w", encoding="utf-8") if events_path is not None else None
+        tap = EventTap(live.events, sink)
         handles: list[RunHandle] = []
 
         def attach(handle: RunHandle) -> None:
@@ -69,7 +70,6 @@ async def serve_scenario(
             live.attach(handle.side, handle.clock, handle.log, handle.hosting.processes)
 
         try:
-            tap = EventTap(live.events, sink)
             if scenario.transport.kind == "tcp":
                 # Nodes in worker processes, on their own clocks: watched, not paused or re-paced.
                 outcome = await run_tcp_scenario(
@@ -79,12 +79,11 @@ async def serve_scenario(
             else:
                 outcome = await run_scenario(scenario, clock, tap, progress, on_start=attach)
         finally:
-            # The run is over: its nodes stop (the page goes on showing the final state).
-            for handle in handles:
-                for proc in handle.hosting.processes:
-                    proc.stop()
-            if sink is not None:
-                sink.close()
+            await _stop_cluster(handles, clock)
+            tap.close()
+        if tap.dropped:  # the page shows it; the file is closed
+            live.events.add({"t": live.now(), "event": "run.late_events_dropped", "level": "warning",
+                             "count": tap.dropped})
         live.finish()
         if on_finished is not None:
             on_finished(outcome, live)
@@ -97,6 +96,18 @@ async def serve_scenario(
         return outcome, live
     finally:
         await server.close()
+
+
+async def _stop_cluster(handles: list[RunHandle], clock: PacedClock) -> None:
+    """The run is over but the page goes on serving: stop its nodes, freeze its clock (no timer
+    of the run fires again: no heartbeat, ring message or fault), and let what the loop already
+    holds run out before the caller closes the event file."""
+    for handle in handles:
+        for proc in handle.hosting.processes:
+            proc.stop()
+    clock.pause()
+    for _ in range(3):
+        await asyncio.sleep(0)
 
 
 def serve_blocking(scenario: Scenario, host: str, port: int, **kwargs: Any) -> tuple[RunOutcome, LiveRun]:

@@ -43,11 +43,12 @@ class Phase(enum.Enum):
 
 @dataclass
 class Injected:
-    """A fault injected from the page (or a crash fault of the scenario) on one node."""
+    """A fault on one node: injected from the page, or a crash fault of the scenario."""
 
     kind: str  # "crashed" | "paused"
     at_s: float
     until_s: float | None = None
+    source: str = "page"  # "page" | "scenario"
 
 
 @dataclass
@@ -102,8 +103,11 @@ class LiveRun(RMObserver):
         self.removals: deque[Removal] = deque(maxlen=2000)
         self.removals_total = 0
         self.false_removals = 0
+        # Nodes the scenario's own faults hit, by kind (the page's are in ``injected``).
+        self.scenario_faults: dict[str, int] = {"crashed": 0, "paused": 0}
         self.detection = LatencyHistogram()
         self.results_dir: str | None = None
+        self.columns: tuple[str, ...] = SERIES_COLUMNS
         self._prev: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
     # ---- wiring -------------------------------------------------------------------------
@@ -111,6 +115,8 @@ class LiveRun(RMObserver):
     def attach(self, side: RMSide, clock: LoopClock, log: Log, processes: list[NodeProcess] | None) -> None:
         """Follow a run from its start (the runner's start hook)."""
         self.run = Attached(side, clock, log, processes)
+        # The run's per-pool and per-entry share columns follow (its sampler listener runs first).
+        self.columns = (*SERIES_COLUMNS, *side.shares.columns)
         self.clock = clock if isinstance(clock, PacedClock) else None
         side.on_sample(self._on_row)
         side.rm.observe(self)
@@ -153,29 +159,54 @@ class LiveRun(RMObserver):
         dt = row.t_s - prev_t
         self._prev = (row.t_s, busy_in, busy_ev)
         extra = ((busy_in - prev_in) / dt if dt > 0 else 0.0, (busy_ev - prev_ev) / dt if dt > 0 else 0.0)
-        self.series.append((*_values(row), *extra))
+        shares = self.run.side.shares.rows[-1] if self.run.side.shares.rows else ()
+        self.series.append((*_values(row), *extra, *shares))
 
     def node_lost(self, ev: NodeEvent) -> None:
+        # The run's removal log (an earlier observer) has judged this removal already: the page
+        # takes its verdict and latency, so page and summary.json count each removal once alike.
+        assert self.run is not None
         now = self.now()
         hit = self.injected.get(ev.address)
         self.removals_total += 1
-        if hit is None:
+        log = self.run.side.removals
+        record = log.removals[-1] if log.removals and log.removals[-1].address == ev.address else None
+        if record is not None:
+            self.false_removals += log.is_false(record)
+            if record.latency_s is not None:
+                self.detection.observe(record.latency_s)
+        elif hit is None:
             self.false_removals += 1
-        elif hit.kind == "crashed":
-            self.detection.observe(now - hit.at_s)
         self.removals.append(Removal(ev.machine_id, ev.address, ev.reason, now, hit.kind if hit else None))
 
     def _on_event(self, event: dict[str, Any]) -> None:
-        # Crash faults of the scenario count for detection latency too.
-        if event.get("event") == "fault.injected" and "crash" in str(event.get("kind", "")).lower():
-            for address in event.get("nodes", ()):
-                self.injected.setdefault(address, Injected("crashed", float(event.get("t", 0.0))))
+        # The scenario's own crashes show on the ring and in the node table like the page's.
+        if event.get("event") != "fault.injected":
+            return
+        kind = str(event.get("kind", "")).lower()
+        nodes = event.get("nodes", ())
+        at = float(event.get("at_s", event.get("t", 0.0)))
+        if "crash" in kind:
+            for address in nodes:
+                if address not in self.injected:
+                    self.injected[address] = Injected("crashed", at, source="scenario")
+            self.scenario_faults["crashed"] += len(nodes)
+        elif "pause" in kind:
+            self.scenario_faults["paused"] += len(nodes)
+
+    def fault_counts(self) -> dict[str, dict[str, int]]:
+        """Nodes crashed / paused now by the page, and in total by the scenario's faults."""
+        page = {"crashed": 0, "paused": 0}
+        for hit in self.injected.values():
+            if hit.source == "page":
+                page[hit.kind] = page.get(hit.kind, 0) + 1
+        return {"page": page, "scenario": dict(self.scenario_faults)}
 
     # ---- series ---------------------------------------------------------------------------
 
-    def series_since(self, t: float) -> dict[str, list[float]]:
+    def series_since(self, t: float) -> dict[str, list[float | None]]:
         rows = [r for r in self.series if r[0] > t] if t >= 0 else self.series
-        return {name: [r[i] for r in rows] for i, name in enumerate(SERIES_COLUMNS)}
+        return {name: [r[i] if i < len(r) else None for r in rows] for i, name in enumerate(self.columns)}
 
 
 def _values(row: SampleRow) -> tuple[float, ...]:

@@ -6,17 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from emulator.web.state import SERIES_COLUMNS, LiveRun
+from emulator.web.state import LiveRun
 
 NODE_SORT_KEYS = ("machine_id", "address", "cpu", "ram_gib", "free_cpu", "free_ram_gib",
                   "containers", "last_heartbeat_age_s", "state")
-
-# One character per machine id in the ring payload (thousands of nodes in a few KB).
-RING_CODES = {"free": ".", "alive": "a", "unhealthy": "u", "suspected": "s", "paused": "p",
-              "crashed": "c", "lost": "l"}
-
-MEMBERSHIP_EVENTS = ("node.registered", "node.reregistered", "node.lost", "node.unhealthy",
-                     "node.healthy", "ring.", "membership.")
 
 
 def _r(x: float, digits: int = 4) -> float:
@@ -31,6 +24,7 @@ def cluster(live: LiveRun) -> dict[str, Any]:
         "phase": live.phase.value,
         "t_s": _r(live.now(), 3),
         "duration_s": sc.run.duration_s,
+        "warmup_s": sc.run.warmup_s,
         "speed": live.clock.speed if live.clock is not None else sc.run.speed,
         "heartbeat_mode": sc.heartbeat.mode,
         "heartbeat_interval_s": sc.heartbeat.interval_s,
@@ -45,9 +39,7 @@ def cluster(live: LiveRun) -> dict[str, Any]:
     snap = run.side.rm.snapshot()
     counters = snap.counters
     nodes = run.side.hosting.counters()
-    injected = {"crashed": 0, "paused": 0}
-    for hit in live.injected.values():
-        injected[hit.kind] = injected.get(hit.kind, 0) + 1
+    faults = live.fault_counts()
     h1, h2 = run.side.sampler.efficiency()
     cap, used = snap.capacity, snap.allocated
     doc.update(
@@ -56,7 +48,9 @@ def cluster(live: LiveRun) -> dict[str, Any]:
         nodes_registered=snap.nodes,
         nodes_lost=counters.nodes_lost,
         false_removals=live.false_removals,
-        injected=injected,
+        # "crashed / paused by you" is the page's alone; the scenario's faults are counted apart.
+        injected=faults["page"],
+        scenario_faults=faults["scenario"],
         capacity={"cpu": _r(cap.cpu), "ram_gib": _r(cap.ram_gib)},
         allocated={"cpu": _r(used.cpu), "ram_gib": _r(used.ram_gib)},
         registered_resources={"cpu": _r(snap.registered.cpu), "ram_gib": _r(snap.registered.ram_gib)},
@@ -223,50 +217,6 @@ def operations(live: LiveRun) -> dict[str, Any]:
             "preemptions": snap.preemption.preemptions if snap.preemption is not None else None}
 
 
-def ring(live: LiveRun) -> dict[str, Any]:
-    """Every machine id from 1 to the largest seen, coded by state (see RING_CODES): the RM's
-    published ring with its open suspicions when the ring is on, else its registered nodes."""
-    run = live.run
-    if run is None:
-        return {"version": None, "size": 0, "max_id": 0, "states": "", "changes": []}
-    rm = run.side.rm
-    ring_snap = rm.ring_snapshot()
-    records = {n.machine_id: n for n in rm.nodes_view()}
-    members = set(ring_snap.members) if ring_snap is not None else set(records)
-    suspected = set(ring_snap.suspected) | set(ring_snap.held) if ring_snap is not None else set()
-    lost_ids = {r.machine_id for r in live.removals}
-    max_id = max([0, *members, *lost_ids, *records])
-    codes = []
-    for mid in range(1, max_id + 1):
-        rec = records.get(mid)
-        hit = live.injected.get(rec.address) if rec is not None else None
-        if mid in members or rec is not None:
-            if hit is not None:
-                st = hit.kind
-            elif mid in suspected:
-                st = "suspected"
-            elif rec is not None and rec.state == "unhealthy":
-                st = "unhealthy"
-            else:
-                st = "alive"
-        elif mid in lost_ids:
-            st = "lost"
-        else:
-            st = "free"
-        codes.append(RING_CODES[st])
-    changes = live.events.since(0, limit=40, kinds=MEMBERSHIP_EVENTS)
-    changes.reverse()
-    return {
-        "version": ring_snap.version if ring_snap is not None else None,
-        "source": "rm.ring" if ring_snap is not None else "registered nodes",
-        "size": len(members),
-        "max_id": max_id,
-        "states": "".join(codes),
-        "codes": RING_CODES,
-        "changes": changes,
-    }
-
-
 def events(live: LiveRun, since: int = 0, limit: int = 200, kinds: tuple[str, ...] = ()) -> dict[str, Any]:
     items = live.events.since(since, limit=limit, kinds=kinds)
     return {"last_seq": live.events.last_seq, "total": live.events.total, "events": items}
@@ -274,7 +224,7 @@ def events(live: LiveRun, since: int = 0, limit: int = 200, kinds: tuple[str, ..
 
 def timeseries(live: LiveRun, since_t: float = -1.0) -> dict[str, Any]:
     return {
-        "columns": list(SERIES_COLUMNS),
+        "columns": list(live.columns),
         "interval_s": live.scenario.sample_interval_s,
         "series": live.series_since(since_t),
     }

@@ -8,15 +8,6 @@ const fmtNum = (v, d = 2) => (v == null || Number.isNaN(v) ? "—" : (+v).toFixe
 const fmtPct = (v) => (v == null ? "—" : (100 * v).toFixed(1) + "%");
 const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
 
-const STATE_COLORS = {
-  alive: "#22c55e", unhealthy: "#f59e0b", suspected: "#fb923c", paused: "#eab308",
-  crashed: "#9333ea", lost: "#dc2626", free: "#e5e7eb",
-};
-const STATE_LABELS = {
-  alive: "alive", unhealthy: "unhealthy", suspected: "suspected by the RM", paused: "paused (injected)",
-  crashed: "crashed, not yet removed", lost: "lost (removed)", free: "free id",
-};
-
 const page = {
   cluster: null,
   series: {},        // column -> array, appended per tick
@@ -28,62 +19,111 @@ const page = {
   nodes: { page: 1, per_page: 20, sort: "machine_id", desc: false, q: "", state: "" },
   nodesBusy: false,
   eventsShown: [],
+  faultTimes: [],    // emulated times of faults, marked on the charts
+  shareNames: null,  // {pool: [...], op: [...]} once the share columns are known
 };
 
 /* ---------------- charts (uPlot) ---------------- */
 
 function chartWidth(el) { return Math.max(280, el.clientWidth - 4); }
+const M = (k) => PALETTE.metric[k];
+const warmup = () => (page.cluster ? page.cluster.warmup_s || 0 : 0);
+const faults = () => page.faultTimes;
 
 function makeChart(id, title, series, opts = {}) {
   const el = $(id);
   const u = new uPlot({
     title, width: chartWidth(el), height: opts.height || 190,
-    scales: { x: { time: false }, y: opts.y || {}, ...(opts.scales || {}) },
-    axes: [{ size: 30, values: (u, vals) => vals.map((v) => v + "s") }, { size: 62 }, ...(opts.axes || [])],
+    scales: { x: { time: false }, y: { range: HBCharts.fromZero(opts.floor || 1), ...(opts.y || {}) }, ...(opts.scales || {}) },
+    axes: [{ size: 30, values: (u, vals) => vals.map((v) => v + "s") },
+      { size: 62, ...(opts.counts ? { incrs: HBCharts.INT_INCRS } : {}) }, ...(opts.axes || [])],
     legend: { live: true },
     cursor: { drag: { x: true, y: false } },
-    series: [{ label: "t" }, ...series.map((s) => ({ width: 1.6, spanGaps: true, points: { show: false }, ...s }))],
+    plugins: [HBCharts.marksPlugin(warmup, faults)],
+    series: [{ label: "t" }, ...series.map((s, k) => ({ spanGaps: true, points: { show: false }, ...HBCharts.layered(k), ...s }))],
   }, [[], ...series.map(() => [])], el);
   page.charts[id] = u;
   return u;
 }
 
+/* Show a chart only once one of its series has a non-zero value (an empty chart says nothing). */
+function setData(id, data) {
+  const u = page.charts[id];
+  if (!u) return;
+  const el = $(id);
+  const show = HBCharts.hasData(data.slice(1));
+  if (el.hidden === show) {
+    el.hidden = !show;
+    if (show) u.setSize({ width: chartWidth(el), height: u.height });
+  }
+  u.setData(data);
+}
+
 function initCharts() {
   const pct = { value: (u, v) => (v == null ? "—" : v.toFixed(1) + "%") };
   makeChart("c-util", "CPU and RAM allocated / capacity (%)", [
-    { label: "CPU", stroke: "#2563eb", ...pct },
-    { label: "RAM", stroke: "#16a34a", ...pct },
-    { label: "CPU bound (pooled)", stroke: "#93c5fd", dash: [4, 4], ...pct },
+    { label: "CPU", stroke: M("cpu_utilization"), ...pct },
+    { label: "RAM", stroke: M("ram_utilization"), ...pct },
+    { label: "CPU bound (pooled)", stroke: M("fair_cpu_bound"), ...pct },
   ], { y: { range: [0, 100] } });
+  makeChart("c-tasks", "Tasks: running and pending", [
+    { label: "running", stroke: M("running_tasks") },
+    { label: "pending", stroke: M("pending_tasks") },
+  ], { height: 160, counts: true });
   makeChart("c-sched", "Scheduler: refusals, fallback allocations, preemptions (cumulative)", [
-    { label: "refusals", stroke: "#ea580c" },
-    { label: "fallbacks", stroke: "#0891b2", dash: [5, 3] },
-    { label: "preemptions", stroke: "#dc2626" },
-  ], { height: 150 });
+    { label: "refusals", stroke: M("refusals") },
+    { label: "fallbacks", stroke: M("fallback_allocations") },
+    { label: "preemptions", stroke: M("preemptions") },
+  ], { height: 150, counts: true });
   makeChart("c-hb", "Heartbeats per emulated second", [
-    { label: "sent", stroke: "#2563eb" },
-    { label: "processed", stroke: "#16a34a", dash: [6, 3] },
-    { label: "scheduler updates", stroke: "#9333ea", dash: [2, 3] },
+    { label: "sent", stroke: M("sent_per_s") },
+    { label: "processed", stroke: M("responses_per_s") },
+    { label: "scheduler updates", stroke: M("updates_per_s") },
   ]);
   makeChart("c-eff", "Per-interval efficiency h1ᵢ = mᵢ/nᵢ, h2ᵢ = sᵢ/nᵢ", [
-    { label: "mᵢ/nᵢ", stroke: "#0891b2" },
-    { label: "sᵢ/nᵢ", stroke: "#ea580c", dash: [5, 3] },
+    { label: "mᵢ/nᵢ", stroke: M("h1_i") },
+    { label: "sᵢ/nᵢ", stroke: M("h2_i") },
   ], { height: 160, y: { range: (u, min, max) => [Math.min(0.8, min ?? 0.8), Math.max(1.05, max ?? 1.05)] } });
   makeChart("c-rm", "RM busy fraction and queue depth", [
-    { label: "busy fraction", stroke: "#dc2626", scale: "y" },
-    { label: "inbound queue", stroke: "#4b5563", scale: "q" },
-    { label: "scheduler queue", stroke: "#ca8a04", scale: "q", dash: [4, 3] },
-  ], { height: 160, y: { range: [0, 1] }, scales: { q: { auto: true } },
+    { label: "busy fraction", stroke: M("rm_busy_fraction"), scale: "y" },
+    { label: "inbound queue", stroke: M("rm_queue_depth"), scale: "q" },
+    { label: "scheduler queue", stroke: M("scheduler_queue_depth"), scale: "q" },
+  ], { height: 160, y: { range: [0, 1] }, scales: { q: { range: HBCharts.fromZero(1) } },
     axes: [{ scale: "q", side: 1, size: 56, grid: { show: false } }] });
+  for (const id of ["c-tasks", "c-sched", "c-pool-share", "c-pool-running", "c-op-share", "c-op-pending"]) $(id).hidden = true;
   window.addEventListener("resize", () => {
     for (const [id, u] of Object.entries(page.charts)) u.setSize({ width: chartWidth($(id)), height: u.height });
   });
 }
 
-function appendSeries(ts, interval) {
-  const cols = Object.keys(ts);
+/* The per-pool and per-entry charts, made once the run's share columns are known. */
+function initShareCharts(columns) {
+  if (page.shareNames) return;
+  const pools = HBCharts.shareNames(columns, "pool");
+  const ops = HBCharts.shareNames(columns, "op");
+  page.shareNames = { pool: pools, op: ops };
+  const shareSeries = (names) => names.flatMap((n, i) => [
+    { label: `${n} dominant`, stroke: PALETTE.series[i % PALETTE.series.length], width: 2.2 },
+    { label: `${n} fair`, stroke: PALETTE.series[i % PALETTE.series.length], width: 1.3, dash: [6, 4] },
+  ]);
+  const countSeries = (names) => names.map((n, i) => ({ label: n, stroke: PALETTE.series[i % PALETTE.series.length], ...HBCharts.layered(i) }));
+  const share = { height: 200, floor: 0.05 };
+  if (pools.length) {
+    makeChart("c-pool-share", "Per pool: dominant share vs fair share", shareSeries(pools), share);
+    makeChart("c-pool-running", "Per pool: running tasks", countSeries(pools), { height: 200, counts: true });
+  }
+  if (ops.length) {
+    makeChart("c-op-share", "Per workload entry: dominant share vs fair share", shareSeries(ops), share);
+    makeChart("c-op-pending", "Per workload entry: pending tasks", countSeries(ops), { height: 200, counts: true });
+  }
+}
+
+function appendSeries(doc) {
+  const ts = doc.series;
   if (!ts.t_s || ts.t_s.length === 0) return;
-  for (const c of cols) (page.series[c] = page.series[c] || []).push(...ts[c]);
+  initShareCharts(doc.columns || Object.keys(ts));
+  const interval = doc.interval_s;
+  for (const c of Object.keys(ts)) (page.series[c] = page.series[c] || []).push(...ts[c]);
   const t = page.series.t_s;
   const d = page.derived;
   for (let i = d.sent.length; i < t.length; i++) {
@@ -98,12 +138,32 @@ function appendSeries(ts, interval) {
   }
   const S = page.series;
   const pct = (a) => a.map((v) => (v == null ? null : 100 * v));
-  page.charts["c-util"].setData([t, pct(S.cpu_utilization), pct(S.ram_utilization), pct(S.fair_cpu_bound)]);
   const zeros = t.map(() => null);
-  page.charts["c-sched"].setData([t, S.refusals || zeros, S.fallback_allocations || zeros, S.preemptions || zeros]);
-  page.charts["c-hb"].setData([t, d.sent, d.processed, d.updates]);
-  page.charts["c-eff"].setData([t, d.h1, d.h2]);
-  page.charts["c-rm"].setData([t, S.rm_busy_fraction, S.rm_queue_depth, S.scheduler_queue_depth]);
+  setData("c-util", [t, pct(S.cpu_utilization), pct(S.ram_utilization), pct(S.fair_cpu_bound)]);
+  setData("c-tasks", [t, S.running_tasks, S.pending_tasks]);
+  setData("c-sched", [t, S.refusals || zeros, S.fallback_allocations || zeros, S.preemptions || zeros]);
+  setData("c-hb", [t, d.sent, d.processed, d.updates]);
+  setData("c-eff", [t, d.h1, d.h2]);
+  setData("c-rm", [t, S.rm_busy_fraction, S.rm_queue_depth, S.scheduler_queue_depth]);
+  const col = (kind, n, metric) => S[`${kind}:${n}:${metric}`] || zeros;
+  for (const [kind, shareId, countId, metric] of [["pool", "c-pool-share", "c-pool-running", "running"],
+    ["op", "c-op-share", "c-op-pending", "pending"]]) {
+    const names = page.shareNames[kind];
+    if (!names.length) continue;
+    setData(shareId, [t, ...names.flatMap((n) => [col(kind, n, "dominant_share"), col(kind, n, "fair_share")])]);
+    setData(countId, [t, ...names.map((n) => col(kind, n, metric))]);
+  }
+  $("panel-shares").hidden = ["c-pool-share", "c-pool-running", "c-op-share", "c-op-pending"].every((id) => $(id).hidden);
+}
+
+/* Fault times for the chart markers: the scenario's faults and the page's crashes and pauses. */
+function noteFaults(events) {
+  for (const e of events) {
+    if (e.event === "fault.injected" || e.event === "control.crash" || e.event === "control.node_paused") {
+      const t = e.at_s != null ? e.at_s : e.t;
+      if (!page.faultTimes.includes(t)) page.faultTimes.push(t);
+    }
+  }
 }
 
 /* ---------------- cluster header and KPIs ---------------- */
@@ -117,6 +177,7 @@ function renderCluster(c) {
   $("t-emu").textContent = fmtNum(c.t_s, 1);
   $("t-total").textContent = fmtInt(c.duration_s);
   $("speed").textContent = fmtNum(c.speed, c.speed < 10 ? 1 : 0);
+  showSpeed(c.speed);
   $("progress-bar").style.width = Math.min(100, (100 * c.t_s) / c.duration_s) + "%";
   $("cluster-sub").textContent = `${fmtInt(c.nodes_total)} nodes · ${c.heartbeat_mode} heartbeats every ${c.heartbeat_interval_s}s · ${c.policy}`;
   $("run-controls").hidden = !c.allow_control || c.phase === "finished";
@@ -136,6 +197,7 @@ function renderCluster(c) {
   $("k-unhealthy").textContent = fmtInt(c.nodes_unhealthy);
   $("k-lost").textContent = fmtInt(c.nodes_lost);
   $("k-injected").textContent = `${fmtInt(c.injected.crashed)} / ${fmtInt(c.injected.paused)}`;
+  $("k-scenario").textContent = `${fmtInt(c.scenario_faults.crashed)} / ${fmtInt(c.scenario_faults.paused)}`;
   $("k-running").textContent = fmtInt(c.running_tasks);
   $("k-pending").textContent = fmtInt(c.pending_tasks);
   $("k-hb").textContent = fmtInt(c.heartbeats_sent);
@@ -151,71 +213,18 @@ function renderCluster(c) {
   if (c.results_dir) $("cluster-sub").textContent += ` · results in ${c.results_dir}/`;
 }
 
-/* ---------------- ring (canvas) ---------------- */
-
-const CODE_TO_STATE = {};
-
-function renderRing(r) {
-  for (const [st, code] of Object.entries(r.codes || {})) CODE_TO_STATE[code] = st;
-  const cv = $("ring");
-  const dpr = window.devicePixelRatio || 1;
-  const size = 360;
-  if (cv.width !== size * dpr) { cv.width = size * dpr; cv.height = size * dpr; }
-  const g = cv.getContext("2d");
-  g.setTransform(dpr, 0, 0, dpr, 0, 0);
-  g.clearRect(0, 0, size, size);
-  const n = r.max_id;
-  const cx = size / 2, cy = size / 2, R = size / 2 - 26;
-  const counts = {};
-  for (const ch of r.states) { const st = CODE_TO_STATE[ch] || "free"; counts[st] = (counts[st] || 0) + 1; }
-  cv.dataset.counts = JSON.stringify(counts);
-  if (n === 0) {
-    g.fillStyle = "#6b7280"; g.font = "13px system-ui"; g.textAlign = "center";
-    g.fillText("no nodes registered yet", cx, cy);
-    return;
+/* The selector shows the run's speed (an option is added for a speed not in the list), except
+   while someone is choosing. */
+function showSpeed(speed) {
+  const sel = $("speed-select");
+  if (document.activeElement === sel || speed == null) return;
+  const value = String(+speed);
+  if (![...sel.options].some((o) => o.value === value)) {
+    const opt = new Option(`${value}×`, value);
+    const after = [...sel.options].find((o) => +o.value > speed);
+    sel.add(opt, after || null);
   }
-  // Thousands of ids: one arc segment per bucket of ids, coloured by its worst state.
-  const buckets = Math.min(n, 720);
-  const per = n / buckets;
-  const severity = ["free", "alive", "unhealthy", "paused", "suspected", "crashed", "lost"];
-  const seg = (2 * Math.PI) / buckets;
-  const gap = buckets < 120 ? seg * 0.18 : 0;
-  g.lineWidth = buckets < 120 ? 16 : 14;
-  for (let b = 0; b < buckets; b++) {
-    let worst = 0;
-    for (let i = Math.floor(b * per); i < Math.floor((b + 1) * per) && i < n; i++) {
-      const s = severity.indexOf(CODE_TO_STATE[r.states[i]] || "free");
-      if (s > worst) worst = s;
-    }
-    const a0 = -Math.PI / 2 + b * seg + gap / 2;
-    g.strokeStyle = STATE_COLORS[severity[worst]];
-    g.beginPath(); g.arc(cx, cy, R, a0, a0 + seg - gap); g.stroke();
-  }
-  // Problems get an outer tick so a single bad node among thousands is still visible.
-  g.lineWidth = 3;
-  for (let i = 0; i < n; i++) {
-    const st = CODE_TO_STATE[r.states[i]];
-    if (st === "alive" || st === "free") continue;
-    const a = -Math.PI / 2 + ((i + 0.5) / n) * 2 * Math.PI;
-    g.strokeStyle = STATE_COLORS[st];
-    g.beginPath();
-    g.moveTo(cx + (R + 10) * Math.cos(a), cy + (R + 10) * Math.sin(a));
-    g.lineTo(cx + (R + 20) * Math.cos(a), cy + (R + 20) * Math.sin(a));
-    g.stroke();
-  }
-  g.fillStyle = "#111827"; g.textAlign = "center"; g.font = "600 26px system-ui";
-  g.fillText(fmtInt(r.size), cx, cy - 4);
-  g.font = "12px system-ui"; g.fillStyle = "#6b7280";
-  g.fillText("members" + (r.version != null ? ` · version ${r.version}` : ""), cx, cy + 16);
-  g.fillText(`ids 1…${n}, clockwise from the top`, cx, cy + 34);
-  $("ring-sub").textContent = `source: ${r.source}`;
-  $("ring-legend").innerHTML = Object.keys(STATE_COLORS)
-    .filter((st) => counts[st] || st === "alive" || st === "lost" || st === "crashed")
-    .map((st) => `<li><i style="background:${STATE_COLORS[st]}"></i>${STATE_LABELS[st]} <b>${fmtInt(counts[st] || 0)}</b></li>`)
-    .join("");
-  $("ring-changes").innerHTML = r.changes.length
-    ? r.changes.map((e) => `<li><span class="muted">${fmtNum(e.t, 1)}s</span> ${esc(e.event)} ${esc(e.address || e.node || "")}${e.machine_id != null ? " #" + e.machine_id : ""}${e.reason ? " — " + esc(e.reason) : ""}</li>`).join("")
-    : "<li class='muted'>none yet</li>";
+  sel.value = value;
 }
 
 /* ---------------- events ---------------- */
@@ -346,7 +355,7 @@ async function control(path, body) {
 function wireControls() {
   $("btn-pause").onclick = () => control("run", { action: "pause" });
   $("btn-resume").onclick = () => control("run", { action: "resume" });
-  $("speed-select").onchange = (e) => control("run", { action: "speed", speed: +e.target.value });
+  $("speed-select").onchange = (e) => { control("run", { action: "speed", speed: +e.target.value }); e.target.blur(); };
   const submitter = (form, body) => form.addEventListener("submit", (ev) => {
     ev.preventDefault();
     const action = (ev.submitter && ev.submitter.dataset.action) || "crash";
@@ -364,7 +373,8 @@ function wireControls() {
 
 function onTick(doc) {
   renderCluster(doc.cluster);
-  appendSeries(doc.timeseries.series, doc.timeseries.interval_s);
+  noteFaults(doc.events.events);
+  appendSeries(doc.timeseries);
   page.ops = doc.operations;
   renderOps();
   renderRing(doc.ring);
@@ -385,10 +395,14 @@ function connect() {
     page.series = {};
     page.derived = { sent: [], processed: [], updates: [], h1: [], h2: [] };
     page.eventsShown = [];
+    page.faultTimes = [];
   };
 }
 
 function main() {
+  // The CPU / RAM bars in the chart colours of CPU and RAM (one palette for page and report).
+  document.documentElement.style.setProperty("--accent", PALETTE.metric.cpu_utilization);
+  document.documentElement.style.setProperty("--ok", PALETTE.metric.ram_utilization);
   initCharts();
   wireSort("ops", page.opsSort, renderOps);
   wireSort("pools", page.poolsSort, renderOps);
