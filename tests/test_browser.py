@@ -104,6 +104,11 @@ async def test_page_live_in_chromium(tmp_path: Path) -> None:
             await page.wait_for_function(
                 f"Number($('k-hb').textContent.replace(/,/g, '')) > {hb1}", timeout=15_000)
             assert await text(page, "#phase") == "running"
+            # What each scheduling event costs in wall µs: "p50 / p99", both positive.
+            await page.wait_for_function("/^[0-9.]+ \\/ [0-9.]+$/.test($('k-decision').textContent)",
+                                         timeout=10_000)
+            p50, p99 = (float(v) for v in (await text(page, "#k-decision")).split(" / "))
+            assert 0 < p50 <= p99
 
             # Tables: sortable operations, searchable nodes.
             assert await page.locator("#ops tbody tr").count() >= 2

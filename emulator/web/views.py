@@ -76,6 +76,8 @@ def cluster(live: LiveRun) -> dict[str, Any]:
         rm_wait_p99_s=_r(snap.inbound.wait_p99_s, 6),
         scheduler_queue_depth=snap.scheduler.depth,
         detection_latency_s=_latency_summary(live),
+        # Wall µs per scheduling event (SLS's "timecost"): what a scheduler costs, not what it does.
+        scheduler_decision_us=run.side.decisions.summary(),
         lag=_lag(live),
     )
     return doc

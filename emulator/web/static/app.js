@@ -202,6 +202,8 @@ function renderCluster(c) {
   $("k-pending").textContent = fmtInt(c.pending_tasks);
   $("k-hb").textContent = fmtInt(c.heartbeats_sent);
   $("k-h").textContent = `${fmtNum(c.h1, 3)} / ${fmtNum(c.h2, 3)}`;
+  const dec = c.scheduler_decision_us;
+  $("k-decision").textContent = dec && dec.count ? `${fmtNum(dec.p50, 1)} / ${fmtNum(dec.p99, 1)}` : "–";
   const bar = (res, unit) => {
     const used = c.allocated[res], cap = c.capacity[res];
     $("m-" + (res === "cpu" ? "cpu" : "ram")).style.width = (cap > 0 ? (100 * used) / cap : 0) + "%";
