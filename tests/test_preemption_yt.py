@@ -4,15 +4,21 @@ ramp-up grace for new operations."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import msgspec
+
 from rm.protocol import Resources
 from rm.scheduler.config import PreemptionConfig, SchedulerConfig
 from tests.fake_nodes import FakeNodes
 from tests.test_preemption import killed
 
 
-def cluster(nodes: list[tuple[float, float]], **preemption: float) -> FakeNodes:
-    cfg = {"starvation_timeout_s": 30.0, "min_unpreemptable_jobs": 0, "rampup_grace_s": 0.0, **preemption}
-    return FakeNodes(SchedulerConfig(policy="drf", preemption=PreemptionConfig(enabled=True, **cfg)), nodes)
+def cluster(nodes: list[tuple[float, float]], **preemption: Any) -> FakeNodes:
+    cfg: dict[str, Any] = {"starvation_timeout_s": 30.0, "min_unpreemptable_jobs": 0, "rampup_grace_s": 0.0}
+    cfg.update(preemption)
+    config = msgspec.convert({"enabled": True, **cfg}, PreemptionConfig)
+    return FakeNodes(SchedulerConfig(policy="drf", preemption=config), nodes)
 
 
 def beat(env: FakeNodes, i: int, t: float) -> None:

@@ -1,0 +1,181 @@
+"""``emulator e1``: the faithful E1 (thesis Tables 4.1-4.3; issue 14) -- 3 seeds x {no packing,
+thesis packing, our `fit` packing} x {preemption off, on} on a fixed node list, in virtual time.
+
+Every figure is reported as mean ± sd over the seeds, beside the pooled-cluster bound of the same
+run. Gap closed: (packing - no packing) / (no-packing bound - no packing) per resource, for the
+same seed and preemption setting. User move: the largest |dominant share / no-packing dominant
+share - 1| over the users (pools) of one run. ``--table`` prints the markdown table from the JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from emulator.harness.runner import run_blocking
+from emulator.results.compare import REFERENCES
+from emulator.results.summary import write_results
+from emulator.scenario.loader import ScenarioError, load_scenario
+
+SEEDS = (1, 2, 3)
+# variant -> scenario overrides (on top of the file's plain DRF)
+POLICIES: dict[str, dict[str, Any]] = {
+    "none": {"scheduler.policy": "drf"},
+    "thesis": {"scheduler.policy": "packing", "scheduler.packing.preset": "thesis"},
+    "fit": {"scheduler.policy": "packing", "scheduler.packing.preset": "fit"},
+}
+PREEMPTION = (False, True)
+KEYS = ("cpu_utilization", "ram_utilization", "cpu_utilization_excl_preempted", "fair_cpu_bound",
+        "fair_ram_bound", "preemptions", "preempted_cpu_s", "fallback_allocations", "refusals",
+        "allocations")
+
+
+def _one(path: str, policy: str, preemption: bool, seed: int, out: str) -> dict[str, Any]:
+    os.nice(19)
+    overrides = {**POLICIES[policy], "scheduler.preemption.enabled": preemption, "run.seed": seed}
+    sc = load_scenario(path, overrides)
+    t0 = time.monotonic()
+    outcome = run_blocking(sc, None)
+    wall = time.monotonic() - t0
+    run_dir = Path(out) / f"{policy}-{'pre' if preemption else 'nopre'}-s{seed}"
+    summary = write_results(outcome, run_dir)
+    row = {"policy": policy, "preemption": preemption, "seed": seed, "wall_s": round(wall, 1)}
+    row.update({k: summary.get(k) for k in KEYS})
+    # Lost work as a fraction of window CPU capacity.
+    row["preempted_pct"] = summary["cpu_utilization"] - summary["cpu_utilization_excl_preempted"]
+    row["pools"] = {p["name"]: p["dominant_share"] for p in summary["pools"]}
+    return row
+
+
+def run_e1(
+    path: Path, out: Path, seeds: tuple[int, ...], jobs: int, say: Callable[[str], None]
+) -> dict[str, Any]:
+    load_scenario(path)  # bad input fails here, before any worker starts
+    out.mkdir(parents=True, exist_ok=True)
+    cases = [(p, pre, s) for pre in PREEMPTION for p in POLICIES for s in seeds]
+    rows: list[dict[str, Any]] = []
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(_one, str(path), p, pre, s, str(out)) for p, pre, s in cases]
+        for fut in futures:
+            row = fut.result()
+            say(f"{row['policy']:>6} preemption {'on ' if row['preemption'] else 'off'} seed {row['seed']}: "
+                f"CPU {100 * row['cpu_utilization']:.2f}% RAM {100 * row['ram_utilization']:.2f}% "
+                f"({row['wall_s']} s)")
+            rows.append(row)
+    return {"scenario": str(path), "seeds": list(seeds), "runs": rows}
+
+
+def _derived(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per run: gap closed and largest user move against the no-packing run of the same seed and
+    preemption setting."""
+    base = {(r["preemption"], r["seed"]): r for r in data["runs"] if r["policy"] == "none"}
+    out = []
+    for r in data["runs"]:
+        b = base[(r["preemption"], r["seed"])]
+        d = dict(r)
+        for res, key, bound in (("cpu", "cpu_utilization", "fair_cpu_bound"),
+                                ("ram", "ram_utilization", "fair_ram_bound")):
+            gap = b[bound] - b[key]
+            d[f"gain_{res}"] = r[key] - b[key]
+            d[f"gap_closed_{res}"] = (r[key] - b[key]) / gap if gap > 0 else None
+        moves = [abs(ds / b["pools"][n] - 1) for n, ds in r["pools"].items()
+                 if ds is not None and b["pools"].get(n)]
+        d["user_move_max"] = max(moves) if moves else None
+        out.append(d)
+    return out
+
+
+def _ms(values: list[float | None], scale: float = 100.0, digits: int = 1) -> str:
+    xs = [v * scale for v in values if v is not None]
+    if not xs:
+        return "–"
+    sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
+    return f"{statistics.mean(xs):.{digits}f} ± {sd:.{digits}f}"
+
+
+ROWS: tuple[tuple[str, str, float, int], ...] = (
+    ("cpu_utilization", "CPU %", 100.0, 2),
+    ("ram_utilization", "RAM %", 100.0, 2),
+    ("cpu_utilization_excl_preempted", "CPU excl. preempted %", 100.0, 2),
+    ("preempted_pct", "preempted (lost CPU) %", 100.0, 2),
+    ("fair_cpu_bound", "pooled bound CPU %", 100.0, 2),
+    ("fair_ram_bound", "pooled bound RAM %", 100.0, 2),
+    ("gain_cpu", "CPU gain pp", 100.0, 2),
+    ("gain_ram", "RAM gain pp", 100.0, 2),
+    ("gap_closed_cpu", "CPU gap closed %", 100.0, 0),
+    ("gap_closed_ram", "RAM gap closed %", 100.0, 0),
+    ("user_move_max", "max user dominant-share move %", 100.0, 1),
+    ("preemptions", "preemptions", 1.0, 0),
+    ("fallback_allocations", "all-refused fallbacks", 1.0, 0),
+)
+
+
+def _thesis(key: str) -> str:
+    ref = REFERENCES["thesis-e1"]
+    a, b = ref["thesis without packing"].get(key), ref["thesis with packing"].get(key)
+    if a is None or b is None:
+        return ""
+    return f"{100 * a:.1f} → {100 * b:.1f} ({100 * (b - a):+.1f} pp)"
+
+
+def markdown_table(data: dict[str, Any]) -> str:
+    runs = _derived(data)
+    lines = []
+    for pre in PREEMPTION:
+        cols = list(POLICIES)
+        n = len(data["seeds"])
+        lines.append(f"**Preemption {'on' if pre else 'off'}** ({n} seeds {data['seeds']}, mean ± sd)")
+        lines.append("")
+        lines.append("| metric | " + " | ".join(f"{c} packing" if c != "none" else "no packing" for c in cols)
+                     + " | thesis (Table 4.3) |")
+        lines.append("|---|" + "---|" * (len(cols) + 1))
+        for key, label, scale, digits in ROWS:
+            cells = []
+            for c in cols:
+                vals = [r.get(key) for r in runs if r["policy"] == c and r["preemption"] == pre]
+                cells.append("–" if c == "none" and key.startswith(("gain", "gap", "user")) else
+                             _ms(vals, scale, digits))
+            lines.append(f"| {label} | " + " | ".join(cells) + f" | {_thesis(key) if pre else ''} |")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def cmd_e1(args: argparse.Namespace) -> int:
+    if args.table:
+        try:
+            data = json.loads(Path(args.table).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            print(f"{args.table}: cannot read the e1 results: {err}")
+            return 2
+        print(markdown_table(data), end="")
+        return 0
+    seeds = tuple(int(s) for s in args.seeds.split(",")) if args.seeds else SEEDS
+    try:
+        data = run_e1(Path(args.file), Path(args.out), seeds, args.jobs, print)
+    except ScenarioError as err:
+        print(f"error: {err}")
+        return 2
+    dest = Path(args.json)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    print(markdown_table(data), end="")
+    print(f"results in {dest} (runs in {args.out}/)")
+    return 0
+
+
+def add_command(sub: Any) -> None:
+    s = sub.add_parser("e1", help="faithful E1: 3 seeds x packing policies x preemption, mean ± sd")
+    s.add_argument("file", nargs="?", default="scenarios/e1-faithful.toml", help="the E1 scenario")
+    s.add_argument("--out", default="runs/e1", help="run directories (default runs/e1)")
+    s.add_argument("--json", default="docs/e1.json", help="results file (default docs/e1.json)")
+    s.add_argument("--seeds", help="comma-separated seeds (default 1,2,3)")
+    s.add_argument("--jobs", type=int, default=2, help="runs at a time (default 2)")
+    s.add_argument("--table", metavar="JSON", help="only print the markdown table of an e1.json")
+    s.set_defaults(func=cmd_e1)
