@@ -119,6 +119,9 @@ ROWS: tuple[tuple[str, str, float, int], ...] = (
 
 def _thesis(key: str) -> str:
     ref = REFERENCES["thesis-e1"]
+    if key.startswith("gain_"):
+        used = "cpu_utilization" if key == "gain_cpu" else "ram_utilization"
+        return f"{100 * (ref['thesis with packing'][used] - ref['thesis without packing'][used]):+.1f}"
     a, b = ref["thesis without packing"].get(key), ref["thesis with packing"].get(key)
     if a is None or b is None:
         return ""
@@ -134,7 +137,7 @@ def markdown_table(data: dict[str, Any]) -> str:
         lines.append(f"**Preemption {'on' if pre else 'off'}** ({n} seeds {data['seeds']}, mean ± sd)")
         lines.append("")
         lines.append("| metric | " + " | ".join(f"{c} packing" if c != "none" else "no packing" for c in cols)
-                     + " | thesis (Table 4.3) |")
+                     + " | thesis without → with (Table 4.3, preemption on) |")
         lines.append("|---|" + "---|" * (len(cols) + 1))
         for key, label, scale, digits in ROWS:
             cells = []
