@@ -17,9 +17,10 @@ def test_fit_is_a_preset_beside_thesis_and_yt() -> None:
     assert fit.all_refused == "best_continue"
     assert thesis.all_refused == "neediest_stop"
     assert PackingConfig(preset="yt").resolve().all_refused == "neediest_stop"
-    # Otherwise the thesis's rule.
-    assert (fit.heuristic, fit.window, fit.k, fit.warmup_refusals) == (
-        thesis.heuristic, thesis.window, thesis.k, thesis.warmup_refusals)
+    # The thesis's heuristic and test, pickier: no better offer among the last 30.
+    assert (fit.heuristic, fit.significance, fit.warmup_refusals) == (
+        thesis.heuristic, thesis.significance, thesis.warmup_refusals)
+    assert (fit.window, fit.k) == (30, 0)
 
 
 def test_all_refused_starts_the_best_packer_and_the_update_goes_on() -> None:
@@ -51,3 +52,13 @@ def test_fit_runs_from_a_scenario_and_is_deterministic() -> None:
     keys = ("allocations", "refusals", "fallback_allocations", "cpu_utilization", "ram_utilization")
     assert [a[k] for k in keys] == [b[k] for k in keys]
     assert a["refusals"] > 0 and a["fallback_allocations"] > 0
+
+
+def test_fallback_fraction_limits_the_choice_to_the_neediest_refusers() -> None:
+    cfg = PackingConfig(preset="fit", fallback_fraction=0.5)
+    env = FakeNodes(SchedulerConfig(policy="packing", packing=cfg), [(10, 20)])
+    env.submit("a", 2, 1, 50)
+    env.submit("b", 1, 2, 50)
+    env.heartbeat(0)
+    first = next(iter(env.running[0].values()))
+    assert first == env.ops()["a"].id  # only the first half (a) of the two refusers was eligible

@@ -42,6 +42,9 @@ class PackingParams(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, fr
     max_consecutive_refusals: Annotated[int, msgspec.Meta(ge=1)] | None
     normalisation: Normalisation
     all_refused: AllRefused = "neediest_stop"
+    # best_continue: the best packer among the first (this fraction, at least one) of the refusers
+    # in fairness order (as Tetris's 1 - f).
+    fallback_fraction: Annotated[float, msgspec.Meta(gt=0, le=1)] = 1.0
 
 
 PRESETS: dict[str, PackingParams] = {
@@ -58,10 +61,11 @@ PRESETS: dict[str, PackingParams] = {
         accept="fewer_than_k", significance=True, A=0.05, R=1.5, max_consecutive_refusals=None,
         normalisation="cluster_total",
     ),
-    # Ours (docs/packing.md "Beyond the thesis"): the thesis's rule, but when every candidate
-    # refuses a node the one whose task packs best there starts, and the node's offers go on.
+    # Ours (docs/packing.md "Beyond the thesis"): the thesis's rule made pickier (accept only an
+    # offer no offer of the last 30 beats significantly), and when every candidate refuses a node
+    # the one whose task packs best there starts, and the node's offers go on.
     "fit": PackingParams(
-        heuristic="angle_length", warmup_refusals=5, window=15, max_age_s=1200.0, k=2,
+        heuristic="angle_length", warmup_refusals=5, window=30, max_age_s=1200.0, k=0,
         accept="at_most_k", significance=True, A=0.05, R=1.5, max_consecutive_refusals=50,
         normalisation="node_mean", all_refused="best_continue",
     ),
@@ -86,6 +90,7 @@ class PackingConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, fr
     no_refusal_limit: bool = False
     normalisation: Normalisation | None = None
     all_refused: AllRefused | None = None
+    fallback_fraction: Annotated[float, msgspec.Meta(gt=0, le=1)] | None = None
     # Packing off for operations in these pools (or below them) and for these workload entries
     # (operation names / looping groups), e.g. a production pool.
     disabled_pools: list[str] = []

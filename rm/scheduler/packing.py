@@ -12,6 +12,8 @@ instead start the candidate whose task packs best on the node and go on offering
 
 from __future__ import annotations
 
+import math
+
 from rm.cluster import Cluster, NodeRecord
 from rm.operations import Operation, Pool
 from rm.ports import Clock
@@ -71,8 +73,7 @@ class PackingPolicy(DRFPolicy):
         counters = self.counters
         by_group = counters.by_group
         neediest: Operation | None = None
-        best: Operation | None = None
-        best_value = 0.0
+        refusers: list[tuple[float, Operation]] = []
         for op in self.candidates(node):
             ctrl = self.controllers.get(op.id)
             if ctrl is None:
@@ -89,11 +90,11 @@ class PackingPolicy(DRFPolicy):
             counters.refusals += 1
             if neediest is None:
                 neediest = op
-            if best is None or value < best_value:
-                best, best_value = op, value
+            refusers.append((value, op))
         rule = self.params.all_refused
-        if rule == "best_continue":
-            neediest = best
+        if rule == "best_continue" and refusers:
+            first = refusers[: max(1, math.ceil(self.params.fallback_fraction * len(refusers)))]
+            neediest = min(first, key=lambda vo: vo[0])[1]  # the neediest among equals
         if neediest is not None:
             # Everyone refused: the neediest (or best-packing) starts one task anyway, and by
             # default this update ends.
