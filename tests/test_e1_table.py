@@ -41,3 +41,14 @@ def test_table_has_mean_and_sd_and_the_thesis_column() -> None:
     # seed 1: fit closes 3 of 4 pp (75%), seed 2 3 of 6 (50%).
     assert "| CPU gap closed % | – | 42 ± 12 | 63 ± 18 |" in text
     assert "| CPU gain pp | – | 2.00 ± 0.00 | 3.00 ± 0.00 | +4.5 |" in text
+
+
+def test_bad_input_is_exit_2_with_the_file_named(tmp_path, capsys) -> None:
+    from emulator.cli.main import main
+
+    bad = tmp_path / "e1.json"
+    bad.write_text('{"seeds": [1]}')
+    assert main(["e1", "--table", str(bad)]) == 2
+    assert f"{bad}: not an e1 results file" in capsys.readouterr().err
+    assert main(["e1", str(tmp_path / "missing.toml")]) == 2
+    assert "missing.toml: no such file" in capsys.readouterr().err

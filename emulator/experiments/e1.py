@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -150,20 +151,36 @@ def markdown_table(data: dict[str, Any]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def _seeds(text: str) -> tuple[int, ...]:
+    try:
+        seeds = tuple(int(s) for s in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, got {text!r}") from None
+    if len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"expected distinct seeds, got {text!r}")
+    return seeds
+
+
+def _jobs(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 64:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to 64, got {text!r}")
+    return int(text)
+
+
 def cmd_e1(args: argparse.Namespace) -> int:
     if args.table:
         try:
-            data = json.loads(Path(args.table).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as err:
-            print(f"{args.table}: cannot read the e1 results: {err}")
+            text = markdown_table(json.loads(Path(args.table).read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+            why = f"{type(err).__name__}: {err}"
+            print(f"error: {args.table}: not an e1 results file ({why})", file=sys.stderr)
             return 2
-        print(markdown_table(data), end="")
+        print(text, end="")
         return 0
-    seeds = tuple(int(s) for s in args.seeds.split(",")) if args.seeds else SEEDS
     try:
-        data = run_e1(Path(args.file), Path(args.out), seeds, args.jobs, print)
+        data = run_e1(Path(args.file), Path(args.out), args.seeds or SEEDS, args.jobs, print)
     except ScenarioError as err:
-        print(f"error: {err}")
+        print(f"error: {err}", file=sys.stderr)
         return 2
     dest = Path(args.json)
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -178,7 +195,7 @@ def add_command(sub: Any) -> None:
     s.add_argument("file", nargs="?", default="scenarios/e1-faithful.toml", help="the E1 scenario")
     s.add_argument("--out", default="runs/e1", help="run directories (default runs/e1)")
     s.add_argument("--json", default="docs/e1.json", help="results file (default docs/e1.json)")
-    s.add_argument("--seeds", help="comma-separated seeds (default 1,2,3)")
-    s.add_argument("--jobs", type=int, default=2, help="runs at a time (default 2)")
+    s.add_argument("--seeds", type=_seeds, help="comma-separated seeds (default 1,2,3)")
+    s.add_argument("--jobs", type=_jobs, default=2, help="runs at a time (default 2)")
     s.add_argument("--table", metavar="JSON", help="only print the markdown table of an e1.json")
     s.set_defaults(func=cmd_e1)
