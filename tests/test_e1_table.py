@@ -41,6 +41,9 @@ def test_table_has_mean_and_sd_and_the_thesis_column() -> None:
     # seed 1: fit closes 3 of 4 pp (75%), seed 2 3 of 6 (50%).
     assert "| CPU gap closed % | – | 42 ± 12 | 63 ± 18 |" in text
     assert "| CPU gain pp | – | 2.00 ± 0.00 | 3.00 ± 0.00 | +4.5 |" in text
+    # Thesis u1: mean of 0.11 and 0.12 against 0.10 -> +15%; no packing is the same on both seeds.
+    assert "| max user move of the seed means % | – | 15.0 | 0.0 | |" in text
+    assert "| no packing, seed vs seed: max user move % (noise) | 0.0 |" in text
 
 
 def test_bad_input_is_exit_2_with_the_file_named(tmp_path, capsys) -> None:

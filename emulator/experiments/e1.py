@@ -129,6 +129,27 @@ def _thesis(key: str) -> str:
     return f"{100 * a:.1f} → {100 * b:.1f} ({100 * (b - a):+.1f} pp)"
 
 
+def _pools(runs: list[dict[str, Any]], policy: str, pre: bool) -> list[dict[str, float]]:
+    return [r["pools"] for r in runs if r["policy"] == policy and r["preemption"] == pre]
+
+
+def _mean_move(runs: list[dict[str, Any]], policy: str, pre: bool) -> float | None:
+    """Largest |mean dominant share / no-packing mean dominant share - 1| over the users, means
+    taken over the seeds (seed noise averages out)."""
+    base, mine = _pools(runs, "none", pre), _pools(runs, policy, pre)
+    names = [n for n in base[0] if all(b.get(n) for b in base)] if base and mine else []
+    moves = [abs(statistics.mean(m[n] for m in mine) / statistics.mean(b[n] for b in base) - 1)
+             for n in names]
+    return max(moves) if moves else None
+
+
+def _noise(runs: list[dict[str, Any]], pre: bool) -> float | None:
+    """The same move between two no-packing runs of different seeds: the metric's noise floor."""
+    base = _pools(runs, "none", pre)
+    moves = [abs(a[n] / b[n] - 1) for a in base for b in base if a is not b for n in a if b.get(n)]
+    return max(moves) if moves else None
+
+
 def markdown_table(data: dict[str, Any]) -> str:
     runs = _derived(data)
     lines = []
@@ -147,6 +168,12 @@ def markdown_table(data: dict[str, Any]) -> str:
                 cells.append("–" if c == "none" and key.startswith(("gain", "gap", "user")) else
                              _ms(vals, scale, digits))
             lines.append(f"| {label} | " + " | ".join(cells) + f" | {_thesis(key) if pre else ''} |")
+        means = [_mean_move(data["runs"], c, pre) for c in cols[1:]]
+        lines.append("| max user move of the seed means % | – | "
+                     + " | ".join("–" if m is None else f"{100 * m:.1f}" for m in means) + " | |")
+        noise = _noise(data["runs"], pre)
+        lines.append("| no packing, seed vs seed: max user move % (noise) | "
+                     + ("–" if noise is None else f"{100 * noise:.1f}") + " |" + " |" * len(cols))
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 
