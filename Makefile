@@ -30,11 +30,11 @@ chromium:
 bench: $(STAMP)
 	$(BIN)/emulator bench
 
-# E1 (thesis Tables 4.1-4.3): packing vs plain DRF, compared with the thesis's numbers.
+# E1 (thesis Tables 4.1-4.3), faithful (issue 14): 3 seeds x {no packing, thesis, fit} x
+# {preemption off, on} on scenarios/e1-faithful.toml's fixed nodes (~8 min on 2 cores); writes
+# docs/e1.json and prints docs/packing.md's table (again: emulator e1 --table docs/e1.json).
 e1: $(STAMP)
-	$(BIN)/emulator run scenarios/e1-no-packing.toml --out runs/e1-no-packing --quiet
-	$(BIN)/emulator run scenarios/e1-packing.toml --out runs/e1-packing --quiet
-	$(BIN)/emulator compare runs/e1-no-packing runs/e1-packing --reference thesis-e1 --operations
+	$(BIN)/emulator e1 scenarios/e1-faithful.toml --out runs/e1 --json docs/e1.json
 
 # E2 (paper 004 Fig. 5, Fig. 8): heartbeat scalability over TCP, periodic vs delta (~9 min on 2 cores).
 e2: $(STAMP)

@@ -91,6 +91,9 @@ class RMLife:
             ctx.observers.task_started(TaskStarted(op.id, op.group, task.index, task.attempts))
         return ContainerLaunch(cid, op.demand, task.duration_s)
 
+    def preempt_on(self, node: NodeRecord) -> int:
+        return self.preemptor.on_node(node) if self.preemptor is not None else 0
+
     def start_on(self, op: Operation, node: NodeRecord) -> None:
         """Start one task of ``op`` on ``node`` outside a node update (preemption)."""
         node.link.send(LaunchContainers(containers=(self.start_task(op, node),)))

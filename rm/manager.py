@@ -249,7 +249,8 @@ class ResourceManager:
         self.check_preemption()
 
     def check_preemption(self) -> int:
-        """One preemption pass now (the periodic check); returns the tasks preempted."""
+        """The periodic preemption check now; returns the tasks preempted (`yt` mode: none here, it
+        only refreshes who is starving; the preemption happens in node updates)."""
         life = self._life
         if self.up and not life.holding() and life.preemptor is not None:
             return life.preemptor.check()

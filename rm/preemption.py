@@ -2,12 +2,23 @@
 
 Every ``check_interval_s`` the fair shares are recomputed (progressive filling on the pooled
 cluster). An operation with pending tasks whose dominant share stays below ``tolerance`` x its
-fair share for ``starvation_timeout_s`` is *starving*. Starving operations, most starved first,
-then get tasks started until they reach their fair share: on free space where a task fits, else
-by preempting tasks of operations above their fair share, most recently started first, on one
-node at a time. A victim task is never taken if that would put its operation, or any pool above
-it, below its fair share or a pool below its min share (as YARN checks the whole queue path).
-Preempted tasks go back to pending and the CPU-seconds they had run are counted as lost work.
+fair share for ``starvation_timeout_s`` is *starving*. Two rules (``PreemptionConfig.mode``):
+
+``yt`` (the default; YT's fair-share strategy as the thesis ran it): preemption happens inside a
+node update, on that node only, at most once per ``node_backoff_s`` per node. Starving
+operations, most starved first, start tasks on the node -- in its free space, else by preempting
+tasks there -- only while they are below ``tolerance`` x their fair share (they are topped up to
+the tolerance, not to the full share). An operation's first ``min_unpreemptable_jobs`` running
+tasks are never taken, and an operation younger than ``rampup_grace_s`` is not starving yet.
+
+``full-share`` (the emulator's first rule): in one cluster-wide pass per check, each starving
+operation is topped up to its full fair share, on free space where a task fits, else by
+preempting on one node at a time.
+
+In both, victims are tasks of operations above their fair share, most recently started first; a
+task is never taken if that would put its operation, or any pool above it, below its fair share
+or a pool below its min share (as YARN checks the whole queue path). Preempted tasks go back to
+pending and the CPU-seconds they had run are counted as lost work.
 """
 
 from __future__ import annotations
@@ -46,23 +57,41 @@ class Preemptor:
         self._book = book
         self._host = host
         self._starving_since: dict[int, float] = {}
+        # `yt`: fair shares and starving operations as of the last check; node -> last attempt.
+        self._shares: FairShares | None = None
+        self._starving: list[Operation] = []
+        self._last_attempt: dict[int, float] = {}
 
     # ---- the pass ------------------------------------------------------------------------
 
     def check(self) -> int:
-        """One preemption pass; returns the number of tasks preempted."""
+        """The periodic check: refresh starvation; ``full-share`` also preempts now. Returns the
+        number of tasks preempted."""
+        starving = self._refresh()
+        if self.config.mode != "full-share" or self._shares is None:
+            return 0
+        before = self._counters.preemptions
+        for op in starving:
+            self._satisfy(op, self._shares)
+        return self._counters.preemptions - before
+
+    def _refresh(self) -> list[Operation]:
+        """Recompute fair shares and who is starving, most starved first."""
         now = self._ctx.clock.now()
         cap = self._cluster.capacity
         ops = list(self._book.operations.values())
         if cap.cpu <= 0 or cap.ram_gib <= 0 or not ops:
             self._starving_since.clear()
-            return 0
+            self._shares, self._starving = None, []
+            return []
         shares = progressive_filling(self._book.root, ops, cap)
         fair = shares.operations
+        grace = self.config.rampup_grace_s if self.config.mode == "yt" else 0.0
         starving: list[Operation] = []
         for op in ops:
             f = fair.get(op.id, 0.0)
-            if op.pending and op.dominant_share(cap) < self.config.tolerance * f - EPS:
+            if (op.pending and op.dominant_share(cap) < self.config.tolerance * f - EPS
+                    and now - op.submitted_at >= grace):
                 since = self._starving_since.setdefault(op.id, now)
                 if now - since >= self.config.starvation_timeout_s:
                     starving.append(op)
@@ -70,11 +99,46 @@ class Preemptor:
                 self._starving_since.pop(op.id, None)
         for gone in set(self._starving_since) - {op.id for op in ops}:
             del self._starving_since[gone]
-        starving.sort(key=lambda op: op.dominant_share(cap) / fair[op.id])
+        starving.sort(key=lambda op: (op.dominant_share(cap) / fair[op.id], op.id))
+        self._shares, self._starving = shares, starving
+        return starving
+
+    # ---- yt: inside a node update ----------------------------------------------------------
+
+    def on_node(self, node: NodeRecord) -> int:
+        """``yt``: preemptive scheduling on ``node`` after its ordinary fill; returns the number
+        of tasks preempted."""
+        shares = self._shares
+        if self.config.mode != "yt" or shares is None or not self._starving or not node.schedulable:
+            return 0
+        now = self._ctx.clock.now()
+        last = self._last_attempt.get(node.machine_id)
+        if last is not None and now - last < self.config.node_backoff_s:
+            return 0
+        self._last_attempt[node.machine_id] = now
+        cap = self._cluster.capacity
+        tol = self.config.tolerance
+        fair = shares.operations
+        live = self._book.operations
         before = self._counters.preemptions
-        for op in starving:
-            self._satisfy(op, shares)
+        for op in self._starving:
+            if live.get(op.id) is not op:
+                continue
+            d = op.demand
+            if d.cpu > node.total.cpu + EPS or d.ram_gib > node.total.ram_gib + EPS:
+                continue
+            # Topped up only while still starving (below the tolerance), as YT's preemptive pass.
+            while op.pending and op.dominant_share(cap) < tol * fair.get(op.id, 0.0) - EPS:
+                if not node.fits(d):
+                    chosen = self._room_on(node, op, shares, self._above(op, shares), guard=True)
+                    if chosen is None:
+                        break
+                    self._preempt(op, node, chosen)
+                self._host.start_on(op, node)
+                self._counters.starved_starts += 1
         return self._counters.preemptions - before
+
+    # ---- full-share: one cluster-wide pass -------------------------------------------------
 
     def _satisfy(self, op: Operation, shares: FairShares) -> None:
         cap = self._cluster.capacity
@@ -94,65 +158,88 @@ class Preemptor:
                 return node
         return None
 
+    def _above(self, op: Operation, shares: FairShares) -> set[int]:
+        """Operations other than ``op`` above their fair share: the possible victims."""
+        cap = self._cluster.capacity
+        fair = shares.operations
+        return {
+            o.id for o in self._book.operations.values()
+            if o is not op and o.dominant_share(cap) > fair.get(o.id, 0.0) + EPS
+        }
+
     def _make_room(
         self, op: Operation, shares: FairShares, tried: set[int]
     ) -> NodeRecord | None:
         """Preempt the most recently started victim tasks on one node until ``op`` fits there."""
-        cluster = self._cluster
-        cap = cluster.capacity
-        fair = shares.operations
-        above = {
-            o.id for o in self._book.operations.values()
-            if o is not op and o.dominant_share(cap) > fair.get(o.id, 0.0) + EPS
-        }
+        above = self._above(op, shares)
         if not above:
             return None
         victims = sorted(
-            (a for n in cluster.nodes.values() if n.schedulable
+            (a for n in self._cluster.nodes.values() if n.schedulable
              for a in n.containers.values() if a.op.id in above),
             key=lambda a: (-a.started_at, -a.container_id),
         )
-        mine = {p.name for p in op.pools_up}
-        d = op.demand
         for first in victims:
             node = first.node
             if node.machine_id in tried:
                 continue
-            # Tentative usage of each victim and of its pools, so none drops below its fair share.
-            usage: dict[int, tuple[float, float]] = {}
-            # Pools the starving operation is in get the task back: only the victim's own are checked.
-            pool_usage: dict[str, tuple[float, float]] = {}
-            chosen: list[Allocation] = []
-            free_cpu, free_ram = node.free_cpu, node.free_ram
-            local = sorted(
-                (a for a in node.containers.values() if a.op.id in above),
-                key=lambda a: (-a.started_at, -a.container_id),
-            )
-            for alloc in local:
-                if d.cpu <= free_cpu + EPS and d.ram_gib <= free_ram + EPS:
-                    break
-                v = alloc.op
-                uc, ur = usage.get(v.id, (v.usage_cpu, v.usage_ram))
-                uc, ur = uc - v.demand.cpu, ur - v.demand.ram_gib
-                if max(uc / cap.cpu, ur / cap.ram_gib) < fair.get(v.id, 0.0) - EPS:
-                    continue
-                after = {
-                    p.name: (pc - v.demand.cpu, pr - v.demand.ram_gib)
-                    for p in v.pools_up if p.name not in mine
-                    for pc, pr in [pool_usage.get(p.name, (p.usage_cpu, p.usage_ram))]
-                }
-                if not all(self._pool_keeps_share(p, *after[p.name], shares) for p in v.pools_up
-                           if p.name not in mine):
-                    continue
-                pool_usage.update(after)
-                usage[v.id] = (uc, ur)
-                chosen.append(alloc)
-                free_cpu += v.demand.cpu
-                free_ram += v.demand.ram_gib
-            if d.cpu <= free_cpu + EPS and d.ram_gib <= free_ram + EPS and chosen:
+            chosen = self._room_on(node, op, shares, above, guard=False)
+            if chosen is not None:
                 self._preempt(op, node, chosen)
                 return node
             tried.add(node.machine_id)  # no room to be made here for this operation
+        return None
+
+    def _room_on(
+        self, node: NodeRecord, op: Operation, shares: FairShares, above: set[int], guard: bool
+    ) -> list[Allocation] | None:
+        """The newest victim tasks on ``node`` whose preemption lets ``op``'s task fit, or None.
+        ``guard``: an operation keeps its first ``min_unpreemptable_jobs`` running tasks."""
+        if not above:
+            return None
+        cap = self._cluster.capacity
+        fair = shares.operations
+        keep = self.config.min_unpreemptable_jobs if guard else 0
+        mine = {p.name for p in op.pools_up}
+        d = op.demand
+        # Tentative usage of each victim and of its pools, so none drops below its fair share.
+        usage: dict[int, tuple[float, float]] = {}
+        running: dict[int, int] = {}
+        # Pools the starving operation is in get the task back: only the victim's own are checked.
+        pool_usage: dict[str, tuple[float, float]] = {}
+        chosen: list[Allocation] = []
+        free_cpu, free_ram = node.free_cpu, node.free_ram
+        local = sorted(
+            (a for a in node.containers.values() if a.op.id in above),
+            key=lambda a: (-a.started_at, -a.container_id),
+        )
+        for alloc in local:
+            if d.cpu <= free_cpu + EPS and d.ram_gib <= free_ram + EPS:
+                break
+            v = alloc.op
+            left = running.get(v.id, v.running) - 1
+            if left < keep:
+                continue
+            uc, ur = usage.get(v.id, (v.usage_cpu, v.usage_ram))
+            uc, ur = uc - v.demand.cpu, ur - v.demand.ram_gib
+            if max(uc / cap.cpu, ur / cap.ram_gib) < fair.get(v.id, 0.0) - EPS:
+                continue
+            after = {
+                p.name: (pc - v.demand.cpu, pr - v.demand.ram_gib)
+                for p in v.pools_up if p.name not in mine
+                for pc, pr in [pool_usage.get(p.name, (p.usage_cpu, p.usage_ram))]
+            }
+            if not all(self._pool_keeps_share(p, *after[p.name], shares) for p in v.pools_up
+                       if p.name not in mine):
+                continue
+            pool_usage.update(after)
+            usage[v.id] = (uc, ur)
+            running[v.id] = left
+            chosen.append(alloc)
+            free_cpu += v.demand.cpu
+            free_ram += v.demand.ram_gib
+        if d.cpu <= free_cpu + EPS and d.ram_gib <= free_ram + EPS and chosen:
+            return chosen
         return None
 
     def _pool_keeps_share(self, pool: Pool, cpu: float, ram: float, shares: FairShares) -> bool:

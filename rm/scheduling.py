@@ -45,6 +45,10 @@ class TaskStarter(Protocol):
         """Scheduling is held (an RM restart waits for its nodes to come back)."""
         ...
 
+    def preempt_on(self, node: NodeRecord) -> int:
+        """Preemptive scheduling on ``node`` inside its update (YT's rule); returns tasks preempted."""
+        ...
+
 
 class SchedulingLoop:
     def __init__(
@@ -84,7 +88,11 @@ class SchedulingLoop:
         if isinstance(item, NodeUpdate):
             self._counters.update_events += 1
             node = item.node
-            n = self._fill(node) if self._cluster.nodes.get(node.machine_id) is node else 0
+            n = 0
+            if self._cluster.nodes.get(node.machine_id) is node:
+                n = self._fill(node)
+                if not self._starter.holding():
+                    n += self._starter.preempt_on(node)
             return (st.node_update_us + st.allocation_us * n) * _US
         self._pass_pending = False
         visited = n = 0

@@ -117,7 +117,11 @@ def test_every_policy_runs_from_a_scenario_and_reports_the_new_metrics(policy: s
 
 
 def test_late_operation_gets_its_share_through_preemption(tmp_path) -> None:
-    on = build_summary(run_blocking(scenario_from_dict(small_scenario("drf"), "<test>")))
+    # The old cluster-wide rule: under YT's (the default) the late operation here ramps up through
+    # ordinary scheduling within its grace and nothing is preempted.
+    on_cfg = small_scenario("drf")
+    on_cfg["scheduler"]["preemption"] = {"enabled": True, "mode": "full-share"}
+    on = build_summary(run_blocking(scenario_from_dict(on_cfg, "<test>")))
     off_cfg = small_scenario("drf")
     off_cfg["scheduler"]["preemption"] = {"enabled": False}
     off = build_summary(run_blocking(scenario_from_dict(off_cfg, "<test>")))

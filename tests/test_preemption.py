@@ -12,7 +12,10 @@ from tests.fake_nodes import FakeNodes
 @pytest.fixture
 def env() -> FakeNodes:
     nodes = FakeNodes(
-        SchedulerConfig(policy="drf", preemption=PreemptionConfig(enabled=True, starvation_timeout_s=30)),
+        SchedulerConfig(
+            policy="drf",
+            preemption=PreemptionConfig(enabled=True, mode="full-share", starvation_timeout_s=30),
+        ),
         [(6, 6), (6, 6)],
     )
     return nodes

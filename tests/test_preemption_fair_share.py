@@ -9,7 +9,9 @@ from tests.fake_nodes import FakeNodes
 
 
 def cluster(nodes: list[tuple[float, float]], tolerance: float = 0.8) -> FakeNodes:
-    preemption = PreemptionConfig(enabled=True, starvation_timeout_s=30, tolerance=tolerance)
+    preemption = PreemptionConfig(
+        enabled=True, mode="full-share", starvation_timeout_s=30, tolerance=tolerance
+    )
     return FakeNodes(SchedulerConfig(policy="drf", preemption=preemption), nodes)
 
 

@@ -17,6 +17,7 @@ from emulator.cli.figures import add_command as add_figures_command
 from emulator.cli.fuzz import add_command as add_fuzz_command
 from emulator.cli.processes import add_commands as add_tcp_commands
 from emulator.cli.traces import add_command as add_import_command
+from emulator.experiments.e1 import add_command as add_e1_command
 from emulator.experiments.efficiency import add_command as add_efficiency_command
 from emulator.experiments.recovery import add_command as add_recovery_command
 from emulator.experiments.reliability import add_command as add_reliability_command
@@ -308,7 +309,8 @@ class _Version(argparse.Action):
 # here still shows, under "other".
 COMMAND_GROUPS = {
     "run": ("run", "rerun", "report", "compare", "validate"),
-    "experiments": ("e3", "e3-tcp", "sweep", "efficiency", "recovery", "reliability", "abuse", "traces"),
+    "experiments": ("e1", "e3", "e3-tcp", "sweep", "efficiency", "recovery", "reliability", "abuse",
+                    "traces"),
     "processes": ("rm", "nodes"),
     "tools": ("bench", "figures", "fuzz", "import"),
 }
@@ -437,6 +439,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_sweep_command(sub)
     add_efficiency_command(sub)
     add_recovery_command(sub)
+    add_e1_command(sub)
     add_reliability_command(sub)
     add_figures_command(sub)
     add_fuzz_command(sub)

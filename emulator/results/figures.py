@@ -22,9 +22,12 @@ class Figure(NamedTuple):
     command: str  # what regenerates the source
 
 
+E1_COMMAND = "make e1 (emulator e1 scenarios/e1-faithful.toml --out runs/e1 --json docs/e1.json)"
 FIGURES: dict[str, Figure] = {
     "bench": Figure("docs/bench.json", "emulator.experiments.bench:markdown_table",
                     "emulator bench --out docs/bench.json"),
+    "e1": Figure("docs/e1.json", "emulator.experiments.e1:markdown_table", E1_COMMAND),
+    "e1-headline": Figure("docs/e1.json", "emulator.experiments.e1:headline_table", E1_COMMAND),
     "e2": Figure("docs/e2-sweep.json", "emulator.experiments.sweep:markdown_table",
                  "make e2 && cp runs/e2-sweep/sweep.json docs/e2-sweep.json"),
     "e3": Figure("docs/ring-e3.json", "emulator.experiments.e3:markdown_table",

@@ -8,10 +8,14 @@ import msgspec
 
 PolicyName = Literal["drf", "fifo", "packing", "tetris", "drfh"]
 HeuristicName = Literal["angle", "angle_length", "drfh", "tetris"]
-PresetName = Literal["thesis", "yt"]
+PresetName = Literal["thesis", "yt", "fit"]
 # How cores and GiB are made comparable before a heuristic looks at them.
 Normalisation = Literal["node_mean", "cluster_total"]
 AcceptRule = Literal["at_most_k", "fewer_than_k"]
+# When every candidate refuses a node: the neediest starts one task and the node's update ends
+# (`neediest_stop`, the thesis §2.3), or the candidate whose task packs best starts one and the
+# offers go on (`best_continue`, ours), or the neediest starts one and they go on.
+AllRefused = Literal["neediest_stop", "neediest_continue", "best_continue"]
 
 NonNegative = Annotated[float, msgspec.Meta(ge=0)]
 Positive = Annotated[float, msgspec.Meta(gt=0)]
@@ -37,6 +41,10 @@ class PackingParams(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, fr
     # Starvation insurance: accept after this many refusals in a row; None: no limit.
     max_consecutive_refusals: Annotated[int, msgspec.Meta(ge=1)] | None
     normalisation: Normalisation
+    all_refused: AllRefused = "neediest_stop"
+    # best_continue: the best packer among the first (this fraction, at least one) of the refusers
+    # in fairness order (as Tetris's 1 - f).
+    fallback_fraction: Annotated[float, msgspec.Meta(gt=0, le=1)] = 1.0
 
 
 PRESETS: dict[str, PackingParams] = {
@@ -52,6 +60,14 @@ PRESETS: dict[str, PackingParams] = {
         heuristic="angle_length", warmup_refusals=0, window=10, max_age_s=3600.0, k=2,
         accept="fewer_than_k", significance=True, A=0.05, R=1.5, max_consecutive_refusals=None,
         normalisation="cluster_total",
+    ),
+    # Ours (docs/packing.md "Beyond the thesis"): the thesis's rule made pickier (accept only an
+    # offer no offer of the last 30 beats significantly), and when every candidate refuses a node
+    # the one whose task packs best there starts, and the node's offers go on.
+    "fit": PackingParams(
+        heuristic="angle_length", warmup_refusals=5, window=30, max_age_s=1200.0, k=0,
+        accept="at_most_k", significance=True, A=0.05, R=1.5, max_consecutive_refusals=50,
+        normalisation="node_mean", all_refused="best_continue",
     ),
 }
 
@@ -73,6 +89,8 @@ class PackingConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, fr
     # Explicitly no limit (overrides a preset's limit).
     no_refusal_limit: bool = False
     normalisation: Normalisation | None = None
+    all_refused: AllRefused | None = None
+    fallback_fraction: Annotated[float, msgspec.Meta(gt=0, le=1)] | None = None
     # Packing off for operations in these pools (or below them) and for these workload entries
     # (operation names / looping groups), e.g. a production pool.
     disabled_pools: list[str] = []
@@ -90,16 +108,36 @@ class PackingConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, fr
         return msgspec.structs.replace(base, **changes)
 
 
+PreemptionMode = Literal["yt", "full-share"]
+
+
 class PreemptionConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
-    """Starving operations preempt tasks of operations above their fair share (design.md §3)."""
+    """Starving operations preempt tasks of operations above their fair share (design.md §3).
+
+    ``yt`` (seed 000 §4.1, YT's fair-share strategy of that period): starvation is refreshed every
+    ``check_interval_s``; a starving operation preempts inside node updates, on the reporting node
+    only, and only until it is back at ``tolerance`` x its fair share; an operation keeps its first
+    ``min_unpreemptable_jobs`` running tasks; a node tries preemption at most once per
+    ``node_backoff_s``; a new operation is not starving for ``rampup_grace_s`` after submission.
+    ``full-share`` (the emulator's first rule, kept for comparison): one cluster-wide pass every
+    ``check_interval_s`` tops every starving operation up to its full fair share.
+    """
 
     enabled: bool = False
+    mode: PreemptionMode = "yt"
     # An operation below `tolerance` x its fair share for this long is starving (YT's
     # fair_share_preemption_timeout = 30 s, fair_share_starvation_tolerance = 0.8).
     starvation_timeout_s: Positive = 30.0
     tolerance: Annotated[float, msgspec.Meta(gt=0, le=1)] = 0.8
-    # How often the RM looks for starving operations.
+    # How often the RM recomputes fair shares and starvation (`full-share`: and preempts).
     check_interval_s: Positive = 5.0
+    # `yt` only. YT's max_unpreemptable_running_job_count (10).
+    min_unpreemptable_jobs: Annotated[int, msgspec.Meta(ge=0)] = 10
+    # YT's preemptive_scheduling_backoff (5 s).
+    node_backoff_s: NonNegative = 5.0
+    # Ours: a just-submitted operation ramps up through ordinary scheduling first (YT's looping
+    # users resubmit; without a grace their new operation preempts before it has had a chance).
+    rampup_grace_s: NonNegative = 60.0
 
 
 class SchedulerConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):

@@ -6,10 +6,13 @@ offers it saw recently; on refusal the next operation gets the offer. ``assign``
 operation that accepts, so the manager's fill loop restarts the offers on the node's remaining
 resources after every acceptance. If every candidate refuses, one task of the neediest (first)
 candidate starts ignoring packing and the node's update ends there (§2.3): its remaining
-resources are offered again at its next heartbeat.
+resources are offered again at its next heartbeat. ``all_refused`` (the `fit` preset, ours) can
+instead start the candidate whose task packs best on the node and go on offering it.
 """
 
 from __future__ import annotations
+
+import math
 
 from rm.cluster import Cluster, NodeRecord
 from rm.operations import Operation, Pool
@@ -70,12 +73,14 @@ class PackingPolicy(DRFPolicy):
         counters = self.counters
         by_group = counters.by_group
         neediest: Operation | None = None
+        refusers: list[tuple[float, Operation]] = []
         for op in self.candidates(node):
             ctrl = self.controllers.get(op.id)
             if ctrl is None:
                 return op
             d = op.demand
-            accepted = ctrl.decide(now, heuristic(d.cpu / sc, d.ram_gib / sr, fc, fr))
+            value = heuristic(d.cpu / sc, d.ram_gib / sr, fc, fr)
+            accepted = ctrl.decide(now, value)
             counts = by_group[op.group]
             counts.offers += 1
             if accepted:
@@ -85,8 +90,14 @@ class PackingPolicy(DRFPolicy):
             counters.refusals += 1
             if neediest is None:
                 neediest = op
+            refusers.append((value, op))
+        rule = self.params.all_refused
+        if rule == "best_continue" and refusers:
+            first = refusers[: max(1, math.ceil(self.params.fallback_fraction * len(refusers)))]
+            neediest = min(first, key=lambda vo: vo[0])[1]  # the neediest among equals
         if neediest is not None:
-            # Everyone refused: the neediest starts one task anyway, and this update ends.
+            # Everyone refused: the neediest (or best-packing) starts one task anyway, and by
+            # default this update ends.
             # (The `yt` preset's extra fairness-ordered pass over the refusers ignoring packing
             # picks the same operation here: nothing but packing makes an operation refuse.)
             # It is recorded as the neediest accepting (forced), not refusing.
@@ -96,5 +107,6 @@ class PackingPolicy(DRFPolicy):
             counts.accepted += 1
             counters.refusals -= 1
             counters.fallback_allocations += 1
-            self._stopped = node
+            if rule == "neediest_stop":
+                self._stopped = node
         return neediest

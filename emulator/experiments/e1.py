@@ -1,0 +1,261 @@
+"""``emulator e1``: the faithful E1 (thesis Tables 4.1-4.3; issue 14) -- 3 seeds x {no packing,
+thesis packing, our `fit` packing} x {preemption off, on} on a fixed node list, in virtual time.
+
+Every figure is reported as mean ± sd over the seeds, beside the pooled-cluster bound of the same
+run. Gap closed: (packing - no packing) / (no-packing bound - no packing) per resource, for the
+same seed and preemption setting. User move: the largest |dominant share / no-packing dominant
+share - 1| over the users (pools) of one run. ``--table`` prints the markdown table from the JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from emulator.harness.runner import run_blocking
+from emulator.results.compare import REFERENCES
+from emulator.results.summary import write_results
+from emulator.scenario.loader import ScenarioError, load_scenario
+
+SEEDS = (1, 2, 3)
+# variant -> scenario overrides (on top of the file's plain DRF)
+POLICIES: dict[str, dict[str, Any]] = {
+    "none": {"scheduler.policy": "drf"},
+    "thesis": {"scheduler.policy": "packing", "scheduler.packing.preset": "thesis"},
+    "fit": {"scheduler.policy": "packing", "scheduler.packing.preset": "fit"},
+}
+PREEMPTION = (False, True)
+KEYS = ("cpu_utilization", "ram_utilization", "cpu_utilization_excl_preempted", "fair_cpu_bound",
+        "fair_ram_bound", "preemptions", "preempted_cpu_s", "fallback_allocations", "refusals",
+        "allocations")
+
+
+def _one(path: str, policy: str, preemption: bool, seed: int, out: str) -> dict[str, Any]:
+    os.nice(19)
+    overrides = {**POLICIES[policy], "scheduler.preemption.enabled": preemption, "run.seed": seed}
+    sc = load_scenario(path, overrides)
+    t0 = time.monotonic()
+    outcome = run_blocking(sc, None)
+    wall = time.monotonic() - t0
+    run_dir = Path(out) / f"{policy}-{'pre' if preemption else 'nopre'}-s{seed}"
+    summary = write_results(outcome, run_dir)
+    row = {"policy": policy, "preemption": preemption, "seed": seed, "wall_s": round(wall, 1)}
+    row.update({k: summary.get(k) for k in KEYS})
+    # Lost work as a fraction of window CPU capacity.
+    row["preempted_pct"] = summary["cpu_utilization"] - summary["cpu_utilization_excl_preempted"]
+    row["pools"] = {p["name"]: p["dominant_share"] for p in summary["pools"]}
+    return row
+
+
+def run_e1(
+    path: Path, out: Path, seeds: tuple[int, ...], jobs: int, say: Callable[[str], None]
+) -> dict[str, Any]:
+    load_scenario(path)  # bad input fails here, before any worker starts
+    out.mkdir(parents=True, exist_ok=True)
+    cases = [(p, pre, s) for pre in PREEMPTION for p in POLICIES for s in seeds]
+    rows: list[dict[str, Any]] = []
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(_one, str(path), p, pre, s, str(out)) for p, pre, s in cases]
+        for fut in futures:
+            row = fut.result()
+            say(f"{row['policy']:>6} preemption {'on ' if row['preemption'] else 'off'} seed {row['seed']}: "
+                f"CPU {100 * row['cpu_utilization']:.2f}% RAM {100 * row['ram_utilization']:.2f}% "
+                f"({row['wall_s']} s)")
+            rows.append(row)
+    return {"scenario": str(path), "seeds": list(seeds), "runs": rows}
+
+
+def _derived(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per run: gap closed and largest user move against the no-packing run of the same seed and
+    preemption setting."""
+    base = {(r["preemption"], r["seed"]): r for r in data["runs"] if r["policy"] == "none"}
+    out = []
+    for r in data["runs"]:
+        b = base[(r["preemption"], r["seed"])]
+        d = dict(r)
+        for res, key, bound in (("cpu", "cpu_utilization", "fair_cpu_bound"),
+                                ("ram", "ram_utilization", "fair_ram_bound")):
+            gap = b[bound] - b[key]
+            d[f"gain_{res}"] = r[key] - b[key]
+            d[f"gap_closed_{res}"] = (r[key] - b[key]) / gap if gap > 0 else None
+        moves = [abs(ds / b["pools"][n] - 1) for n, ds in r["pools"].items()
+                 if ds is not None and b["pools"].get(n)]
+        d["user_move_max"] = max(moves) if moves else None
+        out.append(d)
+    return out
+
+
+def _ms(values: list[float | None], scale: float = 100.0, digits: int = 1) -> str:
+    xs = [v * scale for v in values if v is not None]
+    if not xs:
+        return "–"
+    sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
+    return f"{statistics.mean(xs):.{digits}f} ± {sd:.{digits}f}"
+
+
+ROWS: tuple[tuple[str, str, float, int], ...] = (
+    ("cpu_utilization", "CPU %", 100.0, 2),
+    ("ram_utilization", "RAM %", 100.0, 2),
+    ("cpu_utilization_excl_preempted", "CPU excl. preempted %", 100.0, 2),
+    ("preempted_pct", "preempted (lost CPU) %", 100.0, 2),
+    ("fair_cpu_bound", "pooled bound CPU %", 100.0, 2),
+    ("fair_ram_bound", "pooled bound RAM %", 100.0, 2),
+    ("gain_cpu", "CPU gain pp", 100.0, 2),
+    ("gain_ram", "RAM gain pp", 100.0, 2),
+    ("gap_closed_cpu", "CPU gap closed %", 100.0, 0),
+    ("gap_closed_ram", "RAM gap closed %", 100.0, 0),
+    ("user_move_max", "max user dominant-share move %", 100.0, 1),
+    ("preemptions", "preemptions", 1.0, 0),
+    ("fallback_allocations", "all-refused fallbacks", 1.0, 0),
+)
+
+
+def _thesis(key: str) -> str:
+    ref = REFERENCES["thesis-e1"]
+    if key.startswith("gain_"):
+        used = "cpu_utilization" if key == "gain_cpu" else "ram_utilization"
+        return f"{100 * (ref['thesis with packing'][used] - ref['thesis without packing'][used]):+.1f}"
+    a, b = ref["thesis without packing"].get(key), ref["thesis with packing"].get(key)
+    if a is None or b is None:
+        return ""
+    return f"{100 * a:.1f} → {100 * b:.1f} ({100 * (b - a):+.1f} pp)"
+
+
+def _pools(runs: list[dict[str, Any]], policy: str, pre: bool) -> list[dict[str, float]]:
+    return [r["pools"] for r in runs if r["policy"] == policy and r["preemption"] == pre]
+
+
+def _mean_move(runs: list[dict[str, Any]], policy: str, pre: bool) -> float | None:
+    """Largest |mean dominant share / no-packing mean dominant share - 1| over the users, means
+    taken over the seeds (seed noise averages out)."""
+    base, mine = _pools(runs, "none", pre), _pools(runs, policy, pre)
+    names = [n for n in base[0] if all(b.get(n) for b in base)] if base and mine else []
+    moves = [abs(statistics.mean(m[n] for m in mine) / statistics.mean(b[n] for b in base) - 1)
+             for n in names]
+    return max(moves) if moves else None
+
+
+def _noise(runs: list[dict[str, Any]], pre: bool) -> float | None:
+    """The same move between two no-packing runs of different seeds: the metric's noise floor."""
+    base = _pools(runs, "none", pre)
+    moves = [abs(a[n] / b[n] - 1) for a in base for b in base if a is not b for n in a if b.get(n)]
+    return max(moves) if moves else None
+
+
+def markdown_table(data: dict[str, Any]) -> str:
+    runs = _derived(data)
+    lines = []
+    for pre in PREEMPTION:
+        cols = list(POLICIES)
+        n = len(data["seeds"])
+        lines.append(f"**Preemption {'on' if pre else 'off'}** ({n} seeds {data['seeds']}, mean ± sd)")
+        lines.append("")
+        lines.append("| metric | " + " | ".join(f"{c} packing" if c != "none" else "no packing" for c in cols)
+                     + " | thesis without → with (Table 4.3, preemption on) |")
+        lines.append("|---|" + "---|" * (len(cols) + 1))
+        for key, label, scale, digits in ROWS:
+            cells = []
+            for c in cols:
+                vals = [r.get(key) for r in runs if r["policy"] == c and r["preemption"] == pre]
+                cells.append("–" if c == "none" and key.startswith(("gain", "gap", "user")) else
+                             _ms(vals, scale, digits))
+            lines.append(f"| {label} | " + " | ".join(cells) + f" | {_thesis(key) if pre else ''} |")
+        means = [_mean_move(data["runs"], c, pre) for c in cols[1:]]
+        lines.append("| max user move of the seed means % | – | "
+                     + " | ".join("–" if m is None else f"{100 * m:.1f}" for m in means) + " | |")
+        noise = _noise(data["runs"], pre)
+        lines.append("| no packing, seed vs seed: max user move % (noise) | "
+                     + ("–" if noise is None else f"{100 * noise:.1f}") + " |" + " |" * len(cols))
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def headline_table(data: dict[str, Any]) -> str:
+    """The README's short E1 table: preemption on (as the thesis ran), mean ± sd over the seeds."""
+    runs = [r for r in _derived(data) if r["preemption"]]
+    ref = REFERENCES["thesis-e1"]
+    rows = [("CPU %", "cpu_utilization", 2), ("RAM %", "ram_utilization", 2),
+            ("pooled bound CPU / RAM %", "", 1), ("gain over no packing CPU / RAM pp", "gain", 2),
+            ("gap to the bound closed CPU / RAM %", "gap_closed", 0)]
+    seeds = ", ".join(map(str, data["seeds"]))
+    head = f"| preemption on, seeds {seeds} | no packing | thesis packing | `fit` packing (ours) " \
+           "| the thesis, without → with |"
+    lines = [head, "|---|---|---|---|---|"]
+    for label, key, digits in rows:
+        cells = []
+        for policy in POLICIES:
+            mine = [r for r in runs if r["policy"] == policy]
+            if key in ("cpu_utilization", "ram_utilization"):
+                cells.append(_ms([r[key] for r in mine], 100.0, digits))
+            elif key == "":
+                cells.append(" / ".join(_ms([r[b] for r in mine], 100.0, digits)
+                                        for b in ("fair_cpu_bound", "fair_ram_bound")))
+            elif policy == "none":
+                cells.append("–")
+            else:
+                cells.append(" / ".join(_ms([r[f"{key}_{res}"] for r in mine], 100.0, digits)
+                                        for res in ("cpu", "ram")))
+        without, with_ = ref["thesis without packing"], ref["thesis with packing"]
+        pair = {k: f"{100 * without[k]:.1f} → {100 * with_[k]:.1f}"
+                for k in ("cpu_utilization", "ram_utilization")}
+        thesis = {**pair, "gain": _thesis("gain_cpu") + " / " + _thesis("gain_ram")}.get(key, "")
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {thesis} |")
+    return "\n".join(lines) + "\n"
+
+
+def _seeds(text: str) -> tuple[int, ...]:
+    try:
+        seeds = tuple(int(s) for s in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, got {text!r}") from None
+    if len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"expected distinct seeds, got {text!r}")
+    return seeds
+
+
+def _jobs(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 64:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to 64, got {text!r}")
+    return int(text)
+
+
+def cmd_e1(args: argparse.Namespace) -> int:
+    if args.table:
+        try:
+            text = markdown_table(json.loads(Path(args.table).read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+            why = f"{type(err).__name__}: {err}"
+            print(f"error: {args.table}: not an e1 results file ({why})", file=sys.stderr)
+            return 2
+        print(text, end="")
+        return 0
+    try:
+        data = run_e1(Path(args.file), Path(args.out), args.seeds or SEEDS, args.jobs, print)
+    except ScenarioError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    dest = Path(args.json)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    print(markdown_table(data), end="")
+    print(f"results in {dest} (runs in {args.out}/)")
+    return 0
+
+
+def add_command(sub: Any) -> None:
+    s = sub.add_parser("e1", help="faithful E1: 3 seeds x packing policies x preemption, mean ± sd")
+    s.add_argument("file", nargs="?", default="scenarios/e1-faithful.toml", help="the E1 scenario")
+    s.add_argument("--out", default="runs/e1", help="run directories (default runs/e1)")
+    s.add_argument("--json", default="docs/e1.json", help="results file (default docs/e1.json)")
+    s.add_argument("--seeds", type=_seeds, help="comma-separated seeds (default 1,2,3)")
+    s.add_argument("--jobs", type=_jobs, default=2, help="runs at a time (default 2)")
+    s.add_argument("--table", metavar="JSON", help="only print the markdown table of an e1.json")
+    s.set_defaults(func=cmd_e1)

@@ -1,0 +1,57 @@
+"""`emulator e1 --table`: mean ± sd over seeds, gap closed and user moves against the no-packing
+run of the same seed and preemption setting."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from emulator.experiments.e1 import _derived, markdown_table
+
+
+def run(policy: str, pre: bool, seed: int, cpu: float, ram: float, u1: float) -> dict[str, Any]:
+    return {"policy": policy, "preemption": pre, "seed": seed, "cpu_utilization": cpu, "ram_utilization": ram,
+            "cpu_utilization_excl_preempted": cpu - 0.01, "preempted_pct": 0.01, "fair_cpu_bound": 0.96,
+            "fair_ram_bound": 0.98, "preemptions": 5, "fallback_allocations": 0,
+            "pools": {"u1": u1, "u2": 0.1}}
+
+
+def data() -> dict[str, Any]:
+    runs = []
+    for pre in (False, True):
+        runs += [run("none", pre, 1, 0.92, 0.92, 0.10), run("none", pre, 2, 0.90, 0.94, 0.10),
+                 run("thesis", pre, 1, 0.94, 0.97, 0.11), run("thesis", pre, 2, 0.92, 0.97, 0.12),
+                 run("fit", pre, 1, 0.95, 0.97, 0.10), run("fit", pre, 2, 0.93, 0.98, 0.10)]
+    return {"scenario": "x", "seeds": [1, 2], "runs": runs}
+
+
+def test_gap_closed_and_user_move_are_per_seed_against_no_packing() -> None:
+    rows = {(r["policy"], r["seed"]): r for r in _derived(data()) if not r["preemption"]}
+    # seed 1: gap 0.96 - 0.92 = 4 pp, thesis gains 2 pp -> 50%; seed 2: gap 6 pp, gain 2 pp -> 1/3.
+    assert abs(rows[("thesis", 1)]["gap_closed_cpu"] - 0.5) < 1e-9
+    assert abs(rows[("thesis", 2)]["gap_closed_cpu"] - 1 / 3) < 1e-9
+    assert abs(rows[("thesis", 2)]["user_move_max"] - 0.2) < 1e-9
+    assert rows[("fit", 1)]["user_move_max"] == 0.0
+
+
+def test_table_has_mean_and_sd_and_the_thesis_column() -> None:
+    text = markdown_table(data())
+    assert "**Preemption off**" in text and "**Preemption on**" in text
+    assert "| CPU % | 91.00 ± 1.41 | 93.00 ± 1.41 | 94.00 ± 1.41 |" in text
+    assert "92.2 → 96.7 (+4.5 pp)" in text
+    # seed 1: fit closes 3 of 4 pp (75%), seed 2 3 of 6 (50%).
+    assert "| CPU gap closed % | – | 42 ± 12 | 63 ± 18 |" in text
+    assert "| CPU gain pp | – | 2.00 ± 0.00 | 3.00 ± 0.00 | +4.5 |" in text
+    # Thesis u1: mean of 0.11 and 0.12 against 0.10 -> +15%; no packing is the same on both seeds.
+    assert "| max user move of the seed means % | – | 15.0 | 0.0 | |" in text
+    assert "| no packing, seed vs seed: max user move % (noise) | 0.0 |" in text
+
+
+def test_bad_input_is_exit_2_with_the_file_named(tmp_path, capsys) -> None:
+    from emulator.cli.main import main
+
+    bad = tmp_path / "e1.json"
+    bad.write_text('{"seeds": [1]}')
+    assert main(["e1", "--table", str(bad)]) == 2
+    assert f"{bad}: not an e1 results file" in capsys.readouterr().err
+    assert main(["e1", str(tmp_path / "missing.toml")]) == 2
+    assert "missing.toml: no such file" in capsys.readouterr().err
