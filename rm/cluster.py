@@ -7,7 +7,7 @@ import heapq
 
 from rm.operations import Operation, Task
 from rm.ports import Link
-from rm.protocol import ZERO, HeartbeatResponse, Resources
+from rm.protocol import ZERO, ContainerUsage, HeartbeatResponse, Resources
 
 # Resource comparisons tolerate float rounding of this size.
 EPS = 1e-9
@@ -22,7 +22,7 @@ class NodeState(enum.Enum):
 class Allocation:
     """A container the RM placed on a node for one task."""
 
-    __slots__ = ("container_id", "node", "op", "started_at", "task")
+    __slots__ = ("container_id", "node", "op", "started_at", "task", "usage")
 
     def __init__(
         self, container_id: int, node: NodeRecord, op: Operation, task: Task, now: float
@@ -32,6 +32,8 @@ class Allocation:
         self.op = op
         self.task = task
         self.started_at = now
+        # The latest real usage its node reported (usage-modelled containers only).
+        self.usage: ContainerUsage | None = None
 
 
 class NodeRecord:

@@ -30,6 +30,7 @@ from rm.recovery import Recovery, journal_snapshot
 from rm.scheduler.registry import make_policy
 from rm.scheduling import NodeUpdate, SchedulePass, SchedulerItem, SchedulingLoop
 from rm.tracker import ResourceTracker
+from rm.usage import launch_for
 from rm.workload import WorkloadBook
 
 
@@ -87,7 +88,7 @@ class RMLife:
         ctx.counters.allocations += 1
         if first:
             ctx.log.info("operation.started", operation=op.name, pool=op.pool.name)
-        return ContainerLaunch(cid, op.demand, task.duration_s)
+        return launch_for(cid, op, task)
 
     def start_on(self, op: Operation, node: NodeRecord) -> None:
         """Start one task of ``op`` on ``node`` outside a node update (preemption)."""
@@ -203,7 +204,7 @@ class RMLife:
         for node, allocs in self.ledger.overdue_launches(deadline, now).items():
             ctx.counters.commands_resent += len(allocs)
             node.link.send(LaunchContainers(containers=tuple(
-                ContainerLaunch(a.container_id, a.op.demand, a.task.duration_s) for a in allocs
+                launch_for(a.container_id, a.op, a.task) for a in allocs
             )))
         for node, cids in self.ledger.overdue_kills(deadline).items():
             ctx.counters.commands_resent += len(cids)

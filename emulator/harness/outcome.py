@@ -13,6 +13,7 @@ from emulator.measure.lag import LagReport
 from emulator.measure.removals import RemovalSummary
 from emulator.measure.sampler import SampleRow
 from emulator.measure.timing import LatenessSummary
+from emulator.measure.usage import UsageRow
 from emulator.scenario.schema import Scenario
 from emulator.transport.faulty import MessageFaultCounters
 from nodemanager.stats import NodeCounters
@@ -78,6 +79,8 @@ class RunOutcome(msgspec.Struct):
     # Stopped before its end (Ctrl-C / SIGTERM): the results cover [0, ended_at_s].
     partial: bool = False
     ended_at_s: float | None = None
+    # Scenarios with usage models (in-memory runs): real usage beside allocation per interval.
+    usage_rows: list[UsageRow] | None = None
 
     def window_rows(self) -> list[SampleRow]:
         return [r for r in self.rows if r.t_s > self.scenario.run.warmup_s]

@@ -15,6 +15,7 @@ from typing import IO
 import msgspec
 
 from emulator.scenario.schema import OperationConfig, WorkloadConfig
+from emulator.scenario.usage import tier_number
 from emulator.time.clock import LoopClock
 from rm.manager import ResourceManager, RMUnavailable
 from rm.observer import OperationEvent, RMObserver
@@ -158,6 +159,10 @@ class WorkloadDriver(RMObserver):
                 durations=durations,
                 weight=cfg.weight,
                 group=cfg.name,
+                tier=tier_number(cfg.tier),
+                usage=None if cfg.usage is None else cfg.usage.task_usage(
+                    random.Random(f"{self._seed}:{cfg.name}:{k}:usage").getrandbits(31), cfg.tier
+                ),
             ),
             Submission(cfg.name, k, timed),
         )

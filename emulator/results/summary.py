@@ -10,6 +10,8 @@ import msgspec
 
 from emulator.harness.outcome import RunOutcome
 from emulator.measure.sampler import COLUMNS
+from emulator.measure.usage import USAGE_COLUMNS
+from emulator.results.usage import usage_summary
 
 
 def _r(x: float | None, digits: int = 6) -> float | None:
@@ -234,10 +236,19 @@ def write_results(outcome: RunOutcome, out_dir: Path) -> dict[str, Any]:
         summary["costs"] = outcome.costs
     if outcome.workers:
         summary["workers"] = [msgspec.structs.asdict(w) for w in outcome.workers]
+    if any(op.usage is not None for op in outcome.scenario.workload.operations):
+        summary["usage"] = usage_summary(outcome.nodes)
     (out_dir / "summary.json").write_bytes(msgspec.json.format(msgspec.json.encode(summary)) + b"\n")
     with (out_dir / "timeseries.csv").open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(COLUMNS)
         for row in outcome.rows:
             w.writerow([round(v, 6) if isinstance(v, float) else v for v in msgspec.structs.astuple(row)])
+    if outcome.usage_rows is not None:
+        with (out_dir / "usage_timeseries.csv").open("w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(USAGE_COLUMNS)
+            for urow in outcome.usage_rows:
+                w.writerow([round(v, 6) if isinstance(v, float) else v
+                            for v in msgspec.structs.astuple(urow)])
     return summary

@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from emulator.scenario.usage import OperationUsage, TierName
 from nodemanager.config import HeartbeatConfig
 from ringmon.config import RingConfig
 from rm.config import RMConfig
@@ -101,6 +102,9 @@ class OperationConfig(Base, kw_only=True, frozen=True):
     repeat: Count = 1
     repeat_every_s: NonNegative = 0.0
     weight: Positive = 1.0
+    # Borg priority tier and real usage (design.md §3b; emulator/scenario/usage.py).
+    tier: TierName = "batch"
+    usage: OperationUsage | None = None
 
     def __post_init__(self) -> None:
         if (self.tasks is None) == (self.job_count is None):

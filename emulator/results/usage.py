@@ -1,0 +1,46 @@
+"""summary.json's ``usage`` section (scenarios with usage models; design.md §3b): per-tier
+slack and OOMs, machine overflow, throttling slowdown, and how many usage reports heartbeats
+carried."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nodemanager.stats import NodeCounters, TierUsage
+from rm.protocol import TIER_NAMES
+
+DAY_S = 86400.0
+
+
+def _slack(limit_s: float, used_s: float) -> float | None:
+    """Time-weighted relative slack (limit − usage)/limit."""
+    return round(1.0 - used_s / limit_s, 6) if limit_s > 0 else None
+
+
+def _tier(t: TierUsage) -> dict[str, Any]:
+    days = t.task_s / DAY_S
+    return {
+        "cpu_slack": _slack(t.cpu_limit_s, t.cpu_used_s),
+        "ram_slack": _slack(t.ram_limit_s, t.ram_used_s),
+        "ooms": t.ooms,
+        "task_days": round(days, 6),
+        "ooms_per_task_day": round(t.ooms / days, 6) if days > 0 else None,
+    }
+
+
+def usage_summary(nodes: NodeCounters) -> dict[str, Any]:
+    st = nodes.usage
+    total = TierUsage()
+    for t in st.tiers.values():
+        total.add(t)
+    out = _tier(total)
+    out.update({
+        "ooms_over_limit": st.ooms_limit,
+        "ooms_node_overflow": st.ooms_node,
+        "machine_overflow_fraction": round(st.overflow_s / st.node_s, 6) if st.node_s > 0 else 0.0,
+        "sampled_node_s": round(st.node_s, 3),
+        "throttle_slowdown": round(st.finished_run_s / st.finished_work_s, 6) if st.finished_work_s else None,
+        "usage_reports_sent": nodes.usage_reports_sent,
+        "tiers": {TIER_NAMES[k]: _tier(t) for k, t in sorted(st.tiers.items())},
+    })
+    return out
