@@ -74,10 +74,9 @@ def test_memory_above_the_hard_limit_is_an_oom() -> None:
 
 def test_soft_limit_oom_only_when_the_node_overflows_and_lowest_tier_goes_first() -> None:
     node, link, clock, stats = make_node(cap=Resources(8, 8))
-    # Each requests 3 GiB and uses 4 (soft limit: no per-task OOM); 3 x 4 = 12 > 8 GiB.
-    soft = {"ram": const(4 / 3), "ram_hard": False}
+    # Soft limits (no per-task OOM): each uses 4 GiB; 3 x 4 = 12 > 8 GiB. Tier 3 is production.
     node.receive(LaunchContainers(containers=(
-        ContainerLaunch(1, Resources(1, 3), 100.0, TaskUsage(tier=3, **soft)),  # production
+        ContainerLaunch(1, Resources(1, 3), 100.0, TaskUsage(tier=3, ram=const(4 / 3), ram_hard=False)),
         ContainerLaunch(2, Resources(1, 2.5), 100.0, TaskUsage(tier=0, ram=const(1.6), ram_hard=False)),
         ContainerLaunch(3, Resources(1, 2.5), 100.0, TaskUsage(tier=2, ram=const(1.6), ram_hard=False)),
     )))
