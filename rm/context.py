@@ -14,6 +14,7 @@ from rm.observer import Observers
 from rm.ports import Clock, Log
 from rm.scheduler.config import SchedulerConfig
 from rm.scheduler.policy import PolicyCounters
+from rm.tiers import TierCounters
 
 if TYPE_CHECKING:
     from ringmon.protocol import Ring
@@ -32,7 +33,7 @@ class MembershipPort(Protocol):
 class RMContext:
     __slots__ = (
         "clock", "config", "continuous", "counters", "groups", "integral", "log", "membership", "noisy",
-        "observers", "policy_counters", "preemption", "record", "scheduler",
+        "observers", "policy_counters", "preemption", "record", "scheduler", "tiers",
     )
 
     def __init__(
@@ -58,6 +59,7 @@ class RMContext:
         self.groups: dict[str, GroupCounters] = {}
         self.policy_counters = PolicyCounters()
         self.preemption = PreemptionCounters() if scheduler.preemption.enabled else None
+        self.tiers = TierCounters() if scheduler.tiers.enabled else None
         self.integral = UsageIntegral(clock.now())
         self.observers = Observers()
         self.membership: MembershipPort | None = None

@@ -27,8 +27,10 @@ from rm.protocol import (
     LaunchContainers,
 )
 from rm.recovery import Recovery, journal_snapshot
+from rm.scheduler.borg import borg_policy
 from rm.scheduler.registry import make_policy
 from rm.scheduling import NodeUpdate, SchedulePass, SchedulerItem, SchedulingLoop
+from rm.tiers import TierPreemptor
 from rm.tracker import ResourceTracker
 from rm.usage import launch_for
 from rm.workload import WorkloadBook
@@ -51,7 +53,10 @@ class RMLife:
         self.cluster = Cluster(ctx.integral)
         self.book = WorkloadBook(next_op_id)
         self.ledger = ContainerLedger(next_container_id)
-        self.policy = make_policy(ctx.scheduler, self.book.root, self.cluster, ctx.clock, ctx.policy_counters)
+        self.policy = borg_policy(
+            make_policy(ctx.scheduler, self.book.root, self.cluster, ctx.clock, ctx.policy_counters),
+            ctx.scheduler, self.book, self.cluster,
+        )
         self.scheduling = SchedulingLoop(
             self.policy, self.cluster, self.book, self, ctx.counters, ctx.config.service_time
         )
@@ -59,6 +64,11 @@ class RMLife:
         self.preemptor: Preemptor | None = None
         if ctx.preemption is not None:
             self.preemptor = Preemptor(ctx, ctx.preemption, self.cluster, self.book, self)
+        self.tier_preemptor: TierPreemptor | None = None
+        if ctx.tiers is not None:
+            self.tier_preemptor = TierPreemptor(
+                ctx.scheduler.tiers, ctx.tiers, self.cluster, self.book, self, ctx.clock
+            )
         self.recovery: Recovery | None = None
 
     # ---- scheduling ------------------------------------------------------------------------

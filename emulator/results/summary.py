@@ -238,6 +238,8 @@ def write_results(outcome: RunOutcome, out_dir: Path) -> dict[str, Any]:
         summary["workers"] = [msgspec.structs.asdict(w) for w in outcome.workers]
     if any(op.usage is not None for op in outcome.scenario.workload.operations):
         summary["usage"] = usage_summary(outcome.nodes)
+    if outcome.rm.tiers is not None:
+        summary["tiers"] = msgspec.to_builtins(outcome.rm.tiers)
     (out_dir / "summary.json").write_bytes(msgspec.json.format(msgspec.json.encode(summary)) + b"\n")
     with (out_dir / "timeseries.csv").open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)

@@ -8,8 +8,9 @@ from typing import Literal
 import msgspec
 
 from rm.protocol import TIER_NAMES, TaskUsage, UsageModel
+from rm.scheduler.borg_config import TierName
 
-TierName = Literal["free", "batch", "mid", "production", "monitoring"]
+__all__ = ["OperationUsage", "TierName", "tier_number"]
 
 
 class OperationUsage(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
