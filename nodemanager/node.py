@@ -465,9 +465,10 @@ class NodeManager:
         if cid in self._containers or cid in self._changes:
             return  # duplicate command
         res = launch.resources
+        room = self._config.overcommit
         if (
-            self._used_cpu + res.cpu > self.resources.cpu + EPS
-            or self._used_ram + res.ram_gib > self.resources.ram_gib + EPS
+            self._used_cpu + res.cpu > self.resources.cpu * room + EPS
+            or self._used_ram + res.ram_gib > self.resources.ram_gib * room + EPS
         ):
             self._stats.containers_rejected += 1
             self._changes[cid] = ContainerStatus(cid, "complete", EXIT_REJECTED)

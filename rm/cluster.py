@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import heapq
 
+from rm.observed import Observations
 from rm.operations import Operation, Task
 from rm.ports import Link
 from rm.protocol import ZERO, ContainerUsage, HeartbeatResponse, Resources
@@ -22,7 +23,7 @@ class NodeState(enum.Enum):
 class Allocation:
     """A container the RM placed on a node for one task."""
 
-    __slots__ = ("container_id", "node", "op", "started_at", "task", "usage")
+    __slots__ = ("container_id", "node", "observed", "op", "started_at", "task", "usage")
 
     def __init__(
         self, container_id: int, node: NodeRecord, op: Operation, task: Task, now: float
@@ -34,6 +35,7 @@ class Allocation:
         self.started_at = now
         # The latest real usage its node reported (usage-modelled containers only).
         self.usage: ContainerUsage | None = None
+        self.observed: Observations | None = None
 
 
 class NodeRecord:
@@ -52,6 +54,7 @@ class NodeRecord:
         "seq",
         "state",
         "total",
+        "usage_series",
     )
 
     def __init__(self, machine_id: int, address: str, total: Resources, link: Link, now: float) -> None:
@@ -69,6 +72,8 @@ class NodeRecord:
         self.link = link
         self.peer_endpoint = ""
         self.seq = 0  # the order in which the cluster took nodes in (scheduling passes go by it)
+        # Its containers' reported usage summed, over time (nodes running usage-modelled tasks).
+        self.usage_series: Observations | None = None
 
     @property
     def schedulable(self) -> bool:

@@ -86,7 +86,7 @@ class RMLife:
     def start_task(self, op: Operation, node: NodeRecord) -> ContainerLaunch:
         ctx = self._ctx
         now = ctx.clock.now()
-        if not node.fits(op.demand):
+        if not node.fits(op.demand) and ctx.scheduler.placement.overcommit <= 1.0:
             raise AssertionError(f"policy chose {op} that does not fit {node}")
         first = op.started_at is None
         task = op.take_task(now)

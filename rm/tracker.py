@@ -163,7 +163,7 @@ class ResourceTracker:
         kill: list[int] = []
         containers = node.containers
         if hb.usage:
-            record_usage(containers, hb.usage)
+            record_usage(node, hb.usage, ctx.scheduler.admission.history)
         for st in hb.statuses:
             cid = st.container_id
             alloc = containers.get(cid)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import msgspec
 
-from rm.cluster import Allocation
+from rm.cluster import NodeRecord
+from rm.observed import Observations
 from rm.operations import Operation, Task
 from rm.protocol import ContainerLaunch, ContainerUsage
 
@@ -21,9 +22,26 @@ def launch_for(cid: int, op: Operation, task: Task) -> ContainerLaunch:
     return ContainerLaunch(cid, op.demand, task.duration_s, usage)
 
 
-def record_usage(containers: dict[int, Allocation], reports: tuple[ContainerUsage, ...]) -> None:
-    """A heartbeat's usage reports: the RM's latest view of each container's real usage."""
+def record_usage(node: NodeRecord, reports: tuple[ContainerUsage, ...], history: int) -> None:
+    """A heartbeat's usage reports: the RM's latest view of each container's real usage, its
+    recent history, and the node's total over time (a container without reports counts as its
+    request)."""
+    containers = node.containers
     for u in reports:
         alloc = containers.get(u.container_id)
         if alloc is not None:
             alloc.usage = u
+            if alloc.observed is None:
+                alloc.observed = Observations(history)
+            alloc.observed.add(u.cpu, u.ram_gib)
+    cpu = ram = 0.0
+    for alloc in containers.values():
+        if alloc.usage is not None:
+            cpu += alloc.usage.cpu
+            ram += alloc.usage.ram_gib
+        else:
+            cpu += alloc.op.demand.cpu
+            ram += alloc.op.demand.ram_gib
+    if node.usage_series is None:
+        node.usage_series = Observations(history)
+    node.usage_series.add(cpu, ram)

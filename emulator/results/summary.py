@@ -11,7 +11,7 @@ import msgspec
 from emulator.harness.outcome import RunOutcome
 from emulator.measure.sampler import COLUMNS
 from emulator.measure.usage import USAGE_COLUMNS
-from emulator.results.usage import usage_summary
+from emulator.results.usage import binpack_summary, usage_summary
 
 
 def _r(x: float | None, digits: int = 6) -> float | None:
@@ -240,6 +240,8 @@ def write_results(outcome: RunOutcome, out_dir: Path) -> dict[str, Any]:
         summary["usage"] = usage_summary(outcome.nodes)
     if outcome.rm.tiers is not None:
         summary["tiers"] = msgspec.to_builtins(outcome.rm.tiers)
+    if outcome.scenario.scheduler.placement.policy != "default":
+        summary["binpack"] = binpack_summary(outcome.scenario)
     (out_dir / "summary.json").write_bytes(msgspec.json.format(msgspec.json.encode(summary)) + b"\n")
     with (out_dir / "timeseries.csv").open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)

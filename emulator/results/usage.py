@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from emulator.measure.binpack import ffd, lower_bound
+from emulator.scenario.schema import Scenario
+from emulator.scenario.topology import node_specs
 from nodemanager.stats import NodeCounters, TierUsage
 from rm.protocol import TIER_NAMES
 
@@ -44,3 +47,16 @@ def usage_summary(nodes: NodeCounters) -> dict[str, Any]:
         "tiers": {TIER_NAMES[k]: _tier(t) for k, t in sorted(st.tiers.items())},
     })
     return out
+
+
+def binpack_summary(sc: Scenario) -> dict[str, Any]:
+    """The machines the workload needs offline (every entry's tasks at once, one instance each),
+    in bins of the cluster's mean node: FFD and a lower bound on the optimum (design.md §3b)."""
+    specs = [res for _, res in node_specs(sc)]
+    cap = (sum(r.cpu for r in specs) / len(specs), sum(r.ram_gib for r in specs) / len(specs))
+    items = [(op.cpu, op.ram_gib) for op in sc.workload.operations for _ in range(op.task_count)]
+    n = ffd(items, cap)
+    return {
+        "bin_cpu": round(cap[0], 6), "bin_ram_gib": round(cap[1], 6), "tasks": len(items),
+        "ffd_machines": n, "lower_bound_machines": lower_bound(items, cap, n), "nodes": len(specs),
+    }

@@ -337,6 +337,17 @@ class Scenario(Base, kw_only=True, frozen=True):
         unknown = sorted(set(packing.disabled_operations) - ops)
         if unknown:
             raise ValueError(f"`scheduler.packing.disabled_operations` names unknown operations: {unknown}")
+        if self.scheduler.placement.overcommit > self.heartbeat.overcommit:
+            raise ValueError(
+                f"`scheduler.placement.overcommit` = {self.scheduler.placement.overcommit:g} needs nodes "
+                f"that admit it: set `heartbeat.overcommit` >= it (now {self.heartbeat.overcommit:g})"
+            )
+        if self.scheduler.placement.overcommit > 1 and self.scheduler.placement.policy == "default":
+            raise ValueError("`scheduler.placement.overcommit` needs a placement policy other than "
+                             "`default` (`scheduler.placement.policy`)")
+        if self.scheduler.admission.method != "request" and self.scheduler.placement.policy == "default":
+            raise ValueError("`scheduler.admission.method` needs a placement policy other than "
+                             "`default` (`scheduler.placement.policy`)")
         if self.rm.service_time.is_zero() and any(isinstance(f, RMOverloadFault) for f in self.faults):
             raise ValueError("an `rm_overload` fault needs non-zero `[rm.service_time]` costs")
         if self.rm.journal is False and any(isinstance(f, RMRestartFault) for f in self.faults):
