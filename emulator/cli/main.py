@@ -15,6 +15,7 @@ from rich.console import Console
 from emulator.cli.args import count, non_negative, positive
 from emulator.cli.fuzz import add_command as add_fuzz_command
 from emulator.cli.processes import add_commands as add_tcp_commands
+from emulator.experiments.e5 import add_commands as add_borg_commands
 from emulator.experiments.efficiency import add_command as add_efficiency_command
 from emulator.experiments.recovery import add_command as add_recovery_command
 from emulator.experiments.reliability import add_command as add_reliability_command
@@ -269,7 +270,8 @@ class _Version(argparse.Action):
 # here still shows, under "other".
 COMMAND_GROUPS = {
     "run": ("run", "rerun", "report", "compare", "validate"),
-    "experiments": ("e3", "e3-tcp", "sweep", "efficiency", "recovery", "reliability", "abuse"),
+    "experiments": ("e3", "e3-tcp", "sweep", "efficiency", "recovery", "reliability", "abuse", "e4", "e5",
+                    "baselines"),
     "processes": ("rm", "nodes"),
     "tools": ("bench", "fuzz"),
 }
@@ -388,6 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_sweep_command(sub)
     add_efficiency_command(sub)
     add_recovery_command(sub)
+    add_borg_commands(sub)
     add_reliability_command(sub)
     add_fuzz_command(sub)
     _group_commands(p, sub)
