@@ -32,6 +32,7 @@ from rm.protocol import (
     Register,
     RegisterResponse,
     Resources,
+    UpdateLimits,
 )
 
 # Resource comparisons tolerate float rounding of this size.
@@ -450,6 +451,10 @@ class NodeManager:
                     return  # pushed before our re-registration; the RM has requeued it
                 for launch in containers:
                     self._launch(launch)
+            case UpdateLimits(limits=limits):
+                now = self._clock.now()
+                for lim in limits:
+                    self._usage.set_limits(lim.container_id, lim.cpu, lim.ram_gib, now)
             case KillContainers(container_ids=ids, exit_code=code):
                 for cid in ids:
                     self._kill(cid, code)

@@ -162,6 +162,15 @@ class NodeUsage:
             st.finished_run_s += now - t.started_at
             st.finished_work_s += t.work_s
 
+    def set_limits(self, cid: int, cpu: float, ram: float, now: float) -> None:
+        """New limits (Autopilot): integrals so far at the old ones."""
+        t = self.containers.get(cid)
+        if t is None:
+            return
+        self._advance(t, now)
+        t.cpu_limit = cpu
+        t.ram_limit = ram
+
     def clear(self, now: float) -> None:
         for cid in list(self.containers):
             self.remove(cid, now, finished=False)

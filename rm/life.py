@@ -32,7 +32,7 @@ from rm.scheduler.registry import make_policy
 from rm.scheduling import NodeUpdate, SchedulePass, SchedulerItem, SchedulingLoop
 from rm.tiers import TierPreemptor
 from rm.tracker import ResourceTracker
-from rm.usage import launch_for
+from rm.usage import apply_limits, launch_for
 from rm.workload import WorkloadBook
 
 
@@ -98,11 +98,19 @@ class RMLife:
         ctx.counters.allocations += 1
         if first:
             ctx.log.info("operation.started", operation=op.name, pool=op.pool.name)
-        return launch_for(cid, op, task)
+        return launch_for(cid, op, task, ctx.autopilot)
 
     def start_on(self, op: Operation, node: NodeRecord) -> None:
         """Start one task of ``op`` on ``node`` outside a node update (preemption)."""
         node.link.send(LaunchContainers(containers=(self.start_task(op, node),)))
+
+    def autopilot_tick(self) -> None:
+        """An Autopilot window ends: recommend, and send changed limits to running containers."""
+        autopilot = self._ctx.autopilot
+        if autopilot is not None:
+            changed = autopilot.tick(self._ctx.clock.now())
+            if changed:
+                apply_limits(self.cluster.nodes.values(), autopilot, changed)
 
     # ---- operations ------------------------------------------------------------------------
 
@@ -214,7 +222,7 @@ class RMLife:
         for node, allocs in self.ledger.overdue_launches(deadline, now).items():
             ctx.counters.commands_resent += len(allocs)
             node.link.send(LaunchContainers(containers=tuple(
-                launch_for(a.container_id, a.op, a.task) for a in allocs
+                launch_for(a.container_id, a.op, a.task, ctx.autopilot) for a in allocs
             )))
         for node, cids in self.ledger.overdue_kills(deadline).items():
             ctx.counters.commands_resent += len(cids)

@@ -123,6 +123,9 @@ class ResourceManager:
         if self._ctx.tiers is not None:
             period = self._ctx.scheduler.tiers.check_interval_s
             self._timers.append(Periodic(self.clock, period, self._check_tiers))
+        if self._ctx.autopilot is not None:
+            period = self._ctx.scheduler.autopilot.window_s
+            self._timers.append(Periodic(self.clock, period, self._autopilot_tick))
         if self.membership is not None:
             self._timers.append(Periodic(self.clock, self.membership.interval_s, self._sweep_ring))
         for t in self._timers:
@@ -257,6 +260,10 @@ class ResourceManager:
         if self.up and not life.holding() and life.preemptor is not None:
             return life.preemptor.check()
         return 0
+
+    def _autopilot_tick(self) -> None:
+        if self.up:
+            self._life.autopilot_tick()
 
     def _check_tiers(self) -> None:
         life = self._life

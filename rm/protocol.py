@@ -101,6 +101,10 @@ class TaskUsage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     ram_hard: bool = True
     ram_limit_gib: float | None = None
     cpu_limit: float | None = None
+    # Autopilot sets this task group's limits (rm/autopilot.py): its class and OOM tolerance.
+    autopilot: bool = False
+    job_class: Literal["batch", "serving"] = "batch"
+    oom_tolerance: Literal["low", "minimal", "medium"] = "low"
 
 
 class ContainerUsage(msgspec.Struct, frozen=True, array_like=True, gc=False):
@@ -180,6 +184,18 @@ class Disconnected(Message, frozen=True):
     host, or lost). No node sends it: it is not part of ``RMInbound`` and never decoded."""
 
 
+class ContainerLimits(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    container_id: int
+    cpu: float
+    ram_gib: float
+
+
+class UpdateLimits(Message, frozen=True):
+    """RM -> node: new limits for running containers (Autopilot, design.md §3b)."""
+
+    limits: tuple[ContainerLimits, ...]
+
+
 class KillContainers(Message, frozen=True):
     container_ids: tuple[int, ...]
     exit_code: int = EXIT_KILLED
@@ -191,6 +207,7 @@ NodeInbound = (
     | HeartbeatResponse
     | LaunchContainers
     | KillContainers
+    | UpdateLimits
     | RingUpdate
     | UnlivelinessResponse
     | RingDelta
@@ -208,6 +225,7 @@ __all__ = [
     "ZERO",
     "Action",
     "ContainerLaunch",
+    "ContainerLimits",
     "ContainerState",
     "ContainerStatus",
     "ContainerUsage",
@@ -231,6 +249,7 @@ __all__ = [
     "TaskUsage",
     "UnlivelinessReport",
     "UnlivelinessResponse",
+    "UpdateLimits",
     "UsageKind",
     "UsageModel",
     "resources_problem",

@@ -163,7 +163,7 @@ class ResourceTracker:
         kill: list[int] = []
         containers = node.containers
         if hb.usage:
-            record_usage(node, hb.usage, ctx.scheduler.admission.history)
+            record_usage(node, hb.usage, ctx.scheduler.admission.history, ctx.autopilot)
         for st in hb.statuses:
             cid = st.container_id
             alloc = containers.get(cid)

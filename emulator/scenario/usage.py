@@ -21,10 +21,17 @@ class OperationUsage(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, f
     cpu: UsageModel | None = None
     ram: UsageModel | None = None
     ram_limit: Literal["hard", "soft"] = "hard"
+    # Under `[scheduler.autopilot] enabled = true`: Autopilot sets this group's limits, by its
+    # class (batch CPU: S_avg; serving: S_p95) and OOM tolerance (RAM: low S_p98, minimal S_max,
+    # medium max(S_p60, 0.5·S_max)).
+    autopilot: bool = False
+    job_class: Literal["batch", "serving"] = "batch"
+    oom_tolerance: Literal["low", "minimal", "medium"] = "low"
 
     def task_usage(self, seed: int, tier: TierName) -> TaskUsage:
         return TaskUsage(
-            cpu=self.cpu, ram=self.ram, seed=seed, tier=tier_number(tier), ram_hard=self.ram_limit == "hard"
+            cpu=self.cpu, ram=self.ram, seed=seed, tier=tier_number(tier), ram_hard=self.ram_limit == "hard",
+            autopilot=self.autopilot, job_class=self.job_class, oom_tolerance=self.oom_tolerance,
         )
 
 

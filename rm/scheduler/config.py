@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from rm.autopilot import AutopilotConfig
 from rm.scheduler.borg_config import AdmissionConfig, PlacementConfig, TiersConfig
 
 PolicyName = Literal["drf", "fifo", "packing", "tetris", "drfh"]
@@ -118,3 +119,4 @@ class SchedulerConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, 
     tiers: TiersConfig = msgspec.field(default_factory=TiersConfig)
     placement: PlacementConfig = msgspec.field(default_factory=PlacementConfig)
     admission: AdmissionConfig = msgspec.field(default_factory=AdmissionConfig)
+    autopilot: AutopilotConfig = msgspec.field(default_factory=AutopilotConfig)
