@@ -26,15 +26,22 @@ from rm.protocol import ContainerUsage, Resources, TaskUsage, UsageModel
 class UsageProcess:
     """One resource's usage of one task, as a fraction of its request."""
 
-    __slots__ = ("_model", "_next_switch", "_on", "_rng")
+    __slots__ = ("_level", "_model", "_next_switch", "_on", "_rng")
 
     def __init__(self, model: UsageModel, rng: random.Random, now: float) -> None:
         self._model = model
         self._rng = rng
         self._on = False
         self._next_switch = now + rng.expovariate(1.0 / model.off_s) if model.kind == "bursty" else 0.0
+        self._level = 1.0
+        if model.task_cv > 0:
+            s2 = math.log1p(model.task_cv * model.task_cv)
+            self._level = rng.lognormvariate(-s2 / 2, math.sqrt(s2))
 
     def draw(self, now: float) -> float:
+        return self._level * self._draw(now)
+
+    def _draw(self, now: float) -> float:
         m = self._model
         rng = self._rng
         if m.kind == "constant":
@@ -154,10 +161,8 @@ class NodeUsage:
         self._advance_node(now)
         self._advance(t, now)
         st = self._stats
-        tier = st.tier(t.tier)
-        tier.task_s += now - t.started_at
         if oom:
-            tier.ooms += 1
+            st.tier(t.tier).ooms += 1
         if finished:
             st.finished_run_s += now - t.started_at
             st.finished_work_s += t.work_s
@@ -185,6 +190,7 @@ class NodeUsage:
         tier.cpu_used_s += t.cpu * dt
         tier.ram_limit_s += t.ram_limit * dt
         tier.ram_used_s += t.ram * dt
+        tier.task_s += dt
         t.remaining_s = max(0.0, t.remaining_s - t.rate * dt)
         t.last_t = now
 

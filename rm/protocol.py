@@ -79,7 +79,9 @@ class UsageModel(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, froze
 
     constant: ``mean``; normal: N(mean, (cv·mean)²) clipped at 0; lognormal: mean ``mean`` and
     coefficient of variation ``cv``; bursty: ``mean`` while off, ``peak`` while on, exponential
-    on/off periods of means ``on_s`` / ``off_s``."""
+    on/off periods of means ``on_s`` / ``off_s``. ``task_cv``: each task attempt also draws its
+    own level once (lognormal, mean 1, this coefficient of variation) that scales all its samples:
+    tasks of one group differ, and a task's usage is correlated over time."""
 
     kind: UsageKind = "constant"
     mean: Annotated[float, msgspec.Meta(gt=0, le=100)] = 1.0
@@ -87,6 +89,7 @@ class UsageModel(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, froze
     peak: Annotated[float, msgspec.Meta(gt=0, le=100)] = 1.5
     on_s: Annotated[float, msgspec.Meta(gt=0, le=1e7)] = 60.0
     off_s: Annotated[float, msgspec.Meta(gt=0, le=1e7)] = 300.0
+    task_cv: Annotated[float, msgspec.Meta(ge=0, le=100)] = 0.0
 
 
 class TaskUsage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -15,6 +15,7 @@ from rich.console import Console
 from emulator.cli.args import count, non_negative, positive
 from emulator.cli.fuzz import add_command as add_fuzz_command
 from emulator.cli.processes import add_commands as add_tcp_commands
+from emulator.experiments.e4 import add_command as add_e4_command
 from emulator.experiments.e5 import add_commands as add_borg_commands
 from emulator.experiments.efficiency import add_command as add_efficiency_command
 from emulator.experiments.recovery import add_command as add_recovery_command
@@ -391,6 +392,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_efficiency_command(sub)
     add_recovery_command(sub)
     add_borg_commands(sub)
+    add_e4_command(sub)
     add_reliability_command(sub)
     add_fuzz_command(sub)
     _group_commands(p, sub)
