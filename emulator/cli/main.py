@@ -21,6 +21,7 @@ from emulator.experiments.efficiency import add_command as add_efficiency_comman
 from emulator.experiments.recovery import add_command as add_recovery_command
 from emulator.experiments.reliability import add_command as add_reliability_command
 from emulator.experiments.sweep import add_command as add_sweep_command
+from emulator.experiments.usagemsgs import add_command as add_usage_messages_command
 from emulator.harness.invariants import InvariantViolation
 from emulator.results.console import EXIT_STOPPED, stopped, verdict
 from emulator.scenario.checks import timing_notes
@@ -272,7 +273,7 @@ class _Version(argparse.Action):
 COMMAND_GROUPS = {
     "run": ("run", "rerun", "report", "compare", "validate"),
     "experiments": ("e3", "e3-tcp", "sweep", "efficiency", "recovery", "reliability", "abuse", "e4", "e5",
-                    "baselines"),
+                    "baselines", "usage-messages"),
     "processes": ("rm", "nodes"),
     "tools": ("bench", "fuzz"),
 }
@@ -393,6 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_recovery_command(sub)
     add_borg_commands(sub)
     add_e4_command(sub)
+    add_usage_messages_command(sub)
     add_reliability_command(sub)
     add_fuzz_command(sub)
     _group_commands(p, sub)
