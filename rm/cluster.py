@@ -54,7 +54,6 @@ class NodeRecord:
         "seq",
         "state",
         "total",
-        "usage_series",
     )
 
     def __init__(self, machine_id: int, address: str, total: Resources, link: Link, now: float) -> None:
@@ -72,8 +71,6 @@ class NodeRecord:
         self.link = link
         self.peer_endpoint = ""
         self.seq = 0  # the order in which the cluster took nodes in (scheduling passes go by it)
-        # Its containers' reported usage summed, over time (nodes running usage-modelled tasks).
-        self.usage_series: Observations | None = None
 
     @property
     def schedulable(self) -> bool:

@@ -32,9 +32,8 @@ def launch_for(cid: int, op: Operation, task: Task, autopilot: Autopilot | None 
 def record_usage(
     node: NodeRecord, reports: tuple[ContainerUsage, ...], history: int, autopilot: Autopilot | None = None
 ) -> None:
-    """A heartbeat's usage reports: the RM's latest view of each container's real usage, its
-    recent history, and the node's total over time (a container without reports counts as its
-    request); Autopilot's histograms take them too."""
+    """A heartbeat's usage reports: the RM's latest view of each container's real usage and its
+    recent history; Autopilot's histograms take them too."""
     containers = node.containers
     for u in reports:
         alloc = containers.get(u.container_id)
@@ -48,17 +47,6 @@ def record_usage(
                 autopilot.group(alloc.op.group, alloc.op.demand, spec.job_class, spec.oom_tolerance).observe(
                     u.cpu, u.ram_gib
                 )
-    cpu = ram = 0.0
-    for alloc in containers.values():
-        if alloc.usage is not None:
-            cpu += alloc.usage.cpu
-            ram += alloc.usage.ram_gib
-        else:
-            cpu += alloc.op.demand.cpu
-            ram += alloc.op.demand.ram_gib
-    if node.usage_series is None:
-        node.usage_series = Observations(history)
-    node.usage_series.add(cpu, ram)
 
 
 def apply_limits(nodes: Iterable[NodeRecord], autopilot: Autopilot, groups: list[str]) -> int:

@@ -95,9 +95,7 @@ def test_admission_uses_observed_usage_and_a_new_task_counts_as_its_request(
         for _ in range(50):  # requests 5 cores, uses 2.5 or 3.5: mean 3, sd 0.5
             alloc.observed.add(2.5, 1.0)
             alloc.observed.add(3.5, 1.0)
-    node.usage_series = Observations(100)
-    node.usage_series.cpu.extend([5.0, 7.0] * 50)  # the node's sum over time
-    node.usage_series.ram.extend([2.0] * 100)
+    # The node's load over the aligned reports: 2.5 + 2.5 = 5 and 3.5 + 3.5 = 7, alternating.
     new = book.add_operation(spec("new", 2), 0)
     adm = Admission(AdmissionConfig(method=method, slo=0.99))
     if method == "gpa-g":
@@ -173,3 +171,63 @@ def test_e5_file_errors_name_the_field(tmp_path: Path) -> None:
     p.write_text("[e5]\nmethods = ['magic']\ngroups = []\n")
     with pytest.raises(ScenarioError, match=r"e5\.methods"):
         load(p)
+
+
+EMULATED = """
+[cluster]
+nodes = [{{ count = 2, cpu = 16, ram_gib = 64 }}]
+[heartbeat]
+interval_s = 2.0
+usage_sample_s = 2.0
+overcommit = 3.0
+[scheduler.placement]
+policy = "best-fit"
+overcommit = 3.0
+[scheduler.admission]
+method = "{method}"
+slo = 0.99
+[[workload.operations]]
+name = "early"
+cpu = 4
+ram_gib = 4
+tasks = 8
+seconds_mean = 10000
+usage.cpu = {{ kind = "normal", mean = 0.3, cv = 0.2 }}
+usage.ram = {{ kind = "constant", mean = 0.5 }}
+[[workload.operations]]
+name = "late"
+cpu = 4
+ram_gib = 4
+tasks = 40
+seconds_mean = 10000
+submit_at_s = 300
+usage.cpu = {{ kind = "normal", mean = 0.3, cv = 0.2 }}
+usage.ram = {{ kind = "constant", mean = 0.5 }}
+[run]
+duration_s = 600
+seed = 3
+"""
+
+
+def test_admission_in_a_run_packs_by_observed_usage(tmp_path: Path) -> None:
+    from emulator.harness.runner import run_blocking
+    from emulator.results.usage import usage_summary
+    from emulator.scenario.loader import load_scenario
+
+    running: dict[str, int] = {}
+    overflow: dict[str, float] = {}
+    for method in ("request", "gpa-g", "emp-perc"):
+        path = tmp_path / f"{method}.toml"
+        path.write_text(EMULATED.format(method=method))
+        over = {} if method != "request" else {"scheduler.placement.overcommit": 1.0}
+        out = run_blocking(load_scenario(path, over))
+        running[method] = sum(v.running for v in out.operations)
+        overflow[method] = usage_summary(out.nodes)["machine_overflow_fraction"]
+    # Requests only: 2 nodes x 16 cores / 4 = 8 tasks. The running tasks use ~1.2 of their 4
+    # cores; once observed, the admission counts that (a new task still counts as its 4-core
+    # request): per node 1.2·n + 4 + z·σ <= 16, about 9-10 tasks, 19 or so in all.
+    assert running["request"] == 8 and overflow["request"] == 0.0
+    assert 16 <= running["gpa-g"] <= 22, (running, overflow)
+    assert 16 <= running["emp-perc"] <= 22, (running, overflow)
+    # CPU usage above capacity (throttling) in about the SLO's 1% of node-time, not much more.
+    assert overflow["gpa-g"] < 0.03 and overflow["emp-perc"] < 0.03, overflow

@@ -97,10 +97,9 @@ class Admission:
         new = op.demand.cpu if r == 0 else op.demand.ram_gib
         method = cfg.method
         if method in ("gpa-sqrt", "emp-perc"):
-            series = [x + new for x in (node.usage_series.of(r) if node.usage_series else ())]
-            if not series:
-                series = [new + _requests(node, r)]
-            return (fits_gpa_sqrt if method == "gpa-sqrt" else fits_emp_perc)(series, cfg.slo, cap)
+            return (fits_gpa_sqrt if method == "gpa-sqrt" else fits_emp_perc)(
+                node_series(node, r, new), cfg.slo, cap
+            )
         means = [new]
         sds = [0.0]
         percs = [new]
@@ -127,5 +126,20 @@ class Admission:
         return fits_cantelli(means, sds, cfg.slo, cap)
 
 
-def _requests(node: NodeRecord, r: int) -> float:
-    return sum((a.op.demand.cpu if r == 0 else a.op.demand.ram_gib) for a in node.containers.values())
+def node_series(node: NodeRecord, r: int, new: float) -> list[float]:
+    """The node's load over its recent reports, from the tasks on it now: the sum of their last
+    L reports (L: the shortest history among them; reports of one node arrive together, so the
+    i-th from the end are of one time in periodic mode), a task not observed yet counting as its
+    request, plus ``new``."""
+    fixed = new
+    datas = []
+    for a in node.containers.values():
+        data = a.observed.of(r) if a.observed is not None else None
+        if data:
+            datas.append(data)
+        else:
+            fixed += a.op.demand.cpu if r == 0 else a.op.demand.ram_gib
+    if not datas:
+        return [fixed]
+    n = min(len(d) for d in datas)
+    return [fixed + sum(d[len(d) - n + i] for d in datas) for i in range(n)]
