@@ -33,22 +33,8 @@ class MembershipPort(Protocol):
 
 class RMContext:
     __slots__ = (
-        "autopilot",
-        "clock",
-        "config",
-        "continuous",
-        "counters",
-        "groups",
-        "integral",
-        "log",
-        "membership",
-        "noisy",
-        "observers",
-        "policy_counters",
-        "preemption",
-        "record",
-        "scheduler",
-        "tiers",
+        "autopilot", "clock", "config", "continuous", "counters", "groups", "integral", "log", "membership",
+        "noisy", "observers", "policy_counters", "preemption", "record", "scheduler", "tiers",
     )
 
     def __init__(

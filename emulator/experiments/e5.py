@@ -21,6 +21,7 @@ import argparse
 import json
 import math
 import random
+import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -80,6 +81,14 @@ class E5File(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
     name: str = ""
     description: str = ""
     e5: E5Config
+
+
+def is_e5_file(path: Path) -> bool:
+    """A TOML file whose top level has an ``e5`` table (and can be read)."""
+    try:
+        return "e5" in tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
+        return False
 
 
 def load(path: Path) -> E5Config:
