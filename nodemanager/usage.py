@@ -147,8 +147,9 @@ class NodeUsage:
         self.overflowing = False
 
     def add(self, cid: int, request: Resources, usage: TaskUsage, work_s: float, now: float) -> Tracked:
-        if not self.containers:
+        if not self.containers:  # an idle stretch is no node-time, and nothing overflowed in it
             self.last_sample_t = now
+            self.overflowing = False
         self._advance_node(now)
         # Throttling applies from the next sample on (rate 1 until then).
         t = self.containers[cid] = Tracked(request, usage, work_s, now)
