@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench e1 e2 e3 e3-tcp recovery soak fuzz clean chromium traces
+.PHONY: run test lint bench e1 e2 e3 e3-tcp e4 e5 baselines recovery soak fuzz clean chromium traces
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or run: make PYTHON=python3 ...)"; exit 1; }
@@ -48,6 +48,20 @@ e3: $(STAMP)
 # killed with SIGKILL (~17 min). Table: emulator e3-tcp --table runs/e3-tcp/e3-tcp.json
 e3-tcp: $(STAMP)
 	$(BIN)/emulator e3-tcp --nodes 7500 --kill-worker --out runs/e3-tcp
+
+# E4 (design.md §3b): Autopilot vs hard and soft limits, slack and OOMs per task-day (~1 min).
+# Table: emulator e4 --table docs/e4.json
+e4: $(STAMP)
+	$(BIN)/emulator e4 scenarios/e4-autopilot.toml --out docs/e4.json --runs runs/e4
+
+# E5 (design.md §3b): stochastic bin packing, machines and overflow per admission method (~20 s).
+# Tables: emulator e5 --table docs/e5.json
+e5: $(STAMP)
+	$(BIN)/emulator e5 scenarios/e5-sbp.toml --out docs/e5.json
+
+# Bin-packing baselines: next/first/best-fit against FFD and a lower bound (seconds).
+baselines: $(STAMP)
+	$(BIN)/emulator baselines scenarios/e5-sbp.toml --out docs/baselines.json
 
 # Work-preserving RM restart: recovery time at 1,000 and 10,000 nodes (~4 min on 2 cores).
 recovery: $(STAMP)

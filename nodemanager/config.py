@@ -19,6 +19,14 @@ class HeartbeatConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, 
     spread: bool = True
     # A heartbeat unanswered this long is sent again; None means 10 intervals.
     rpc_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=86400)] | None = None
+    # Containers with usage models (design.md §3b): their usage is sampled this often (a node
+    # timer armed only while such containers run), and a delta heartbeat reports a container's
+    # usage only when it moved by more than this fraction of its request since last reported.
+    usage_sample_s: Annotated[float, msgspec.Meta(gt=0, le=86400)] = 10.0
+    usage_report_threshold: Annotated[float, msgspec.Meta(ge=0, le=10)] = 0.1
+    # The node admits containers whose requests sum to at most this × its capacity (Borg
+    # allocates machines beyond 100%; the scheduler's `scheduler.placement.overcommit`).
+    overcommit: Annotated[float, msgspec.Meta(ge=1, le=100)] = 1.0
 
     def effective_rpc_timeout(self) -> float:
         return self.rpc_timeout_s if self.rpc_timeout_s is not None else 10 * self.interval_s

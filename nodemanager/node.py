@@ -16,12 +16,15 @@ from collections.abc import Callable
 from nodemanager.config import HeartbeatConfig
 from nodemanager.ports import Clock, Log, MembershipAgent, Send, Timer, TimingProbe
 from nodemanager.stats import NodeCounters
+from nodemanager.usage import NodeUsage
 from rm.protocol import (
     EXIT_KILLED,
+    EXIT_OOM,
     EXIT_REJECTED,
     EXIT_SUCCESS,
     ContainerLaunch,
     ContainerStatus,
+    ContainerUsage,
     Heartbeat,
     HeartbeatResponse,
     KillContainers,
@@ -29,6 +32,7 @@ from rm.protocol import (
     Register,
     RegisterResponse,
     Resources,
+    UpdateLimits,
 )
 
 # Resource comparisons tolerate float rounding of this size.
@@ -71,6 +75,9 @@ class NodeManager:
         "_stats",
         "_tick_timer",
         "_timing",
+        "_usage",
+        "_usage_dirty",
+        "_usage_timer",
         "_used_cpu",
         "_used_ram",
         "address",
@@ -110,6 +117,11 @@ class NodeManager:
         self._timing = timing
         self._containers: dict[int, _Container] = {}
         self._tick_timer: Timer | None = None
+        # Containers with usage models, their sampling timer, and (delta mode) those whose usage
+        # moved enough to be reported.
+        self._usage = NodeUsage(resources, stats.usage, config.usage_report_threshold)
+        self._usage_timer: Timer | None = None
+        self._usage_dirty: set[int] = set()
         self._reset()
 
     def _reset(self) -> None:
@@ -147,6 +159,11 @@ class NodeManager:
             container.timer.cancel()
         self._containers.clear()
         self._changes.clear()
+        self._usage.clear(self._clock.now())
+        self._usage_dirty.clear()
+        if self._usage_timer is not None:
+            self._usage_timer.cancel()
+            self._usage_timer = None
         self._reg_carried = None
         self._used_cpu = self._used_ram = 0.0
         self.state = NodeState.STOPPED
@@ -230,6 +247,7 @@ class NodeManager:
             and self.state is NodeState.RUNNING
             and self._inflight is None
             and not self._changes
+            and not self._usage_dirty
             and self._healthy == self._reported_healthy
         )
 
@@ -326,19 +344,21 @@ class NodeManager:
             self._send(self._inflight)
             return
         if self._config.mode == "delta":
-            if not self._changes and self._healthy == self._reported_healthy:
+            if not self._changes and not self._usage_dirty and self._healthy == self._reported_healthy:
                 return
             statuses = tuple(self._changes.values())
             full = False
         else:
             statuses = self._full_statuses()
             full = True
+        usage = self._usage_report(full)
         hb = Heartbeat(
             machine_id=self.machine_id,
             heartbeat_id=self._last_response_id,
             healthy=self._healthy,
             statuses=statuses,
             full=full,
+            usage=usage,
         )
         self._inflight = hb
         self._inflight_at = now
@@ -347,6 +367,42 @@ class NodeManager:
         if self._timing is not None:
             self._timing.sent(now)
         self._send(hb)
+
+    def _usage_report(self, full: bool) -> tuple[ContainerUsage, ...]:
+        """Periodic: every usage-modelled container's usage; delta: those that moved enough.
+        A lost heartbeat is resent as it was, so what it carried is not reported again."""
+        tracked = self._usage.containers
+        if not tracked:
+            return ()
+        if full:
+            out = tuple(t.report(cid) for cid, t in tracked.items())
+        else:
+            out = tuple(tracked[cid].report(cid) for cid in sorted(self._usage_dirty) if cid in tracked)
+        self._usage_dirty.clear()
+        self._stats.usage_reports_sent += len(out)
+        return out
+
+    def _sample_usage(self) -> None:
+        """The usage timer: draw usage, OOM-kill, re-time throttled containers, mark reports."""
+        self._usage_timer = None
+        if self.state is NodeState.STOPPED or not self._usage.containers:
+            return
+        result = self._usage.sample(self._clock.now())
+        for cid, _ in result.ooms:
+            self._release(cid, EXIT_OOM)
+        for cid, delay in result.retime.items():
+            container = self._containers.get(cid)
+            if container is not None:
+                container.timer.cancel()
+                container.timer = self._clock.call_later(delay, self._finish, cid)
+        if result.moved and self._config.mode == "delta":
+            self._usage_dirty.update(result.moved)
+            self._touch()
+        self._arm_usage()
+
+    def _arm_usage(self) -> None:
+        if self._usage_timer is None and self._usage.containers:
+            self._usage_timer = self._clock.call_later(self._config.usage_sample_s, self._sample_usage)
 
     def _on_heartbeat_response(self, msg: HeartbeatResponse) -> None:
         sent = self._inflight
@@ -395,6 +451,10 @@ class NodeManager:
                     return  # pushed before our re-registration; the RM has requeued it
                 for launch in containers:
                     self._launch(launch)
+            case UpdateLimits(limits=limits):
+                now = self._clock.now()
+                for lim in limits:
+                    self._usage.set_limits(lim.container_id, lim.cpu, lim.ram_gib, now)
             case KillContainers(container_ids=ids, exit_code=code):
                 for cid in ids:
                     self._kill(cid, code)
@@ -410,9 +470,10 @@ class NodeManager:
         if cid in self._containers or cid in self._changes:
             return  # duplicate command
         res = launch.resources
+        room = self._config.overcommit
         if (
-            self._used_cpu + res.cpu > self.resources.cpu + EPS
-            or self._used_ram + res.ram_gib > self.resources.ram_gib + EPS
+            self._used_cpu + res.cpu > self.resources.cpu * room + EPS
+            or self._used_ram + res.ram_gib > self.resources.ram_gib * room + EPS
         ):
             self._stats.containers_rejected += 1
             self._changes[cid] = ContainerStatus(cid, "complete", EXIT_REJECTED)
@@ -423,6 +484,11 @@ class NodeManager:
         status = ContainerStatus(cid, "running")
         timer = self._clock.call_later(launch.duration_s, self._finish, cid)
         self._containers[cid] = _Container(launch, status, timer)
+        if launch.usage is not None:
+            self._usage.add(cid, res, launch.usage, launch.duration_s, self._clock.now())
+            if self._config.mode == "delta":
+                self._usage_dirty.add(cid)
+            self._arm_usage()
         self._changes[cid] = status
         self._stats.containers_launched += 1
         self._touch()
@@ -432,6 +498,11 @@ class NodeManager:
         if container is None:
             return False
         container.timer.cancel()
+        if container.launch.usage is not None:
+            self._usage_dirty.discard(cid)
+            self._usage.remove(
+                cid, self._clock.now(), finished=exit_code == EXIT_SUCCESS, oom=exit_code == EXIT_OOM
+            )
         res = container.launch.resources
         self._used_cpu -= res.cpu
         self._used_ram -= res.ram_gib

@@ -5,9 +5,10 @@ from __future__ import annotations
 import enum
 import heapq
 
+from rm.observed import Observations
 from rm.operations import Operation, Task
 from rm.ports import Link
-from rm.protocol import ZERO, HeartbeatResponse, Resources
+from rm.protocol import ZERO, ContainerUsage, HeartbeatResponse, Resources
 
 # Resource comparisons tolerate float rounding of this size.
 EPS = 1e-9
@@ -22,7 +23,7 @@ class NodeState(enum.Enum):
 class Allocation:
     """A container the RM placed on a node for one task."""
 
-    __slots__ = ("container_id", "node", "op", "started_at", "task")
+    __slots__ = ("container_id", "node", "observed", "op", "started_at", "task", "usage")
 
     def __init__(
         self, container_id: int, node: NodeRecord, op: Operation, task: Task, now: float
@@ -32,6 +33,9 @@ class Allocation:
         self.op = op
         self.task = task
         self.started_at = now
+        # The latest real usage its node reported (usage-modelled containers only).
+        self.usage: ContainerUsage | None = None
+        self.observed: Observations | None = None
 
 
 class NodeRecord:

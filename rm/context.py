@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
+from rm.autopilot import Autopilot
 from rm.cluster import NodeRecord, UsageIntegral
 from rm.config import RMConfig
 from rm.counters import GroupCounters, PreemptionCounters, RMCounters
@@ -14,6 +15,7 @@ from rm.observer import Observers
 from rm.ports import Clock, Log
 from rm.scheduler.config import SchedulerConfig
 from rm.scheduler.policy import PolicyCounters
+from rm.tiers import TierCounters
 
 if TYPE_CHECKING:
     from ringmon.protocol import Ring
@@ -31,8 +33,8 @@ class MembershipPort(Protocol):
 
 class RMContext:
     __slots__ = (
-        "clock", "config", "continuous", "counters", "groups", "integral", "log", "membership", "noisy",
-        "observers", "policy_counters", "preemption", "record", "scheduler",
+        "autopilot", "clock", "config", "continuous", "counters", "groups", "integral", "log", "membership",
+        "noisy", "observers", "policy_counters", "preemption", "record", "scheduler", "tiers",
     )
 
     def __init__(
@@ -58,6 +60,8 @@ class RMContext:
         self.groups: dict[str, GroupCounters] = {}
         self.policy_counters = PolicyCounters()
         self.preemption = PreemptionCounters() if scheduler.preemption.enabled else None
+        self.tiers = TierCounters() if scheduler.tiers.enabled else None
+        self.autopilot = Autopilot(scheduler.autopilot) if scheduler.autopilot.enabled else None
         self.integral = UsageIntegral(clock.now())
         self.observers = Observers()
         self.membership: MembershipPort | None = None

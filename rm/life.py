@@ -27,9 +27,12 @@ from rm.protocol import (
     LaunchContainers,
 )
 from rm.recovery import Recovery, journal_snapshot
+from rm.scheduler.borg import borg_policy
 from rm.scheduler.registry import make_policy
 from rm.scheduling import NodeUpdate, SchedulePass, SchedulerItem, SchedulingLoop
+from rm.tiers import TierPreemptor
 from rm.tracker import ResourceTracker
+from rm.usage import apply_limits, launch_for
 from rm.workload import WorkloadBook
 
 
@@ -50,7 +53,10 @@ class RMLife:
         self.cluster = Cluster(ctx.integral)
         self.book = WorkloadBook(next_op_id)
         self.ledger = ContainerLedger(next_container_id)
-        self.policy = make_policy(ctx.scheduler, self.book.root, self.cluster, ctx.clock, ctx.policy_counters)
+        self.policy = borg_policy(
+            make_policy(ctx.scheduler, self.book.root, self.cluster, ctx.clock, ctx.policy_counters),
+            ctx.scheduler, self.book, self.cluster,
+        )
         self.scheduling = SchedulingLoop(
             self.policy, self.cluster, self.book, self, ctx.counters, ctx.config.service_time
         )
@@ -58,6 +64,11 @@ class RMLife:
         self.preemptor: Preemptor | None = None
         if ctx.preemption is not None:
             self.preemptor = Preemptor(ctx, ctx.preemption, self.cluster, self.book, self)
+        self.tier_preemptor: TierPreemptor | None = None
+        if ctx.tiers is not None:
+            self.tier_preemptor = TierPreemptor(
+                ctx.scheduler.tiers, ctx.tiers, self.cluster, self.book, self, ctx.clock
+            )
         self.recovery: Recovery | None = None
 
     # ---- scheduling ------------------------------------------------------------------------
@@ -75,7 +86,7 @@ class RMLife:
     def start_task(self, op: Operation, node: NodeRecord) -> ContainerLaunch:
         ctx = self._ctx
         now = ctx.clock.now()
-        if not node.fits(op.demand):
+        if not node.fits(op.demand) and ctx.scheduler.placement.overcommit <= 1.0:
             raise AssertionError(f"policy chose {op} that does not fit {node}")
         first = op.started_at is None
         task = op.take_task(now)
@@ -89,7 +100,7 @@ class RMLife:
             ctx.log.info("operation.started", operation=op.name, pool=op.pool.name)
         if ctx.observers:
             ctx.observers.task_started(TaskStarted(op.id, op.group, task.index, task.attempts))
-        return ContainerLaunch(cid, op.demand, task.duration_s)
+        return launch_for(cid, op, task, ctx.autopilot)
 
     def preempt_on(self, node: NodeRecord) -> int:
         return self.preemptor.on_node(node) if self.preemptor is not None else 0
@@ -97,6 +108,14 @@ class RMLife:
     def start_on(self, op: Operation, node: NodeRecord) -> None:
         """Start one task of ``op`` on ``node`` outside a node update (preemption)."""
         node.link.send(LaunchContainers(containers=(self.start_task(op, node),)))
+
+    def autopilot_tick(self) -> None:
+        """An Autopilot window ends: recommend, and send changed limits to running containers."""
+        autopilot = self._ctx.autopilot
+        if autopilot is not None:
+            changed = autopilot.tick(self._ctx.clock.now())
+            if changed:
+                apply_limits(self.cluster.nodes.values(), autopilot, changed)
 
     # ---- operations ------------------------------------------------------------------------
 
@@ -208,7 +227,7 @@ class RMLife:
         for node, allocs in self.ledger.overdue_launches(deadline, now).items():
             ctx.counters.commands_resent += len(allocs)
             node.link.send(LaunchContainers(containers=tuple(
-                ContainerLaunch(a.container_id, a.op.demand, a.task.duration_s) for a in allocs
+                launch_for(a.container_id, a.op, a.task, ctx.autopilot) for a in allocs
             )))
         for node, cids in self.ledger.overdue_kills(deadline).items():
             ctx.counters.commands_resent += len(cids)

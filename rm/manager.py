@@ -120,6 +120,12 @@ class ResourceManager:
         if self._ctx.preemption is not None:
             period = self._ctx.scheduler.preemption.check_interval_s
             self._timers.append(Periodic(self.clock, period, self._check_preemption))
+        if self._ctx.tiers is not None:
+            period = self._ctx.scheduler.tiers.check_interval_s
+            self._timers.append(Periodic(self.clock, period, self._check_tiers))
+        if self._ctx.autopilot is not None:
+            period = self._ctx.scheduler.autopilot.window_s
+            self._timers.append(Periodic(self.clock, period, self._autopilot_tick))
         if self.membership is not None:
             self._timers.append(Periodic(self.clock, self.membership.interval_s, self._sweep_ring))
         for t in self._timers:
@@ -255,6 +261,15 @@ class ResourceManager:
         if self.up and not life.holding() and life.preemptor is not None:
             return life.preemptor.check()
         return 0
+
+    def _autopilot_tick(self) -> None:
+        if self.up:
+            self._life.autopilot_tick()
+
+    def _check_tiers(self) -> None:
+        life = self._life
+        if self.up and not life.holding() and life.tier_preemptor is not None:
+            life.tier_preemptor.check()
 
     # ---- clients: pools and operations -------------------------------------------------
 
@@ -419,6 +434,7 @@ class ResourceManager:
             preemption=msgspec.structs.replace(ctx.preemption) if ctx.preemption is not None else None,
             groups={k: msgspec.structs.replace(v) for k, v in ctx.groups.items()},
             membership=self.membership.snapshot() if self.membership is not None else None,
+            tiers=ctx.tiers.copy() if ctx.tiers is not None else None,
         )
 
     def shares(self) -> SharesSnapshot:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import msgspec
 
-from rm.protocol import ZERO, Resources
+from rm.protocol import ZERO, Resources, TaskUsage
 
 
 class OperationSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -20,6 +20,10 @@ class OperationSpec(msgspec.Struct, frozen=True, kw_only=True):
     weight: Annotated[float, msgspec.Meta(gt=0)] = 1.0
     # Which workload entry this instance belongs to (a looping user resubmits the same group).
     group: str = ""
+    # Borg priority tier (index into rm.protocol.TIER_NAMES; design.md §3b).
+    tier: Annotated[int, msgspec.Meta(ge=0, le=4)] = 1
+    # How its tasks really use resources (None: exactly their request).
+    usage: TaskUsage | None = None
 
 
 class Task:

@@ -8,7 +8,7 @@ defined by the ring (``ringmon.protocol``).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -65,6 +65,57 @@ EXIT_SUCCESS = 0
 EXIT_KILLED = -100
 EXIT_PREEMPTED = -102
 EXIT_REJECTED = -1
+# Memory usage above the container's hard limit, or the node's memory overflowed (design.md §3b).
+EXIT_OOM = -104
+
+# Borg priority tiers (design.md §3b), lowest first; a container carries its tier's number.
+TIER_NAMES = ("free", "batch", "mid", "production", "monitoring")
+
+UsageKind = Literal["constant", "normal", "lognormal", "bursty"]
+
+
+class UsageModel(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """How one resource's usage of a task varies, as a fraction of its request (seeded per task).
+
+    constant: ``mean``; normal: N(mean, (cv·mean)²) clipped at 0; lognormal: mean ``mean`` and
+    coefficient of variation ``cv``; bursty: ``mean`` while off, ``peak`` while on, exponential
+    on/off periods of means ``on_s`` / ``off_s``. ``task_cv``: each task attempt also draws its
+    own level once (lognormal, mean 1, this coefficient of variation) that scales all its samples:
+    tasks of one group differ, and a task's usage is correlated over time."""
+
+    kind: UsageKind = "constant"
+    mean: Annotated[float, msgspec.Meta(gt=0, le=100)] = 1.0
+    cv: Annotated[float, msgspec.Meta(ge=0, le=100)] = 0.0
+    peak: Annotated[float, msgspec.Meta(gt=0, le=100)] = 1.5
+    on_s: Annotated[float, msgspec.Meta(gt=0, le=1e7)] = 60.0
+    off_s: Annotated[float, msgspec.Meta(gt=0, le=1e7)] = 300.0
+    task_cv: Annotated[float, msgspec.Meta(ge=0, le=100)] = 0.0
+
+
+class TaskUsage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What a launched container's usage process needs: the models (None: uses its request
+    exactly), the seed of this attempt, its tier, and its limits (None: the request)."""
+
+    cpu: UsageModel | None = None
+    ram: UsageModel | None = None
+    seed: int = 0
+    tier: int = 1
+    # Hard: memory above the limit kills the task (OOM). Soft: only a full node's memory does.
+    ram_hard: bool = True
+    ram_limit_gib: float | None = None
+    cpu_limit: float | None = None
+    # Autopilot sets this task group's limits (rm/autopilot.py): its class and OOM tolerance.
+    autopilot: bool = False
+    job_class: Literal["batch", "serving"] = "batch"
+    oom_tolerance: Literal["low", "minimal", "medium"] = "low"
+
+
+class ContainerUsage(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """A running container's measured usage (cores, GiB), as a heartbeat reports it."""
+
+    container_id: int
+    cpu: float
+    ram_gib: float
 
 
 class Message(msgspec.Struct, tag=True, frozen=True, gc=False):
@@ -77,10 +128,12 @@ class ContainerStatus(msgspec.Struct, frozen=True, array_like=True, gc=False):
     exit_code: int = EXIT_SUCCESS
 
 
-class ContainerLaunch(msgspec.Struct, frozen=True, array_like=True, gc=False):
+class ContainerLaunch(msgspec.Struct, frozen=True, array_like=True, gc=False, omit_defaults=True):
     container_id: int
     resources: Resources
     duration_s: float
+    # Scenarios with usage models: the task's usage process (None: it uses its request exactly).
+    usage: TaskUsage | None = None
 
 
 class Register(Message, frozen=True, omit_defaults=True):
@@ -102,7 +155,7 @@ class RegisterResponse(Message, frozen=True):
     reason: str = ""
 
 
-class Heartbeat(Message, frozen=True):
+class Heartbeat(Message, frozen=True, omit_defaults=True):
     machine_id: int
     # The id of the last response the node received (YARN's lastHeartbeatResponseId).
     heartbeat_id: int
@@ -111,6 +164,9 @@ class Heartbeat(Message, frozen=True):
     # Delta mode: only what changed since the last acknowledged report.
     statuses: tuple[ContainerStatus, ...]
     full: bool
+    # Measured usage of containers with usage models: all of them (periodic), or those whose
+    # usage moved by more than the configured threshold since last reported (delta).
+    usage: tuple[ContainerUsage, ...] = ()
 
 
 class HeartbeatResponse(Message, frozen=True):
@@ -131,6 +187,18 @@ class Disconnected(Message, frozen=True):
     host, or lost). No node sends it: it is not part of ``RMInbound`` and never decoded."""
 
 
+class ContainerLimits(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    container_id: int
+    cpu: float
+    ram_gib: float
+
+
+class UpdateLimits(Message, frozen=True):
+    """RM -> node: new limits for running containers (Autopilot, design.md §3b)."""
+
+    limits: tuple[ContainerLimits, ...]
+
+
 class KillContainers(Message, frozen=True):
     container_ids: tuple[int, ...]
     exit_code: int = EXIT_KILLED
@@ -142,6 +210,7 @@ NodeInbound = (
     | HeartbeatResponse
     | LaunchContainers
     | KillContainers
+    | UpdateLimits
     | RingUpdate
     | UnlivelinessResponse
     | RingDelta
@@ -150,15 +219,19 @@ NodeInbound = (
 
 __all__ = [
     "EXIT_KILLED",
+    "EXIT_OOM",
     "EXIT_PREEMPTED",
     "EXIT_REJECTED",
     "EXIT_SUCCESS",
     "MAX_NODE_RESOURCE",
+    "TIER_NAMES",
     "ZERO",
     "Action",
     "ContainerLaunch",
+    "ContainerLimits",
     "ContainerState",
     "ContainerStatus",
+    "ContainerUsage",
     "Disconnected",
     "Heartbeat",
     "HeartbeatResponse",
@@ -176,7 +249,11 @@ __all__ = [
     "RingDelta",
     "RingSyncRequest",
     "RingUpdate",
+    "TaskUsage",
     "UnlivelinessReport",
     "UnlivelinessResponse",
+    "UpdateLimits",
+    "UsageKind",
+    "UsageModel",
     "resources_problem",
 ]

@@ -9,6 +9,7 @@ from rm.counters import GroupCounters, PreemptionCounters, RMCounters
 from rm.dispatcher import DispatcherStatistics
 from rm.protocol import Resources
 from rm.scheduler.policy import PolicyCounters
+from rm.tiers import TierCounters
 
 
 class UsageWindow(msgspec.Struct, frozen=True):
@@ -68,6 +69,7 @@ class RMSnapshot(msgspec.Struct, frozen=True):
     preemption: PreemptionCounters | None
     groups: dict[str, GroupCounters]
     membership: MembershipSnapshot | None
+    tiers: TierCounters | None = None  # Borg tier preemption (design.md §3b)
 
     @property
     def cpu_utilization(self) -> float:

@@ -22,6 +22,7 @@ from rm.protocol import (
     RegisterResponse,
     resources_problem,
 )
+from rm.usage import record_usage
 
 
 class TrackerHost(Protocol):
@@ -161,6 +162,8 @@ class ResourceTracker:
             host.set_node_health(node, hb.healthy)
         kill: list[int] = []
         containers = node.containers
+        if hb.usage:
+            record_usage(node, hb.usage, ctx.scheduler.admission.history, ctx.autopilot)
         for st in hb.statuses:
             cid = st.container_id
             alloc = containers.get(cid)

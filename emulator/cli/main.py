@@ -18,10 +18,13 @@ from emulator.cli.fuzz import add_command as add_fuzz_command
 from emulator.cli.processes import add_commands as add_tcp_commands
 from emulator.cli.traces import add_command as add_import_command
 from emulator.experiments.e1 import add_command as add_e1_command
+from emulator.experiments.e4 import add_command as add_e4_command
+from emulator.experiments.e5 import add_commands as add_borg_commands
 from emulator.experiments.efficiency import add_command as add_efficiency_command
 from emulator.experiments.recovery import add_command as add_recovery_command
 from emulator.experiments.reliability import add_command as add_reliability_command
 from emulator.experiments.sweep import add_command as add_sweep_command
+from emulator.experiments.usagemsgs import add_command as add_usage_messages_command
 from emulator.harness.invariants import InvariantViolation
 from emulator.results.console import EXIT_STOPPED, stopped, verdict
 from emulator.scenario.checks import timing_notes
@@ -173,7 +176,14 @@ def _print_notes(path: str, sc: Scenario) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from emulator.experiments.e5 import is_e5_file
+    from emulator.experiments.e5 import load as load_e5
+
     for path in args.scenarios:
+        if is_e5_file(Path(path)):  # an offline E5 workload (emulator e5), not a cluster scenario
+            cfg = load_e5(Path(path))
+            print(f"{path}: ok (E5 workload: {cfg.tasks} tasks, {len(cfg.groups)} groups)")
+            continue
         sc = load_scenario(path, _overrides(args))
         _print_notes(path, sc)
         mib = estimate(sc).total / (1 << 20)
@@ -310,7 +320,7 @@ class _Version(argparse.Action):
 COMMAND_GROUPS = {
     "run": ("run", "rerun", "report", "compare", "validate"),
     "experiments": ("e1", "e3", "e3-tcp", "sweep", "efficiency", "recovery", "reliability", "abuse",
-                    "traces"),
+                    "traces", "e4", "e5", "baselines", "usage-messages"),
     "processes": ("rm", "nodes"),
     "tools": ("bench", "figures", "fuzz", "import"),
 }
@@ -440,6 +450,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_efficiency_command(sub)
     add_recovery_command(sub)
     add_e1_command(sub)
+    add_borg_commands(sub)
+    add_e4_command(sub)
+    add_usage_messages_command(sub)
     add_reliability_command(sub)
     add_figures_command(sub)
     add_fuzz_command(sub)

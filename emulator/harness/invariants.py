@@ -48,12 +48,15 @@ class InvariantChecker(RMObserver):
         rm: ResourceManager,
         ring_interval_s: float | None = None,
         quiet_windows: Callable[[], list[tuple[float, float]]] = list,
+        overcommit: float = 1.0,
     ) -> None:
         """``ring_interval_s``: the ring's interval when the ring is on; ``quiet_windows()``: time
         windows (message faults) after which ring changes need the settle time again."""
         self._rm = rm
         self._ring_interval = ring_interval_s
         self._quiet_windows = quiet_windows
+        # Reservations may reach this × capacity (scheduler.placement.overcommit, design.md §3b).
+        self._over = overcommit - 1.0
         self.ring_checks = 0
         self._completed: set[tuple[int, int]] = set()
         # Every operation ever submitted (op id -> name, tasks) and its completions, across RM lives.
@@ -106,7 +109,9 @@ class InvariantChecker(RMObserver):
         self.checks += 1
         placed: dict[tuple[int, int], int] = {}
         for rec in self._rm.nodes_view():
-            if rec.free.cpu < -EPS or rec.free.ram_gib < -EPS:
+            over = self._over
+            if (rec.free.cpu < -EPS - over * rec.total.cpu
+                    or rec.free.ram_gib < -EPS - over * rec.total.ram_gib):
                 self._fail(f"node {rec.machine_id} ({rec.address}) allocated beyond capacity: "
                            f"free {rec.free.cpu:g} cpu / {rec.free.ram_gib:g} GiB")
             for c in rec.containers:
@@ -122,7 +127,9 @@ class InvariantChecker(RMObserver):
         if nodes is None:
             return
         for nm in nodes:
-            if nm.used.cpu > nm.capacity.cpu + EPS or nm.used.ram_gib > nm.capacity.ram_gib + EPS:
+            room = 1.0 + self._over
+            if (nm.used.cpu > nm.capacity.cpu * room + EPS
+                    or nm.used.ram_gib > nm.capacity.ram_gib * room + EPS):
                 self._fail(f"node {nm.address} runs more than it has: {nm.used} of {nm.capacity}")
         self.check_ring(nodes)
 

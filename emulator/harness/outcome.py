@@ -14,6 +14,7 @@ from emulator.measure.lag import LagReport
 from emulator.measure.removals import RemovalSummary
 from emulator.measure.sampler import SampleRow
 from emulator.measure.timing import LatenessSummary
+from emulator.measure.usage import UsageRow
 from emulator.scenario.schema import Scenario
 from emulator.transport.faulty import MessageFaultCounters
 from nodemanager.stats import NodeCounters
@@ -87,6 +88,8 @@ class RunOutcome(msgspec.Struct):
     # Per-pool and per-entry shares over time, one row per row of ``rows`` (emulator.measure.shares).
     share_columns: tuple[str, ...] = ()
     share_rows: list[tuple[float, ...]] = msgspec.field(default_factory=list)
+    # Scenarios with usage models (in-memory runs): real usage beside allocation per interval.
+    usage_rows: list[UsageRow] | None = None
 
     def window_rows(self) -> list[SampleRow]:
         return [r for r in self.rows if r.t_s > self.scenario.run.warmup_s]

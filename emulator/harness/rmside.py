@@ -102,7 +102,8 @@ class RMSide:
         if check_invariants:
             windows = [(f.at_s, f.at_s + f.duration_s) for f in sc.faults if isinstance(f, MessageFault)]
             self.checker = InvariantChecker(
-                self.rm, sc.ring.interval_s if sc.ring_enabled else None, lambda: windows
+                self.rm, sc.ring.interval_s if sc.ring_enabled else None, lambda: windows,
+                sc.scheduler.placement.overcommit,
             )
             checker = self.checker
             self.sampler.listeners.append(lambda _row: checker.check_step(self._realities()))

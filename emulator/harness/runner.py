@@ -26,6 +26,7 @@ from emulator.measure.costs import RMCostMeter
 from emulator.measure.lag import judge
 from emulator.measure.sampler import SampleRow
 from emulator.measure.timing import HeartbeatTiming
+from emulator.measure.usage import UsageSeries
 from emulator.scenario.schema import MessageFault, Scenario
 from emulator.scenario.topology import node_specs, phases
 from emulator.time.clock import LoopClock, run, wall_time
@@ -151,6 +152,15 @@ async def _run(
     if sc.run.clock == "realtime":
         meter = RMCostMeter(side.rm)
         meter.install()
+    usage_series: UsageSeries | None = None
+    if any(op.usage is not None for op in sc.workload.operations):
+        series = usage_series = UsageSeries(counters.usage)
+
+        def sample_usage(row: Any) -> None:
+            alloc = side.rm.snapshot().allocated
+            series.sample(row.t_s, alloc.cpu, alloc.ram_gib)
+
+        side.on_sample(sample_usage)
     handle = RunHandle(sc, side, hosting, clock, log)
     if progress is not None:
         side.on_sample(lambda row: progress(Tick.of(side, row)))
@@ -192,6 +202,8 @@ async def _run(
     if lag is not None:
         out.lag = lag
         out.h1, out.h2 = side.sampler.efficiency(frozenset(lag.lagged_intervals))
+    if usage_series is not None:
+        out.usage_rows = usage_series.rows
     if guard.stopped:
         out.partial = True
         out.ended_at_s = round(clock.now(), 3)

@@ -17,6 +17,7 @@ import msgspec
 from emulator.measure.jobs import JobRecorder
 from emulator.scenario.distributions import value_rng
 from emulator.scenario.schema import OperationConfig, WorkloadConfig
+from emulator.scenario.usage import tier_number
 from emulator.time.clock import LoopClock
 from rm.manager import ResourceManager, RMUnavailable
 from rm.observer import OperationEvent, RMObserver
@@ -145,10 +146,7 @@ class WorkloadDriver(RMObserver):
             return
         k = self._instances.get(cfg.name, 0)
         self._instances[cfg.name] = k + 1
-        rng = value_rng(self._seed, cfg.name, k)
-        durations = task_durations(cfg, rng, self._config.min_task_seconds)
-        cpu = cfg.cpu if isinstance(cfg.cpu, float | int) else cfg.cpu.draw(rng)
-        ram = cfg.ram_gib if isinstance(cfg.ram_gib, float | int) else cfg.ram_gib.draw(rng)
+        durations, cpu, ram = instance(cfg, self._seed, k, self._config.min_task_seconds)
         name = cfg.name if (cfg.instance_count == 1 and not cfg.loop) else f"{cfg.name}#{k}"
         if self._jobs is not None:
             job = cfg.job or cfg.name
@@ -161,6 +159,10 @@ class WorkloadDriver(RMObserver):
                 durations=durations,
                 weight=cfg.weight,
                 group=cfg.name,
+                tier=tier_number(cfg.tier),
+                usage=None if cfg.usage is None else cfg.usage.task_usage(
+                    random.Random(f"{self._seed}:{cfg.name}:{k}:usage").getrandbits(31), cfg.tier
+                ),
             ),
             Submission(cfg.name, k, timed),
         )
@@ -193,6 +195,16 @@ def submit_times(op: OperationConfig, seed: int) -> list[float]:
     if op.arrivals is not None:
         return op.arrivals.times(op.submit_at_s, value_rng(seed, op.name, "arrivals"))
     return [op.submit_at_s + k * op.repeat_every_s for k in range(op.repeat)]
+
+
+def instance(cfg: OperationConfig, seed: int, k: int, min_task_s: float) -> tuple[list[float], float, float]:
+    """The ``k``-th submitted instance of ``cfg``: its task durations and its task size (cpu, RAM),
+    drawn from the scenario's seed (the same for every run of it)."""
+    rng = value_rng(seed, cfg.name, k)
+    durations = task_durations(cfg, rng, min_task_s)
+    cpu = cfg.cpu if isinstance(cfg.cpu, float | int) else cfg.cpu.draw(rng)
+    ram = cfg.ram_gib if isinstance(cfg.ram_gib, float | int) else cfg.ram_gib.draw(rng)
+    return durations, cpu, ram
 
 
 def task_durations(cfg: OperationConfig, rng: random.Random, low: float) -> list[float]:

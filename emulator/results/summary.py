@@ -10,7 +10,9 @@ import msgspec
 
 from emulator.harness.outcome import RunOutcome
 from emulator.measure.sampler import COLUMNS
+from emulator.measure.usage import USAGE_COLUMNS
 from emulator.results.jobs import JOBS_FILE, jobs_summary, write_jobs_csv
+from emulator.results.usage import binpack_summary, usage_summary
 
 
 def _r(x: float | None, digits: int = 6) -> float | None:
@@ -244,6 +246,12 @@ def write_results(outcome: RunOutcome, out_dir: Path) -> dict[str, Any]:
         summary["costs"] = outcome.costs
     if outcome.workers:
         summary["workers"] = [msgspec.structs.asdict(w) for w in outcome.workers]
+    if any(op.usage is not None for op in outcome.scenario.workload.operations):
+        summary["usage"] = usage_summary(outcome.nodes)
+    if outcome.rm.tiers is not None:
+        summary["tiers"] = msgspec.to_builtins(outcome.rm.tiers)
+    if outcome.scenario.scheduler.placement.policy != "default":
+        summary["binpack"] = binpack_summary(outcome.scenario)
     # Wall-clock figures of any run go to timing.json, so that in virtual time summary.json stays
     # byte-identical for a scenario and seed.
     timing: dict[str, Any] = {"wall_s": round(outcome.wall_s, 3)}
@@ -262,4 +270,11 @@ def write_results(outcome: RunOutcome, out_dir: Path) -> dict[str, Any]:
         for i, row in enumerate(outcome.rows):
             values = [round(v, 6) if isinstance(v, float) else v for v in msgspec.structs.astuple(row)]
             w.writerow((*values, *(shares[i] if shares else blank)))
+    if outcome.usage_rows is not None:
+        with (out_dir / "usage_timeseries.csv").open("w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(USAGE_COLUMNS)
+            for urow in outcome.usage_rows:
+                w.writerow([round(v, 6) if isinstance(v, float) else v
+                            for v in msgspec.structs.astuple(urow)])
     return summary

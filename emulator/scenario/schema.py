@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from emulator.scenario.distributions import Arrivals, Distribution, Empirical
+from emulator.scenario.usage import OperationUsage, TierName
 from nodemanager.config import HeartbeatConfig
 from ringmon.config import RingConfig
 from rm.config import RMConfig
@@ -113,6 +114,9 @@ class OperationConfig(Base, kw_only=True, frozen=True):
     # The job this operation belongs to in jobs.csv (a replayed job whose tasks differ in size is
     # several operations); empty: the operation is its own job.
     job: str = ""
+    # Borg priority tier and real usage (design.md §3b; emulator/scenario/usage.py).
+    tier: TierName = "batch"
+    usage: OperationUsage | None = None
 
     def __post_init__(self) -> None:
         if self.durations_s is not None:
@@ -422,6 +426,17 @@ class Scenario(Base, kw_only=True, frozen=True):
         unknown = sorted(set(packing.disabled_operations) - ops)
         if unknown:
             raise ValueError(f"`scheduler.packing.disabled_operations` names unknown operations: {unknown}")
+        if self.scheduler.placement.overcommit > self.heartbeat.overcommit:
+            raise ValueError(
+                f"`scheduler.placement.overcommit` = {self.scheduler.placement.overcommit:g} needs nodes "
+                f"that admit it: set `heartbeat.overcommit` >= it (now {self.heartbeat.overcommit:g})"
+            )
+        if self.scheduler.placement.overcommit > 1 and self.scheduler.placement.policy == "default":
+            raise ValueError("`scheduler.placement.overcommit` needs a placement policy other than "
+                             "`default` (`scheduler.placement.policy`)")
+        if self.scheduler.admission.method != "request" and self.scheduler.placement.policy == "default":
+            raise ValueError("`scheduler.admission.method` needs a placement policy other than "
+                             "`default` (`scheduler.placement.policy`)")
         if self.rm.service_time.is_zero() and any(isinstance(f, RMOverloadFault) for f in self.faults):
             raise ValueError("an `rm_overload` fault needs non-zero `[rm.service_time]` costs")
         if self.rm.journal is False and any(isinstance(f, RMRestartFault) for f in self.faults):

@@ -6,6 +6,9 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from rm.autopilot import AutopilotConfig
+from rm.scheduler.borg_config import AdmissionConfig, PlacementConfig, TiersConfig
+
 PolicyName = Literal["drf", "fifo", "packing", "tetris", "drfh"]
 HeuristicName = Literal["angle", "angle_length", "drfh", "tetris"]
 PresetName = Literal["thesis", "yt", "fit"]
@@ -150,3 +153,8 @@ class SchedulerConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, 
     # Tetris (seed 000 §1.5): among the first (1 - f) of the fairness order take the best packer.
     tetris_f: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.5
     preemption: PreemptionConfig = msgspec.field(default_factory=PreemptionConfig)
+    # The Borg lecture's systems (design.md §3b; rm/scheduler/borg_config.py).
+    tiers: TiersConfig = msgspec.field(default_factory=TiersConfig)
+    placement: PlacementConfig = msgspec.field(default_factory=PlacementConfig)
+    admission: AdmissionConfig = msgspec.field(default_factory=AdmissionConfig)
+    autopilot: AutopilotConfig = msgspec.field(default_factory=AutopilotConfig)

@@ -1,0 +1,21 @@
+"""The policy the RM runs once the Borg lecture's layers are configured (design.md §3b): a
+placement policy choosing nodes over the whole cluster, or tiers over the configured policy."""
+
+from __future__ import annotations
+
+from rm.cluster import Cluster
+from rm.scheduler.config import SchedulerConfig
+from rm.scheduler.placement import PlacementPolicy
+from rm.scheduler.policy import Policy
+from rm.scheduler.sbp import Admission
+from rm.tiers import TieredPolicy
+from rm.workload import WorkloadBook
+
+
+def borg_policy(inner: Policy, config: SchedulerConfig, book: WorkloadBook, cluster: Cluster) -> Policy:
+    if config.placement.policy != "default":
+        admission = Admission(config.admission) if config.admission.method != "request" else None
+        return PlacementPolicy(config.placement, book, cluster, admission.admits if admission else None)
+    if config.tiers.enabled and not inner.chooses_nodes:
+        return TieredPolicy(inner)
+    return inner
