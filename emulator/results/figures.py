@@ -55,6 +55,12 @@ FIGURES: dict[str, Figure] = {
         "cp runs/cmp-qs/compare.json docs/compare-quickstart-periodic-vs-delta.json"),
     "traces": Figure("docs/traces.json", "emulator.experiments.traces:table",
                      "make traces (emulator traces --out runs/traces --json docs/traces.json)"),
+    "usage-messages": Figure("docs/usage-messages.json", "emulator.experiments.usagemsgs:markdown_table",
+                             "emulator usage-messages --out docs/usage-messages.json"),
+    "e4": Figure("docs/e4.json", "emulator.experiments.e4:markdown_table", "make e4"),
+    "e5": Figure("docs/e5.json", "emulator.experiments.e5:markdown_table", "make e5"),
+    "e5-bin-sizes": Figure("docs/e5.json", "emulator.experiments.e5:bin_sizes_table", "make e5"),
+    "baselines": Figure("docs/baselines.json", "emulator.experiments.e5:baselines_table", "make baselines"),
     "abuse": Figure("docs/abuse-results.json", "emulator.experiments.abuse:markdown_table",
                     "emulator abuse scenarios/abuse.toml --out docs/abuse-results.json"),
 }
