@@ -35,6 +35,12 @@ class UsageStats(msgspec.Struct):
     finished_run_s: float = 0.0
     finished_work_s: float = 0.0
     samples: int = 0
+    # Now: the summed current usage and limits of the running usage-modelled containers (what a
+    # live chart shows; the integrals above advance only when a node samples).
+    cpu_now: float = 0.0
+    ram_now: float = 0.0
+    cpu_limit_now: float = 0.0
+    ram_limit_now: float = 0.0
 
     def tier(self, tier: int) -> TierUsage:
         t = self.tiers.get(tier)
@@ -48,7 +54,7 @@ class UsageStats(msgspec.Struct):
             for k, t in src.tiers.items():
                 out.tier(k).add(t)
             for f in ("ooms_limit", "ooms_node", "node_s", "overflow_s", "finished_run_s",
-                      "finished_work_s", "samples"):
+                      "finished_work_s", "samples", "cpu_now", "ram_now", "cpu_limit_now", "ram_limit_now"):
                 setattr(out, f, getattr(out, f) + getattr(src, f))
         return out
 

@@ -153,7 +153,15 @@ class NodeUsage:
         self._advance_node(now)
         # Throttling applies from the next sample on (rate 1 until then).
         t = self.containers[cid] = Tracked(request, usage, work_s, now)
+        self._now(t, 1.0)
         return t
+
+    def _now(self, t: Tracked, sign: float) -> None:
+        st = self._stats
+        st.cpu_now += sign * t.cpu
+        st.ram_now += sign * t.ram
+        st.cpu_limit_now += sign * t.cpu_limit
+        st.ram_limit_now += sign * t.ram_limit
 
     def remove(self, cid: int, now: float, finished: bool, oom: bool = False) -> None:
         t = self.containers.pop(cid, None)
@@ -161,6 +169,7 @@ class NodeUsage:
             return
         self._advance_node(now)
         self._advance(t, now)
+        self._now(t, -1.0)
         st = self._stats
         if oom:
             st.tier(t.tier).ooms += 1
@@ -174,8 +183,10 @@ class NodeUsage:
         if t is None:
             return
         self._advance(t, now)
+        self._now(t, -1.0)
         t.cpu_limit = cpu
         t.ram_limit = ram
+        self._now(t, 1.0)
 
     def clear(self, now: float) -> None:
         for cid in list(self.containers):
@@ -212,7 +223,9 @@ class NodeUsage:
         cpu_sum = ram_sum = 0.0
         for cid, t in self.containers.items():
             self._advance(t, now)
+            self._now(t, -1.0)
             t.draw(now)
+            self._now(t, 1.0)
             cpu_sum += t.cpu
             ram_sum += t.ram
             if t.ram_hard and t.ram > t.ram_limit + 1e-9:

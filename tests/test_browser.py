@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from emulator.scenario.loader import load_scenario
 from tests.webrun import served, small_scenario
 
 CHROMIUM = os.environ.get("HBEMU_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
@@ -196,6 +197,36 @@ async def test_scenario_faults_apart_and_ring_in_arcs_at_many_nodes() -> None:
             if os.environ.get("HBEMU_SCREENSHOTS"):
                 await page.locator("#panel-ring").screenshot(
                     path=str(Path(os.environ["HBEMU_SCREENSHOTS"]) / "ring-600-nodes.png"))
+            assert problems == [], problems
+        finally:
+            await browser.close()
+
+
+@pytest.mark.asyncio
+async def test_usage_beside_allocation_and_tiers_on_the_page() -> None:
+    """A run with usage models: the page charts real usage and limits beside allocation and lists
+    per-tier slack and OOMs (usage-quickstart.toml, sped up)."""
+    root = Path(__file__).resolve().parent.parent
+    scenario = load_scenario(root / "scenarios" / "usage-quickstart.toml",
+                             {"run.clock": "realtime", "run.speed": 30.0, "run.duration_s": 900.0})
+    async with served(scenario, push_interval_s=0.5) as srv, async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True,
+                                           timeout=30_000)
+        try:
+            page = await browser.new_page(viewport={"width": 1440, "height": 1000})
+            problems: list[str] = []
+            page.on("pageerror", lambda e: problems.append(str(e)))
+            await page.goto(srv.url)
+            await page.wait_for_function("!$('panel-usage').hidden && !$('c-usage-cpu').hidden",
+                                         timeout=20_000)
+            await page.wait_for_function("$('tiers').querySelectorAll('tbody tr').length >= 2",
+                                         timeout=20_000)
+            tiers = await page.evaluate(
+                "[...$('tiers').querySelectorAll('tbody tr')].map((r) => r.cells[0].textContent)")
+            assert set(tiers) == {"batch", "production"}
+            used = await page.evaluate("page.series['usage:cpu_used'].filter((v) => v > 0).length")
+            assert used > 0
+            assert "OOM kills" in await text(page, "#usage-sub")
             assert problems == [], problems
         finally:
             await browser.close()

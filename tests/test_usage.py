@@ -30,6 +30,8 @@ from rm.protocol import (
 )
 from tests.helpers import FakeClock, RecordingLink
 
+ROOT = Path(__file__).resolve().parent.parent
+
 
 def const(mean: float) -> UsageModel:
     return UsageModel(kind="constant", mean=mean)
@@ -204,3 +206,21 @@ def test_bad_usage_values_name_the_field(
     assert main(["validate", str(path)]) == 2
     err = capsys.readouterr().err
     assert expected in err and "Traceback" not in err
+
+
+def test_usage_over_time_stays_within_the_cluster_and_shows_in_the_report(tmp_path: Path) -> None:
+    # usage_timeseries.csv gives usage as it stands at each sample: never more cores in use than
+    # the cluster has (integrals that advance only when nodes sample, divided by the 3 s row,
+    # read several times the real usage every few rows); report.html draws it beside allocation.
+    out = tmp_path / "u"
+    assert main(["run", str(ROOT / "scenarios" / "usage-quickstart.toml"), "--set", "run.duration_s=600",
+                 "--out", str(out), "--quiet"]) == 0
+    lines = (out / "usage_timeseries.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    rows = [dict(zip(header, map(float, line.split(",")), strict=True)) for line in lines[1:]]
+    cores = 30 * 32 + 20 * 48  # the scenario's cluster has at most this many
+    busy = [r for r in rows if r["cpu_allocated"] > 0]
+    assert busy and all(0 < r["cpu_used"] <= cores for r in busy)
+    assert max(r["cpu_used"] for r in busy) < 2 * (sum(r["cpu_used"] for r in busy) / len(busy))
+    report = (out / "report.html").read_text()
+    assert "Memory: allocated, limits and real usage (GiB)" in report and "Usage by tier" in report

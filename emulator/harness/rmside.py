@@ -22,6 +22,7 @@ from emulator.measure.lag import LagReport, LoopLag
 from emulator.measure.removals import RemovalLog
 from emulator.measure.sampler import Sampler, SampleRow
 from emulator.measure.shares import ShareSeries
+from emulator.measure.usage import UsageSeries
 from emulator.scenario.schema import MessageFault, Scenario
 from emulator.time.clock import LoopClock
 from rm.journal import Journal
@@ -80,6 +81,8 @@ class RMSide:
                  *(o.pool for o in wl.operations)]
         self.shares = ShareSeries(self.rm, pools, [o.name for o in wl.operations])
         self.sampler.listeners.append(lambda _row: self.shares.on_sample(_row, self.sampler.last_shares))
+        # Real usage beside allocation, for runs with usage models whose nodes run in this process.
+        self.usage: UsageSeries | None = None
         self.restarts = RestartLog(self.rm, clock, live_nodes, listener)
         self.faults = FaultInjector(
             sc.faults, hosting, clock, sc.run.seed, log, self.rm, self.restarts.restart

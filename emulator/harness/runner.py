@@ -152,9 +152,8 @@ async def _run(
     if sc.run.clock == "realtime":
         meter = RMCostMeter(side.rm)
         meter.install()
-    usage_series: UsageSeries | None = None
     if any(op.usage is not None for op in sc.workload.operations):
-        series = usage_series = UsageSeries(counters.usage)
+        series = side.usage = UsageSeries(counters.usage)
 
         def sample_usage(row: Any) -> None:
             alloc = side.rm.snapshot().allocated
@@ -202,8 +201,8 @@ async def _run(
     if lag is not None:
         out.lag = lag
         out.h1, out.h2 = side.sampler.efficiency(frozenset(lag.lagged_intervals))
-    if usage_series is not None:
-        out.usage_rows = usage_series.rows
+    if side.usage is not None:
+        out.usage_rows = side.usage.rows
     if guard.stopped:
         out.partial = True
         out.ended_at_s = round(clock.now(), 3)

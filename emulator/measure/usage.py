@@ -12,9 +12,9 @@ class UsageRow(msgspec.Struct, frozen=True, array_like=True):
     t_s: float
     cpu_allocated: float  # cores the RM had allocated at the sample
     ram_allocated_gib: float
-    cpu_used: float  # mean real usage over the interval (usage-modelled containers)
+    cpu_used: float  # real usage of the usage-modelled containers at the sample
     ram_used_gib: float
-    cpu_limit: float  # mean limits of those containers over the interval
+    cpu_limit: float  # limits of those containers at the sample
     ram_limit_gib: float
     ooms: int  # in the interval
     overflow_fraction: float  # of the interval's sampled node-time with usage > capacity
@@ -33,21 +33,25 @@ def _totals(st: UsageStats) -> tuple[float, float, float, float, int, float, flo
 
 
 class UsageSeries:
-    """Call ``sample`` at each sampler row; keeps the per-interval deltas."""
+    """Call ``sample`` at each sampler row: usage and limits as they stand (the nodes' current
+    values: their integrals advance only when a node samples, every ``usage_sample_s``), OOMs and
+    overflow since the last row."""
 
     def __init__(self, stats: UsageStats) -> None:
         self._stats = stats
         self._last = _totals(stats)
-        self._last_t = 0.0
+        self._overflow = 0.0
         self.rows: list[UsageRow] = []
 
     def sample(self, t_s: float, cpu_allocated: float, ram_allocated: float) -> None:
-        now = _totals(self._stats)
+        st = self._stats
+        now = _totals(st)
         d = [a - b for a, b in zip(now, self._last, strict=True)]
-        dt = max(t_s - self._last_t, 1e-9)
-        self._last, self._last_t = now, t_s
+        self._last = now
+        if d[5] > 0:  # node-time sampled since the last row: its share over capacity
+            self._overflow = d[6] / d[5]
         self.rows.append(UsageRow(
             t_s=t_s, cpu_allocated=cpu_allocated, ram_allocated_gib=ram_allocated,
-            cpu_used=d[0] / dt, ram_used_gib=d[1] / dt, cpu_limit=d[2] / dt, ram_limit_gib=d[3] / dt,
-            ooms=int(d[4]), overflow_fraction=d[6] / d[5] if d[5] > 0 else 0.0,
+            cpu_used=st.cpu_now, ram_used_gib=st.ram_now, cpu_limit=st.cpu_limit_now,
+            ram_limit_gib=st.ram_limit_now, ooms=int(d[4]), overflow_fraction=self._overflow,
         ))

@@ -35,6 +35,16 @@ CHARTS: tuple[tuple[str, str, str, tuple[tuple[str, str, bool], ...]], ...] = (
         ("preemptions", "preemptions", False))),
     ("nodes", "Registered nodes", "count", (("nodes", "registered nodes", False),)),
     ("removals", "Nodes removed per interval", "count", (("removals", "removals", False),)),
+    # Runs with usage models (usage_timeseries.csv): real usage beside what was reserved.
+    ("usage_cpu", "CPU: allocated, limits and real usage (cores)", "count", (
+        ("usage:cpu_allocated", "allocated", False), ("usage:cpu_limit", "limits", False),
+        ("usage:cpu_used", "used", False))),
+    ("usage_ram", "Memory: allocated, limits and real usage (GiB)", "count", (
+        ("usage:ram_allocated_gib", "allocated", False), ("usage:ram_limit_gib", "limits", False),
+        ("usage:ram_used_gib", "used", False))),
+    ("ooms", "OOM kills per interval", "count", (("usage:ooms", "OOM kills", False),)),
+    ("overflow", "Machine overflow: node-time with usage above capacity (%)", "pct", (
+        ("usage:overflow_fraction", "overflow", False),)),
 )
 
 

@@ -56,6 +56,13 @@ SUMMARY_KEYS = (
     ("refusals", "refusals", "int"),
     ("fallback_allocations", "fallback allocations", "int"),
     ("preemptions", "preemptions", "int"),
+    # Runs with usage models: real usage against limits (summary.json `usage`).
+    ("usage.cpu_slack", "CPU slack (limit − usage) / limit", "pct"),
+    ("usage.ram_slack", "RAM slack (limit − usage) / limit", "pct"),
+    ("usage.ooms", "OOM kills", "int"),
+    ("usage.ooms_per_task_day", "OOMs per task-day", "num"),
+    ("usage.machine_overflow_fraction", "machine overflow (node-time over capacity)", "pct"),
+    ("usage.throttle_slowdown", "CPU throttling slowdown", "num"),
 )
 
 
@@ -85,10 +92,17 @@ def _fmt(value: Any, kind: str) -> str:
     return html.escape(str(value))
 
 
+def _get(summary: dict[str, Any], path: str) -> Any:
+    value: Any = summary
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
 def summary_rows(runs: list[RunData]) -> list[tuple[str, list[str]]]:
     rows = []
     for key, label, kind in SUMMARY_KEYS:
-        values = [r.summary.get(key) for r in runs]
+        values = [_get(r.summary, key) for r in runs]
         if all(v is None for v in values):
             continue  # a metric no run has (a feature this build or those runs lack)
         rows.append((label, [_fmt(v, kind) for v in values]))
@@ -119,6 +133,22 @@ def _operations_tables(runs: list[RunData]) -> str:
     return "".join(parts)
 
 
+def _tiers_tables(runs: list[RunData]) -> str:
+    """Per Borg tier: slack and OOMs (usage models) and preemptions (tiers), one table per run."""
+    parts = []
+    for run in runs:
+        usage = (run.summary.get("usage") or {}).get("tiers") or {}
+        if not usage:
+            continue
+        rows = [[html.escape(name), _fmt(t.get("cpu_slack"), "pct"), _fmt(t.get("ram_slack"), "pct"),
+                 _fmt(t.get("ooms"), "int"), _fmt(t.get("ooms_per_task_day"), "num"),
+                 _fmt(t.get("task_days"), "num")] for name, t in usage.items()]
+        title = f"<h3>{html.escape(run.label)}</h3>" if len(runs) > 1 else ""
+        parts.append(title + _table(["tier", "CPU slack", "RAM slack", "OOM kills", "OOMs per task-day",
+                                     "task-days"], rows, "num"))
+    return "".join(parts)
+
+
 def render_html(runs: list[RunData], title: str, images: list[str]) -> str:
     uplot_js = (STATIC / "vendor" / "uPlot.iife.min.js").read_text(encoding="utf-8")
     uplot_css = (STATIC / "vendor" / "uPlot.min.css").read_text(encoding="utf-8")
@@ -145,6 +175,7 @@ all times are emulated seconds</p></header>
 <section><h2>Charts</h2><p class="note">Shaded: the warm-up (left out of the averages); dashed
 red lines: faults.</p><div id="charts" class="charts"></div></section>
 <section><h2>Operations</h2>{_operations_tables(runs) or "<p>no operations</p>"}</section>
+{f"<section><h2>Usage by tier</h2>{tiers}</section>" if (tiers := _tiers_tables(runs)) else ""}
 <section class="pngs"><h2>PNG plots</h2><p>Next to this report: {links or "none"}</p></section>
 </main>
 <script>{uplot_js}</script>

@@ -58,8 +58,31 @@ def load_run(directory: Path) -> RunData:
             for c, v in zip(cols, values, strict=True):
                 c.append(v)
         series = dict(zip(header, cols, strict=True))
+    series.update(_usage_series(directory / "usage_timeseries.csv", series.get("t_s", [])))
     removals, faults = _event_times(directory / "events.jsonl")
     return RunData(directory, summary, series, removals, faults)
+
+
+def _usage_series(path: Path, times: list[float]) -> dict[str, list[float]]:
+    """usage_timeseries.csv (runs with usage models) as ``usage:<column>`` series on the rows of
+    timeseries.csv (both are sampled together; a row missing from it is NaN)."""
+    if not path.is_file():
+        return {}
+    with path.open(newline="", encoding="utf-8") as f:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        if not header or header[0] != "t_s":
+            raise ReportError(f"{path}: expected a header row starting with `t_s`")
+        by_t: dict[float, list[float]] = {}
+        for lineno, row in enumerate(reader, start=2):
+            try:
+                values = [float(v) if v != "" else math.nan for v in row]
+            except ValueError:
+                raise ReportError(f"{path}:{lineno}: non-numeric value in {row}") from None
+            by_t[round(values[0], 6)] = values[1:]
+    blank = [math.nan] * (len(header) - 1)
+    rows = [by_t.get(round(t, 6), blank) for t in times]
+    return {f"usage:{name}": [r[i] for r in rows] for i, name in enumerate(header[1:])}
 
 
 # Events that are faults: the scenario's [[faults]] and the page's crashes and pauses.

@@ -18,6 +18,7 @@ import msgspec
 from emulator.harness.nodeproc import NodeProcess
 from emulator.harness.rmside import RMSide
 from emulator.measure.sampler import COLUMNS, SampleRow
+from emulator.measure.usage import USAGE_COLUMNS
 from emulator.scenario.schema import Scenario
 from emulator.time.clock import LoopClock
 from emulator.time.pacing import PacedClock
@@ -116,7 +117,8 @@ class LiveRun(RMObserver):
         """Follow a run from its start (the runner's start hook)."""
         self.run = Attached(side, clock, log, processes)
         # The run's per-pool and per-entry share columns follow (its sampler listener runs first).
-        self.columns = (*SERIES_COLUMNS, *side.shares.columns)
+        usage = tuple(f"usage:{c}" for c in USAGE_COLUMNS[1:]) if side.usage is not None else ()
+        self.columns = (*SERIES_COLUMNS, *side.shares.columns, *usage)
         self.clock = clock if isinstance(clock, PacedClock) else None
         side.on_sample(self._on_row)
         side.rm.observe(self)
@@ -160,7 +162,9 @@ class LiveRun(RMObserver):
         self._prev = (row.t_s, busy_in, busy_ev)
         extra = ((busy_in - prev_in) / dt if dt > 0 else 0.0, (busy_ev - prev_ev) / dt if dt > 0 else 0.0)
         shares = self.run.side.shares.rows[-1] if self.run.side.shares.rows else ()
-        self.series.append((*_values(row), *extra, *shares))
+        usage = self.run.side.usage
+        real = msgspec.structs.astuple(usage.rows[-1])[1:] if usage is not None and usage.rows else ()
+        self.series.append((*_values(row), *extra, *shares, *real))
 
     def node_lost(self, ev: NodeEvent) -> None:
         # The run's removal log (an earlier observer) has judged this removal already: the page

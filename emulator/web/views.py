@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from emulator.results.usage import usage_summary
 from emulator.web.state import LiveRun
 
 NODE_SORT_KEYS = ("machine_id", "address", "cpu", "ram_gib", "free_cpu", "free_ram_gib",
@@ -78,6 +79,8 @@ def cluster(live: LiveRun) -> dict[str, Any]:
         detection_latency_s=_latency_summary(live),
         # Wall µs per scheduling event (SLS's "timecost"): what a scheduler costs, not what it does.
         scheduler_decision_us=run.side.decisions.summary(),
+        # Runs with usage models: per-tier slack and OOMs, machine overflow (the nodes' truth).
+        usage=usage_summary(nodes) if run.side.usage is not None else None,
         lag=_lag(live),
     )
     return doc

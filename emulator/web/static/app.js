@@ -90,7 +90,14 @@ function initCharts() {
     { label: "scheduler queue", stroke: M("scheduler_queue_depth"), scale: "q" },
   ], { height: 160, y: { range: [0, 1] }, scales: { q: { range: HBCharts.fromZero(1) } },
     axes: [{ scale: "q", side: 1, size: 56, grid: { show: false } }] });
-  for (const id of ["c-tasks", "c-sched", "c-pool-share", "c-pool-running", "c-op-share", "c-op-pending"]) $(id).hidden = true;
+  const usage = () => [
+    { label: "allocated", stroke: PALETTE.series[0], width: 2.2 },
+    { label: "limits", stroke: PALETTE.series[1], width: 1.5, dash: [6, 4] },
+    { label: "used", stroke: PALETTE.series[2], width: 1.8 },
+  ];
+  makeChart("c-usage-cpu", "CPU: allocated, limits and real usage (cores)", usage(), { height: 180, counts: true });
+  makeChart("c-usage-ram", "Memory: allocated, limits and real usage (GiB)", usage(), { height: 180, counts: true });
+  for (const id of ["c-usage-cpu", "c-usage-ram", "c-tasks", "c-sched", "c-pool-share", "c-pool-running", "c-op-share", "c-op-pending"]) $(id).hidden = true;
   window.addEventListener("resize", () => {
     for (const [id, u] of Object.entries(page.charts)) u.setSize({ width: chartWidth($(id)), height: u.height });
   });
@@ -154,6 +161,11 @@ function appendSeries(doc) {
     setData(countId, [t, ...names.map((n) => col(kind, n, metric))]);
   }
   $("panel-shares").hidden = ["c-pool-share", "c-pool-running", "c-op-share", "c-op-pending"].every((id) => $(id).hidden);
+  if (S["usage:cpu_used"]) {
+    setData("c-usage-cpu", [t, S["usage:cpu_allocated"], S["usage:cpu_limit"], S["usage:cpu_used"]]);
+    setData("c-usage-ram", [t, S["usage:ram_allocated_gib"], S["usage:ram_limit_gib"], S["usage:ram_used_gib"]]);
+    $("panel-usage").hidden = false;
+  }
 }
 
 /* Fault times for the chart markers: the scenario's faults and the page's crashes and pauses. */
@@ -202,6 +214,7 @@ function renderCluster(c) {
   $("k-pending").textContent = fmtInt(c.pending_tasks);
   $("k-hb").textContent = fmtInt(c.heartbeats_sent);
   $("k-h").textContent = `${fmtNum(c.h1, 3)} / ${fmtNum(c.h2, 3)}`;
+  renderUsage(c.usage);
   const dec = c.scheduler_decision_us;
   $("k-decision").textContent = dec && dec.count ? `${fmtNum(dec.p50, 1)} / ${fmtNum(dec.p99, 1)}` : "–";
   const bar = (res, unit) => {
@@ -213,6 +226,17 @@ function renderCluster(c) {
   bar("cpu", "cores");
   bar("ram_gib", "GiB");
   if (c.results_dir) $("cluster-sub").textContent += ` · results in ${c.results_dir}/`;
+}
+
+/* Runs with usage models: OOMs, machine overflow and slack per Borg tier (ground truth). */
+function renderUsage(u) {
+  if (!u) return;
+  $("panel-usage").hidden = false;
+  $("usage-sub").textContent = `(${fmtInt(u.ooms)} OOM kills · machine overflow ${fmtPct(u.machine_overflow_fraction)} of node-time)`;
+  const rows = Object.entries(u.tiers || {}).map(([tier, t]) =>
+    `<tr><td>${tier}</td><td>${fmtPct(t.cpu_slack)}</td><td>${fmtPct(t.ram_slack)}</td>` +
+    `<td>${fmtInt(t.ooms)}</td><td>${fmtNum(t.ooms_per_task_day, 3)}</td></tr>`);
+  $("tiers").querySelector("tbody").innerHTML = rows.join("");
 }
 
 /* The selector shows the run's speed (an option is added for a speed not in the list), except
