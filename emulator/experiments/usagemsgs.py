@@ -1,6 +1,6 @@
-"""How usage reporting changes NM -> RM messages (design.md §3b): the quickstart workload with
-and without usage models, periodic and delta heartbeats. Periodic heartbeats carry every
-usage-modelled container's usage at every beat (no extra messages, bigger ones); delta
+"""How usage reporting changes NM -> RM messages (design.md §3b): usage-quickstart.toml with and
+without its usage models (the same workload otherwise), periodic and delta heartbeats. Periodic
+heartbeats carry every usage-modelled container's usage at every beat (no extra messages, bigger ones); delta
 heartbeats carry a container's usage only when it moved by more than the threshold, and such a
 change makes an otherwise idle delta node send a heartbeat (more messages than without usage)."""
 
@@ -8,24 +8,37 @@ from __future__ import annotations
 
 import argparse
 import json
+import tomllib
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from emulator.harness.runner import run_blocking
 from emulator.results.summary import build_summary
-from emulator.scenario.loader import load_scenario
+from emulator.scenario.loader import apply_overrides, load_scenario, scenario_from_dict
+from emulator.scenario.schema import Scenario
 
-FILES = ("scenarios/quickstart.toml", "scenarios/usage-quickstart.toml")
+FILE = "scenarios/usage-quickstart.toml"
 
 
-def run(files: tuple[str, ...] = FILES) -> list[dict[str, Any]]:
+def _without_usage(path: str) -> Scenario:
+    doc = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    for op in doc.get("workload", {}).get("operations", []):
+        op.pop("usage", None)
+    return scenario_from_dict(doc, f"{path} (usage models removed)", Path(path).parent)
+
+
+def run(path: str = FILE) -> list[dict[str, Any]]:
     rows = []
-    for f in files:
+    for label, base in ((f"{Path(path).stem}, no usage models", _without_usage(path)),
+                        (Path(path).stem, load_scenario(path))):
         for mode in ("periodic", "delta"):
-            outcome = run_blocking(load_scenario(f, {"heartbeat.mode": mode}))
+            sc = apply_overrides_to(base, {"heartbeat.mode": mode}, path)
+            outcome = run_blocking(sc)
             s = build_summary(outcome)
             rows.append({
-                "scenario": f, "mode": mode, "heartbeats_sent": s["heartbeats_sent"],
+                "scenario": label, "mode": mode, "heartbeats_sent": s["heartbeats_sent"],
                 "statuses_sent": s["statuses_sent"], "to_rm_bytes": outcome.to_rm.bytes,
                 "usage_reports_sent": outcome.nodes.usage_reports_sent,
                 "containers_completed": s["containers_completed"],
@@ -33,11 +46,17 @@ def run(files: tuple[str, ...] = FILES) -> list[dict[str, Any]]:
     return rows
 
 
+def apply_overrides_to(base: Scenario, overrides: dict[str, Any], path: str) -> Scenario:
+    data: dict[str, Any] = msgspec.to_builtins(base)
+    apply_overrides(data, overrides, Path(path))
+    return scenario_from_dict(data, path, Path(path).parent)
+
+
 def markdown_table(rows: list[dict[str, Any]]) -> str:
     lines = ["| scenario | heartbeats | heartbeats sent | bytes to the RM | container statuses | "
              "usage entries | tasks completed |", "|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {Path(r['scenario']).stem} | {r['mode']} | {r['heartbeats_sent']:,} | "
+        lines.append(f"| {r['scenario']} | {r['mode']} | {r['heartbeats_sent']:,} | "
                      f"{r['to_rm_bytes']:,} | {r['statuses_sent']:,} | {r['usage_reports_sent']:,} | "
                      f"{r['containers_completed']:,} |")
     return "\n".join(lines)
