@@ -76,7 +76,6 @@ class NodeManager:
         "_tick_timer",
         "_timing",
         "_usage",
-        "_usage_dirty",
         "_usage_timer",
         "_used_cpu",
         "_used_ram",
@@ -117,11 +116,10 @@ class NodeManager:
         self._timing = timing
         self._containers: dict[int, _Container] = {}
         self._tick_timer: Timer | None = None
-        # Containers with usage models, their sampling timer, and (delta mode) those whose usage
-        # moved enough to be reported.
-        self._usage = NodeUsage(resources, stats.usage, config.usage_report_threshold)
+        # Containers with usage models (made at the first such launch: most nodes never see one)
+        # and their sampling timer.
+        self._usage: NodeUsage | None = None
         self._usage_timer: Timer | None = None
-        self._usage_dirty: set[int] = set()
         self._reset()
 
     def _reset(self) -> None:
@@ -159,8 +157,8 @@ class NodeManager:
             container.timer.cancel()
         self._containers.clear()
         self._changes.clear()
-        self._usage.clear(self._clock.now())
-        self._usage_dirty.clear()
+        if self._usage is not None:
+            self._usage.clear(self._clock.now())
         if self._usage_timer is not None:
             self._usage_timer.cancel()
             self._usage_timer = None
@@ -247,7 +245,7 @@ class NodeManager:
             and self.state is NodeState.RUNNING
             and self._inflight is None
             and not self._changes
-            and not self._usage_dirty
+            and not (self._usage is not None and self._usage.dirty)
             and self._healthy == self._reported_healthy
         )
 
@@ -344,7 +342,8 @@ class NodeManager:
             self._send(self._inflight)
             return
         if self._config.mode == "delta":
-            if not self._changes and not self._usage_dirty and self._healthy == self._reported_healthy:
+            usage_moved = self._usage is not None and self._usage.dirty
+            if not self._changes and not usage_moved and self._healthy == self._reported_healthy:
                 return
             statuses = tuple(self._changes.values())
             full = False
@@ -371,23 +370,25 @@ class NodeManager:
     def _usage_report(self, full: bool) -> tuple[ContainerUsage, ...]:
         """Periodic: every usage-modelled container's usage; delta: those that moved enough.
         A lost heartbeat is resent as it was, so what it carried is not reported again."""
-        tracked = self._usage.containers
-        if not tracked:
+        usage = self._usage
+        if usage is None or not usage.containers:
             return ()
+        tracked = usage.containers
         if full:
             out = tuple(t.report(cid) for cid, t in tracked.items())
         else:
-            out = tuple(tracked[cid].report(cid) for cid in sorted(self._usage_dirty) if cid in tracked)
-        self._usage_dirty.clear()
+            out = tuple(tracked[cid].report(cid) for cid in sorted(usage.dirty) if cid in tracked)
+        usage.dirty.clear()
         self._stats.usage_reports_sent += len(out)
         return out
 
     def _sample_usage(self) -> None:
         """The usage timer: draw usage, OOM-kill, re-time throttled containers, mark reports."""
         self._usage_timer = None
-        if self.state is NodeState.STOPPED or not self._usage.containers:
+        usage = self._usage
+        if self.state is NodeState.STOPPED or usage is None or not usage.containers:
             return
-        result = self._usage.sample(self._clock.now())
+        result = usage.sample(self._clock.now())
         for cid, _ in result.ooms:
             self._release(cid, EXIT_OOM)
         for cid, delay in result.retime.items():
@@ -396,12 +397,12 @@ class NodeManager:
                 container.timer.cancel()
                 container.timer = self._clock.call_later(delay, self._finish, cid)
         if result.moved and self._config.mode == "delta":
-            self._usage_dirty.update(result.moved)
+            usage.dirty.update(result.moved)
             self._touch()
         self._arm_usage()
 
     def _arm_usage(self) -> None:
-        if self._usage_timer is None and self._usage.containers:
+        if self._usage_timer is None and self._usage is not None and self._usage.containers:
             self._usage_timer = self._clock.call_later(self._config.usage_sample_s, self._sample_usage)
 
     def _on_heartbeat_response(self, msg: HeartbeatResponse) -> None:
@@ -454,7 +455,8 @@ class NodeManager:
             case UpdateLimits(limits=limits):
                 now = self._clock.now()
                 for lim in limits:
-                    self._usage.set_limits(lim.container_id, lim.cpu, lim.ram_gib, now)
+                    if self._usage is not None:
+                        self._usage.set_limits(lim.container_id, lim.cpu, lim.ram_gib, now)
             case KillContainers(container_ids=ids, exit_code=code):
                 for cid in ids:
                     self._kill(cid, code)
@@ -485,9 +487,12 @@ class NodeManager:
         timer = self._clock.call_later(launch.duration_s, self._finish, cid)
         self._containers[cid] = _Container(launch, status, timer)
         if launch.usage is not None:
+            if self._usage is None:
+                cfg = self._config
+                self._usage = NodeUsage(self.resources, self._stats.usage, cfg.usage_report_threshold)
             self._usage.add(cid, res, launch.usage, launch.duration_s, self._clock.now())
             if self._config.mode == "delta":
-                self._usage_dirty.add(cid)
+                self._usage.dirty.add(cid)
             self._arm_usage()
         self._changes[cid] = status
         self._stats.containers_launched += 1
@@ -498,8 +503,8 @@ class NodeManager:
         if container is None:
             return False
         container.timer.cancel()
-        if container.launch.usage is not None:
-            self._usage_dirty.discard(cid)
+        if container.launch.usage is not None and self._usage is not None:
+            self._usage.dirty.discard(cid)
             self._usage.remove(
                 cid, self._clock.now(), finished=exit_code == EXIT_SUCCESS, oom=exit_code == EXIT_OOM
             )

@@ -136,13 +136,15 @@ class SampleResult:
 class NodeUsage:
     """The usage-modelled containers of one node."""
 
-    __slots__ = ("_capacity", "_stats", "_threshold", "containers", "last_sample_t", "overflowing")
+    __slots__ = ("_capacity", "_stats", "_threshold", "containers", "dirty", "last_sample_t", "overflowing")
 
     def __init__(self, capacity: Resources, stats: UsageStats, threshold: float) -> None:
         self._capacity = capacity
         self._stats = stats
         self._threshold = threshold
         self.containers: dict[int, Tracked] = {}
+        # Delta mode: containers whose usage moved enough to be reported in the next heartbeat.
+        self.dirty: set[int] = set()
         self.last_sample_t = 0.0
         self.overflowing = False
 
