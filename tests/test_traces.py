@@ -195,3 +195,14 @@ def test_import_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert main(["import", "sls", str(lone), "-o", str(out)]) == 2
     assert "--nodes FILE" in capsys.readouterr().err
     assert main(["import", "sls", str(lone), "-o", str(out), "--node-count", "2"]) == 0
+
+
+def test_one_command_replays_a_trace_into_job_results(tmp_path: Path) -> None:
+    # `emulator import ... --run DIR`: the trace becomes a scenario file and runs at once.
+    run = tmp_path / "run"
+    assert main(["import", "sls", str(DATA / "sls.json"), "--nodes", str(DATA / "sls-nodes.json"),
+                 "-o", str(tmp_path / "sls.toml"), "--run", str(run)]) == 0
+    with (run / "jobs.csv").open() as f:
+        jobs = list(csv.DictReader(f))
+    assert {j["job_id"] for j in jobs} == {"job_1", "job_2"} and all(j["jct_s"] for j in jobs)
+    assert (run / "report.html").is_file() and (run / "scenario.toml").is_file()

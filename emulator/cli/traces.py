@@ -35,6 +35,8 @@ def add_command(sub: Any) -> None:
                    help="Google 2011: GiB of the largest machine")
     i.add_argument("--policy", help="scheduler.policy of the scenario (default: the emulator's default)")
     i.add_argument("--duration-s", type=positive, help="run length (default: 1.5 x the last job's ideal end)")
+    i.add_argument("--run", type=Path, metavar="DIR",
+                   help="then run the scenario into DIR, as `emulator run SCENARIO --out DIR` would")
     i.set_defaults(func=cmd_import)
     t = sub.add_parser("traces", help="replay the SYNTH and Google-slice traces under drf, fifo and packing "
                        "(3 seeds): job completion times side by side")
@@ -90,7 +92,13 @@ def cmd_import(args: argparse.Namespace) -> int:
     tasks = sum(o.task_count for o in scenario.workload.operations)
     print(f"{args.out}: {jobs} jobs, {len(scenario.workload.operations)} operations, {tasks} tasks, "
           f"{scenario.node_count} nodes, run {scenario.run.duration_s:g} s")
-    return 0
+    if args.run is None:
+        return 0
+    from emulator.cli.main import cmd_run
+
+    return cmd_run(argparse.Namespace(
+        scenario=str(args.out), out=str(args.run), seed=None, duration=None, set=None, quiet=False,
+        check_invariants=False, check=None, serve=None, allow_control=False, speed=None, linger=None))
 
 
 def cmd_traces(args: argparse.Namespace) -> int:
