@@ -10,7 +10,9 @@ $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or run: make PYTHON=python3 ...)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	@# setuptools warns on every editable install that a folder named like a package may shadow it
+	@# (here they are the same folders); the build's warnings say nothing a user can act on.
+	PYTHONWARNINGS=ignore $(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
 run: $(STAMP)
