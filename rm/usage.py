@@ -33,8 +33,17 @@ def record_usage(
     node: NodeRecord, reports: tuple[ContainerUsage, ...], history: int, autopilot: Autopilot | None = None
 ) -> None:
     """A heartbeat's usage reports: the RM's latest view of each container's real usage and its
-    recent history; Autopilot's histograms take them too."""
+    recent history; Autopilot's histograms take them too.
+
+    A delta heartbeat reports only containers whose usage moved; the others' usage is still what
+    they last reported, and they get that sample again, so the histories of one node stay aligned
+    sample by sample (what emp-perc and gpa-sqrt add up). A periodic heartbeat reports them all."""
     containers = node.containers
+    if reports and len(reports) < len(containers):
+        reported = {u.container_id for u in reports}
+        for cid, other in containers.items():
+            if cid not in reported and other.usage is not None and other.observed is not None:
+                other.observed.add(other.usage.cpu, other.usage.ram_gib)
     for u in reports:
         alloc = containers.get(u.container_id)
         if alloc is not None:

@@ -15,7 +15,7 @@ from emulator.scenario.loader import ScenarioError
 from rm.cluster import Allocation, Cluster
 from rm.observed import Observations
 from rm.operations import OperationSpec
-from rm.protocol import Resources, UsageModel
+from rm.protocol import ContainerUsage, Resources, UsageModel
 from rm.scheduler.borg_config import AdmissionConfig, AdmissionMethod
 from rm.scheduler.sbp import (
     Admission,
@@ -26,9 +26,11 @@ from rm.scheduler.sbp import (
     fits_gpa_g,
     fits_gpa_sqrt,
     fits_perc,
+    node_series,
     percentile,
     z,
 )
+from rm.usage import record_usage
 from rm.workload import WorkloadBook
 from tests.helpers import RecordingLink
 
@@ -231,3 +233,22 @@ def test_admission_in_a_run_packs_by_observed_usage(tmp_path: Path) -> None:
     assert 16 <= running["emp-perc"] <= 22, (running, overflow)
     # CPU usage above capacity (throttling) in about the SLO's 1% of node-time, not much more.
     assert overflow["gpa-g"] < 0.03 and overflow["emp-perc"] < 0.03, overflow
+
+
+def test_delta_reports_keep_a_nodes_histories_aligned() -> None:
+    # A delta heartbeat reports only the container whose usage moved; the other's history takes
+    # its last reported value again, so sample i of both is of one heartbeat (emp-perc sums them).
+    cluster = Cluster()
+    book = WorkloadBook()
+    book.add_pool("p")
+    node = cluster.add("n", Resources(10, 100), RecordingLink(), 0.0)
+    op = book.add_operation(
+        OperationSpec(name="r", pool="p", demand=Resources(4, 1), durations=[9.0] * 2), 0)
+    a, b = (Allocation(k, node, op, op.take_task(0), 0.0) for k in range(2))
+    for alloc in (a, b):
+        cluster.place(alloc, 0.0)
+    record_usage(node, (ContainerUsage(0, 1.0, 0.5), ContainerUsage(1, 2.0, 0.5)), 10)
+    record_usage(node, (ContainerUsage(0, 3.0, 0.5),), 10)  # only container 0 moved
+    assert a.observed is not None and b.observed is not None
+    assert list(a.observed.cpu) == [1.0, 3.0] and list(b.observed.cpu) == [2.0, 2.0]
+    assert node_series(node, 0, 0.0) == [3.0, 5.0]
