@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from emulator.experiments.e1 import _derived, markdown_table
+from emulator.experiments.e1 import _derived, fairness_table, headline_table, markdown_table
 
 
 def run(policy: str, pre: bool, seed: int, cpu: float, ram: float, u1: float) -> dict[str, Any]:
@@ -44,6 +44,24 @@ def test_table_has_mean_and_sd_and_the_thesis_column() -> None:
     # Thesis u1: mean of 0.11 and 0.12 against 0.10 -> +15%; no packing is the same on both seeds.
     assert "| max user move of the seed means % | – | 15.0 | 0.0 | |" in text
     assert "| no packing, seed vs seed: max user move % (noise) | 0.0 |" in text
+
+
+def test_fairness_against_the_noise_of_the_no_packing_seeds() -> None:
+    d = data()
+    # No packing differs between seed halves {1} and {2} only in u2: make it so, 0.10 vs 0.12.
+    for r in d["runs"]:
+        if r["policy"] == "none" and r["seed"] == 2:
+            r["pools"] = {"u1": 0.10, "u2": 0.12}
+    text = fairness_table(d)
+    # Thesis u1: 0.115 against 0.10 -> 15% (one user above 10%); noise: u2 0.10 / 0.12 - 1 -> 16.7%.
+    assert "| off | thesis | 2 | 15.0% | 1 | " in text and text.count("16.7% |") == 4
+    assert "| on | fit | 2 | " in text
+
+
+def test_headline_is_preemption_on_with_the_thesis_gains() -> None:
+    text = headline_table(data())
+    assert "| CPU % | 91.00 ± 1.41 | 93.00 ± 1.41 | 94.00 ± 1.41 | 92.2 → 96.7 |" in text
+    assert "+4.5 / +4.9 |" in text
 
 
 def test_bad_input_is_exit_2_with_the_file_named(tmp_path, capsys) -> None:

@@ -211,6 +211,34 @@ def headline_table(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def fairness_table(data: dict[str, Any]) -> str:
+    """How far packing moves users from their no-packing dominant share, on the seed means, beside
+    the same measure between two halves of the no-packing seeds (what noise alone gives)."""
+    runs, seeds = data["runs"], list(data["seeds"])
+    half = set(seeds[: len(seeds) // 2])
+    lines = ["| preemption | policy | users | max move | users moved > 10% | median move | "
+             "noise: max move between two halves of the no-packing seeds |", "|---|---|---|---|---|---|---|"]
+    for pre in PREEMPTION:
+        base = _pools(runs, "none", pre)
+        names = [n for n in base[0] if all(b.get(n) for b in base)] if base else []
+        mean = {n: statistics.mean(b[n] for b in base) for n in names}
+        plain = [r for r in runs if r["policy"] == "none" and r["preemption"] == pre]
+        a = [r["pools"] for r in plain if r["seed"] in half]
+        b = [r["pools"] for r in plain if r["seed"] not in half]
+        noise = max((abs(statistics.mean(x[n] for x in a) / statistics.mean(x[n] for x in b) - 1)
+                     for n in names), default=0.0) if a and b else None
+        for policy in [p for p in POLICIES if p != "none"]:
+            mine = _pools(runs, policy, pre)
+            moves = sorted(abs(statistics.mean(m[n] for m in mine) / mean[n] - 1) for n in names)
+            if not moves:
+                continue
+            lines.append(
+                f"| {'on' if pre else 'off'} | {policy} | {len(moves)} | {100 * moves[-1]:.1f}% | "
+                f"{sum(v > 0.10 for v in moves)} | {100 * statistics.median(moves):.1f}% | "
+                + ("–" if noise is None else f"{100 * noise:.1f}%") + " |")
+    return "\n".join(lines) + "\n"
+
+
 def _seeds(text: str) -> tuple[int, ...]:
     try:
         seeds = tuple(int(s) for s in text.split(","))

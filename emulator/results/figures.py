@@ -23,11 +23,16 @@ class Figure(NamedTuple):
 
 
 E1_COMMAND = "make e1 (emulator e1 scenarios/e1-faithful.toml --out runs/e1 --json docs/e1.json)"
+E1_SEEDS20 = ("emulator e1 scenarios/e1-faithful.toml --out runs/e1-20 --json docs/e1-seeds20.json "
+              "--seeds 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20")
 FIGURES: dict[str, Figure] = {
     "bench": Figure("docs/bench.json", "emulator.experiments.bench:markdown_table",
                     "emulator bench --out docs/bench.json"),
     "e1": Figure("docs/e1.json", "emulator.experiments.e1:markdown_table", E1_COMMAND),
     "e1-headline": Figure("docs/e1.json", "emulator.experiments.e1:headline_table", E1_COMMAND),
+    "e1-seeds20": Figure("docs/e1-seeds20.json", "emulator.experiments.e1:markdown_table", E1_SEEDS20),
+    "e1-seeds20-fairness": Figure("docs/e1-seeds20.json", "emulator.experiments.e1:fairness_table",
+                                  E1_SEEDS20),
     "e2": Figure("docs/e2-sweep.json", "emulator.experiments.sweep:markdown_table",
                  "make e2 && cp runs/e2-sweep/sweep.json docs/e2-sweep.json"),
     "e3": Figure("docs/ring-e3.json", "emulator.experiments.e3:markdown_table",
