@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from emulator.cli.main import main
+from emulator.experiments.sweep import headline_table
 from emulator.results.figures import FIGURES, refresh, stale
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,3 +38,19 @@ def test_a_changed_result_file_makes_its_table_stale(tmp_path: Path) -> None:
 def test_unknown_figure_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["figures", "no-such-figure"]) == 2
     assert "unknown figure 'no-such-figure'" in capsys.readouterr().err
+
+
+def _sweep(rows: list[tuple[str, int, float, bool]]) -> dict[str, object]:
+    return {"threshold": 0.99, "rows": [{"mode": m, "nodes": n, "h1": 1.0, "h2": h2, "overloaded": over}
+                                        for m, n, h2, over in rows]}
+
+
+def test_the_e2_headline_takes_the_largest_kept_up_size_over_a_grid_and_its_extra_points() -> None:
+    real = _sweep([("periodic", 1000, 1.0, False), ("periodic", 3000, 1.0, False),
+                   ("delta", 1000, 1.0, False), ("delta", 2000, 0.999, True)])  # overloaded: does not count, whatever h2 says
+    grid = _sweep([("periodic", 6000, 1.0, False), ("periodic", 9000, 0.9, False),
+                   ("delta", 12000, 1.0, False)])
+    extra = _sweep([("delta", 18000, 1.0, False), ("delta", 24000, 0.95, False)])
+    text = headline_table(real, grid, extra)
+    assert "| 3,000 | 1,000 | 0.33× |" in text
+    assert "| 6,000 | 18,000 | 3.00× |" in text

@@ -271,6 +271,32 @@ def markdown_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+PAPER_E2 = ("paper (YARN, Mao et al.)", "~4,000–4,500", "~7,500–8,000", "1.88×")
+
+
+def _largest(sweeps: list[dict[str, Any]], mode: str) -> int | None:
+    """The largest node count at which ``mode`` kept h1 and h2 at the threshold and was not
+    overloaded, over several sweeps of one setup (a grid and its extra points)."""
+    ok = [r["nodes"] for sw in sweeps for r in sw["rows"]
+          if r["mode"] == mode and not r.get("overloaded") and r["h1"] is not None and r["h2"] is not None
+          and min(r["h1"], r["h2"]) >= sw["threshold"]]
+    return max(ok) if ok else None
+
+
+def headline_table(real: dict[str, Any], virtual: dict[str, Any], *more: dict[str, Any]) -> str:
+    """The README's E2 row set: the paper, the real-time TCP sweep, the virtual-time sweep (with
+    ``more`` points, e.g. delta at larger sizes)."""
+    lines = ["| largest cluster with h1, h2 ≥ 0.99 | periodic | delta | delta / periodic |",
+             "|---|---|---|---|", "| " + " | ".join(PAPER_E2) + " |"]
+    for label, sweeps in (("real time over TCP, speed 20 (the node-hosting process saturates first)", [real]),
+                          ("virtual time, RM service-time model calibrated from the real-time run",
+                           [virtual, *more])):
+        p, d = _largest(sweeps, "periodic"), _largest(sweeps, "delta")
+        ratio = f"{d / p:.2f}×" if p and d else "–"
+        lines.append(f"| {label} | {f'{p:,}' if p else 'none'} | {f'{d:,}' if d else 'none'} | {ratio} |")
+    return "\n".join(lines) + "\n"
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     if args.table:
         print(markdown_table(msgspec.json.decode(Path(args.table).read_bytes())))

@@ -11,15 +11,16 @@ import importlib
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import msgspec
 
 
 class Figure(NamedTuple):
     source: str  # result file, relative to the repository root
-    renderer: str  # "module:function" taking the decoded file, returning markdown
+    renderer: str  # "module:function" taking the decoded file(s), returning markdown
     command: str  # what regenerates the source
+    extra: tuple[str, ...] = ()  # more result files, passed to the renderer after the first
 
 
 E1_COMMAND = "make e1 (emulator e1 scenarios/e1-faithful.toml --out runs/e1 --json docs/e1.json)"
@@ -81,15 +82,18 @@ def render(name: str, root: Path = Path(".")) -> str:
     fig = FIGURES.get(name)
     if fig is None:
         raise FigureError(f"unknown figure {name!r} (known: {', '.join(sorted(FIGURES))})")
-    path = root / fig.source
-    try:
-        data = msgspec.json.decode(path.read_bytes())
-    except (OSError, msgspec.DecodeError) as e:
-        raise FigureError(f"figure {name}: cannot read {path}: {e} (regenerate: {fig.command})") from e
+    docs = []
+    for source in (fig.source, *fig.extra):
+        path = root / source
+        try:
+            docs.append(msgspec.json.decode(path.read_bytes()))
+        except (OSError, msgspec.DecodeError) as e:
+            raise FigureError(f"figure {name}: cannot read {path}: {e} (regenerate: {fig.command})") from e
     module, func = fig.renderer.split(":")
-    table: Callable[[Any], str] = getattr(importlib.import_module(module), func)
-    note = f"<sub>From `{fig.source}`; regenerate with `{fig.command}`.</sub>"
-    return table(data).rstrip("\n") + f"\n\n{note}\n"
+    table: Callable[..., str] = getattr(importlib.import_module(module), func)
+    sources = ", ".join(f"`{s}`" for s in (fig.source, *fig.extra))
+    note = f"<sub>From {sources}; regenerate with `{fig.command}`.</sub>"
+    return table(*docs).rstrip("\n") + f"\n\n{note}\n"
 
 
 def refresh(text: str, root: Path = Path(".")) -> str:
