@@ -46,8 +46,9 @@ def _sweep(rows: list[tuple[str, int, float, bool]]) -> dict[str, object]:
 
 
 def test_the_e2_headline_takes_the_largest_kept_up_size_over_a_grid_and_its_extra_points() -> None:
+    # An overloaded point does not count, whatever its h2 says.
     real = _sweep([("periodic", 1000, 1.0, False), ("periodic", 3000, 1.0, False),
-                   ("delta", 1000, 1.0, False), ("delta", 2000, 0.999, True)])  # overloaded: does not count, whatever h2 says
+                   ("delta", 1000, 1.0, False), ("delta", 2000, 0.999, True)])
     grid = _sweep([("periodic", 6000, 1.0, False), ("periodic", 9000, 0.9, False),
                    ("delta", 12000, 1.0, False)])
     extra = _sweep([("delta", 18000, 1.0, False), ("delta", 24000, 0.95, False)])
