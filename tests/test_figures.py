@@ -9,6 +9,7 @@ import pytest
 
 from emulator.cli.main import main
 from emulator.experiments.sweep import headline_table
+from emulator.experiments.sweep import markdown_table as sweep_table
 from emulator.results.figures import FIGURES, refresh, stale
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,3 +56,13 @@ def test_the_e2_headline_takes_the_largest_kept_up_size_over_a_grid_and_its_extr
     text = headline_table(real, grid, extra)
     assert "| 3,000 | 1,000 | 0.33× |" in text
     assert "| 6,000 | 18,000 | 3.00× |" in text
+
+
+def test_a_virtual_time_sweep_prints_its_table() -> None:
+    # Virtual-time rows have no wall costs and no byte counts: dashes, not a KeyError.
+    row = {"mode": "delta", "nodes": 1000, "h1": 1.0, "h2": 1.0, "heartbeats_skipped": 0,
+           "rm_cpu_percent": 1.3, "rm_busy_fraction": 0.013, "messages_to_rm_per_node_minute": 1.94,
+           "lateness_p99_s": 0.0, "rm_wait_p99_s": 0.0, "overloaded": False}
+    text = sweep_table({"threshold": 0.99, "rows": [row],
+                        "largest_ok": {"delta": {"nodes": 1000}}, "delta_over_periodic": None})
+    assert "| delta | 1,000 | **1.000** | **1.000** | 1.3 | 0.013 | – | 1.94 | – | 0 |" in text
