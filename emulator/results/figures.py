@@ -26,6 +26,10 @@ class Figure(NamedTuple):
 E1_COMMAND = "make e1 (emulator e1 scenarios/e1-faithful.toml --out runs/e1 --json docs/e1.json)"
 E1_SEEDS20 = ("emulator e1 scenarios/e1-faithful.toml --out runs/e1-20 --json docs/e1-seeds20.json "
               "--seeds 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20")
+E2_VIRTUAL = ("emulator sweep scenarios/e2-scale-sweep-virtual.toml --out runs/e2v && "
+              "cp runs/e2v/sweep.json docs/e2-sweep-virtual.json")
+E2_VIRTUAL_BIG = ("emulator sweep scenarios/e2-scale-sweep-virtual.toml --nodes 18000,24000 --modes delta "
+                  "--out runs/e2v-big && cp runs/e2v-big/sweep.json docs/e2-sweep-virtual-big.json")
 FIGURES: dict[str, Figure] = {
     "bench": Figure("docs/bench.json", "emulator.experiments.bench:markdown_table",
                     "emulator bench --out docs/bench.json"),
@@ -36,6 +40,13 @@ FIGURES: dict[str, Figure] = {
                                   E1_SEEDS20),
     "e2": Figure("docs/e2-sweep.json", "emulator.experiments.sweep:markdown_table",
                  "make e2 && cp runs/e2-sweep/sweep.json docs/e2-sweep.json"),
+    "e2-virtual": Figure("docs/e2-sweep-virtual.json", "emulator.experiments.sweep:markdown_table",
+                         E2_VIRTUAL),
+    "e2-virtual-big": Figure("docs/e2-sweep-virtual-big.json", "emulator.experiments.sweep:markdown_table",
+                             E2_VIRTUAL_BIG),
+    "e2-headline": Figure("docs/e2-sweep.json", "emulator.experiments.sweep:headline_table",
+                          "make e2, then the two virtual sweeps (docs/scalability.md §5.2)",
+                          ("docs/e2-sweep-virtual.json", "docs/e2-sweep-virtual-big.json")),
     "e3": Figure("docs/ring-e3.json", "emulator.experiments.e3:markdown_table",
                  "make e3 && cp runs/e3/e3.json docs/ring-e3.json"),
     "e3-tcp": Figure("docs/e3-tcp.json", "emulator.experiments.e3tcp:markdown_table",
