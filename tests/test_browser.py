@@ -141,8 +141,10 @@ async def test_page_live_in_chromium(tmp_path: Path) -> None:
             # ... and marked on the charts at its time.
             assert len(await page.evaluate("page.faultTimes")) == 1
             assert "node.lost" in await text(page, "#ring-changes")
+            # The node table says the page crashed it and the RM has removed it since.
             await page.wait_for_function(
-                "document.querySelector('#nodes tbody tr .st').textContent === 'crashed'", timeout=10_000)
+                "document.querySelector('#nodes tbody tr .st').textContent === 'crashed, removed'",
+                timeout=10_000)
             await page.fill("#nodes-q", "")
             await shot(page, "status-page-crash.png")
 

@@ -347,6 +347,8 @@ async function loadNodes() {
     const ctl = page.cluster && page.cluster.allow_control && page.cluster.phase !== "finished";
     $("nodes").querySelector("tbody").innerHTML = d.rows.map((r) => {
       const st = r.injected || r.state;
+      // A node crashed from the page and then removed by the RM says both.
+      const label = r.injected && r.state === "lost" ? `${r.injected}, removed` : st;
       const act = ctl && !r.injected && r.state !== "lost"
         ? `<button data-node="${esc(r.address)}" data-action="crash" class="danger">crash</button> <button data-node="${esc(r.address)}" data-action="pause">pause</button>` : "";
       return `<tr><td class="n">${r.machine_id ?? "—"}</td><td>${esc(r.address)}</td>
@@ -354,7 +356,7 @@ async function loadNodes() {
         <td class="n">${fmtNum(r.free_cpu, 1)}</td><td class="n">${fmtNum(r.free_ram_gib, 1)}</td>
         <td class="n">${fmtInt(r.containers)}</td>
         <td class="n">${r.last_heartbeat_age_s == null ? "—" : fmtNum(r.last_heartbeat_age_s, 1) + " s ago"}</td>
-        <td><span class="st ${esc(st)}">${esc(st)}</span></td><td class="act">${act}</td></tr>`;
+        <td><span class="st ${esc(st)}">${esc(label)}</span></td><td class="act">${act}</td></tr>`;
     }).join("") || `<tr><td colspan="10" class="muted">no matching nodes</td></tr>`;
     $("pg-info").textContent = `${d.page} / ${d.pages}`;
     $("nodes-sub").textContent = `${fmtInt(d.total)} matching`;
