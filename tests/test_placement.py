@@ -9,6 +9,7 @@ import pytest
 
 from emulator.cli.main import main
 from emulator.harness.runner import run_blocking
+from emulator.results.summary import write_results
 from emulator.scenario.loader import load_scenario
 from rm.cluster import Allocation, Cluster, NodeRecord
 from rm.operations import Operation, OperationSpec
@@ -142,6 +143,41 @@ def test_placement_runs_end_to_end_with_overcommit(tmp_path: Path, policy: str) 
     assert out.nodes.containers_rejected == 0
     # 3 nodes x 8 cores x 1.5 = 36 reservable cores: 18 tasks of 2 cores at once, not 12.
     assert max(r.cpu_utilization for r in out.rows) == pytest.approx(1.5)
+
+
+LIGHT = """
+[cluster]
+nodes = [{{ count = 10, cpu = 8, ram_gib = 32 }}]
+[heartbeat]
+interval_s = 1.0
+[scheduler.placement]
+policy = "{policy}"
+[[workload.operations]]
+name = "a"
+cpu = 2
+ram_gib = 4
+tasks = 8
+seconds_mean = 100
+submit_at_s = 5
+[run]
+duration_s = 60
+warmup_s = 10
+seed = 2
+"""
+
+
+def test_packing_policies_use_fewer_machines_than_spreading(tmp_path: Path) -> None:
+    # 8 tasks of 2 cores (submitted once all nodes have registered) fit on 2 of the 10 nodes: first- and best-fit fill nodes one by one,
+    # worst-fit spreads them over 8; the summary reports the machines used beside the FFD bound.
+    used = {}
+    for policy in ("first-fit", "best-fit", "worst-fit"):
+        path = tmp_path / f"{policy}.toml"
+        path.write_text(LIGHT.format(policy=policy))
+        binpack = write_results(run_blocking(load_scenario(path)), tmp_path / policy)["binpack"]
+        assert binpack["ffd_machines"] == 2
+        used[policy] = binpack["machines_used"]
+    assert used["first-fit"] == used["best-fit"] == {"mean": 2.0, "max": 2}
+    assert used["worst-fit"] == {"mean": 8.0, "max": 8}
 
 
 @pytest.mark.parametrize(

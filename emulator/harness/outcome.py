@@ -90,6 +90,8 @@ class RunOutcome(msgspec.Struct):
     share_rows: list[tuple[float, ...]] = msgspec.field(default_factory=list)
     # Scenarios with usage models (in-memory runs): real usage beside allocation per interval.
     usage_rows: list[UsageRow] | None = None
+    # Runs with a placement policy: nodes holding a container, mean and max over the window.
+    machines_used: dict[str, float] | None = None
 
     def window_rows(self) -> list[SampleRow]:
         return [r for r in self.rows if r.t_s > self.scenario.run.warmup_s]

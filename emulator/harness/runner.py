@@ -24,6 +24,7 @@ from emulator.harness.restarts import scenario_journal
 from emulator.harness.rmside import RMSide
 from emulator.measure.costs import RMCostMeter
 from emulator.measure.lag import judge
+from emulator.measure.machines import MachinesUsed
 from emulator.measure.sampler import SampleRow
 from emulator.measure.timing import HeartbeatTiming
 from emulator.measure.usage import UsageSeries
@@ -160,6 +161,10 @@ async def _run(
             series.sample(row.t_s, alloc.cpu, alloc.ram_gib)
 
         side.on_sample(sample_usage)
+    used: MachinesUsed | None = None
+    if sc.scheduler.placement.policy != "default":
+        machines = used = MachinesUsed(side.rm.nodes_view, sc.run.warmup_s)
+        side.on_sample(lambda row: machines.sample(row.t_s))
     handle = RunHandle(sc, side, hosting, clock, log)
     if progress is not None:
         side.on_sample(lambda row: progress(Tick.of(side, row)))
@@ -203,6 +208,8 @@ async def _run(
         out.h1, out.h2 = side.sampler.efficiency(frozenset(lag.lagged_intervals))
     if side.usage is not None:
         out.usage_rows = side.usage.rows
+    if used is not None:
+        out.machines_used = used.summary()
     if guard.stopped:
         out.partial = True
         out.ended_at_s = round(clock.now(), 3)

@@ -252,6 +252,8 @@ def write_results(outcome: RunOutcome, out_dir: Path) -> dict[str, Any]:
         summary["tiers"] = msgspec.to_builtins(outcome.rm.tiers)
     if outcome.scenario.scheduler.placement.policy != "default":
         summary["binpack"] = binpack_summary(outcome.scenario)
+        if outcome.machines_used is not None:
+            summary["binpack"]["machines_used"] = outcome.machines_used
     # Wall-clock figures of any run go to timing.json, so that in virtual time summary.json stays
     # byte-identical for a scenario and seed.
     timing: dict[str, Any] = {"wall_s": round(outcome.wall_s, 3)}
