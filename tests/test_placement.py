@@ -167,8 +167,9 @@ seed = 2
 
 
 def test_packing_policies_use_fewer_machines_than_spreading(tmp_path: Path) -> None:
-    # 8 tasks of 2 cores (submitted once all nodes have registered) fit on 2 of the 10 nodes: first- and best-fit fill nodes one by one,
-    # worst-fit spreads them over 8; the summary reports the machines used beside the FFD bound.
+    # 8 tasks of 2 cores, submitted once all nodes have registered, fit on 2 of the 10 nodes:
+    # first- and best-fit fill nodes one by one, worst-fit spreads them over 8; the summary
+    # reports the machines used beside the FFD bound.
     used = {}
     for policy in ("first-fit", "best-fit", "worst-fit"):
         path = tmp_path / f"{policy}.toml"
