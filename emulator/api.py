@@ -139,17 +139,13 @@ def _prepare(scenario: str | Path | Scenario, out: str | Path | None, given: dic
     from emulator.cli.execute import execute, run_directory
     from emulator.results.console import EXIT_OVERLOADED, EXIT_STOPPED
     from emulator.results.recording import fit_warmup
-    from emulator.scenario.loader import ScenarioError, apply_overrides, load_scenario, scenario_from_dict
+    from emulator.scenario.loader import ScenarioError, load_scenario, with_overrides
     from emulator.scenario.schema import Scenario
 
     adjusted: list[str] = []
     if isinstance(scenario, Scenario):
         source = "<Scenario object>"
-        sc = scenario
-        if given:
-            data: dict[str, Any] = msgspec.to_builtins(scenario)
-            apply_overrides(data, given, Path(source))
-            sc = scenario_from_dict(data, source)
+        sc = with_overrides(scenario, given, source)
     elif isinstance(scenario, str | Path):
         source = str(scenario)
         overrides, adjusted = fit_warmup(source, given)

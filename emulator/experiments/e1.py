@@ -133,14 +133,20 @@ def _pools(runs: list[dict[str, Any]], policy: str, pre: bool) -> list[dict[str,
     return [r["pools"] for r in runs if r["policy"] == policy and r["preemption"] == pre]
 
 
+def _moves(mine: list[dict[str, float]], base: list[dict[str, float]]) -> list[float]:
+    """Per user: |mean dominant share in ``mine`` / mean in ``base`` - 1|, means over the runs
+    (seed noise averages out), for the users every base run has."""
+    if not mine or not base:
+        return []
+    names = [n for n in base[0] if all(b.get(n) for b in base)]
+    return sorted(abs(statistics.mean(m[n] for m in mine) / statistics.mean(b[n] for b in base) - 1)
+                  for n in names)
+
+
 def _mean_move(runs: list[dict[str, Any]], policy: str, pre: bool) -> float | None:
-    """Largest |mean dominant share / no-packing mean dominant share - 1| over the users, means
-    taken over the seeds (seed noise averages out)."""
-    base, mine = _pools(runs, "none", pre), _pools(runs, policy, pre)
-    names = [n for n in base[0] if all(b.get(n) for b in base)] if base and mine else []
-    moves = [abs(statistics.mean(m[n] for m in mine) / statistics.mean(b[n] for b in base) - 1)
-             for n in names]
-    return max(moves) if moves else None
+    """The largest user move of the seed means against no packing."""
+    moves = _moves(_pools(runs, policy, pre), _pools(runs, "none", pre))
+    return moves[-1] if moves else None
 
 
 def _noise(runs: list[dict[str, Any]], pre: bool) -> float | None:
@@ -219,23 +225,17 @@ def fairness_table(data: dict[str, Any]) -> str:
     lines = ["| preemption | policy | users | max move | users moved > 10% | median move | "
              "noise: max move between two halves of the no-packing seeds |", "|---|---|---|---|---|---|---|"]
     for pre in PREEMPTION:
-        base = _pools(runs, "none", pre)
-        names = [n for n in base[0] if all(b.get(n) for b in base)] if base else []
-        mean = {n: statistics.mean(b[n] for b in base) for n in names}
         plain = [r for r in runs if r["policy"] == "none" and r["preemption"] == pre]
-        a = [r["pools"] for r in plain if r["seed"] in half]
-        b = [r["pools"] for r in plain if r["seed"] not in half]
-        noise = max((abs(statistics.mean(x[n] for x in a) / statistics.mean(x[n] for x in b) - 1)
-                     for n in names), default=0.0) if a and b else None
+        halves = _moves([r["pools"] for r in plain if r["seed"] in half],
+                        [r["pools"] for r in plain if r["seed"] not in half])
+        noise = f"{100 * halves[-1]:.1f}%" if halves else "–"
         for policy in [p for p in POLICIES if p != "none"]:
-            mine = _pools(runs, policy, pre)
-            moves = sorted(abs(statistics.mean(m[n] for m in mine) / mean[n] - 1) for n in names)
+            moves = _moves(_pools(runs, policy, pre), _pools(runs, "none", pre))
             if not moves:
                 continue
             lines.append(
                 f"| {'on' if pre else 'off'} | {policy} | {len(moves)} | {100 * moves[-1]:.1f}% | "
-                f"{sum(v > 0.10 for v in moves)} | {100 * statistics.median(moves):.1f}% | "
-                + ("–" if noise is None else f"{100 * noise:.1f}%") + " |")
+                f"{sum(v > 0.10 for v in moves)} | {100 * statistics.median(moves):.1f}% | {noise} |")
     return "\n".join(lines) + "\n"
 
 

@@ -12,11 +12,9 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from emulator.harness.runner import run_blocking
 from emulator.results.summary import build_summary
-from emulator.scenario.loader import apply_overrides, load_scenario, scenario_from_dict
+from emulator.scenario.loader import load_scenario, scenario_from_dict, with_overrides
 from emulator.scenario.schema import Scenario
 
 FILE = "scenarios/usage-quickstart.toml"
@@ -34,7 +32,7 @@ def run(path: str = FILE) -> list[dict[str, Any]]:
     for label, base in ((f"{Path(path).stem}, no usage models", _without_usage(path)),
                         (Path(path).stem, load_scenario(path))):
         for mode in ("periodic", "delta"):
-            sc = apply_overrides_to(base, {"heartbeat.mode": mode}, path)
+            sc = with_overrides(base, {"heartbeat.mode": mode}, path, Path(path).parent)
             outcome = run_blocking(sc)
             s = build_summary(outcome)
             rows.append({
@@ -44,12 +42,6 @@ def run(path: str = FILE) -> list[dict[str, Any]]:
                 "containers_completed": s["containers_completed"],
             })
     return rows
-
-
-def apply_overrides_to(base: Scenario, overrides: dict[str, Any], path: str) -> Scenario:
-    data: dict[str, Any] = msgspec.to_builtins(base)
-    apply_overrides(data, overrides, Path(path))
-    return scenario_from_dict(data, path, Path(path).parent)
 
 
 def markdown_table(rows: list[dict[str, Any]]) -> str:

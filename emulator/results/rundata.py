@@ -41,26 +41,30 @@ def load_run(directory: Path) -> RunData:
         summary = msgspec.json.decode(summary_path.read_bytes(), type=dict[str, Any])
     except msgspec.DecodeError as err:
         raise ReportError(f"{summary_path}: not valid JSON ({err})") from None
-    series: dict[str, list[float]] = {}
-    with ts_path.open(newline="", encoding="utf-8") as f:
+    header, rows = _read_csv(ts_path)
+    series = {name: [r[i] for r in rows] for i, name in enumerate(header)}
+    series.update(_usage_series(directory / "usage_timeseries.csv", series.get("t_s", [])))
+    removals, faults = _event_times(directory / "events.jsonl")
+    return RunData(directory, summary, series, removals, faults)
+
+
+def _read_csv(path: Path) -> tuple[list[str], list[list[float]]]:
+    """A numeric CSV with a `t_s` column first: its header and rows (empty cells NaN)."""
+    with path.open(newline="", encoding="utf-8") as f:
         reader = csv.reader(f)
         header = next(reader, None)
         if not header or header[0] != "t_s":
-            raise ReportError(f"{ts_path}: expected a header row starting with `t_s`")
-        cols: list[list[float]] = [[] for _ in header]
+            raise ReportError(f"{path}: expected a header row starting with `t_s`")
+        rows = []
         for lineno, row in enumerate(reader, start=2):
             try:
                 values = [float(v) if v != "" else math.nan for v in row]
             except ValueError:
-                raise ReportError(f"{ts_path}:{lineno}: non-numeric value in {row}") from None
+                raise ReportError(f"{path}:{lineno}: non-numeric value in {row}") from None
             if len(values) != len(header):
-                raise ReportError(f"{ts_path}:{lineno}: {len(values)} values, header has {len(header)}")
-            for c, v in zip(cols, values, strict=True):
-                c.append(v)
-        series = dict(zip(header, cols, strict=True))
-    series.update(_usage_series(directory / "usage_timeseries.csv", series.get("t_s", [])))
-    removals, faults = _event_times(directory / "events.jsonl")
-    return RunData(directory, summary, series, removals, faults)
+                raise ReportError(f"{path}:{lineno}: {len(values)} values, header has {len(header)}")
+            rows.append(values)
+    return header, rows
 
 
 def _usage_series(path: Path, times: list[float]) -> dict[str, list[float]]:
@@ -68,21 +72,11 @@ def _usage_series(path: Path, times: list[float]) -> dict[str, list[float]]:
     timeseries.csv (both are sampled together; a row missing from it is NaN)."""
     if not path.is_file():
         return {}
-    with path.open(newline="", encoding="utf-8") as f:
-        reader = csv.reader(f)
-        header = next(reader, None)
-        if not header or header[0] != "t_s":
-            raise ReportError(f"{path}: expected a header row starting with `t_s`")
-        by_t: dict[float, list[float]] = {}
-        for lineno, row in enumerate(reader, start=2):
-            try:
-                values = [float(v) if v != "" else math.nan for v in row]
-            except ValueError:
-                raise ReportError(f"{path}:{lineno}: non-numeric value in {row}") from None
-            by_t[round(values[0], 6)] = values[1:]
+    header, rows = _read_csv(path)
+    by_t = {round(r[0], 6): r[1:] for r in rows}
     blank = [math.nan] * (len(header) - 1)
-    rows = [by_t.get(round(t, 6), blank) for t in times]
-    return {f"usage:{name}": [r[i] for r in rows] for i, name in enumerate(header[1:])}
+    aligned = [by_t.get(round(t, 6), blank) for t in times]
+    return {f"usage:{name}": [r[i] for r in aligned] for i, name in enumerate(header[1:])}
 
 
 # Events that are faults: the scenario's [[faults]] and the page's crashes and pauses.

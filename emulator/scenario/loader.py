@@ -170,6 +170,16 @@ def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> 
     return scenario_from_dict(data, str(p), p.parent)
 
 
+def with_overrides(scenario: Scenario, overrides: dict[str, Any], source: str,
+                   base_dir: Path | None = None) -> Scenario:
+    """``scenario`` with dotted field paths changed (``--set`` on a loaded scenario), checked again."""
+    if not overrides:
+        return scenario
+    data: dict[str, Any] = msgspec.to_builtins(scenario)
+    apply_overrides(data, overrides, Path(source))
+    return scenario_from_dict(data, source, base_dir)
+
+
 def apply_overrides(data: dict[str, Any], overrides: dict[str, Any], source: Path) -> None:
     """Set each dotted field path of ``overrides`` in the scenario's plain data, in place."""
     for dotted, value in overrides.items():
