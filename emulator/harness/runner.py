@@ -30,7 +30,7 @@ from emulator.measure.timing import HeartbeatTiming
 from emulator.measure.usage import UsageSeries
 from emulator.scenario.schema import MessageFault, Scenario
 from emulator.scenario.topology import node_specs, phases
-from emulator.time.clock import LoopClock, run, wall_time
+from emulator.time.clock import LoopClock, VirtualCore, run, wall_time
 from emulator.transport.faulty import FaultWindow, MessageFaultPlan
 from emulator.transport.memory import MemoryNetwork
 from emulator.transport.metered import Meter, MeteredLink
@@ -256,8 +256,9 @@ def run_blocking(
     events_path: Path | None = None,
     progress: ProgressHook | None = None,
     check_invariants: bool | None = None,
+    core: VirtualCore = "des",
 ) -> RunOutcome:
-    """Run on a fresh loop of the scenario's clock kind."""
+    """Run on a fresh loop of the scenario's clock kind (``core``: which loop runs virtual time)."""
     if scenario.transport.kind == "tcp":
         from emulator.harness.tcprun import run_tcp_blocking
 
@@ -272,5 +273,5 @@ def run_blocking(
             )
 
     with quiet_gc(scenario.run.clock == "realtime"):
-        result: RunOutcome = run(main, scenario.run.clock, scenario.run.speed)
+        result: RunOutcome = run(main, scenario.run.clock, scenario.run.speed, core)
     return result

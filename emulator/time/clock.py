@@ -11,16 +11,23 @@ seconds.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import heapq
 import selectors
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
+Ctx = contextvars.Context | None
+
 ClockMode = Literal["virtual", "realtime"]
+# Which loop runs virtual time: the discrete-event core, or asyncio's loop (the first design).
+VirtualCore = Literal["des", "asyncio"]
 
 
 class _JumpingSelector(selectors.DefaultSelector):
-    def __init__(self, loop_ref: list[VirtualTimeLoop]) -> None:
+    def __init__(self, loop_ref: list[AsyncioVirtualLoop]) -> None:
         super().__init__()
         self._loop_ref = loop_ref
 
@@ -35,9 +42,12 @@ class _JumpingSelector(selectors.DefaultSelector):
         return events
 
 
-class VirtualTimeLoop(asyncio.SelectorEventLoop):
+class AsyncioVirtualLoop(asyncio.SelectorEventLoop):
+    """The first virtual-time core: asyncio's own loop with a jumping clock (an asyncio ``Handle``
+    per callback, a ``TimerHandle`` per timer). Kept for comparison (``emulator bench --cores``)."""
+
     def __init__(self) -> None:
-        ref: list[VirtualTimeLoop] = []
+        ref: list[AsyncioVirtualLoop] = []
         super().__init__(_JumpingSelector(ref))
         ref.append(self)
         self._virtual_now = 0.0
@@ -49,9 +59,141 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         self._virtual_now += seconds
 
 
-def new_event_loop(mode: ClockMode) -> asyncio.AbstractEventLoop:
+# asyncio's own thresholds for sweeping cancelled timers out of the heap.
+_SWEEP_MIN_TIMERS = 100
+_SWEEP_FRACTION = 0.5
+
+
+class Event:
+    """A callback due now (``call_soon``) or at ``when`` (a timer): what the discrete-event core
+    keeps instead of asyncio's handles. Cancelling clears the callback; the entry is skipped."""
+
+    __slots__ = ("_when", "args", "ctx", "fn", "loop")
+
+    def __init__(
+        self, loop: DesLoop | None, when: float, fn: Callable[..., Any], args: tuple[Any, ...],
+        ctx: contextvars.Context | None,
+    ) -> None:
+        self.loop = loop
+        self._when = when
+        self.fn: Callable[..., Any] | None = fn
+        self.args = args
+        self.ctx = ctx
+
+    def cancel(self) -> None:
+        if self.fn is not None:
+            self.fn = None
+            self.args = ()
+            if self.loop is not None:
+                self.loop._cancelled_timers += 1
+
+    def cancelled(self) -> bool:
+        return self.fn is None
+
+    def when(self) -> float:
+        return self._when
+
+    def __lt__(self, other: Event) -> bool:
+        # Heap entries are (when, event): at equal times no event is "less", so ties keep the
+        # places asyncio's heap of TimerHandles (compared by time alone) would give them.
+        return False
+
+
+class DesLoop(asyncio.SelectorEventLoop):
+    """The discrete-event core for virtual time: a plain heap of ``(time, seq, event)`` entries
+    and a FIFO of ready events, run as asyncio's loop runs them (ready callbacks in batches, then
+    timers due within the clock's resolution), so coroutines, futures and tasks work unchanged.
+    No selector poll while only the loop's self-pipe is registered; time jumps to the next timer.
+
+    Every callback runs in the order ``AsyncioVirtualLoop`` runs it, ties included (timers due at
+    the same instant keep asyncio's heap order, which is deterministic but not insertion order):
+    a scenario and seed give byte-identical results on both cores."""
+
+    def __init__(self) -> None:
+        super().__init__(selectors.DefaultSelector())
+        self._now = 0.0
+        self._heap: list[tuple[float, Event]] = []
+        self._cancelled_timers = 0
+        # asyncio's own ready queue (run_forever and I/O callbacks use it), and its loop state.
+        self._queue: deque[Any] = vars(self)["_ready"]
+        self._resolution: float = vars(self)["_clock_resolution"]
+        self._io: selectors.BaseSelector = vars(self)["_selector"]
+
+    def time(self) -> float:
+        return self._now
+
+    def call_soon(  # type: ignore[override]
+        self, callback: Callable[..., Any], *args: Any, context: Ctx = None
+    ) -> Any:
+        ev = Event(None, 0.0, callback, args, context)
+        self._queue.append(ev)
+        return ev
+
+    def call_at(  # type: ignore[override]
+        self, when: float, callback: Callable[..., Any], *args: Any, context: Ctx = None
+    ) -> Any:
+        ev = Event(self, when, callback, args, context)
+        heapq.heappush(self._heap, (when, ev))
+        return ev
+
+    def call_later(  # type: ignore[override]
+        self, delay: float, callback: Callable[..., Any], *args: Any, context: Ctx = None
+    ) -> Any:
+        ev = Event(self, self._now + delay, callback, args, context)
+        heapq.heappush(self._heap, (ev._when, ev))
+        return ev
+
+    def _run_once(self) -> None:
+        heap, queue = self._heap, self._queue
+        if len(heap) > _SWEEP_MIN_TIMERS and self._cancelled_timers > _SWEEP_FRACTION * len(heap):
+            heap[:] = [e for e in heap if e[1].fn is not None]
+            heapq.heapify(heap)
+            self._cancelled_timers = 0
+        else:
+            while heap and heap[0][1].fn is None:
+                heapq.heappop(heap)
+                self._cancelled_timers -= 1
+        idle = not queue and not vars(self)["_stopping"]
+        events = None
+        if len(self._io.get_map()) > 1 or (idle and not heap):
+            # Real I/O is registered (or nothing at all is scheduled: only I/O can wake us).
+            events = self._io.select(None if idle and not heap else 0.0)
+            self._process_events(events)  # type: ignore[attr-defined]
+        if idle and heap and not events:
+            # Jump to the next timer (as ``now += timeout`` did, to keep the same float sums).
+            self._now += max(0.0, heap[0][0] - self._now)
+        end = self._now + self._resolution
+        while heap and heap[0][0] < end:
+            ev = heapq.heappop(heap)[1]
+            # Out of the heap: a later cancel is not one of its cancelled timers. (A cancelled
+            # timer leaving here stays counted, as in asyncio: the sweeps happen when they did.)
+            ev.loop = None
+            queue.append(ev)
+        for _ in range(len(queue)):
+            ev = queue.popleft()
+            if type(ev) is not Event:
+                if not ev._cancelled:
+                    ev._run()
+                continue
+            fn = ev.fn
+            if fn is None:
+                continue
+            try:
+                if ev.ctx is None:
+                    fn(*ev.args)
+                else:
+                    ev.ctx.run(fn, *ev.args)
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException as exc:
+                self.call_exception_handler(
+                    {"message": f"Exception in callback {fn!r}", "exception": exc, "handle": ev}
+                )
+
+
+def new_event_loop(mode: ClockMode, core: VirtualCore = "des") -> asyncio.AbstractEventLoop:
     if mode == "virtual":
-        return VirtualTimeLoop()
+        return DesLoop() if core == "des" else AsyncioVirtualLoop()
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a declared dependency
@@ -170,12 +312,41 @@ class EpochClock(RealClock):
         self._origin = loop.time() + (epoch - unix_time())
 
 
-def run(main: Callable[[LoopClock], Any], mode: ClockMode = "virtual", speed: float = 1.0) -> Any:
-    """Run ``main(clock)`` (a coroutine function) to completion on a fresh loop of ``mode``."""
-    loop = new_event_loop(mode)
+class VirtualClock(LoopClock):
+    """The clock of the discrete-event core: speed 1, ``now()`` an attribute read, timers straight
+    into the core's heap."""
+
+    def __init__(self, loop: DesLoop) -> None:
+        super().__init__(loop, 1.0)
+        self._des = loop
+
+    def now(self) -> float:
+        return self._des._now - self._origin
+
+    def call_later(self, delay: float, callback: Callable[..., Any], *args: Any) -> Cancellable:
+        timer: Event = self._des.call_later(delay if delay > 0.0 else 0.0, callback, *args)
+        return timer
+
+    def call_soon(self, callback: Callable[..., Any], *args: Any) -> Any:
+        return self._des.call_soon(callback, *args)
+
+
+def clock_for(loop: asyncio.AbstractEventLoop, mode: ClockMode, speed: float = 1.0) -> LoopClock:
+    if mode == "realtime":
+        return RealClock(loop, speed)
+    return VirtualClock(loop) if isinstance(loop, DesLoop) else LoopClock(loop)
+
+
+def run(
+    main: Callable[[LoopClock], Any], mode: ClockMode = "virtual", speed: float = 1.0,
+    core: VirtualCore = "des",
+) -> Any:
+    """Run ``main(clock)`` (a coroutine function) to completion on a fresh loop of ``mode``
+    (``core``: which loop runs virtual time)."""
+    loop = new_event_loop(mode, core)
     try:
         asyncio.set_event_loop(loop)
-        clock = LoopClock(loop) if mode == "virtual" else RealClock(loop, speed)
+        clock = clock_for(loop, mode, speed)
         return loop.run_until_complete(main(clock))
     finally:
         try:
