@@ -172,8 +172,15 @@ class RingMonitor:
             self._want_sync(self.view.version + 1)  # registered, yet not in the ring we hold
         if self.successors:
             self._seq += 1
-            msg = self._liveness()
+            stalled, version = self._stall_age(), self._advertised()
+            msg: Liveness | None = None
             for dst in self.successors:
+                if stalled == 0.0 and self._peers.touch(dst, self.machine_id, version):
+                    continue
+                if msg is None:
+                    msg = Liveness(
+                        sender=self.machine_id, seq=self._seq, stalled_s=stalled, ring_version=version
+                    )
                 self._to_peer(dst, msg)
             self.stats.liveness_sent += len(self.successors)
         if self._in_loop:
@@ -274,6 +281,26 @@ class RingMonitor:
                 self._log.warning("ring.update_rejected", machine_id=self.machine_id, type=type(msg).__name__)
             case _:
                 self._log.warning("ring.unexpected_message", type=type(msg).__name__)
+
+    def heard_from(self, sender: int, ring_version: int) -> bool:
+        """A liveness as a timestamp (see ``PeerChannel.touch``): done here when the message
+        would only have set when ``sender`` was last heard; anything more (a newer or older ring
+        version to act on, a ping's round trip to sample) needs the message itself."""
+        if not self.active:
+            return True  # the message would be ignored
+        if ring_version > (self.view.version if self.view is not None else -1):
+            return False
+        if ring_version < self._advertised():
+            return False
+        w = self.watching.get(sender)
+        if w is None:
+            return True
+        if w.ping_sent >= 0:
+            return False
+        w.last = self._clock.now()
+        w.pinged_at = -1.0
+        w.heard = True
+        return True
 
     def from_rm(self, msg: Any) -> None:
         """A ring message on the node's RM connection."""

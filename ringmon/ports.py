@@ -30,6 +30,10 @@ class Log(Protocol):
 class PeerReceiver(Protocol):
     def from_peer(self, msg: Any) -> None: ...
 
+    def heard_from(self, sender: int, ring_version: int) -> bool:
+        """``sender`` sent a liveness now (not stalled, advertising ``ring_version``): record it as
+        a timestamp if that is all the message would do; False: it must come as a message."""
+
 
 class PeerChannel(Protocol):
     def bind(self, machine_id: int, receiver: PeerReceiver) -> None:
@@ -41,6 +45,11 @@ class PeerChannel(Protocol):
     def send(self, dst: int, msg: Any, endpoint: str = "") -> None:
         """Best effort: may be lost; never blocks and never re-enters the sender. ``endpoint``:
         where ``dst``'s process listens, when the sender's ring says ("" if it does not)."""
+
+    def touch(self, dst: int, sender: int, ring_version: int) -> bool:
+        """Liveness at the cost of a timestamp: when nothing can lose, delay or hold a liveness
+        to ``dst`` (one process, no fault), write it on ``dst``'s watcher and return True;
+        otherwise return False and the sender sends the message."""
 
 
 class RingCounters(msgspec.Struct):

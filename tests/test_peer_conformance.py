@@ -27,6 +27,9 @@ class Box:
     def from_peer(self, msg: Any) -> None:
         self.got.append(msg)
 
+    def heard_from(self, sender: int, ring_version: int) -> bool:
+        return False  # every liveness as a message, to see it
+
 
 class Pair:
     """Two "processes": channel ``a`` hosts some machine ids, channel ``b`` others. In memory both

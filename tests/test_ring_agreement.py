@@ -206,6 +206,9 @@ def test_liveness_carries_the_advertised_version() -> None:
             def from_peer(self, msg: Any) -> None:
                 got.append(msg)
 
+            def heard_from(self, sender: int, ring_version: int) -> bool:
+                return False
+
         net.peers.bind(2, Recorder())
         clock.advance_to(clock.now() + 2.0)
         assert got and isinstance(got[-1], Liveness) and got[-1].ring_version == 1

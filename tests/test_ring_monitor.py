@@ -101,7 +101,10 @@ def test_an_answered_ping_prevents_a_report() -> None:
                 return
             real_from_peer(msg)
 
-        net.peers.bind(6, type("R", (), {"from_peer": staticmethod(drop_regular)})())
+        # Every liveness to 6 as a message (no timestamps), so that some can be dropped.
+        net.peers.bind(6, type("R", (), {
+            "from_peer": staticmethod(drop_regular), "heard_from": staticmethod(lambda *_: False),
+        })())
         clock.advance_to(clock.now() + 6.0)
         assert not net.reports(6)
 

@@ -198,7 +198,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.table:
         print(markdown_table(msgspec.json.decode(Path(args.table).read_bytes())))
         return 0
-    report = run_bench(nodes=args.nodes, hours=args.hours, interval_s=args.interval)
+    report = run_bench(nodes=args.nodes, hours=args.hours, interval_s=args.interval, baseline=args.baseline)
     if args.out:
         Path(args.out).write_bytes(msgspec.json.format(msgspec.json.encode(report)) + b"\n")
     if args.json:
@@ -414,6 +414,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--nodes", type=count(), default=1000)
     b.add_argument("--hours", type=positive, default=1.0)
     b.add_argument("--interval", type=positive, default=3.0)
+    b.add_argument("--baseline", action="store_true",
+                   help="also run the first design (asyncio core, ring liveness as messages) and give ratios")
     b.add_argument("--json", action="store_true", help="also print the figures as JSON")
     b.add_argument("--out", metavar="JSON", help="write the figures to this file (docs/bench.json)")
     b.add_argument("--table", metavar="JSON", help="only print the README table of a bench.json")

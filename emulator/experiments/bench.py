@@ -22,7 +22,7 @@ from emulator.harness.nodeproc import NodeProcess
 from emulator.harness.runner import run_blocking
 from emulator.scenario.loader import scenario_from_dict
 from emulator.scenario.schema import Scenario
-from emulator.time.clock import LoopClock, run
+from emulator.time.clock import LoopClock, VirtualCore, run
 from nodemanager.config import HeartbeatConfig
 from nodemanager.stats import NodeCounters
 from rm.protocol import ContainerLaunch, LaunchContainers, RegisterResponse, Resources
@@ -32,13 +32,23 @@ LOAD = 0.95
 JOBS = 30
 
 
-def bench_scenario(nodes: int, hours: float, interval_s: float, mode: str) -> Scenario:
+# The design measured, and the first design kept for comparison: asyncio's loop as the virtual
+# clock and every ring liveness a message.
+DESIGNS: dict[str, tuple[VirtualCore, str]] = {
+    "des": ("des", "timestamps"),
+    "asyncio": ("asyncio", "messages"),
+}
+
+
+def bench_scenario(nodes: int, hours: float, interval_s: float, mode: str,
+                   ring_liveness: str = "timestamps") -> Scenario:
     tasks = max(1, round(nodes * SLOTS_PER_NODE * LOAD / JOBS))
     return scenario_from_dict(
         {
             "name": f"bench-{mode}",
             "cluster": {"nodes": [{"count": nodes, "cpu": SLOTS_PER_NODE, "ram_gib": 2 * SLOTS_PER_NODE}]},
             "heartbeat": {"mode": mode, "interval_s": interval_s},
+            "transport": {"ring_liveness": ring_liveness},
             "workload": {
                 "operations": [
                     {
@@ -61,16 +71,18 @@ def bench_scenario(nodes: int, hours: float, interval_s: float, mode: str) -> Sc
     )
 
 
-def speed(nodes: int, hours: float, interval_s: float, mode: str) -> dict[str, Any]:
-    scenario = bench_scenario(nodes, hours, interval_s, mode)
+def speed(nodes: int, hours: float, interval_s: float, mode: str, design: str = "des") -> dict[str, Any]:
+    core, liveness = DESIGNS[design]
+    scenario = bench_scenario(nodes, hours, interval_s, mode, liveness)
     cpu0 = time.process_time()
-    outcome = run_blocking(scenario)
+    outcome = run_blocking(scenario, core=core)
     cpu = time.process_time() - cpu0
     wall = outcome.wall_s
     sent = outcome.nodes.heartbeats_sent
     allocs = outcome.rm.counters.allocations
     return {
         "mode": mode,
+        "design": design,
         "nodes": nodes,
         "emulated_s": scenario.run.duration_s,
         "wall_s": round(wall, 3),
@@ -127,17 +139,24 @@ def _stderr(line: str) -> None:
 
 
 def run_bench(nodes: int = 1000, hours: float = 1.0, interval_s: float = 3.0,
-              progress: Callable[[str], None] = _stderr) -> dict[str, Any]:
-    """``progress``: a line as each part starts and ends (a default bench takes minutes)."""
+              progress: Callable[[str], None] = _stderr, baseline: bool = False) -> dict[str, Any]:
+    """``progress``: a line as each part starts and ends (a default bench takes minutes).
+    ``baseline``: also run the first design (asyncio core, liveness messages), each mode right
+    after the current design's run, and report the CPU-time ratios."""
     console = Console()
     console.print(f"bench: {nodes} nodes x {hours:g} emulated h, {interval_s:g}s heartbeats, virtual time")
     results = []
+    base: dict[str, dict[str, Any]] = {}
     for mode in ("periodic", "delta"):
-        progress(f"bench: {mode}: started ({nodes:,} nodes, {hours:g} emulated h)")
-        r = speed(nodes, hours, interval_s, mode)
-        progress(f"bench: {mode}: finished in {r['wall_s']:.1f} s wall ({r['heartbeats']:,} heartbeats, "
-                 f"{r['heartbeats_per_wall_s']:,} / wall s, {r['emulated_per_wall']:,}x emulated speed)")
-        results.append(r)
+        for design in ("des", "asyncio") if baseline else ("des",):
+            progress(f"bench: {mode} ({design}): started ({nodes:,} nodes, {hours:g} emulated h)")
+            r = speed(nodes, hours, interval_s, mode, design)
+            progress(f"bench: {mode} ({design}): finished in {r['cpu_s']:.1f} s CPU ({r['heartbeats']:,} "
+                     f"heartbeats, {r['emulated_per_wall']:,}x emulated speed)")
+            if design == "des":
+                results.append(r)
+            else:
+                base[mode] = r
     periodic, delta = results
     progress("bench: floor: started (a minimal periodic heartbeat loop, 3 x 300,000 heartbeats)")
     floor = floor_us_per_heartbeat(nodes)
@@ -165,8 +184,13 @@ def run_bench(nodes: int = 1000, hours: float = 1.0, interval_s: float = 3.0,
         "memory per NodeManager (tracemalloc): "
         + ", ".join(f"{k} = {v:,}" for k, v in mem.items() if k != "nodes")
     )
+    if base:
+        console.print("first design (asyncio core, liveness messages), same invocation: " + ", ".join(
+            f"{m} {b['cpu_s']:.1f} s CPU ({b['cpu_s'] / r['cpu_s']:.2f}x the current)"
+            for m, b, r in (("periodic", base["periodic"], periodic), ("delta", base["delta"], delta))))
     return {
         "periodic": periodic, "delta": delta, "periodic_over_delta_wall": round(ratio, 3), "memory": mem,
+        "baseline": base,
         "floor_us_per_heartbeat": round(floor, 2),
         "machine": machine(),
     }
@@ -205,4 +229,17 @@ def markdown_table(report: dict[str, Any]) -> str:
         f"{mem['bytes_per_idle_node']:,} B idle, {busy:,} B with 20 containers (tracemalloc); "
         f"{m.get('cores', '?')} cores, Python {m.get('python', '?')}."
     )
+    base = report.get("baseline") or {}
+    if base:
+        lines.append("")
+        lines.append(
+            "The first design (asyncio's loop as the virtual clock, every ring liveness a message), "
+            "measured in the same invocation: "
+            + "; ".join(
+                f"{mode} {base[mode]['cpu_s']:.1f} s CPU, {base[mode]['cpu_s'] / report[mode]['cpu_s']:.2f}× "
+                "the current design's"
+                for mode in ("periodic", "delta")
+            )
+            + "."
+        )
     return "\n".join(lines)

@@ -140,6 +140,10 @@ class _GatedReceiver:
     def from_peer(self, msg: Any) -> None:
         self._gate.run(self._inner.from_peer, msg)
 
+    def heard_from(self, sender: int, ring_version: int) -> bool:
+        # A paused process holds its messages: a liveness to it must wait as a message.
+        return not self._gate.paused and self._inner.heard_from(sender, ring_version)
+
 
 class GatedPeers:
     """The peer channel as code inside the process sees it: deliveries go through the gate."""
@@ -161,6 +165,9 @@ class GatedPeers:
 
     def send(self, dst: int, msg: Any, endpoint: str = "") -> None:
         self._inner.send(dst, msg, endpoint)
+
+    def touch(self, dst: int, sender: int, ring_version: int) -> bool:
+        return self._inner.touch(dst, sender, ring_version)
 
 
 class RingParts:

@@ -118,7 +118,10 @@ async def _run(
     log = make_logger(clock, events)
     counters = NodeCounters()
     timing = HeartbeatTiming()
-    peers = MemoryPeers(clock, sc.run.seed, sc.transport.latency_s) if sc.ring_enabled else None
+    peers = (
+        MemoryPeers(clock, sc.run.seed, sc.transport.latency_s, sc.transport.ring_liveness == "timestamps")
+        if sc.ring_enabled else None
+    )
     ring = RingParts(sc.ring, peers) if peers is not None else None
     specs = node_specs(sc)
     offsets = phases(sc, len(specs))

@@ -24,9 +24,12 @@ class PeerCounters(msgspec.Struct):
 
 
 class MemoryPeers:
-    def __init__(self, clock: Scheduler, seed: int, latency_s: float = 0.0) -> None:
+    def __init__(self, clock: Scheduler, seed: int, latency_s: float = 0.0, timestamps: bool = True) -> None:
+        """``timestamps``: liveness no fault touches is a timestamp written on the watcher
+        (``touch``) rather than a message delivered through the event loop."""
         self._clock = clock
         self._latency = latency_s
+        self._timestamps = timestamps and latency_s == 0.0
         self._rng = random.Random(f"{seed}:peers")
         # Binders per id, latest last (ids are reused: the smallest free one goes to a new node).
         self._bound: dict[int, list[PeerReceiver]] = {}
@@ -64,6 +67,17 @@ class MemoryPeers:
             self._clock.call_later(self._latency, self._deliver, dst, msg)
         else:
             self._clock.call_soon(self._deliver, dst, msg)
+
+    def touch(self, dst: int, sender: int, ring_version: int) -> bool:
+        if not self._timestamps or self.loss > 0.0:
+            return False
+        stack = self._bound.get(dst)
+        if stack and not stack[-1].heard_from(sender, ring_version):
+            return False
+        self.counters.sent += 1
+        if not stack:
+            self.counters.undeliverable += 1
+        return True
 
     def _deliver(self, dst: int, msg: Any) -> None:
         # Resolved at delivery: a message to an id whose owner crashed goes nowhere.

@@ -183,6 +183,9 @@ class TcpPeers:
             raise ValueError(f"loss fraction must be in [0, 1], got {fraction}")
         self.loss = fraction
 
+    def touch(self, dst: int, sender: int, ring_version: int) -> bool:
+        return False  # over TCP liveness is always a real message
+
     def send(self, dst: int, msg: Any, endpoint: str = "") -> None:
         c = self.counters
         c.sent += 1
