@@ -88,13 +88,22 @@ def speed(nodes: int, hours: float, interval_s: float, mode: str, design: str = 
         "wall_s": round(wall, 3),
         "cpu_s": round(cpu, 3),
         "heartbeats": sent,
+        "statuses": outcome.nodes.statuses_sent,
         "heartbeats_per_cpu_s": round(sent / cpu),
         "us_per_heartbeat": round(cpu / sent * 1e6, 2),
         "heartbeats_per_wall_s": round(sent / wall),
         "tasks_scheduled": allocs,
         "tasks_per_wall_s": round(allocs / wall),
         "emulated_per_wall": round(scenario.run.duration_s / wall, 1),
+        # The process's peak so far (modes run in order: the delta figure covers both).
+        "peak_rss_mb": round(peak_rss_mb()),
     }
+
+
+def peak_rss_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def memory_per_node(count: int = 5000, containers: int = SLOTS_PER_NODE) -> dict[str, float]:

@@ -1,0 +1,100 @@
+"""A scale model on paper (docs/scale.md): from measured costs, what 100k and 1M nodes need.
+
+Inputs, all committed result files:
+- ``docs/bench.json`` (``emulator bench``, 1,000 nodes x 1 h, virtual time): CPU per
+  node-interval of the whole emulation in one process, heartbeats and statuses per node-interval
+  in each mode, memory per NodeManager;
+- ``docs/e2-sweep.json`` (``make e2``, real time over TCP): the RM's service times measured in
+  wall time (a heartbeat a + b x statuses, a node update c, an allocation d);
+- ``docs/scale-*.json`` (``emulator bench --nodes N --hours H``): larger runs that check the
+  model's virtual-time prediction.
+
+The model is linear: every cost is per node-interval (one node, one heartbeat interval), so CPU
+and RM load grow with nodes x emulated time, and the RM, single-threaded, saturates when its
+busy fraction reaches 1.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+INTERVAL_S = 3.0
+MODES = ("periodic", "delta")
+# The bench's workload (E2): 20 slots per node at 95% load, tasks of 300 s on average.
+ALLOCATIONS_PER_NODE_S = 20 * 0.95 / 300
+# A node host is planned at this share of one core (headroom for lateness).
+HOST_CORE_SHARE = 0.7
+SIZES = (100_000, 1_000_000)
+
+
+def coefficients(bench: dict[str, Any], sweep: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Per mode: µs of one process per node-interval (virtual), heartbeats and statuses per
+    node-interval, the RM's µs per node-interval in real time, and what is left for nodes."""
+    cal = sweep["calibration_us"]
+    out: dict[str, dict[str, float]] = {}
+    for mode in MODES:
+        r = bench[mode]
+        node_intervals = r["nodes"] * r["emulated_s"] / INTERVAL_S
+        hb = r["heartbeats"] / node_intervals
+        statuses = r.get("statuses", r["heartbeats"] * 20 if mode == "periodic" else 0) / node_intervals
+        rm_us = (hb * (cal["heartbeat_us"] + cal["node_update_us"]) + statuses * cal["heartbeat_per_status_us"]
+                 + ALLOCATIONS_PER_NODE_S * INTERVAL_S * cal["allocation_us"])
+        total_us = r["cpu_s"] / node_intervals * 1e6
+        out[mode] = {
+            "us_per_node_interval": total_us,
+            "heartbeats_per_node_interval": hb,
+            "statuses_per_node_interval": statuses,
+            "rm_us_per_node_interval": rm_us,
+            "node_us_per_node_interval": max(0.0, total_us - rm_us),
+        }
+    return out
+
+
+def predict_cpu_s(coef: dict[str, float], nodes: int, emulated_s: float) -> float:
+    return coef["us_per_node_interval"] * nodes * emulated_s / INTERVAL_S / 1e6
+
+
+def markdown_table(bench: dict[str, Any], sweep: dict[str, Any], *runs: dict[str, Any]) -> str:
+    coef = coefficients(bench, sweep)
+    mem = bench["memory"]
+    busy_b = next(v for k, v in mem.items() if k.startswith("bytes_per_node_with"))
+    lines = [
+        "| mode | one process, virtual: µs per node-interval | RM (real time): µs per node-interval "
+        "| RM saturates at | nodes: µs per node-interval | 100k nodes: RM busy, node hosts | "
+        "1M nodes: RM busy, node hosts |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for mode in MODES:
+        c = coef[mode]
+        per_node_rm = c["rm_us_per_node_interval"] / INTERVAL_S / 1e6  # busy fraction per node
+        saturation = 1.0 / per_node_rm
+        cells = []
+        for n in SIZES:
+            hosts = n * c["node_us_per_node_interval"] / INTERVAL_S / 1e6 / HOST_CORE_SHARE
+            cells.append(f"{n * per_node_rm:.0%}, {hosts:,.0f} cores")
+        lines.append(
+            f"| {mode} | {c['us_per_node_interval']:.1f} | {c['rm_us_per_node_interval']:.2f} | "
+            f"{saturation:,.0f} nodes | {c['node_us_per_node_interval']:.1f} | {cells[0]} | {cells[1]} |"
+        )
+    lines += [
+        "",
+        "| check: run | mode | predicted CPU | measured CPU | measured / predicted | peak RSS |",
+        "|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        for mode in MODES:
+            r = run[mode]
+            pred = predict_cpu_s(coef[mode], r["nodes"], r["emulated_s"])
+            lines.append(
+                f"| {r['nodes']:,} nodes × {r['emulated_s'] / 60:g} emulated min | {mode} | {pred:,.0f} s | "
+                f"{r['cpu_s']:,.0f} s | {r['cpu_s'] / pred:.2f} | {r.get('peak_rss_mb', 0):,} MB |"
+            )
+    lines += [
+        "",
+        f"Coefficients from `docs/bench.json` ({bench['periodic']['nodes']:,} nodes × "
+        f"{bench['periodic']['emulated_s'] / 3600:g} h, virtual time) and the RM's service times in "
+        "`docs/e2-sweep.json` (real time over TCP); memory per NodeManager "
+        f"{mem['bytes_per_idle_node']:,} B idle, {busy_b:,} B with 20 containers. Node hosts are "
+        f"counted at {HOST_CORE_SHARE:.0%} of a core each.",
+    ]
+    return "\n".join(lines)
