@@ -37,8 +37,11 @@ def coefficients(bench: dict[str, Any], sweep: dict[str, Any]) -> dict[str, dict
         node_intervals = r["nodes"] * r["emulated_s"] / INTERVAL_S
         hb = r["heartbeats"] / node_intervals
         statuses = r.get("statuses", r["heartbeats"] * 20 if mode == "periodic" else 0) / node_intervals
-        rm_us = (hb * (cal["heartbeat_us"] + cal["node_update_us"]) + statuses * cal["heartbeat_per_status_us"]
-                 + ALLOCATIONS_PER_NODE_S * INTERVAL_S * cal["allocation_us"])
+        rm_us = (
+            hb * (cal["heartbeat_us"] + cal["node_update_us"])
+            + statuses * cal["heartbeat_per_status_us"]
+            + ALLOCATIONS_PER_NODE_S * INTERVAL_S * cal["allocation_us"]
+        )
         total_us = r["cpu_s"] / node_intervals * 1e6
         out[mode] = {
             "us_per_node_interval": total_us,
