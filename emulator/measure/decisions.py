@@ -8,6 +8,7 @@ reproduce it (``emulator.results.record.WALL_CLOCK_FIELDS``).
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable
 
 from emulator.time.clock import wall_time
@@ -40,11 +41,7 @@ class DecisionTimer:
 
     def add(self, us: float) -> None:
         self.histogram.add(us)
-        for i, edge in enumerate(BUCKETS_US):
-            if us <= edge:
-                self.counts[i] += 1
-                return
-        self.counts[-1] += 1
+        self.counts[bisect_left(BUCKETS_US, us)] += 1
 
     def summary(self) -> dict[str, float]:
         """``{"count", "p50", "p90", "p99", "max"}`` in µs (quantiles within ~4%)."""
