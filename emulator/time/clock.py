@@ -144,51 +144,59 @@ class DesLoop(asyncio.SelectorEventLoop):
         return ev
 
     def _run_once(self) -> None:
-        heap, queue = self._heap, self._queue
-        if len(heap) > _SWEEP_MIN_TIMERS and self._cancelled_timers > _SWEEP_FRACTION * len(heap):
-            heap[:] = [e for e in heap if e[1].fn is not None]
-            heapq.heapify(heap)
-            self._cancelled_timers = 0
-        else:
-            while heap and heap[0][1].fn is None:
-                heapq.heappop(heap)
-                self._cancelled_timers -= 1
-        idle = not queue and not vars(self)["_stopping"]
-        events = None
-        if len(self._io.get_map()) > 1 or (idle and not heap):
-            # Real I/O is registered (or nothing at all is scheduled: only I/O can wake us).
-            events = self._io.select(None if idle and not heap else 0.0)
-            self._process_events(events)  # type: ignore[attr-defined]
-        if idle and heap and not events:
-            # Jump to the next timer (as ``now += timeout`` did, to keep the same float sums).
-            self._now += max(0.0, heap[0][0] - self._now)
-        end = self._now + self._resolution
-        while heap and heap[0][0] < end:
-            ev = heapq.heappop(heap)[1]
-            # Out of the heap: a later cancel is not one of its cancelled timers. (A cancelled
-            # timer leaving here stays counted, as in asyncio: the sweeps happen when they did.)
-            ev.loop = None
-            queue.append(ev)
-        for _ in range(len(queue)):
-            ev = queue.popleft()
-            if type(ev) is not Event:
-                if not ev._cancelled:
-                    ev._run()
-                continue
-            fn = ev.fn
-            if fn is None:
-                continue
-            try:
-                if ev.ctx is None:
-                    fn(*ev.args)
-                else:
-                    ev.ctx.run(fn, *ev.args)
-            except (SystemExit, KeyboardInterrupt):
-                raise
-            except BaseException as exc:
-                self.call_exception_handler(
-                    {"message": f"Exception in callback {fn!r}", "exception": exc, "handle": ev}
-                )
+        """asyncio's loop iteration, repeated here while no I/O is registered and nobody asked
+        the loop to stop (what ``run_forever`` would do, without its call per iteration)."""
+        heap, queue, state = self._heap, self._queue, vars(self)
+        fds = self._io.get_map()
+        pop, res = heapq.heappop, self._resolution
+        while True:
+            if len(heap) > _SWEEP_MIN_TIMERS and self._cancelled_timers > _SWEEP_FRACTION * len(heap):
+                heap[:] = [e for e in heap if e[1].fn is not None]
+                heapq.heapify(heap)
+                self._cancelled_timers = 0
+            else:
+                while heap and heap[0][1].fn is None:
+                    pop(heap)
+                    self._cancelled_timers -= 1
+            idle = not queue and not state["_stopping"]
+            events = None
+            io = len(fds) > 1
+            if io or (idle and not heap):
+                # Real I/O is registered (or nothing at all is scheduled: only I/O can wake us).
+                events = self._io.select(None if idle and not heap else 0.0)
+                self._process_events(events)  # type: ignore[attr-defined]
+            if idle and heap and not events:
+                # Jump to the next timer (as ``now += timeout`` did, to keep the same float sums).
+                self._now += max(0.0, heap[0][0] - self._now)
+            end = self._now + res
+            while heap and heap[0][0] < end:
+                ev = pop(heap)[1]
+                # Out of the heap: a later cancel is not one of its cancelled timers. (A cancelled
+                # timer leaving here stays counted, as in asyncio: the sweeps happen when they did.)
+                ev.loop = None
+                queue.append(ev)
+            for _ in range(len(queue)):
+                ev = queue.popleft()
+                if type(ev) is not Event:
+                    if not ev._cancelled:
+                        ev._run()
+                    continue
+                fn = ev.fn
+                if fn is None:
+                    continue
+                try:
+                    if ev.ctx is None:
+                        fn(*ev.args)
+                    else:
+                        ev.ctx.run(fn, *ev.args)
+                except (SystemExit, KeyboardInterrupt):
+                    raise
+                except BaseException as exc:
+                    self.call_exception_handler(
+                        {"message": f"Exception in callback {fn!r}", "exception": exc, "handle": ev}
+                    )
+            if io or state["_stopping"] or not (queue or heap):
+                return
 
 
 def new_event_loop(mode: ClockMode, core: VirtualCore = "des") -> asyncio.AbstractEventLoop:
