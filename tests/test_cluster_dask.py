@@ -13,9 +13,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import distributed
 import pytest
 
-distributed = pytest.importorskip("distributed")
+from emulator.cli.main import main
+from emulator.harness.cluster import ClusterError, spread
 
 SCENARIO = """
 name = "on-dask"
@@ -44,11 +46,12 @@ speed = 10
 
 
 @pytest.fixture
-def cluster() -> Iterator[distributed.Client]:
+def cluster() -> Iterator[tuple[distributed.Client, str]]:
+    """A client of a local Dask cluster, and its scheduler's address."""
     with distributed.LocalCluster(
         n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None, host="127.0.0.1",
     ) as local, distributed.Client(local) as client:
-        yield client
+        yield client, local.scheduler_address
 
 
 def start_run(tmp_path: Path, address: str, nodes: int, duration: float,
@@ -76,10 +79,11 @@ def finish(proc: subprocess.Popen[str], timeout_s: float) -> str:
 
 @pytest.mark.slow
 def test_node_hosts_run_as_tasks_on_the_dask_workers_and_report_back(
-    tmp_path: Path, cluster: distributed.Client
+    tmp_path: Path, cluster: tuple[distributed.Client, str]
 ) -> None:
-    pids = set(cluster.run(os.getpid).values())
-    proc, out = start_run(tmp_path, cluster.scheduler.address, nodes=60, duration=60)
+    client, address = cluster
+    pids = set(client.run(os.getpid).values())
+    proc, out = start_run(tmp_path, address, nodes=60, duration=60)
     err = finish(proc, 60)
     assert proc.returncode == 0, err
     s = json.loads((out / "summary.json").read_text())
@@ -97,10 +101,11 @@ def test_node_hosts_run_as_tasks_on_the_dask_workers_and_report_back(
 
 @pytest.mark.slow
 def test_a_killed_dask_worker_is_a_correlated_crash_the_ring_finds(
-    tmp_path: Path, cluster: distributed.Client
+    tmp_path: Path, cluster: tuple[distributed.Client, str]
 ) -> None:
-    by_address = cluster.run(os.getpid)
-    proc, out = start_run(tmp_path, cluster.scheduler.address, nodes=60, duration=75)
+    client, address = cluster
+    by_address: dict[str, int] = client.run(os.getpid)
+    proc, out = start_run(tmp_path, address, nodes=60, duration=75)
     try:
         victim = by_address[min(by_address)]  # slices go to the workers in address order
         time.sleep(5 + 3.0)  # past the epoch (5 s of set-up), to t = 30 s
@@ -117,3 +122,25 @@ def test_a_killed_dask_worker_is_a_correlated_crash_the_ring_finds(
     assert s["crashed_nodes"] == 30 and s["crashed_removed"] == 30
     assert s["false_removals"] == 0 and s["nodes_alive_end"] == 30
     assert [w["nodes"] for w in s["workers"]] == [30]
+
+
+def test_slices_spread_over_the_workers_threads_and_too_few_threads_is_an_error() -> None:
+    assert spread({"tcp://b:1": 1, "tcp://a:1": 1}, 2) == ["tcp://a:1", "tcp://b:1"]
+    assert spread({"tcp://a:1": 2, "tcp://b:1": 1}, 3) == ["tcp://a:1", "tcp://b:1", "tcp://a:1"]
+    with pytest.raises(ClusterError, match=r"1 worker thread\(s\) and the run needs 2"):
+        spread({"tcp://a:1": 1}, 2)
+
+
+@pytest.mark.parametrize(("scenario", "flags", "message"), [
+    ("scenarios/quickstart.toml", ["--cluster", "tcp://127.0.0.1:1"],
+     '`transport.kind`: --cluster needs "tcp"'),
+    ("scenarios/e3-tcp.toml", ["--listen", "127.0.0.1:7077"], "--listen: only with --cluster"),
+    ("scenarios/e3-tcp.toml", ["--cluster", "tcp://127.0.0.1:1", "--listen", "0.0.0.0:7077"],
+     "not a wildcard"),
+])
+def test_cluster_flags_a_run_cannot_use_are_errors_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], scenario: str, flags: list[str], message: str
+) -> None:
+    assert main(["run", scenario, "--out", str(tmp_path / "out"), "--quiet", *flags]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
