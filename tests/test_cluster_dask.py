@@ -77,7 +77,6 @@ def finish(proc: subprocess.Popen[str], timeout_s: float) -> str:
     return err
 
 
-@pytest.mark.slow
 def test_node_hosts_run_as_tasks_on_the_dask_workers_and_report_back(
     tmp_path: Path, cluster: tuple[distributed.Client, str]
 ) -> None:
@@ -99,7 +98,6 @@ def test_node_hosts_run_as_tasks_on_the_dask_workers_and_report_back(
         assert '"host.connected"' in (out / f"events.worker-{i}.jsonl").read_text()
 
 
-@pytest.mark.slow
 def test_a_killed_dask_worker_is_a_correlated_crash_the_ring_finds(
     tmp_path: Path, cluster: tuple[distributed.Client, str]
 ) -> None:
@@ -108,7 +106,10 @@ def test_a_killed_dask_worker_is_a_correlated_crash_the_ring_finds(
     proc, out = start_run(tmp_path, address, nodes=60, duration=75)
     try:
         victim = by_address[min(by_address)]  # slices go to the workers in address order
-        time.sleep(5 + 3.0)  # past the epoch (5 s of set-up), to t = 30 s
+        deadline = time.monotonic() + 30
+        while sum(map(len, client.processing().values())) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(6)  # the slices were submitted about 5 s before the epoch: kill at t = 10..40 s
         os.kill(victim, signal.SIGKILL)
         err = finish(proc, 60)
     finally:
@@ -117,7 +118,7 @@ def test_a_killed_dask_worker_is_a_correlated_crash_the_ring_finds(
     assert proc.returncode == 0, err
     s = json.loads((out / "summary.json").read_text())
     (dead,) = s["dead_workers"]
-    assert dead["pid"] == victim and dead["nodes"] == 30 and 15 <= dead["t_s"] <= 45
+    assert dead["pid"] == victim and dead["nodes"] == 30 and 5 <= dead["t_s"] <= 50
     # All its nodes found and removed by the ring, nobody else; the other host still reported.
     assert s["crashed_nodes"] == 30 and s["crashed_removed"] == 30
     assert s["false_removals"] == 0 and s["nodes_alive_end"] == 30
