@@ -119,23 +119,25 @@ class DaskPlacement:
         self._cancels: set[asyncio.Task[Any]] = set()
 
     async def start(self, configs: list[HostConfig]) -> None:
-        self.placed = spread(self.workers, len(configs))
-        keep = self.events_dir is not None
+        placed = spread(self.workers, len(configs))
         # Events are written where the task runs and shipped back; the ring's peer channel
         # listens on the worker machine's own address, where the other machines reach it.
-        self.configs = [
+        ours = [
             msgspec.structs.replace(c, events_path=None, peer_host=_host_of(w))
-            for c, w in zip(configs, self.placed, strict=True)
+            for c, w in zip(configs, placed, strict=True)
         ]
-        self.futures = await asyncio.to_thread(self._submit, keep)
+        futures = await asyncio.to_thread(self._submit, ours, placed, self.events_dir is not None)
+        self.configs, self.placed, self.futures = ours, placed, futures
 
-    def _submit(self, keep: bool) -> list[Future[tuple[bytes, bytes]]]:
+    def _submit(
+        self, configs: list[HostConfig], placed: list[str], keep: bool
+    ) -> list[Future[tuple[bytes, bytes]]]:
         return [
             self.client.submit(
                 host_slice, msgspec.json.encode(c), keep, key=f"hbemu-slice-{c.worker}-{os.urandom(4).hex()}",
-                workers=[w], allow_other_workers=False, pure=False, retries=0,
+                workers=[w], allow_other_workers=False, pure=False,
             )
-            for c, w in zip(self.configs, self.placed, strict=True)
+            for c, w in zip(configs, placed, strict=True)
         ]
 
     def lost(self, worker: int) -> None:
