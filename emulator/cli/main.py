@@ -7,7 +7,7 @@ import errno
 import sys
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from rich.console import Console
@@ -31,6 +31,9 @@ from emulator.scenario.checks import timing_notes
 from emulator.scenario.footprint import estimate
 from emulator.scenario.loader import ScenarioError, load_scenario
 from emulator.scenario.schema import Scenario
+
+if TYPE_CHECKING:
+    from emulator.harness.cluster import ClusterOptions
 
 
 def _parse_set(item: str) -> tuple[str, Any]:
@@ -61,6 +64,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from emulator.cli.execute import run_directory
     from emulator.results.recording import fit_warmup
 
+    if getattr(args, "listen", None) is not None and getattr(args, "cluster", None) is None:
+        raise ScenarioError("--listen: only with --cluster (where the cluster's machines reach the RM)")
     if args.serve is None:
         # Silently ignoring them would run something other than what was asked for.
         flags = [flag for name, flag in SERVE_ONLY if getattr(args, name) not in (None, False)]
@@ -69,6 +74,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     given = _overrides(args)
     overrides, adjusted = fit_warmup(args.scenario, given)
     scenario = load_scenario(args.scenario, overrides)
+    cluster = _cluster_options(args, scenario)
     console = Console(stderr=True, quiet=args.quiet)
     _print_notes(args.scenario, scenario)
     out = Path(args.out) if args.out else Path("runs") / Path(args.scenario).stem
@@ -76,7 +82,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     check = True if args.check_invariants else getattr(args, "check", None)
     served = args.serve is not None
     with run_directory(out, args.scenario, scenario, given, adjusted, check, served) as rec:
-        status = _run(args, scenario, out, console, check)
+        status = _run(args, scenario, out, console, check, cluster)
         rec.finish(status)
         return status
 
@@ -110,8 +116,27 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     return report_rerun(src, out, record, cmd_run(run_args))
 
 
+def _cluster_options(args: argparse.Namespace, scenario: Scenario) -> ClusterOptions | None:
+    """``--cluster`` / ``--listen`` (docs/cluster.md): only for a TCP scenario run unserved."""
+    from emulator.cli.processes import parse_address
+    from emulator.harness.cluster import ClusterOptions
+
+    if getattr(args, "cluster", None) is None:
+        return None
+    if scenario.transport.kind != "tcp":
+        raise ScenarioError(f'{args.scenario}: at `transport.kind`: --cluster needs "tcp" (nodes in worker '
+                            f'processes), got "{scenario.transport.kind}"; or add --set transport.kind=tcp')
+    if args.serve is not None:
+        raise ScenarioError("--cluster: not with --serve")
+    listen = parse_address(args.listen, "--listen") if args.listen is not None else None
+    if listen is not None and listen[0] in ("0.0.0.0", "::", ""):
+        raise ScenarioError(f"--listen {args.listen}: give an address of this machine that the cluster's "
+                            "machines reach (it is told to them), not a wildcard")
+    return ClusterOptions(args.cluster, listen)
+
+
 def _run(args: argparse.Namespace, scenario: Scenario, out: Path, console: Console,
-         check: bool | None) -> int:
+         check: bool | None, cluster: ClusterOptions | None = None) -> int:
     from emulator.cli.execute import execute
     from emulator.results.console import RunProgress, summary_table
 
@@ -124,11 +149,13 @@ def _run(args: argparse.Namespace, scenario: Scenario, out: Path, console: Conso
         f"{scenario.heartbeat.mode} heartbeats every {scenario.heartbeat.interval_s:g}s, "
         f"{scenario.scheduler.policy}, {scenario.run.duration_s:g}s emulated ({scenario.run.clock})"
     )
+    if cluster is not None:
+        console.print(f"node hosts on the Dask cluster at {cluster.address}")
     if args.quiet:
-        outcome, summary = execute(scenario, out, check=check)
+        outcome, summary = execute(scenario, out, check=check, cluster=cluster)
     else:
         with RunProgress(scenario.run.duration_s, console) as bar:
-            outcome, summary = execute(scenario, out, bar.update, check)
+            outcome, summary = execute(scenario, out, bar.update, check, cluster=cluster)
     if outcome.partial:
         # Stopped by Ctrl-C / SIGTERM: one line, the partial results are on disk.
         return stopped(outcome, out)
@@ -373,6 +400,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "speed for a realtime scenario, else 20)")
     r.add_argument("--linger", type=non_negative, metavar="SECONDS",
                    help="with --serve: keep serving this long after the run (default: until Ctrl-C)")
+    r.add_argument("--cluster", metavar="ADDRESS",
+                   help="a TCP scenario's node hosts as tasks on this Dask scheduler, e.g. tcp://hostA:8786 "
+                   "(docs/cluster.md; pip install 'hbemu[cluster]')")
+    r.add_argument("--listen", metavar="HOST:PORT",
+                   help="with --cluster: where the RM listens, an address the cluster's machines reach "
+                   "(default: the scenario's transport.host and port)")
     r.set_defaults(func=cmd_run)
 
     rr = sub.add_parser("rerun", help="run a results directory's recorded scenario again and check "

@@ -199,7 +199,9 @@ class Worker:
                     n.set_healthy(msg.healthy)
 
 
-async def host_nodes(cfg: HostConfig, clock: LoopClock) -> HostReport:
+async def host_nodes(cfg: HostConfig, clock: LoopClock, signals: bool = True) -> HostReport:
+    """``signals``: SIGTERM/SIGINT stop the nodes (only a process's main thread can have them: a
+    node host run as a task on a cluster's worker thread has none)."""
     started, cpu0 = wall_time(), time.process_time()
     sink = open(cfg.events_path, "a", encoding="utf-8") if cfg.events_path else None  # noqa: SIM115
     loop = asyncio.get_running_loop()
@@ -221,7 +223,7 @@ async def host_nodes(cfg: HostConfig, clock: LoopClock) -> HostReport:
                                 nodes=[n.address for n in w.nodes], peer_endpoint=endpoint)
             await w.control.connect(*split_endpoint(cfg.control), hello)
         stack.enter_context(quiet_gc())
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in (signal.SIGTERM, signal.SIGINT) if signals else ():
             loop.add_signal_handler(sig, w.stop.set)
         async with asyncio.TaskGroup() as tg:
             tasks: list[asyncio.Task[Any]] = [tg.create_task(client.run(), name="tcp.client")]

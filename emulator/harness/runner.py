@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -38,6 +38,9 @@ from emulator.transport.peers import MemoryPeers
 from nodemanager.stats import NodeCounters
 from rm.journal import Journal
 from rm.ports import Log
+
+if TYPE_CHECKING:
+    from emulator.harness.cluster import ClusterOptions
 
 
 @dataclass
@@ -259,9 +262,15 @@ def run_blocking(
     events_path: Path | None = None,
     progress: ProgressHook | None = None,
     check_invariants: bool | None = None,
+    cluster: ClusterOptions | None = None,
     core: VirtualCore = "des",
 ) -> RunOutcome:
-    """Run on a fresh loop of the scenario's clock kind (``core``: which loop runs virtual time)."""
+    """Run on a fresh loop of the scenario's clock kind; ``cluster``: a TCP run's node hosts on a
+    Dask cluster instead of local processes; ``core``: which loop runs virtual time."""
+    if cluster is not None:
+        from emulator.harness.cluster import run_cluster_blocking
+
+        return run_cluster_blocking(scenario, cluster, events_path, check_invariants, progress)
     if scenario.transport.kind == "tcp":
         from emulator.harness.tcprun import run_tcp_blocking
 

@@ -17,7 +17,7 @@ import math
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -112,6 +112,7 @@ class TcpRM:
         self._gathering: asyncio.Task[None] | None = None
         self.guard: RunGuard | None = None
         self._final: list[NodeReality] | None = None  # the nodes at the end, for the end check
+        self.on_worker_lost: Callable[[int], None] | None = None  # told a dead worker's id
         if self.side.checker is not None:
             self.side.on_sample(self._maybe_gather)
 
@@ -134,6 +135,8 @@ class TcpRM:
         """A worker process died (kill -9): its nodes crashed together; the ring must find them."""
         self.hosting.died(link)
         self.side.faults.lost_worker(link.nodes)
+        if self.on_worker_lost is not None:
+            self.on_worker_lost(link.worker)
 
     # ---- the nodes' real state, for the invariant checker --------------------------------------
 
@@ -322,6 +325,51 @@ def host_configs(
     ]
 
 
+class Placement(Protocol):
+    """Where a TCP run's node hosts run: local subprocesses (``Subprocesses``), or tasks on a
+    cluster (``emulator.harness.cluster``). One host per ``HostConfig``; a report per config."""
+
+    setup_s: float  # extra wall seconds before the epoch for the hosts to start
+
+    async def start(self, configs: list[HostConfig]) -> None: ...
+
+    def lost(self, worker: int) -> None:
+        """Host ``worker``'s control connection dropped: it died (its report will not come)."""
+        ...
+
+    async def collect(self, timeout_s: float) -> list[HostReport | None]:
+        """Each host's report, in config order (None: it died or did not finish in time)."""
+        ...
+
+    async def close(self) -> None:
+        """Stop whatever still runs."""
+        ...
+
+
+class Subprocesses:
+    """Node hosts as child processes of this one (``python -m emulator.harness.nodehost``)."""
+
+    setup_s = 0.0
+
+    def __init__(self) -> None:
+        self.procs: list[asyncio.subprocess.Process] = []
+
+    async def start(self, configs: list[HostConfig]) -> None:
+        self.procs = [await spawn(c) for c in configs]
+
+    def lost(self, worker: int) -> None:
+        pass  # collect() sees its exit
+
+    async def collect(self, timeout_s: float) -> list[HostReport | None]:
+        return [await collect(w, timeout_s) for w in self.procs]
+
+    async def close(self) -> None:
+        for w in self.procs:
+            if w.returncode is None:
+                w.kill()
+                await w.wait()
+
+
 async def run_tcp_scenario(
     scenario: Scenario,
     events: TextSink | None,
@@ -329,18 +377,24 @@ async def run_tcp_scenario(
     progress: ProgressHook | None = None,
     check_invariants: bool | None = None,
     on_start: Callable[[TcpRM], None] | None = None,
+    placement: Placement | None = None,
+    listen: tuple[str, int] | None = None,
 ) -> RunOutcome:
+    """``placement``: where the node hosts run (default: subprocesses of this one); ``listen``: the
+    RM's address (default: the scenario's ``transport.host``/``port``), told to the hosts."""
     # The workers are ours: without a secret of the scenario's, they get one made for this run.
     scenario = with_run_secret(scenario)
+    hosts = placement if placement is not None else Subprocesses()
     with contextlib.ExitStack() as stack:
         journal = scenario_journal(scenario, events_dir, stack)
         tc = scenario.transport
         # Everything before the epoch is set-up: workers start, build their nodes and connect.
-        margin_s = 2.0 + scenario.node_count / 5_000
+        margin_s = 2.0 + scenario.node_count / 5_000 + hosts.setup_s
         epoch = unix_time() + margin_s
         clock = EpochClock(asyncio.get_running_loop(), scenario.run.speed, epoch)
         proc = TcpRM(scenario, clock, events, journal, invariants_wanted(check_invariants))
-        host, port = await proc.start_servers(tc.host, tc.port)
+        proc.on_worker_lost = hosts.lost
+        host, port = await proc.start_servers(*(listen or (tc.host, tc.port)))
         control = f"{proc.control.address[0]}:{proc.control.address[1]}"
         if progress is not None:
             side = proc.side
@@ -349,16 +403,13 @@ async def run_tcp_scenario(
             on_start(proc)
         started = wall_time()
         configs = host_configs(scenario, host, port, tc.workers, epoch, events_dir, control)
-        workers = [await spawn(c) for c in configs]
         finished = False
         try:
+            await hosts.start(configs)
             finished = await proc.run(scenario.run.duration_s)
-            results = [await collect(w, 30 + margin_s) for w in workers]
+            results = await hosts.collect(30 + margin_s)
         finally:
-            for w in workers:
-                if w.returncode is None:
-                    w.kill()
-                    await w.wait()
+            await hosts.close()
             await proc.control.close()
             await proc.server.close()
         reports = [r for r in results if r is not None]
