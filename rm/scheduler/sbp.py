@@ -12,7 +12,8 @@ predicted usage, with the task added, overflows the node's capacity with probabi
 The pure functions take plain numbers (tests and the offline E5 experiment use them); the
 ``Admission`` object applies them to what the RM observed: each running task's reported usage
 (``rm.observed.Observations``) and each node's usage over time. A task not observed yet counts as its
-request, with no variance (a new task starts from its request).
+request, with no variance (a new task starts from its request), and so does one observed fewer
+than ``min_samples`` times.
 """
 
 from __future__ import annotations
@@ -127,11 +128,12 @@ class Admission:
                 return hit
         st = _NodeStats()
         cfg = self.config
+        least = cfg.min_samples
         if cfg.method in ("gpa-sqrt", "emp-perc"):
             datas = []
             for a in node.containers.values():
                 data = a.observed.of(r) if a.observed is not None else None
-                if data:
+                if data and len(data) >= least:
                     datas.append(data)
                 else:
                     st.fixed.append(a.op.demand.cpu if r == 0 else a.op.demand.ram_gib)
@@ -144,17 +146,24 @@ class Admission:
             for alloc in node.containers.values():
                 obs = alloc.observed
                 data = obs.of(r) if obs is not None else None
-                if not data:
+                if not data or len(data) < least:
                     req = alloc.op.demand.cpu if r == 0 else alloc.op.demand.ram_gib
                     st.means.append(req)
                     st.sds.append(0.0)
                     st.percs.append(req)
                     continue
-                m, s = mean_sd(data)
-                st.means.append(m)
-                st.sds.append(s)
+                assert obs is not None
+                memo = obs.memo
+                ms = memo.get(r)
+                if ms is None:
+                    ms = memo[r] = mean_sd(data)
+                st.means.append(ms[0])
+                st.sds.append(ms[1])
                 if cfg.method == "perc":
-                    st.percs.append(percentile(data, cfg.slo))
+                    p = memo.get((r, cfg.slo))
+                    if p is None:
+                        p = memo[(r, cfg.slo)] = percentile(data, cfg.slo)
+                    st.percs.append(p)
         if cache is not None:
             cache[(node.machine_id, r)] = st
         return st
