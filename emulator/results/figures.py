@@ -76,6 +76,8 @@ FIGURES: dict[str, Figure] = {
                              "emulator usage-messages --out docs/usage-messages.json"),
     "e4": Figure("docs/e4.json", "emulator.experiments.e4:markdown_table", "make e4"),
     "e5": Figure("docs/e5.json", "emulator.experiments.e5:markdown_table", "make e5"),
+    "e5-cluster": Figure("docs/e5-cluster.json", "emulator.experiments.e5cluster:markdown_table",
+                         "make e5-cluster"),
     "e5-bin-sizes": Figure("docs/e5.json", "emulator.experiments.e5:bin_sizes_table", "make e5"),
     "baselines": Figure("docs/baselines.json", "emulator.experiments.e5:baselines_table", "make baselines"),
     "abuse": Figure("docs/abuse-results.json", "emulator.experiments.abuse:markdown_table",
