@@ -190,3 +190,27 @@ def markdown_table(data: dict[str, Any]) -> str:
         cells = [_cell(per[s], 1.0 - s) if s in per else "" for s in slos]
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+README_ROWS = ("request", "av 1.25", "gpa-g", "emp-perc", "cantelli", YOUNG)
+
+
+def compact_table(data: dict[str, Any]) -> str:
+    """README's short version: machines and overflow of a few methods at each SLO (seed means)."""
+    slos = data["slos"]
+    lines = ["| method | " + " | ".join(f"SLO {s * 100:g}%" for s in slos) + " |",
+             "|---" * (len(slos) + 1) + "|"]
+    per: dict[str, dict[float | None, dict[str, Any]]] = {}
+    for r in data["rows"]:
+        per.setdefault(r["method"], {})[r["slo"]] = r
+    for method, by in per.items():
+        if method not in README_ROWS:
+            continue
+        cells = []
+        for s in slos:
+            r = by.get(s, by.get(None))
+            cells.append("" if r is None else f"{r['machines_mean']:.0f}, {_pct(r['overflow'])}")
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    mu, _ = data["mean_usage_machines"]
+    return "\n".join(lines) + (f"\n\nCells: machines used, machine overflow (target 1 − SLO); mean usage "
+                               f"{mu:.1f} machines, {len(data['rows'][0]['seeds'])} seeds.")
