@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench e1 e2 e3 e3-tcp e4 e5 baselines recovery soak fuzz clean chromium traces
+.PHONY: run test lint bench e1 e2 e3 e3-tcp e4 e5 e5-cluster baselines recovery soak fuzz clean chromium traces
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or run: make PYTHON=python3 ...)"; exit 1; }
@@ -60,6 +60,11 @@ e4: $(STAMP)
 # Tables: emulator e5 --table docs/e5.json
 e5: $(STAMP)
 	$(BIN)/emulator e5 scenarios/e5-sbp.toml --out docs/e5.json
+
+# E5 inside an emulated cluster: the RM packs arriving tasks with each admission method, 3 seeds
+# (~5 min CPU). Table: emulator e5 --cluster --table docs/e5-cluster.json
+e5-cluster: $(STAMP)
+	$(BIN)/emulator e5 --cluster scenarios/e5-cluster.toml --out docs/e5-cluster.json
 
 # Bin-packing baselines: next/first/best-fit against FFD and a lower bound (seconds).
 baselines: $(STAMP)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import heapq
+from collections.abc import Callable
 
 from rm.observed import Observations
 from rm.operations import Operation, Task
@@ -123,6 +124,11 @@ class Cluster:
         self.used_cpu = 0.0
         self.used_ram = 0.0
         self.integral = integral
+        # Called with a node whose free resources or membership changed (a placement index).
+        self._watchers: list[Callable[[NodeRecord], None]] = []
+
+    def watch(self, fn: Callable[[NodeRecord], None]) -> None:
+        self._watchers.append(fn)
 
     # ---- capacity and usage ------------------------------------------------------------
 
@@ -184,6 +190,8 @@ class Cluster:
         if self._by_link.get(node.link) is node:
             del self._by_link[node.link]
         heapq.heappush(self._free_ids, node.machine_id)
+        for fn in self._watchers:
+            fn(node)
 
     def relink(self, node: NodeRecord, link: Link) -> None:
         """``node`` re-registered on another connection."""
@@ -235,6 +243,8 @@ class Cluster:
         self._update_room(node)
 
     def _update_room(self, node: NodeRecord) -> None:
+        for fn in self._watchers:
+            fn(node)
         if self.nodes.get(node.machine_id) is not node:
             return
         if node.free_cpu > EPS and node.free_ram > EPS:

@@ -112,6 +112,25 @@ def test_admission_uses_observed_usage_and_a_new_task_counts_as_its_request(
         assert not adm.admits(node, big)
 
 
+@pytest.mark.parametrize("method", ["gpa-g", "emp-perc", "av"])
+def test_a_task_observed_less_than_min_samples_counts_as_its_request(method: AdmissionMethod) -> None:
+    cluster = Cluster()
+    book = WorkloadBook()
+    book.add_pool("p")
+    node = cluster.add("n", Resources(10, 100), RecordingLink(), 0.0)
+    running = book.add_operation(
+        OperationSpec(name="r", pool="p", demand=Resources(8, 1), durations=[9.0]), 0)
+    alloc = Allocation(0, node, running, running.take_task(0), 0.0)
+    cluster.place(alloc, 0.0)
+    alloc.observed = Observations(100)
+    for _ in range(5):  # requests 8 cores, uses 1
+        alloc.observed.add(1.0, 1.0)
+    new = book.add_operation(OperationSpec(name="n", pool="p", demand=Resources(4, 1), durations=[9.0]), 0)
+    # Five samples of 1 core: 1 + 4 fits; while fewer than min_samples, 8 + 4 does not.
+    assert Admission(AdmissionConfig(method=method, min_samples=5, av_factor=1.0)).admits(node, new)
+    assert not Admission(AdmissionConfig(method=method, min_samples=6, av_factor=1.0)).admits(node, new)
+
+
 def test_the_normal_bound_of_the_lecture_holds() -> None:
     nb = normal_bound()
     assert nb["max_found"] <= 1.496

@@ -323,13 +323,32 @@ def baselines_table(data: dict[str, Any]) -> str:
 
 
 def cmd_e5(args: argparse.Namespace) -> int:
+    if args.cluster:
+        return _cmd_e5_cluster(args)
     if args.table:
         print(markdown_table(json.loads(Path(args.table).read_text(encoding="utf-8"))))
         return 0
-    data = run_e5(load(Path(args.file)))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    data = run_e5(load(Path(args.file or "scenarios/e5-sbp.toml")))
+    out = Path(args.out or "docs/e5.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     print(markdown_table(data))
+    return 0
+
+
+def _cmd_e5_cluster(args: argparse.Namespace) -> int:
+    from emulator.experiments import e5cluster
+
+    if args.table:
+        print(e5cluster.markdown_table(json.loads(Path(args.table).read_text(encoding="utf-8"))))
+        return 0
+    seeds = tuple(int(s) for s in args.seeds.split(",")) if args.seeds else e5cluster.SEEDS
+    only = set(args.only.split(",")) if args.only else None
+    data = e5cluster.run_e5_cluster(Path(args.file or "scenarios/e5-cluster.toml"), seeds, only)
+    out = Path(args.out or "docs/e5-cluster.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    print(e5cluster.markdown_table(data))
     return 0
 
 
@@ -346,9 +365,14 @@ def cmd_baselines(args: argparse.Namespace) -> int:
 
 def add_commands(sub: Any) -> None:
     e = sub.add_parser("e5", help="stochastic bin packing: machines and overflow per admission method")
-    e.add_argument("file", nargs="?", default="scenarios/e5-sbp.toml")
-    e.add_argument("--out", default="docs/e5.json")
+    e.add_argument("file", nargs="?",
+                   help="default scenarios/e5-sbp.toml (--cluster: scenarios/e5-cluster.toml)")
+    e.add_argument("--out", help="default docs/e5.json (--cluster: docs/e5-cluster.json)")
     e.add_argument("--table", metavar="JSON", help="only print the tables of an e5.json")
+    e.add_argument("--cluster", action="store_true",
+                   help="inside an emulated cluster: the RM packs arriving tasks (a cluster scenario)")
+    e.add_argument("--seeds", help="--cluster: comma-separated seeds (default 1,2,3)")
+    e.add_argument("--only", help="--cluster: only these rows (e.g. gpa-g,av 1.25)")
     e.set_defaults(func=cmd_e5)
     b = sub.add_parser("baselines", help="bin-packing baselines: next/first/best-fit against FFD")
     b.add_argument("file", nargs="?", default="scenarios/e5-sbp.toml")

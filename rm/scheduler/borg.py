@@ -15,7 +15,7 @@ from rm.workload import WorkloadBook
 def borg_policy(inner: Policy, config: SchedulerConfig, book: WorkloadBook, cluster: Cluster) -> Policy:
     if config.placement.policy != "default":
         admission = Admission(config.admission) if config.admission.method != "request" else None
-        return PlacementPolicy(config.placement, book, cluster, admission.admits if admission else None)
+        return PlacementPolicy(config.placement, book, cluster, admission)
     if config.tiers.enabled and not inner.chooses_nodes:
         return TieredPolicy(inner)
     return inner

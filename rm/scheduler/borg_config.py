@@ -49,3 +49,6 @@ class AdmissionConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, 
     av_factor: Annotated[float, msgspec.Meta(gt=0, le=100)] = 1.25
     # Observed samples kept per task and per node (emp-perc, gpa-sqrt, perc).
     history: Annotated[int, msgspec.Meta(ge=2, le=100_000)] = 120
+    # A task observed fewer times than this still counts as its request (young statistics:
+    # a few samples of a bursty task may all be quiet ones).
+    min_samples: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 1

@@ -12,20 +12,30 @@ submission; each task goes to a node chosen by the rule:
 reserved up to ``overcommit`` × a node's capacity, tasks of that tier and above only within its
 capacity (counting only their own tier group's reservations). An admission method
 (rm/scheduler/sbp.py) may refuse a node on the usage it predicts.
+
+Cost: an index keeps the nodes sorted by headroom on each resource (updated on every allocation
+and release), so a task looks only at the nodes with room for it on the scarcer resource, not at
+every node; within one pass an operation at least as large as one that fitted nowhere (same tier
+group; fits are monotone in the demand except under gpa-sqrt) is not tried again. The choices
+are those of trying every node (tests/placement_reference.py keeps that version).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from bisect import bisect_left, insort
+from collections.abc import Iterable, Iterator
 from typing import ClassVar
 
 from rm.cluster import EPS, Cluster, NodeRecord
 from rm.operations import Operation
 from rm.protocol import TIER_NAMES, Resources
 from rm.scheduler.borg_config import PlacementConfig
+from rm.scheduler.sbp import Admission
 from rm.workload import WorkloadBook
 
-Admit = Callable[[NodeRecord, Operation], bool]
+# The index's bound is looser than the fit test by this much (float rounding), so the candidates
+# always include every node that fits.
+_SLACK = 1e-6
 
 
 def load(node: NodeRecord, extra: Resources | None = None) -> float:
@@ -35,16 +45,67 @@ def load(node: NodeRecord, extra: Resources | None = None) -> float:
     return max(cpu / node.total.cpu, ram / node.total.ram_gib)
 
 
+class NodeIndex:
+    """The cluster's nodes sorted by headroom on each resource: free + (overcommit − 1) × total,
+    the most a task there may ask for. Kept current by the cluster's change notifications."""
+
+    def __init__(self, cluster: Cluster, overcommit: float) -> None:
+        self._cluster = cluster
+        self._extra = max(0.0, overcommit - 1.0)
+        self._sorted: tuple[list[tuple[float, int]], list[tuple[float, int]]] = ([], [])
+        self._keys: dict[int, tuple[float, float]] = {}  # seq -> its (cpu, ram) keys
+        self._by_seq: dict[int, NodeRecord] = {}
+        for node in cluster.nodes.values():
+            self.update(node)
+        cluster.watch(self.update)
+
+    def _key(self, node: NodeRecord) -> tuple[float, float]:
+        t = node.total
+        if self._extra == 0.0:
+            return node.free_cpu, node.free_ram
+        return t.cpu * self._extra + node.free_cpu, t.ram_gib * self._extra + node.free_ram
+
+    def update(self, node: NodeRecord) -> None:
+        seq = node.seq
+        old = self._keys.get(seq)
+        member = self._cluster.nodes.get(node.machine_id) is node
+        new = self._key(node) if member else None
+        if old == new:
+            return
+        if old is not None:
+            for lst, k in zip(self._sorted, old, strict=True):
+                del lst[bisect_left(lst, (k, seq))]
+            del self._keys[seq]
+            del self._by_seq[seq]
+        if new is not None:
+            for lst, k in zip(self._sorted, new, strict=True):
+                insort(lst, (k, seq))
+            self._keys[seq] = new
+            self._by_seq[seq] = node
+
+    def candidates(self, demand: Resources) -> list[NodeRecord]:
+        """A superset of the nodes with room for ``demand`` (on the resource with fewer such
+        nodes), in no particular order."""
+        cpu, ram = self._sorted
+        i = bisect_left(cpu, (demand.cpu - EPS - _SLACK,))
+        j = bisect_left(ram, (demand.ram_gib - EPS - _SLACK,))
+        lst, k = (cpu, i) if len(cpu) - i <= len(ram) - j else (ram, j)
+        by_seq = self._by_seq
+        return [by_seq[seq] for _, seq in lst[k:]]
+
+
 class PlacementPolicy:
     chooses_nodes: ClassVar[bool] = True
 
     def __init__(
-        self, config: PlacementConfig, book: WorkloadBook, cluster: Cluster, admit: Admit | None = None
+        self, config: PlacementConfig, book: WorkloadBook, cluster: Cluster,
+        admission: Admission | None = None,
     ) -> None:
         self.config = config
         self._book = book
         self._cluster = cluster
-        self._admit = admit
+        self._admission = admission
+        self._index = NodeIndex(cluster, config.overcommit)
         self._cursor = 0  # next-fit: the seq of the node the last task went to
         self._protected = TIER_NAMES.index(config.overcommit_below)
         self._choose = {
@@ -77,25 +138,21 @@ class PlacementPolicy:
                         ram += a.op.demand.ram_gib
                 if cpu + d.cpu > total.cpu + EPS or ram + d.ram_gib > total.ram_gib + EPS:
                     return False
-        return self._admit is None or self._admit(node, op)
+        return self._admission is None or self._admission.admits(node, op)
 
-    # ---- the rules ---------------------------------------------------------------------------
-
-    def _ordered(self, nodes: Iterable[NodeRecord]) -> list[NodeRecord]:
-        return sorted(nodes, key=lambda n: n.seq)
+    # ---- the rules (on the index's candidates: a superset of the nodes that fit) -------------
 
     def _next_fit(self, op: Operation, nodes: list[NodeRecord]) -> NodeRecord | None:
-        if not nodes:
+        """The first node that fits from the cursor on, cyclically in registration order."""
+        fitting = sorted((n for n in nodes if self.fits(n, op)), key=_seq)
+        if not fitting:
             return None
-        start = next((i for i, n in enumerate(nodes) if n.seq >= self._cursor), 0)
-        for k in range(len(nodes)):
-            node = nodes[(start + k) % len(nodes)]
-            if self.fits(node, op):
-                self._cursor = node.seq
-                return node
-        return None
+        node = next((n for n in fitting if n.seq >= self._cursor), fitting[0])
+        self._cursor = node.seq
+        return node
 
     def _first_fit(self, op: Operation, nodes: list[NodeRecord]) -> NodeRecord | None:
+        nodes.sort(key=_seq)
         return next((n for n in nodes if self.fits(n, op)), None)
 
     def _best_fit(self, op: Operation, nodes: list[NodeRecord]) -> NodeRecord | None:
@@ -115,16 +172,33 @@ class PlacementPolicy:
         return ops
 
     def place(self, nodes: Iterable[NodeRecord]) -> tuple[Operation, NodeRecord] | None:
+        """Chooses among the cluster's nodes (its index; ``nodes`` is the protocol's argument)."""
         c = self._cluster
         state = (len(c.nodes), c.used_cpu, c.used_ram, c.cap_cpu, float(self._book.pending_tasks))
-        if self._admit is None and state == self._stuck:
+        adm = self._admission
+        if adm is None and state == self._stuck:
             return None
-        ordered = self._ordered(nodes)
-        for op in self.order():
-            node = self._choose(op, ordered)
-            if node is not None:
-                self._stuck = None
-                return op, node
+        monotone = adm is None or adm.monotone
+        if adm is not None:
+            adm.begin_pass()
+        try:
+            # Demands that fitted nowhere in this pass, per tier group (protected or not).
+            failed: list[tuple[bool, float, float]] = []
+            protected = self.config.overcommit > 1.0
+            for op in self.order():
+                d = op.demand
+                group = protected and op.spec.tier >= self._protected
+                if monotone and any(g == group and d.cpu >= cpu and d.ram_gib >= ram
+                                    for g, cpu, ram in failed):
+                    continue
+                node = self._choose(op, self._index.candidates(d))
+                if node is not None:
+                    self._stuck = None
+                    return op, node
+                failed.append((group, d.cpu, d.ram_gib))
+        finally:
+            if adm is not None:
+                adm.end_pass()
         self._stuck = state
         return None
 
@@ -142,3 +216,7 @@ class PlacementPolicy:
 
     def begin_fill(self, node: NodeRecord) -> None:
         pass
+
+
+def _seq(node: NodeRecord) -> int:
+    return node.seq
