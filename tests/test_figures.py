@@ -15,7 +15,7 @@ from emulator.results.figures import FIGURES, refresh, stale
 ROOT = Path(__file__).resolve().parent.parent
 DOCS_WITH_FIGURES = [ROOT / "README.md", ROOT / "docs" / "results.md", ROOT / "docs" / "compare.md",
                      ROOT / "docs" / "traces.md",
-                     ROOT / "docs" / "borg.md", ROOT / "docs" / "packing.md"]
+                     ROOT / "docs" / "borg.md", ROOT / "docs" / "packing.md", ROOT / "docs" / "scale.md"]
 
 
 @pytest.mark.parametrize("path", DOCS_WITH_FIGURES, ids=lambda p: p.name)

@@ -101,3 +101,25 @@ def markdown_table(bench: dict[str, Any], sweep: dict[str, Any], *runs: dict[str
         f"counted at {HOST_CORE_SHARE:.0%} of a core each.",
     ]
     return "\n".join(lines)
+
+
+def headline_table(bench: dict[str, Any], *runs: dict[str, Any]) -> str:
+    """The README's lines: CPU time of each size in both modes, one process, virtual time."""
+    lines = [
+        "| one process, virtual time | periodic CPU | delta + ring CPU | peak RSS | the first design |",
+        "|---|---|---|---|---|",
+    ]
+    for r in (bench, *runs):
+        p, d = r["periodic"], r["delta"]
+        base = r.get("baseline") or {}
+        first = ""
+        if base:
+            bp, bd = base["periodic"]["cpu_s"], base["delta"]["cpu_s"]
+            first = f"{bp:.0f} s / {bd:.0f} s ({bp / p['cpu_s']:.2f}× / {bd / d['cpu_s']:.2f}×)"
+        span = p["emulated_s"] / 3600
+        size = f"{span:g} h" if span >= 1 else f"{p['emulated_s'] / 60:g} min"
+        lines.append(
+            f"| {p['nodes']:,} nodes × {size} | {p['cpu_s']:,.0f} s | {d['cpu_s']:,.0f} s | "
+            f"{d.get('peak_rss_mb', 0):,} MB | {first} |"
+        )
+    return "\n".join(lines)

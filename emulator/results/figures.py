@@ -32,7 +32,14 @@ E2_VIRTUAL_BIG = ("emulator sweep scenarios/e2-scale-sweep-virtual.toml --nodes 
                   "--out runs/e2v-big && cp runs/e2v-big/sweep.json docs/e2-sweep-virtual-big.json")
 FIGURES: dict[str, Figure] = {
     "bench": Figure("docs/bench.json", "emulator.experiments.bench:markdown_table",
-                    "emulator bench --out docs/bench.json"),
+                    "emulator bench --baseline --out docs/bench.json"),
+    "scale-headline": Figure("docs/bench.json", "emulator.experiments.scalemodel:headline_table",
+                             "emulator bench --baseline --out docs/bench.json; docs/scale.md for the others",
+                             ("docs/scale-20k.json", "docs/scale-100k.json")),
+    "scale": Figure("docs/bench.json", "emulator.experiments.scalemodel:markdown_table",
+                    "emulator bench --nodes N --hours 0.1666667 --out docs/scale-{20k,100k}.json "
+                    "(docs/scale.md); the coefficients: docs/bench.json, docs/e2-sweep.json",
+                    ("docs/e2-sweep.json", "docs/scale-20k.json", "docs/scale-100k.json")),
     "e1": Figure("docs/e1.json", "emulator.experiments.e1:markdown_table", E1_COMMAND),
     "e1-headline": Figure("docs/e1.json", "emulator.experiments.e1:headline_table", E1_COMMAND),
     "e1-seeds20": Figure("docs/e1-seeds20.json", "emulator.experiments.e1:markdown_table", E1_SEEDS20),
