@@ -11,7 +11,7 @@ from rm.scheduler.borg_config import AdmissionConfig, PlacementConfig, TiersConf
 
 PolicyName = Literal["drf", "fifo", "packing", "tetris", "drfh"]
 HeuristicName = Literal["angle", "angle_length", "drfh", "tetris"]
-PresetName = Literal["thesis", "yt", "fit"]
+PresetName = Literal["thesis", "yt", "fit", "fit-fair"]
 # How cores and GiB are made comparable before a heuristic looks at them.
 Normalisation = Literal["node_mean", "cluster_total"]
 AcceptRule = Literal["at_most_k", "fewer_than_k"]
@@ -48,6 +48,10 @@ class PackingParams(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, fr
     # best_continue: the best packer among the first (this fraction, at least one) of the refusers
     # in fairness order (as Tetris's 1 - f).
     fallback_fraction: Annotated[float, msgspec.Meta(gt=0, le=1)] = 1.0
+    # Fairness bound (ours, `fit-fair`): a refused offer passes down the fairness order only to
+    # users (top-level pools) whose dominant share / weight is at most (1 + share_band) x that of
+    # the node's first candidate; the all-refused choice is made among those too. None: no bound.
+    share_band: NonNegative | None = None
 
 
 PRESETS: dict[str, PackingParams] = {
@@ -72,6 +76,13 @@ PRESETS: dict[str, PackingParams] = {
         accept="at_most_k", significance=True, A=0.05, R=1.5, max_consecutive_refusals=50,
         normalisation="node_mean", all_refused="best_continue",
     ),
+    # `fit` with a fairness bound: nobody packs ahead of a user whose dominant share is more than
+    # SHARE_BAND below its own (docs/packing.md "A fairness-bounded fit").
+    "fit-fair": PackingParams(
+        heuristic="angle_length", warmup_refusals=5, window=30, max_age_s=1200.0, k=0,
+        accept="at_most_k", significance=True, A=0.05, R=1.5, max_consecutive_refusals=50,
+        normalisation="node_mean", all_refused="best_continue", share_band=0.1,
+    ),
 }
 
 
@@ -94,6 +105,7 @@ class PackingConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, fr
     normalisation: Normalisation | None = None
     all_refused: AllRefused | None = None
     fallback_fraction: Annotated[float, msgspec.Meta(gt=0, le=1)] | None = None
+    share_band: NonNegative | None = None
     # Packing off for operations in these pools (or below them) and for these workload entries
     # (operation names / looping groups), e.g. a production pool.
     disabled_pools: list[str] = []

@@ -8,18 +8,20 @@ resources after every acceptance. If every candidate refuses, one task of the ne
 candidate starts ignoring packing and the node's update ends there (§2.3): its remaining
 resources are offered again at its next heartbeat. ``all_refused`` (the `fit` preset, ours) can
 instead start the candidate whose task packs best on the node and go on offering it.
+``share_band`` (the `fit-fair` preset, ours) bounds how far down the fairness order an offer may go:
+only to users whose dominant share is within the band above the first candidate's.
 """
 
 from __future__ import annotations
 
 import math
 
-from rm.cluster import Cluster, NodeRecord
+from rm.cluster import EPS, Cluster, NodeRecord
 from rm.operations import Operation, Pool
 from rm.ports import Clock
 from rm.scheduler.config import SchedulerConfig
 from rm.scheduler.decision import PackingController
-from rm.scheduler.drf import DRFPolicy
+from rm.scheduler.drf import DRFPolicy, drf_key
 from rm.scheduler.heuristics import HEURISTICS, scales
 from rm.scheduler.policy import OfferCounts, PolicyCounters
 
@@ -63,6 +65,16 @@ class PackingPolicy(DRFPolicy):
             self._scale = scales(c, self.params.normalisation)
         return self._scale
 
+    def _user_share(self, op: Operation) -> float:
+        """The dominant share / weight by which the root orders the op's user (its top-level pool);
+        0 for a user below its min share (those come first)."""
+        up = op.pools_up
+        e: Pool | Operation = up[-2] if len(up) >= 2 else op
+        c = self.cluster
+        above_min, _, dom, _ = drf_key(e.usage_cpu, e.usage_ram, e.weight, e.min_share.cpu,
+                                       e.min_share.ram_gib, c.cap_cpu, c.cap_ram)
+        return dom if above_min else 0.0
+
     def assign(self, node: NodeRecord) -> Operation | None:
         if self._stopped is node:
             return None
@@ -74,7 +86,16 @@ class PackingPolicy(DRFPolicy):
         by_group = counters.by_group
         neediest: Operation | None = None
         refusers: list[tuple[float, Operation]] = []
+        band = self.params.share_band
+        limit: float | None = None
         for op in self.candidates(node):
+            if band is not None:
+                share = self._user_share(op)
+                if limit is None:
+                    limit = share * (1 + band) + EPS
+                elif share > limit:
+                    # The root orders users by this share, so everyone after is outside too.
+                    break
             ctrl = self.controllers.get(op.id)
             if ctrl is None:
                 return op
