@@ -52,6 +52,8 @@ class PackingParams(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, fr
     # users (top-level pools) whose dominant share / weight is at most (1 + share_band) x that of
     # the node's first candidate; the all-refused choice is made among those too. None: no bound.
     share_band: NonNegative | None = None
+    # and a user below L refuses at most this many offers in a row (then accepts). None: no bound.
+    below_level_refusals: Annotated[int, msgspec.Meta(ge=0)] | None = None
 
 
 PRESETS: dict[str, PackingParams] = {
@@ -106,6 +108,7 @@ class PackingConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, fr
     all_refused: AllRefused | None = None
     fallback_fraction: Annotated[float, msgspec.Meta(gt=0, le=1)] | None = None
     share_band: NonNegative | None = None
+    below_level_refusals: Annotated[int, msgspec.Meta(ge=0)] | None = None
     # Packing off for operations in these pools (or below them) and for these workload entries
     # (operation names / looping groups), e.g. a production pool.
     disabled_pools: list[str] = []

@@ -8,8 +8,9 @@ resources after every acceptance. If every candidate refuses, one task of the ne
 candidate starts ignoring packing and the node's update ends there (§2.3): its remaining
 resources are offered again at its next heartbeat. ``all_refused`` (the `fit` preset, ours) can
 instead start the candidate whose task packs best on the node and go on offering it.
-``share_band`` (the `fit-fair` preset, ours) bounds how far down the fairness order an offer may go:
-only to users whose dominant share is within the band above the first candidate's.
+``share_band`` (the `fit-fair` preset, ours) keeps users near DRF's level L (the mean dominant share of
+users with pending tasks): an offer passes down the fairness order only to users at most
+(1 + band) L, and a user below (1 - band) L does not refuse.
 """
 
 from __future__ import annotations
@@ -65,15 +66,23 @@ class PackingPolicy(DRFPolicy):
             self._scale = scales(c, self.params.normalisation)
         return self._scale
 
-    def _user_share(self, op: Operation) -> float:
-        """The dominant share / weight by which the root orders the op's user (its top-level pool);
-        0 for a user below its min share (those come first)."""
-        up = op.pools_up
-        e: Pool | Operation = up[-2] if len(up) >= 2 else op
+    def _share(self, e: Pool | Operation) -> float:
+        """Dominant share / weight, as the root orders users."""
         c = self.cluster
-        above_min, _, dom, _ = drf_key(e.usage_cpu, e.usage_ram, e.weight, e.min_share.cpu,
-                                       e.min_share.ram_gib, c.cap_cpu, c.cap_ram)
-        return dom if above_min else 0.0
+        _, _, dom, _ = drf_key(e.usage_cpu, e.usage_ram, e.weight, 0.0, 0.0, c.cap_cpu, c.cap_ram)
+        return dom
+
+    def _user(self, op: Operation) -> Pool | Operation:
+        """The user an operation belongs to: its top-level pool (the op itself if at the root)."""
+        up = op.pools_up
+        return up[-2] if len(up) >= 2 else op
+
+    def _level(self) -> float:
+        """The mean dominant share / weight of the users with pending tasks (DRF's water level)."""
+        root = self.root
+        users: list[Pool | Operation] = [p for p in root.children if p.pending_tasks > 0]
+        users.extend(op for op in root.operations if op.pending)
+        return sum(self._share(u) for u in users) / len(users) if users else 0.0
 
     def assign(self, node: NodeRecord) -> Operation | None:
         if self._stopped is node:
@@ -87,21 +96,29 @@ class PackingPolicy(DRFPolicy):
         neediest: Operation | None = None
         refusers: list[tuple[float, Operation]] = []
         band = self.params.share_band
-        limit: float | None = None
+        below = self.params.below_level_refusals
+        level = ceiling = -1.0
+        if band is not None or below is not None:
+            level = self._level()
+            ceiling = (1 + (band or 0.0)) * level + EPS
+        in_order = True
         for op in self.candidates(node):
-            if band is not None:
-                share = self._user_share(op)
-                if limit is None:
-                    limit = share * (1 + band) + EPS
-                elif share > limit:
-                    # The root orders users by this share, so everyone after is outside too.
-                    break
+            # share_band: only the first candidate (DRF's choice) may take the offer while its user
+            # is above the ceiling; the root orders users by share, so everyone after is too.
+            if band is not None and not in_order and self._share(self._user(op)) > ceiling:
+                break
+            in_order = False
             ctrl = self.controllers.get(op.id)
             if ctrl is None:
                 return op
             d = op.demand
             value = heuristic(d.cpu / sc, d.ram_gib / sr, fc, fr)
             accepted = ctrl.decide(now, value)
+            if (not accepted and below is not None and ctrl.consecutive_refusals > below
+                    and self._share(self._user(op)) < level):
+                # A user below the level refuses at most `below` in a row: a forced acceptance.
+                ctrl.overrule()
+                accepted = True
             counts = by_group[op.group]
             counts.offers += 1
             if accepted:
