@@ -103,5 +103,5 @@ def test_policies_option_names_the_known_policies() -> None:
     from emulator.experiments.e1 import _policies
 
     assert _policies("fit-fair") == ("fit-fair",)
-    with pytest.raises(argparse.ArgumentTypeError, match="none,thesis,fit,fit-fair|none, thesis, fit, fit-fair"):
+    with pytest.raises(argparse.ArgumentTypeError, match="from none, thesis, fit, fit-fair"):
         _policies("fit,bogus")

@@ -35,7 +35,8 @@ def test_a_user_above_the_band_gets_no_offer_the_neediest_refused() -> None:
     first = next(iter(env.running[1].values()))
     assert first == env.ops()["a"].id
     # Plain `fit` gives that first task to the best packer, b.
-    env = FakeNodes(SchedulerConfig(policy="packing", packing=PackingConfig(preset="fit")), [(4, 8), (20, 40)])
+    fit = SchedulerConfig(policy="packing", packing=PackingConfig(preset="fit"))
+    env = FakeNodes(fit, [(4, 8), (20, 40)])
     env.submit("b", 1, 2, 50, pool="ub")
     env.heartbeat(0)
     env.submit("a", 2, 1, 50, pool="ua")
