@@ -48,11 +48,11 @@ class PackingParams(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, fr
     # best_continue: the best packer among the first (this fraction, at least one) of the refusers
     # in fairness order (as Tetris's 1 - f).
     fallback_fraction: Annotated[float, msgspec.Meta(gt=0, le=1)] = 1.0
-    # Fairness bound (ours, `fit-fair`): a refused offer passes down the fairness order only to
-    # users (top-level pools) whose dominant share / weight is at most (1 + share_band) x that of
-    # the node's first candidate; the all-refused choice is made among those too. None: no bound.
+    # Fairness bound (ours, `fit-fair`). L = DRF's level, the mean dominant share / weight of the
+    # users (top-level pools) with pending tasks. A refused offer passes down the fairness order only
+    # to users at most (1 + share_band) x L; the all-refused choice is made among those. None: no bound.
     share_band: NonNegative | None = None
-    # and a user below L refuses at most this many offers in a row (then accepts). None: no bound.
+    # A user below L refuses at most this many offers in a row (then accepts). None: no limit.
     below_level_refusals: Annotated[int, msgspec.Meta(ge=0)] | None = None
 
 
