@@ -8,9 +8,9 @@ resources after every acceptance. If every candidate refuses, one task of the ne
 candidate starts ignoring packing and the node's update ends there (§2.3): its remaining
 resources are offered again at its next heartbeat. ``all_refused`` (the `fit` preset, ours) can
 instead start the candidate whose task packs best on the node and go on offering it.
-``share_band`` (the `fit-fair` preset, ours) keeps users near DRF's level L (the mean dominant share of
-users with pending tasks): an offer passes down the fairness order only to users at most
-(1 + band) L, and a user below (1 - band) L does not refuse.
+``share_band`` and ``below_level_refusals`` (the `fit-fair` preset, ours) keep users near DRF's level
+L (the mean dominant share of the users with pending tasks): a refused offer passes down the fairness
+order only to users at most (1 + band) L, and a user below L refuses only so many offers in a row.
 """
 
 from __future__ import annotations
@@ -103,10 +103,10 @@ class PackingPolicy(DRFPolicy):
             ceiling = (1 + (band or 0.0)) * level + EPS
         in_order = True
         for op in self.candidates(node):
-            # share_band: only the first candidate (DRF's choice) may take the offer while its user
-            # is above the ceiling; the root orders users by share, so everyone after is too.
+            # share_band: past the first candidate (DRF's own choice) only users up to the ceiling.
+            # (Without min shares the root orders users by this share: everyone after is above too.)
             if band is not None and not in_order and self._share(self._user(op)) > ceiling:
-                break
+                continue
             in_order = False
             ctrl = self.controllers.get(op.id)
             if ctrl is None:
