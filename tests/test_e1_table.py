@@ -73,3 +73,35 @@ def test_bad_input_is_exit_2_with_the_file_named(tmp_path, capsys) -> None:
     assert f"{bad}: not an e1 results file" in capsys.readouterr().err
     assert main(["e1", str(tmp_path / "missing.toml")]) == 2
     assert "missing.toml: no such file" in capsys.readouterr().err
+
+
+def test_a_partial_run_merges_into_the_results_and_adds_its_column() -> None:
+    from emulator.experiments.e1 import merge
+
+    old = data()
+    before = markdown_table(old)
+    assert "fit-fair" not in before  # a file without fit-fair runs renders as before
+    new = {"scenario": "x", "seeds": [1, 2], "runs": [
+        run("fit-fair", pre, s, 0.93, 0.95, 0.105) for pre in (False, True) for s in (1, 2)]}
+    merged = merge(old, new)
+    assert len(merged["runs"]) == len(old["runs"]) + 4 and merged["seeds"] == [1, 2]
+    text = markdown_table(merged)
+    assert "| metric | no packing | thesis packing | fit packing | fit-fair packing |" in text
+    assert "| CPU % | 91.00 ± 1.41 | 93.00 ± 1.41 | 94.00 ± 1.41 | 93.00 ± 0.00 |" in text
+    assert "| on | fit-fair | 2 | 5.0% | 0 | " in fairness_table(merged)
+    # Re-running a run replaces it rather than adding a second copy.
+    again = merge(merged, {"scenario": "x", "seeds": [2], "runs": [run("fit-fair", True, 2, 0.9, 0.9, 0.1)]})
+    assert len(again["runs"]) == len(merged["runs"])
+    assert "`fit-fair` packing (ours)" in headline_table(merged)
+
+
+def test_policies_option_names_the_known_policies() -> None:
+    import argparse
+
+    import pytest
+
+    from emulator.experiments.e1 import _policies
+
+    assert _policies("fit-fair") == ("fit-fair",)
+    with pytest.raises(argparse.ArgumentTypeError, match="from none, thesis, fit, fit-fair"):
+        _policies("fit,bogus")

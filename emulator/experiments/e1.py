@@ -1,5 +1,7 @@
 """``emulator e1``: the faithful E1 (thesis Tables 4.1-4.3; issue 14) -- 3 seeds x {no packing,
 thesis packing, our `fit` packing} x {preemption off, on} on a fixed node list, in virtual time.
+``--policies`` / ``--preemption`` choose what runs (e.g. our `fit-fair`), ``--merge`` adds the runs
+to an existing results file.
 
 Every figure is reported as mean ± sd over the seeds, beside the pooled-cluster bound of the same
 run. Gap closed: (packing - no packing) / (no-packing bound - no packing) per resource, for the
@@ -31,7 +33,13 @@ POLICIES: dict[str, dict[str, Any]] = {
     "none": {"scheduler.policy": "drf"},
     "thesis": {"scheduler.policy": "packing", "scheduler.packing.preset": "thesis"},
     "fit": {"scheduler.policy": "packing", "scheduler.packing.preset": "fit"},
+    "fit-fair": {"scheduler.policy": "packing", "scheduler.packing.preset": "fit-fair"},
 }
+# What `emulator e1` runs unless --policies says otherwise (docs/e1.json's columns).
+DEFAULT_POLICIES = ("none", "thesis", "fit")
+# Table column labels (README headline).
+LABELS = {"none": "no packing", "thesis": "thesis packing", "fit": "`fit` packing (ours)",
+          "fit-fair": "`fit-fair` packing (ours)"}
 PREEMPTION = (False, True)
 KEYS = ("cpu_utilization", "ram_utilization", "cpu_utilization_excl_preempted", "fair_cpu_bound",
         "fair_ram_bound", "preemptions", "preempted_cpu_s", "fallback_allocations", "refusals",
@@ -56,21 +64,39 @@ def _one(path: str, policy: str, preemption: bool, seed: int, out: str) -> dict[
 
 
 def run_e1(
-    path: Path, out: Path, seeds: tuple[int, ...], jobs: int, say: Callable[[str], None]
+    path: Path, out: Path, seeds: tuple[int, ...], jobs: int, say: Callable[[str], None],
+    policies: tuple[str, ...] = DEFAULT_POLICIES, preemption: tuple[bool, ...] = PREEMPTION,
 ) -> dict[str, Any]:
     load_scenario(path)  # bad input fails here, before any worker starts
     out.mkdir(parents=True, exist_ok=True)
-    cases = [(p, pre, s) for pre in PREEMPTION for p in POLICIES for s in seeds]
+    cases = [(p, pre, s) for pre in preemption for p in policies for s in seeds]
     rows: list[dict[str, Any]] = []
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         futures = [pool.submit(_one, str(path), p, pre, s, str(out)) for p, pre, s in cases]
         for fut in futures:
             row = fut.result()
-            say(f"{row['policy']:>6} preemption {'on ' if row['preemption'] else 'off'} seed {row['seed']}: "
+            say(f"{row['policy']:>8} preemption {'on ' if row['preemption'] else 'off'} seed {row['seed']}: "
                 f"CPU {100 * row['cpu_utilization']:.2f}% RAM {100 * row['ram_utilization']:.2f}% "
                 f"({row['wall_s']} s)")
             rows.append(row)
     return {"scenario": str(path), "seeds": list(seeds), "runs": rows}
+
+
+def merge(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """``new``'s runs added to ``old``'s (a run of the same policy, preemption and seed replaced):
+    a partial run (``--policies``) completes a results file without re-running the rest."""
+    if old.get("scenario") != new["scenario"]:
+        raise ValueError(f"merging runs of {new['scenario']} into results of {old.get('scenario')}")
+    fresh = {(r["policy"], r["preemption"], r["seed"]) for r in new["runs"]}
+    runs = [r for r in old["runs"] if (r["policy"], r["preemption"], r["seed"]) not in fresh]
+    seeds = list(old["seeds"]) + [s for s in new["seeds"] if s not in old["seeds"]]
+    return {"scenario": new["scenario"], "seeds": seeds, "runs": runs + new["runs"]}
+
+
+def _present(data: dict[str, Any]) -> list[str]:
+    """The policies a results file has runs of, in POLICIES order (older files lack `fit-fair`)."""
+    have = {r["policy"] for r in data["runs"]}
+    return [p for p in POLICIES if p in have]
 
 
 def _derived(data: dict[str, Any]) -> list[dict[str, Any]]:
@@ -160,7 +186,7 @@ def markdown_table(data: dict[str, Any]) -> str:
     runs = _derived(data)
     lines = []
     for pre in PREEMPTION:
-        cols = list(POLICIES)
+        cols = _present(data)
         n = len(data["seeds"])
         lines.append(f"**Preemption {'on' if pre else 'off'}** ({n} seeds {data['seeds']}, mean ± sd)")
         lines.append("")
@@ -192,12 +218,13 @@ def headline_table(data: dict[str, Any]) -> str:
             ("pooled bound CPU / RAM %", "", 1), ("gain over no packing CPU / RAM pp", "gain", 2),
             ("gap to the bound closed CPU / RAM %", "gap_closed", 0)]
     seeds = ", ".join(map(str, data["seeds"]))
-    head = f"| preemption on, seeds {seeds} | no packing | thesis packing | `fit` packing (ours) " \
-           "| the thesis, without → with |"
-    lines = [head, "|---|---|---|---|---|"]
+    cols = _present(data)
+    head = f"| preemption on, seeds {seeds} | " + " | ".join(LABELS[c] for c in cols) \
+        + " | the thesis, without → with |"
+    lines = [head, "|---|" + "---|" * (len(cols) + 1)]
     for label, key, digits in rows:
         cells = []
-        for policy in POLICIES:
+        for policy in cols:
             mine = [r for r in runs if r["policy"] == policy]
             if key in ("cpu_utilization", "ram_utilization"):
                 cells.append(_ms([r[key] for r in mine], 100.0, digits))
@@ -255,6 +282,18 @@ def _jobs(text: str) -> int:
     return int(text)
 
 
+def _policies(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(","))
+    bad = [n for n in names if n not in POLICIES]
+    if bad or len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(
+            f"expected distinct names from {', '.join(POLICIES)}, comma-separated, got {text!r}")
+    return names
+
+
+PREEMPTION_CHOICES = {"off": (False,), "on": (True,), "both": PREEMPTION}
+
+
 def cmd_e1(args: argparse.Namespace) -> int:
     if args.table:
         try:
@@ -265,12 +304,26 @@ def cmd_e1(args: argparse.Namespace) -> int:
             return 2
         print(text, end="")
         return 0
+    dest = Path(args.json)
+    old: dict[str, Any] | None = None
+    if args.merge and dest.exists():
+        try:
+            old = json.loads(dest.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            print(f"error: {dest}: not an e1 results file ({type(err).__name__}: {err})", file=sys.stderr)
+            return 2
     try:
-        data = run_e1(Path(args.file), Path(args.out), args.seeds or SEEDS, args.jobs, print)
+        data = run_e1(Path(args.file), Path(args.out), args.seeds or SEEDS, args.jobs, print,
+                      args.policies or DEFAULT_POLICIES, PREEMPTION_CHOICES[args.preemption])
     except ScenarioError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    dest = Path(args.json)
+    if old is not None:
+        try:
+            data = merge(old, data)
+        except (ValueError, KeyError, TypeError) as err:
+            print(f"error: {dest}: cannot merge ({type(err).__name__}: {err})", file=sys.stderr)
+            return 2
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     print(markdown_table(data), end="")
@@ -285,5 +338,11 @@ def add_command(sub: Any) -> None:
     s.add_argument("--json", default="docs/e1.json", help="results file (default docs/e1.json)")
     s.add_argument("--seeds", type=_seeds, help="comma-separated seeds (default 1,2,3)")
     s.add_argument("--jobs", type=_jobs, default=2, help="runs at a time (default 2)")
+    s.add_argument("--policies", type=_policies,
+                   help=f"comma-separated, from {','.join(POLICIES)} (default {','.join(DEFAULT_POLICIES)})")
+    s.add_argument("--preemption", choices=list(PREEMPTION_CHOICES), default="both",
+                   help="preemption settings to run (default both)")
+    s.add_argument("--merge", action="store_true",
+                   help="add the runs to the --json file's (same policy, preemption and seed replaced)")
     s.add_argument("--table", metavar="JSON", help="only print the markdown table of an e1.json")
     s.set_defaults(func=cmd_e1)

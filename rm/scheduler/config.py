@@ -11,7 +11,7 @@ from rm.scheduler.borg_config import AdmissionConfig, PlacementConfig, TiersConf
 
 PolicyName = Literal["drf", "fifo", "packing", "tetris", "drfh"]
 HeuristicName = Literal["angle", "angle_length", "drfh", "tetris"]
-PresetName = Literal["thesis", "yt", "fit"]
+PresetName = Literal["thesis", "yt", "fit", "fit-fair"]
 # How cores and GiB are made comparable before a heuristic looks at them.
 Normalisation = Literal["node_mean", "cluster_total"]
 AcceptRule = Literal["at_most_k", "fewer_than_k"]
@@ -48,6 +48,12 @@ class PackingParams(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, fr
     # best_continue: the best packer among the first (this fraction, at least one) of the refusers
     # in fairness order (as Tetris's 1 - f).
     fallback_fraction: Annotated[float, msgspec.Meta(gt=0, le=1)] = 1.0
+    # Fairness bound (ours, `fit-fair`). L = DRF's level, the mean dominant share / weight of the
+    # users (top-level pools) with pending tasks. A refused offer passes down the fairness order only
+    # to users at most (1 + share_band) x L; the all-refused choice is made among those. None: no bound.
+    share_band: NonNegative | None = None
+    # A user below L refuses at most this many offers in a row (then accepts). None: no limit.
+    below_level_refusals: Annotated[int, msgspec.Meta(ge=0)] | None = None
 
 
 PRESETS: dict[str, PackingParams] = {
@@ -72,6 +78,14 @@ PRESETS: dict[str, PackingParams] = {
         accept="at_most_k", significance=True, A=0.05, R=1.5, max_consecutive_refusals=50,
         normalisation="node_mean", all_refused="best_continue",
     ),
+    # `fit` with a fairness bound (docs/packing.md "A fairness-bounded fit"): a refused offer goes
+    # on only to users at most 10% above DRF's level, and a user below it refuses at most 5 in a row.
+    "fit-fair": PackingParams(
+        heuristic="angle_length", warmup_refusals=5, window=30, max_age_s=1200.0, k=0,
+        accept="at_most_k", significance=True, A=0.05, R=1.5, max_consecutive_refusals=50,
+        normalisation="node_mean", all_refused="best_continue", share_band=0.1,
+        below_level_refusals=5,
+    ),
 }
 
 
@@ -94,6 +108,8 @@ class PackingConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, fr
     normalisation: Normalisation | None = None
     all_refused: AllRefused | None = None
     fallback_fraction: Annotated[float, msgspec.Meta(gt=0, le=1)] | None = None
+    share_band: NonNegative | None = None
+    below_level_refusals: Annotated[int, msgspec.Meta(ge=0)] | None = None
     # Packing off for operations in these pools (or below them) and for these workload entries
     # (operation names / looping groups), e.g. a production pool.
     disabled_pools: list[str] = []

@@ -8,18 +8,21 @@ resources after every acceptance. If every candidate refuses, one task of the ne
 candidate starts ignoring packing and the node's update ends there (§2.3): its remaining
 resources are offered again at its next heartbeat. ``all_refused`` (the `fit` preset, ours) can
 instead start the candidate whose task packs best on the node and go on offering it.
+``share_band`` and ``below_level_refusals`` (the `fit-fair` preset, ours) keep users near DRF's level
+L (the mean dominant share of the users with pending tasks): a refused offer passes down the fairness
+order only to users at most (1 + band) L, and a user below L refuses only so many offers in a row.
 """
 
 from __future__ import annotations
 
 import math
 
-from rm.cluster import Cluster, NodeRecord
+from rm.cluster import EPS, Cluster, NodeRecord
 from rm.operations import Operation, Pool
 from rm.ports import Clock
 from rm.scheduler.config import SchedulerConfig
 from rm.scheduler.decision import PackingController
-from rm.scheduler.drf import DRFPolicy
+from rm.scheduler.drf import DRFPolicy, drf_key
 from rm.scheduler.heuristics import HEURISTICS, scales
 from rm.scheduler.policy import OfferCounts, PolicyCounters
 
@@ -63,6 +66,24 @@ class PackingPolicy(DRFPolicy):
             self._scale = scales(c, self.params.normalisation)
         return self._scale
 
+    def _share(self, e: Pool | Operation) -> float:
+        """Dominant share / weight, as the root orders users."""
+        c = self.cluster
+        _, _, dom, _ = drf_key(e.usage_cpu, e.usage_ram, e.weight, 0.0, 0.0, c.cap_cpu, c.cap_ram)
+        return dom
+
+    def _user(self, op: Operation) -> Pool | Operation:
+        """The user an operation belongs to: its top-level pool (the op itself if at the root)."""
+        up = op.pools_up
+        return up[-2] if len(up) >= 2 else op
+
+    def _level(self) -> float:
+        """The mean dominant share / weight of the users with pending tasks (DRF's water level)."""
+        root = self.root
+        users: list[Pool | Operation] = [p for p in root.children if p.pending_tasks > 0]
+        users.extend(op for op in root.operations if op.pending)
+        return sum(self._share(u) for u in users) / len(users) if users else 0.0
+
     def assign(self, node: NodeRecord) -> Operation | None:
         if self._stopped is node:
             return None
@@ -74,13 +95,30 @@ class PackingPolicy(DRFPolicy):
         by_group = counters.by_group
         neediest: Operation | None = None
         refusers: list[tuple[float, Operation]] = []
+        band = self.params.share_band
+        below = self.params.below_level_refusals
+        level = ceiling = -1.0
+        if band is not None or below is not None:
+            level = self._level()
+            ceiling = (1 + (band or 0.0)) * level + EPS
+        in_order = True
         for op in self.candidates(node):
+            # share_band: past the first candidate (DRF's own choice) only users up to the ceiling.
+            # (Without min shares the root orders users by this share: everyone after is above too.)
+            if band is not None and not in_order and self._share(self._user(op)) > ceiling:
+                continue
+            in_order = False
             ctrl = self.controllers.get(op.id)
             if ctrl is None:
                 return op
             d = op.demand
             value = heuristic(d.cpu / sc, d.ram_gib / sr, fc, fr)
             accepted = ctrl.decide(now, value)
+            if (not accepted and below is not None and ctrl.consecutive_refusals > below
+                    and self._share(self._user(op)) < level):
+                # A user below the level refuses at most `below` in a row: a forced acceptance.
+                ctrl.overrule()
+                accepted = True
             counts = by_group[op.group]
             counts.offers += 1
             if accepted:
