@@ -71,16 +71,23 @@ def test_short_duration_with_a_warmup_set_by_hand(tmp_path: Path, capsys: pytest
 
 def test_bench_reports_progress() -> None:
     lines: list[str] = []
-    report = run_bench(nodes=4, hours=0.01, progress=lines.append)
-    assert [line.split(":")[1].strip() for line in lines[:4]] == ["periodic", "periodic", "delta", "delta"]
+    report = run_bench(nodes=4, hours=0.01, progress=lines.append, baseline=True)
+    assert [line.split(":")[1].strip() for line in lines[:8]] == [
+        "periodic (des)", "periodic (des)", "periodic (asyncio)", "periodic (asyncio)",
+        "delta (des)", "delta (des)", "delta (asyncio)", "delta (asyncio)",
+    ]
     assert "started" in lines[0] and "finished in" in lines[1] and "heartbeats" in lines[1]
-    assert f"{report['delta']['heartbeats']:,} heartbeats" in lines[3]
+    assert f"{report['delta']['heartbeats']:,} heartbeats" in lines[5]
+    # The first design ran the same emulation: the same heartbeats, in the same invocation.
+    assert report["baseline"]["periodic"]["heartbeats"] == report["periodic"]["heartbeats"]
+    assert report["baseline"]["delta"]["heartbeats"] == report["delta"]["heartbeats"]
     assert "memory" in lines[-1] and "finished" in lines[-1]
     assert any(line.startswith("bench: floor: ") and "µs per heartbeat" in line for line in lines)
     # The gap to the floor is part of every bench: the emulator is slower than the bare loop.
     assert report["floor_us_per_heartbeat"] > 0 and report["periodic"]["x_floor"] > 1
     table = markdown_table(report)
     assert f"{report['periodic']['us_per_heartbeat']:.1f} ({report['periodic']['x_floor']:g}×)" in table
+    assert "The first design (asyncio's loop as the virtual clock" in table
 
 
 def test_short_duration_drops_the_faults_after_its_end(

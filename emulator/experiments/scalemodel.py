@@ -74,7 +74,7 @@ def markdown_table(bench: dict[str, Any], sweep: dict[str, Any], *runs: dict[str
         cells = []
         for n in SIZES:
             hosts = n * c["node_us_per_node_interval"] / INTERVAL_S / 1e6 / HOST_CORE_SHARE
-            cells.append(f"{n * per_node_rm:.0%}, {hosts:,.0f} cores")
+            cells.append(f"{n * per_node_rm:.0%}, {hosts:,.1f} cores")
         lines.append(
             f"| {mode} | {c['us_per_node_interval']:.1f} | {c['rm_us_per_node_interval']:.2f} | "
             f"{saturation:,.0f} nodes | {c['node_us_per_node_interval']:.1f} | {cells[0]} | {cells[1]} |"
