@@ -184,15 +184,9 @@ class TcpPeers:
         self.loss = fraction
 
     def touch(self, dst: int, sender: int, ring_version: int) -> bool:
-        # Between nodes of this process there is no wire: a timestamp does what the message would.
-        # Between processes liveness is always a real message.
-        if self.loss > 0.0:
-            return False
-        stack = self._bound.get(dst)
-        if not stack or not stack[-1].heard_from(sender, ring_version):
-            return False
-        self.counters.sent += 1
-        return True
+        # A TCP run's liveness is always a real message, between nodes of one worker too (that
+        # is what its E2 and E3 figures measured).
+        return False
 
     def send(self, dst: int, msg: Any, endpoint: str = "") -> None:
         c = self.counters
