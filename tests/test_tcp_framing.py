@@ -7,16 +7,21 @@ import pytest
 
 from emulator.transport.framing import (
     HEADER,
+    REPEAT,
+    SAME_RING,
     FrameDecoder,
     FrameEncoder,
     FrameTooLarge,
     MalformedFrame,
 )
+from ringmon.protocol import Ring, RingDelta
 from rm.protocol import (
     ContainerStatus,
     Heartbeat,
     HeartbeatResponse,
+    NodeInbound,
     Register,
+    RegisterResponse,
     Resources,
     RMInbound,
 )
@@ -78,3 +83,52 @@ def test_malformed_payload_raises(payload: bytes) -> None:
     dec = FrameDecoder(RMInbound)
     with pytest.raises(MalformedFrame):
         dec.feed(HEADER.pack(len(payload), 4) + payload)
+
+
+def _ring(n: int, version: int = 7) -> Ring:
+    return Ring(version=version, ids=tuple(range(1, n + 1)))
+
+
+def test_a_broadcast_costs_one_encoding_per_connection() -> None:
+    delta = RingDelta(version=8, base_version=7, added=tuple(range(1000, 3000)), removed=())
+    enc = FrameEncoder()
+    one = bytearray()
+    enc.append(one, 1, delta)
+    buf = bytearray(one)
+    for channel in range(2, 1001):
+        assert enc.append(buf, channel, delta) == HEADER.size
+    assert len(buf) == len(one) + 999 * HEADER.size
+    frames = FrameDecoder(NodeInbound).feed(bytes(buf))
+    assert [c for c, _ in frames] == list(range(1, 1001))
+    assert all(m == delta for _, m in frames)
+
+
+def test_register_responses_carry_the_ring_once_per_connection() -> None:
+    ring = _ring(20_000)
+    enc = FrameEncoder()
+    buf = bytearray()
+    sizes = [enc.append(buf, c, RegisterResponse(action="normal", machine_id=c, ring=ring))
+             for c in range(1, 101)]
+    assert sizes[0] > 50_000 and max(sizes[1:]) < 100
+    newer = _ring(20_001, version=8)
+    assert enc.append(buf, 101, RegisterResponse(action="normal", machine_id=101, ring=newer)) > 50_000
+    enc.append(buf, 102, RegisterResponse(action="normal", machine_id=102, ring=newer))
+    frames = FrameDecoder(NodeInbound).feed(bytes(buf))
+    assert [m.machine_id for _, m in frames] == list(range(1, 103))
+    assert all(m.ring == ring for _, m in frames[:100])
+    assert frames[100][1].ring == newer and frames[101][1].ring == newer
+
+
+@pytest.mark.parametrize("word", [1 | REPEAT, 1 | REPEAT | SAME_RING])
+def test_a_repeat_with_nothing_before_it_is_malformed(word: int) -> None:
+    with pytest.raises(MalformedFrame):
+        FrameDecoder(NodeInbound).feed(HEADER.pack(0, word))
+
+
+def test_flags_that_refer_to_nothing_are_malformed() -> None:
+    body = msgspec.msgpack.encode(RegisterResponse(action="normal", machine_id=1))
+    with pytest.raises(MalformedFrame):
+        FrameDecoder(NodeInbound).feed(HEADER.pack(len(body), 1 | SAME_RING) + body)
+    hb = msgspec.msgpack.encode(HeartbeatResponse(action="normal", heartbeat_id=1))
+    with pytest.raises(MalformedFrame):
+        FrameDecoder(NodeInbound).feed(HEADER.pack(len(hb), 1 | SAME_RING) + hb)

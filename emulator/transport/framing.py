@@ -6,6 +6,13 @@ the channels of many NodeManagers (one per node), so a worker process hosting 20
 one socket, not 20,000. A frame with an empty payload closes its channel (no struct encodes to
 zero bytes).
 
+Broadcasts cost one encoding per connection, not per node: a message that is the very object sent
+last on this connection goes as a header alone with the REPEAT flag (the RM sends each ring delta to
+every node), and a ``RegisterResponse`` whose ring is the ring the previous one carried on this
+connection goes without it, flagged SAME_RING (in a registration storm every answer carries the
+RM's whole ring: N registrations would otherwise send N rings). The flags are the channel word's
+top two bits; the receiver restores what they stand for, so both ends see whole messages.
+
 The decoder never trusts the peer: a length above ``max_frame_bytes`` is refused as soon as the
 header arrives (before buffering the payload), and a payload that is not valid msgpack or not one
 of the expected message types raises ``FrameError``; the caller closes that connection only.
@@ -18,8 +25,13 @@ from typing import Any
 
 import msgspec
 
+from rm.protocol import RegisterResponse
+
 HEADER = struct.Struct("!II")
 HEADER_SIZE = HEADER.size
+REPEAT = 1 << 31
+SAME_RING = 1 << 30
+MAX_CHANNEL = SAME_RING - 1
 DEFAULT_MAX_FRAME_BYTES = 1 << 20
 _PLACEHOLDER = bytes(HEADER_SIZE)
 
@@ -40,26 +52,42 @@ class MalformedFrame(FrameError):
 
 
 class FrameEncoder:
-    """Appends frames to a caller-owned buffer (so many frames go out in one write)."""
+    """Appends frames to a caller-owned buffer (so many frames go out in one write). One encoder
+    per connection: it remembers what it sent last (REPEAT, SAME_RING)."""
 
-    __slots__ = ("_encode_into", "max_frame_bytes")
+    __slots__ = ("_encode_into", "_last", "_last_ring", "max_frame_bytes")
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self._encode_into = msgspec.msgpack.Encoder().encode_into
         self.max_frame_bytes = max_frame_bytes
+        self._last: Any = None
+        self._last_ring: Any = None
 
     def append(self, buf: bytearray, channel: int, msg: Any) -> int:
         """Append one frame carrying ``msg``; returns the frame's size in bytes."""
+        if channel > MAX_CHANNEL:
+            raise ValueError(f"channel {channel} above {MAX_CHANNEL}")
+        if msg is self._last:
+            buf += HEADER.pack(0, channel | REPEAT)
+            return HEADER_SIZE
+        flags = 0
+        body = msg
+        if type(msg) is RegisterResponse and msg.ring is not None and msg.ring is self._last_ring:
+            body = msgspec.structs.replace(msg, ring=None)
+            flags = SAME_RING
         start = len(buf)
         buf += _PLACEHOLDER
-        self._encode_into(msg, buf, start + HEADER_SIZE)
+        self._encode_into(body, buf, start + HEADER_SIZE)
         size = len(buf) - start - HEADER_SIZE
         if size > self.max_frame_bytes:
             del buf[start:]
             raise FrameTooLarge(
                 f"{type(msg).__name__} encodes to {size} bytes, above the {self.max_frame_bytes} byte limit"
             )
-        HEADER.pack_into(buf, start, size, channel)
+        HEADER.pack_into(buf, start, size, channel | flags)
+        self._last = msg
+        if type(msg) is RegisterResponse and msg.ring is not None:
+            self._last_ring = msg.ring
         return size + HEADER_SIZE
 
     @staticmethod
@@ -76,13 +104,15 @@ class FrameEncoder:
 class FrameDecoder:
     """Feed it bytes as they arrive; it returns the complete frames, in order."""
 
-    __slots__ = ("_buf", "_decode", "frames", "max_frame_bytes")
+    __slots__ = ("_buf", "_decode", "_last", "_last_ring", "frames", "max_frame_bytes")
 
     def __init__(self, msg_type: Any, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self._decode = msgspec.msgpack.Decoder(msg_type).decode
         self._buf = bytearray()
         self.max_frame_bytes = max_frame_bytes
         self.frames = 0
+        self._last: Any = None  # the last message decoded (REPEAT stands for it)
+        self._last_ring: Any = None  # the ring of the last RegisterResponse that carried one
 
     @property
     def buffered(self) -> int:
@@ -111,19 +141,36 @@ class FrameDecoder:
         with memoryview(buf) as view:
             while end - pos >= HEADER_SIZE and count != 0:
                 count -= 1
-                size, channel = unpack(view, pos)
+                size, word = unpack(view, pos)
                 if size > max_size:
                     raise FrameTooLarge(f"frame of {size} bytes announced, limit is {max_size}")
                 stop = pos + HEADER_SIZE + size
                 if stop > end:
                     break
+                channel = word & MAX_CHANNEL
                 if size == 0:
-                    out.append((channel, None))
+                    if not word & REPEAT:
+                        out.append((channel, None))
+                    elif self._last is None or word & SAME_RING:
+                        raise MalformedFrame(f"channel {channel}: a repeat with nothing to repeat")
+                    else:
+                        out.append((channel, self._last))
                 else:
                     try:
-                        out.append((channel, decode(view[pos + HEADER_SIZE : stop])))
+                        msg = decode(view[pos + HEADER_SIZE : stop])
                     except (msgspec.DecodeError, msgspec.ValidationError) as err:
                         raise MalformedFrame(f"channel {channel}: {err}") from None
+                    if type(msg) is RegisterResponse:
+                        if word & SAME_RING:
+                            if self._last_ring is None or msg.ring is not None:
+                                raise MalformedFrame(f"channel {channel}: no ring to refer to")
+                            msg = msgspec.structs.replace(msg, ring=self._last_ring)
+                        elif msg.ring is not None:
+                            self._last_ring = msg.ring
+                    elif word & (SAME_RING | REPEAT):
+                        raise MalformedFrame(f"channel {channel}: flags on a {type(msg).__name__}")
+                    self._last = msg
+                    out.append((channel, msg))
                 pos = stop
         self.frames += len(out)
         if buf is self._buf:
