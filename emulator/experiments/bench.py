@@ -7,6 +7,7 @@ measured under the same machine conditions.
 from __future__ import annotations
 
 import gc
+import resource
 import sys
 import time
 import tracemalloc
@@ -101,8 +102,6 @@ def speed(nodes: int, hours: float, interval_s: float, mode: str, design: str = 
 
 
 def peak_rss_mb() -> float:
-    import resource
-
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 

@@ -36,7 +36,7 @@ def coefficients(bench: dict[str, Any], sweep: dict[str, Any]) -> dict[str, dict
         r = bench[mode]
         node_intervals = r["nodes"] * r["emulated_s"] / INTERVAL_S
         hb = r["heartbeats"] / node_intervals
-        statuses = r.get("statuses", r["heartbeats"] * 20 if mode == "periodic" else 0) / node_intervals
+        statuses = r["statuses"] / node_intervals
         rm_us = (
             hb * (cal["heartbeat_us"] + cal["node_update_us"])
             + statuses * cal["heartbeat_per_status_us"]

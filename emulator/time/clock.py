@@ -44,7 +44,7 @@ class _JumpingSelector(selectors.DefaultSelector):
 
 class AsyncioVirtualLoop(asyncio.SelectorEventLoop):
     """The first virtual-time core: asyncio's own loop with a jumping clock (an asyncio ``Handle``
-    per callback, a ``TimerHandle`` per timer). Kept for comparison (``emulator bench --cores``)."""
+    per callback, a ``TimerHandle`` per timer). Kept for comparison (``emulator bench --baseline``)."""
 
     def __init__(self) -> None:
         ref: list[AsyncioVirtualLoop] = []
@@ -71,8 +71,7 @@ class Event:
     __slots__ = ("_when", "args", "ctx", "fn", "loop")
 
     def __init__(
-        self, loop: DesLoop | None, when: float, fn: Callable[..., Any], args: tuple[Any, ...],
-        ctx: contextvars.Context | None,
+        self, loop: DesLoop | None, when: float, fn: Callable[..., Any], args: tuple[Any, ...], ctx: Ctx,
     ) -> None:
         self.loop = loop
         self._when = when
@@ -100,7 +99,7 @@ class Event:
 
 
 class DesLoop(asyncio.SelectorEventLoop):
-    """The discrete-event core for virtual time: a plain heap of ``(time, seq, event)`` entries
+    """The discrete-event core for virtual time: a plain heap of ``(time, event)`` entries
     and a FIFO of ready events, run as asyncio's loop runs them (ready callbacks in batches, then
     timers due within the clock's resolution), so coroutines, futures and tasks work unchanged.
     No selector poll while only the loop's self-pipe is registered; time jumps to the next timer.
