@@ -189,6 +189,8 @@ class ResourceManager:
                 tracker.on_heartbeat(link, msg)
             case Register() if link is not None:
                 tracker.on_register(link, msg)
+                if self.is_registered(link):  # a node that registers is alive: the ring is not silent
+                    self.last_inbound_at = self.clock.now()
             case RingMessage() if self.membership is not None:
                 # Reports, probe answers, ring sync requests, probe deadlines.
                 self.membership.handle(link, msg)

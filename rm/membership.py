@@ -170,6 +170,7 @@ class MembershipService:
         self._encoder = msgspec.msgpack.Encoder()
         self._flush_timer: Timer | None = None
         self._release_timer: Timer | None = None
+        self._orphan_timer: Timer | None = None
         self._suspects: dict[int, _Suspicion] = {}
         self._attempts: dict[int, _Attempt] = {}
         self._base_wait = config.probe_timeout * config.interval_s
@@ -182,7 +183,9 @@ class MembershipService:
     def reset(self) -> None:
         """A new RM life starts with an empty ring whose versions are above every earlier life's
         (the RM's epoch in the high bits), so nodes never take a new ring for an old one."""
-        for timer in (self._flush_timer, self._release_timer, *(s.timer for s in self._suspects.values())):
+        timers = (self._flush_timer, self._release_timer, self._orphan_timer,
+                  *(s.timer for s in self._suspects.values()))
+        for timer in timers:
             if timer is not None:
                 timer.cancel()
         self.ring = Membership(self._cfg.ring_strides(), version=self._host.epoch << 32)
@@ -195,6 +198,9 @@ class MembershipService:
         self._next_probe = 1
         self._flush_timer = None
         self._release_timer = None
+        self._orphan_timer = None
+        self._orphans: deque[NodeRecord] = deque()  # a paced orphan round's members not probed yet
+        self._orphan_gap = 0.0
         self._snapshot: tuple[int, Ring, int] | None = None
         # The latest deltas, to bring a node that is a few versions behind up to date cheaply.
         self._recent: deque[tuple[RingDelta, int]] = deque(maxlen=RECENT_DELTAS)
@@ -580,7 +586,7 @@ class MembershipService:
         the brake's fraction per look: a mass removal is paced all the same)."""
         cfg = self._cfg
         now = self._clock.now()
-        if not len(self.ring) or now - last_inbound_at < cfg.orphan_after * cfg.interval_s:
+        if self._orphans or not len(self.ring) or now - last_inbound_at < cfg.orphan_after * cfg.interval_s:
             return
         ring, suspects, held = self.ring, self._suspects, self._held
         idle = [n for n in self._host.nodes() if n.machine_id in ring and n.machine_id not in suspects
@@ -591,9 +597,24 @@ class MembershipService:
         k = max(1, math.ceil(cfg.brake_fraction * len(ring)))
         self._log.info("ring.orphan_probe", probed=min(k, len(idle)), members=len(ring),
                        silent_s=round(now - last_inbound_at, 3))
-        for node in idle[:k]:
-            self.stats.orphan_probes += 1
-            self._open(node).orphan = True
+        # Paced over one interval: thousands of probes at once would stall the RM and the nodes.
+        self._orphans.extend(idle[:k])
+        self._orphan_gap = cfg.interval_s / k
+        self._next_orphan()
+
+    def _next_orphan(self) -> None:
+        self._orphan_timer = None
+        queue = self._orphans
+        while queue:
+            node = queue.popleft()
+            mid = node.machine_id
+            if (self._host.node(mid) is node and mid in self.ring and mid not in self._suspects
+                    and mid not in self._held):
+                self.stats.orphan_probes += 1
+                self._open(node).orphan = True
+                break
+        if queue:
+            self._orphan_timer = self._clock.call_later(self._orphan_gap, self._next_orphan)
 
     # ---- views -------------------------------------------------------------------------------
 

@@ -273,3 +273,40 @@ def test_a_lost_probe_is_resent_and_re_registration_clears_a_suspicion() -> None
         assert c.alive(10) and c.svc.stats.removals == 0
 
     drive(body)
+
+
+def test_a_silent_ring_is_probed_by_the_rm_paced_over_one_interval() -> None:
+    # 50 delta nodes that say nothing: after orphan_after intervals the RM probes a brake's
+    # fraction (10) of them itself, one after another over an interval, not all at one instant.
+    clock = FakeClock()
+    c = Cluster(clock, 50, detector="kring", interval_s=3.0, orphan_after=10.0, brake_fraction=0.2)
+    c.rm.start()
+    first_probed: dict[int, float] = {}
+    t = 0.0
+    while t < 45.0:
+        t = round(t + 0.05, 2)
+        clock.advance_to(t)
+        for mid, link in c.links.items():
+            if mid not in first_probed and link.of(Probe):
+                first_probed[mid] = t
+    times = sorted(first_probed.values())
+    assert len(times) >= 10
+    start = times[0]
+    assert 30.0 <= start <= 34.0
+    round_one = [x for x in times if x < start + 2.95]
+    assert len(round_one) == 10
+    assert len([x for x in round_one if x <= start + 0.1]) == 1  # paced, not a burst
+    assert times[9] - start >= 2.0
+
+
+def test_registrations_are_not_silence() -> None:
+    # Nodes joining one after another for 60 s: the RM does not probe "orphans" while they do.
+    clock = FakeClock()
+    c = Cluster(clock, 1, detector="kring", interval_s=3.0, orphan_after=10.0)
+    c.rm.start()
+    for i in range(1, 21):
+        clock.advance_to(3.0 * i)
+        c.rm.receive(Link(), Register(address=f"late{i}", resources=Resources(4, 8)))
+    assert c.svc.stats.orphan_probes == 0
+    clock.advance_to(60.0 + 31.0)
+    assert c.svc.stats.orphan_probes > 0
