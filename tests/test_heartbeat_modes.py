@@ -141,3 +141,17 @@ def test_unhealthy_fault_takes_nodes_out_of_scheduling() -> None:
     rows = [r for r in out.rows if 10 < r.t_s < 190]
     assert max(r.running_tasks for r in rows) <= 16
     assert max(r.running_tasks for r in out.rows) == 32
+
+
+def test_join_over_spreads_registrations_over_that_time() -> None:
+    def nodes_by_t(join: float) -> dict[float, int]:
+        sc = scenario(
+            cluster={"nodes": [{"count": 60, "cpu": 4, "ram_gib": 8}], "join_over_s": join},
+            heartbeat={"mode": "periodic", "interval_s": 3}, run={"duration_s": 90, "sample_interval_s": 10},
+        )
+        return {row.t_s: row.nodes for row in run_blocking(sc).rows}
+
+    at_once, ramp = nodes_by_t(0.0), nodes_by_t(60.0)
+    assert at_once[10.0] == 60
+    # About a sixth of the nodes per 10 s; every one in by 60 s.
+    assert 3 <= ramp[10.0] <= 20 < ramp[30.0] < 50 < ramp[70.0] == 60

@@ -74,6 +74,9 @@ class NodeGroup(Base, kw_only=True, frozen=True):
 
 class ClusterConfig(Base, kw_only=True, frozen=True):
     nodes: Annotated[list[NodeGroup], msgspec.Meta(min_length=1)]
+    # Nodes register at random times over this many seconds (a cluster coming up; kwok's node
+    # creation rate) instead of within the first heartbeat interval; each then beats on its own phase.
+    join_over_s: Annotated[float, msgspec.Meta(ge=0, le=86400)] = 0.0
 
 
 class PoolConfig(Base, kw_only=True, frozen=True):

@@ -31,9 +31,11 @@ def node_specs(scenario: Scenario) -> list[tuple[str, Resources]]:
 
 
 def phases(scenario: Scenario, count: int) -> list[float]:
-    """First-heartbeat offsets, spread over one interval so nodes do not beat in lockstep."""
+    """First-heartbeat (registration) offsets: spread over one interval so nodes do not beat in
+    lockstep, or over ``cluster.join_over_s`` when that is longer."""
     interval = scenario.heartbeat.interval_s
-    if not scenario.heartbeat.spread:
+    join = scenario.cluster.join_over_s
+    if not scenario.heartbeat.spread and not join:
         return [0.0] * count
     rng = random.Random(f"{scenario.run.seed}:phase")
-    return [rng.uniform(0.0, interval) for _ in range(count)]
+    return [rng.uniform(0.0, max(interval if scenario.heartbeat.spread else 0.0, join)) for _ in range(count)]
