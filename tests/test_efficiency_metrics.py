@@ -174,3 +174,19 @@ def test_tcp_needs_the_realtime_clock() -> None:
         scenario_from_dict({"cluster": {"nodes": [{"count": 1, "cpu": 1, "ram_gib": 1}]},
                             "transport": {"kind": "tcp", "workers": 0},
                             "run": {"duration_s": 10, "clock": "realtime"}}, "x.toml")
+
+
+def test_the_headline_names_the_busier_process_past_each_limit() -> None:
+    from emulator.experiments.sweep import saturates_first
+
+    def row(mode: str, n: int, ok: bool, rm: float, host: float) -> dict[str, Any]:
+        return {"mode": mode, "nodes": n, "h1": 1.0 if ok else 0.5, "h2": 1.0, "overloaded": not ok,
+                "rm_cpu_percent": rm, "worker_cpu_percent": host}
+
+    rows = [row("periodic", 1, True, 10, 5), row("periodic", 2, False, 90, 40),
+            row("delta", 1, True, 2, 20), row("delta", 2, False, 5, 60), row("delta", 3, False, 99, 1)]
+    verdict = saturates_first({"threshold": 0.99, "rows": rows})
+    assert verdict == (
+        "periodic: RM busier past the limit (RM 90%, node host 40% CPU); "
+        "delta: node host busier past the limit (RM 5%, node host 60% CPU)")
+    assert saturates_first({"threshold": 0.99, "rows": rows[:1]}) == "no limit reached"

@@ -123,3 +123,34 @@ def headline_table(bench: dict[str, Any], *runs: dict[str, Any]) -> str:
             f"{d.get('peak_rss_mb', 0):,} MB | {first} |"
         )
     return "\n".join(lines)
+
+
+def idle_host_table(summary: dict[str, Any]) -> str:
+    """One worker process hosting idle delta nodes over TCP (scenarios/idle-host-50k.toml): what the
+    run's summary.json says about keeping up, start-up and steady state apart."""
+    lag, worker = summary["lag"], summary["workers"][0]
+    interval = summary["heartbeat_interval_s"]
+    window = summary["warmup_s"]
+    late = [k for k in lag["lagged_intervals"] if k * interval > window]
+
+    def pair(key: str) -> str:
+        s = lag[key]
+        return f"{s['p99']:.3f} / {s['max']:.3f}"
+
+    send = lag["heartbeat_send_s"]
+    rows = [
+        ("nodes registered / lost", f"{summary['registrations']:,} / {summary['nodes_lost']:,}"),
+        ("node host CPU s / wall s, peak RSS", f"{worker['cpu_s']:.0f} / {worker['wall_s']:.0f}, "
+                                               f"{worker['max_rss_kib'] / 1024:.0f} MB"),
+        ("heartbeat send lateness p99 / max, emulated s (its samples: the nodes' registration ticks)",
+         f"{pair('heartbeat_send_s')} ({send['count']:,} samples; "
+         f"{100 * send['p99'] / interval:.0f}% of the interval at p99)"),
+        ("node host loop lag p99 / max, s", pair("worker_loop_s")),
+        ("RM loop lag p99 / max, s", pair("rm_loop_s")),
+        (f"{interval:g} s intervals that lagged (of {lag['measured_intervals']} measured)",
+         ", ".join(str(k) for k in lag["lagged_intervals"]) or "none"),
+        (f"lagged intervals after the {window:g} s warm-up", ", ".join(map(str, late)) or "none"),
+        ("marked overloaded", "yes: " + "; ".join(lag["reasons"]) if lag["overloaded"] else "no"),
+    ]
+    head = f"| {summary['scenario']}, {summary['nodes']:,} idle {summary['heartbeat_mode']} nodes | |"
+    return "\n".join([head, "|---|---|", *(f"| {k} | {v} |" for k, v in rows)]) + "\n"

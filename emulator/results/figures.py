@@ -41,6 +41,9 @@ FIGURES: dict[str, Figure] = {
                     "emulator bench --nodes N --hours 0.1666667 --out docs/scale-{20k,100k}.json "
                     "(docs/scale.md); the coefficients: docs/bench.json, docs/e2-sweep.json",
                     ("docs/e2-sweep.json", "docs/scale-20k.json", "docs/scale-100k.json")),
+    "idle-host": Figure("docs/idle-host-50k.json", "emulator.experiments.scalemodel:idle_host_table",
+                        "emulator run scenarios/idle-host-50k.toml --out runs/idle50k && "
+                        "cp runs/idle50k/summary.json docs/idle-host-50k.json"),
     "e1": Figure("docs/e1.json", "emulator.experiments.e1:markdown_table", E1_COMMAND),
     "e1-headline": Figure("docs/e1.json", "emulator.experiments.e1:headline_table", E1_COMMAND),
     "e1-seeds20": Figure("docs/e1-seeds20.json", "emulator.experiments.e1:markdown_table", E1_SEEDS20),
