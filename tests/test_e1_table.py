@@ -105,3 +105,29 @@ def test_policies_option_names_the_known_policies() -> None:
     assert _policies("fit-fair") == ("fit-fair",)
     with pytest.raises(argparse.ArgumentTypeError, match="from none, thesis, fit, fit-fair"):
         _policies("fit,bogus")
+
+
+def test_variants_are_named_packing_overrides_and_get_their_own_rows() -> None:
+    import argparse
+
+    import pytest
+
+    from emulator.experiments.e1 import _variant, variants_table
+
+    name, overrides = _variant("fit-w60=fit,window=60,share_band=0.25")
+    assert name == "fit-w60"
+    assert overrides == {"scheduler.policy": "packing", "scheduler.packing.preset": "fit",
+                         "scheduler.packing.window": 60, "scheduler.packing.share_band": 0.25}
+    for bad in ("fit-w60", "fit=", "thesis=fit", "x=fit,window"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            _variant(bad)
+    d = data()
+    # A variant raising both users by 20%: a raw move of 20% for each, and none net of the rise.
+    for pre in (False, True):
+        d["runs"] += [{**run("up", pre, s, 0.95, 0.97, 0.12), "pools": {"u1": 0.12, "u2": 0.12}}
+                      for s in (1, 2)]
+    d["variants"] = {"up": {"scheduler.packing.preset": "fit"}}
+    text = variants_table(d)
+    assert "| on | up | 4.00 ± 1.41 / 4.00 ± 1.41 | " in text
+    assert "| 20.0 | 2 | 0.0 | 0 |" in text
+    assert "| on | the thesis (Table 4.3) | +4.5 / +4.9 |" in text

@@ -17,6 +17,7 @@ import os
 import statistics
 import sys
 import time
+import tomllib
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -46,9 +47,10 @@ KEYS = ("cpu_utilization", "ram_utilization", "cpu_utilization_excl_preempted", 
         "allocations")
 
 
-def _one(path: str, policy: str, preemption: bool, seed: int, out: str) -> dict[str, Any]:
+def _one(path: str, policy: str, preemption: bool, seed: int, out: str,
+         settings: dict[str, Any]) -> dict[str, Any]:
     os.nice(19)
-    overrides = {**POLICIES[policy], "scheduler.preemption.enabled": preemption, "run.seed": seed}
+    overrides = {**settings, "scheduler.preemption.enabled": preemption, "run.seed": seed}
     sc = load_scenario(path, overrides)
     t0 = time.monotonic()
     outcome = run_blocking(sc, None)
@@ -66,20 +68,28 @@ def _one(path: str, policy: str, preemption: bool, seed: int, out: str) -> dict[
 def run_e1(
     path: Path, out: Path, seeds: tuple[int, ...], jobs: int, say: Callable[[str], None],
     policies: tuple[str, ...] = DEFAULT_POLICIES, preemption: tuple[bool, ...] = PREEMPTION,
+    variants: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    load_scenario(path)  # bad input fails here, before any worker starts
+    """``variants``: more packing policies, by name, as scenario overrides (``--variant``)."""
+    variants = variants or {}
+    settings = {**{p: POLICIES[p] for p in policies}, **variants}
+    for overrides in settings.values():
+        load_scenario(path, overrides)  # bad input fails here, before any worker starts
     out.mkdir(parents=True, exist_ok=True)
-    cases = [(p, pre, s) for pre in preemption for p in policies for s in seeds]
+    cases = [(p, pre, s) for pre in preemption for p in settings for s in seeds]
     rows: list[dict[str, Any]] = []
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(_one, str(path), p, pre, s, str(out)) for p, pre, s in cases]
+        futures = [pool.submit(_one, str(path), p, pre, s, str(out), settings[p]) for p, pre, s in cases]
         for fut in futures:
             row = fut.result()
             say(f"{row['policy']:>8} preemption {'on ' if row['preemption'] else 'off'} seed {row['seed']}: "
                 f"CPU {100 * row['cpu_utilization']:.2f}% RAM {100 * row['ram_utilization']:.2f}% "
                 f"({row['wall_s']} s)")
             rows.append(row)
-    return {"scenario": str(path), "seeds": list(seeds), "runs": rows}
+    result: dict[str, Any] = {"scenario": str(path), "seeds": list(seeds), "runs": rows}
+    if variants:
+        result["variants"] = variants
+    return result
 
 
 def merge(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
@@ -90,13 +100,18 @@ def merge(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     fresh = {(r["policy"], r["preemption"], r["seed"]) for r in new["runs"]}
     runs = [r for r in old["runs"] if (r["policy"], r["preemption"], r["seed"]) not in fresh]
     seeds = list(old["seeds"]) + [s for s in new["seeds"] if s not in old["seeds"]]
-    return {"scenario": new["scenario"], "seeds": seeds, "runs": runs + new["runs"]}
+    merged = {"scenario": new["scenario"], "seeds": seeds, "runs": runs + new["runs"]}
+    variants = {**old.get("variants", {}), **new.get("variants", {})}
+    if variants:
+        merged["variants"] = variants
+    return merged
 
 
 def _present(data: dict[str, Any]) -> list[str]:
-    """The policies a results file has runs of, in POLICIES order (older files lack `fit-fair`)."""
+    """The policies a results file has runs of, in POLICIES order (older files lack `fit-fair`),
+    then its variants."""
     have = {r["policy"] for r in data["runs"]}
-    return [p for p in POLICIES if p in have]
+    return [p for p in POLICIES if p in have] + [v for v in data.get("variants", {}) if v in have]
 
 
 def _derived(data: dict[str, Any]) -> list[dict[str, Any]]:
@@ -169,6 +184,18 @@ def _moves(mine: list[dict[str, float]], base: list[dict[str, float]]) -> list[f
                   for n in names)
 
 
+def _net_moves(mine: list[dict[str, float]], base: list[dict[str, float]]) -> list[float]:
+    """``_moves`` net of the rise every user shares: each user's ratio divided by the ratio of the
+    summed shares (a policy that raises every share by 4% moves nobody)."""
+    if not mine or not base:
+        return []
+    names = [n for n in base[0] if all(b.get(n) for b in base)]
+    m = {n: statistics.mean(x[n] for x in mine) for n in names}
+    b = {n: statistics.mean(x[n] for x in base) for n in names}
+    rise = sum(m.values()) / sum(b.values())
+    return sorted(abs(m[n] / b[n] / rise - 1) for n in names)
+
+
 def _mean_move(runs: list[dict[str, Any]], policy: str, pre: bool) -> float | None:
     """The largest user move of the seed means against no packing."""
     moves = _moves(_pools(runs, policy, pre), _pools(runs, "none", pre))
@@ -219,7 +246,7 @@ def headline_table(data: dict[str, Any]) -> str:
             ("gap to the bound closed CPU / RAM %", "gap_closed", 0)]
     seeds = ", ".join(map(str, data["seeds"]))
     cols = _present(data)
-    head = f"| preemption on, seeds {seeds} | " + " | ".join(LABELS[c] for c in cols) \
+    head = f"| preemption on, seeds {seeds} | " + " | ".join(LABELS.get(c, c) for c in cols) \
         + " | the thesis, without → with |"
     lines = [head, "|---|" + "---|" * (len(cols) + 1)]
     for label, key, digits in rows:
@@ -266,6 +293,29 @@ def fairness_table(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def variants_table(data: dict[str, Any]) -> str:
+    """One row per packing policy and preemption setting: gains, gap closed and how far users move
+    (on the seed means; raw, and net of the rise all users share), against the thesis's gains."""
+    runs, derived = data["runs"], _derived(data)
+    lines = ["| preemption | policy | CPU / RAM gain pp | CPU / RAM gap closed % | max user move % "
+             "| users moved > 10% | max move net of the common rise % | users > 10% net |",
+             "|---|---|---|---|---|---|---|---|"]
+    for pre in PREEMPTION:
+        for policy in [p for p in _present(data) if p != "none"]:
+            mine = [r for r in derived if r["policy"] == policy and r["preemption"] == pre]
+            if not mine:
+                continue
+            raw = _moves(_pools(runs, policy, pre), _pools(runs, "none", pre))
+            net = _net_moves(_pools(runs, policy, pre), _pools(runs, "none", pre))
+            gains = " / ".join(_ms([r[f"gain_{x}"] for r in mine], 100.0, 2) for x in ("cpu", "ram"))
+            gaps = " / ".join(_ms([r[f"gap_closed_{x}"] for r in mine], 100.0, 0) for x in ("cpu", "ram"))
+            lines.append(
+                f"| {'on' if pre else 'off'} | {policy} | {gains} | {gaps} | {100 * raw[-1]:.1f} | "
+                f"{sum(v > 0.10 for v in raw)} | {100 * net[-1]:.1f} | {sum(v > 0.10 for v in net)} |")
+    lines.append(f"| on | the thesis (Table 4.3) | {_thesis('gain_cpu')} / {_thesis('gain_ram')} | | | | | |")
+    return "\n".join(lines) + "\n"
+
+
 def _seeds(text: str) -> tuple[int, ...]:
     try:
         seeds = tuple(int(s) for s in text.split(","))
@@ -294,6 +344,27 @@ def _policies(text: str) -> tuple[str, ...]:
 PREEMPTION_CHOICES = {"off": (False,), "on": (True,), "both": PREEMPTION}
 
 
+def _variant(text: str) -> tuple[str, dict[str, Any]]:
+    """``NAME=PRESET[,field=value...]``: a packing policy by preset and `scheduler.packing` fields."""
+    name, sep, spec = text.partition("=")
+    parts = [p.strip() for p in spec.split(",")] if sep else []
+    if not name.strip() or not parts or not parts[0] or name.strip() in POLICIES:
+        raise argparse.ArgumentTypeError(
+            "expected NAME=PRESET[,field=value...] with a new NAME, e.g. fit-w60=fit,window=60; "
+            f"got {text!r}")
+    overrides: dict[str, Any] = {"scheduler.policy": "packing", "scheduler.packing.preset": parts[0]}
+    for part in parts[1:]:
+        key, eq, raw = part.partition("=")
+        if not eq or not key.strip():
+            raise argparse.ArgumentTypeError(f"--variant {text!r}: {part!r} is not field=value")
+        try:
+            value: Any = tomllib.loads(f"v = {raw}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = raw
+        overrides[f"scheduler.packing.{key.strip()}"] = value
+    return name.strip(), overrides
+
+
 def cmd_e1(args: argparse.Namespace) -> int:
     if args.table:
         try:
@@ -314,7 +385,8 @@ def cmd_e1(args: argparse.Namespace) -> int:
             return 2
     try:
         data = run_e1(Path(args.file), Path(args.out), args.seeds or SEEDS, args.jobs, print,
-                      args.policies or DEFAULT_POLICIES, PREEMPTION_CHOICES[args.preemption])
+                      args.policies or DEFAULT_POLICIES, PREEMPTION_CHOICES[args.preemption],
+                      dict(args.variant or []))
     except ScenarioError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -340,6 +412,8 @@ def add_command(sub: Any) -> None:
     s.add_argument("--jobs", type=_jobs, default=2, help="runs at a time (default 2)")
     s.add_argument("--policies", type=_policies,
                    help=f"comma-separated, from {','.join(POLICIES)} (default {','.join(DEFAULT_POLICIES)})")
+    s.add_argument("--variant", type=_variant, action="append", metavar="NAME=PRESET[,field=value...]",
+                   help="also run this packing policy (repeatable), e.g. fit-w60=fit,window=60")
     s.add_argument("--preemption", choices=list(PREEMPTION_CHOICES), default="both",
                    help="preemption settings to run (default both)")
     s.add_argument("--merge", action="store_true",

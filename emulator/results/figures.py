@@ -27,6 +27,13 @@ E1_COMMAND = "make e1 (emulator e1 scenarios/e1-faithful.toml --out runs/e1 --js
 E1_SEEDS20 = ("emulator e1 scenarios/e1-faithful.toml --out runs/e1-20 --json docs/e1-seeds20.json "
               "--seeds 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20, then the same with "
               "--policies fit-fair --merge")
+E1_EXPLORE = ("emulator e1 scenarios/e1-faithful.toml --out runs/e1-explore --json docs/e1-explore.json "
+              "--seeds 1,2,3,4,5 --preemption on --policies none,thesis,fit,fit-fair --variant "
+              "fit-b0.2=fit,share_band=0.2 --variant fit-b0.3=fit,share_band=0.3 --variant "
+              "fit-b0.5=fit,share_band=0.5 --variant fit-bl5=fit,below_level_refusals=5 --variant "
+              "fit-w60=fit,window=60 --variant fit-w120=fit,window=120 --variant "
+              "fit-b0.3-w60=fit,share_band=0.3,window=60 --variant fit-b0.4-w60=fit,share_band=0.4,window=60 "
+              "--variant fit-ff0.5=fit,fallback_fraction=0.5")
 E2_VIRTUAL = ("emulator sweep scenarios/e2-scale-sweep-virtual.toml --out runs/e2v && "
               "cp runs/e2v/sweep.json docs/e2-sweep-virtual.json")
 E2_VIRTUAL_BIG = ("emulator sweep scenarios/e2-scale-sweep-virtual.toml --nodes 18000,24000 --modes delta "
@@ -47,6 +54,7 @@ FIGURES: dict[str, Figure] = {
     "e1": Figure("docs/e1.json", "emulator.experiments.e1:markdown_table", E1_COMMAND),
     "e1-headline": Figure("docs/e1.json", "emulator.experiments.e1:headline_table", E1_COMMAND),
     "e1-seeds20": Figure("docs/e1-seeds20.json", "emulator.experiments.e1:markdown_table", E1_SEEDS20),
+    "e1-explore": Figure("docs/e1-explore.json", "emulator.experiments.e1:variants_table", E1_EXPLORE),
     "e1-seeds20-fairness": Figure("docs/e1-seeds20.json", "emulator.experiments.e1:fairness_table",
                                   E1_SEEDS20),
     "e2": Figure("docs/e2-sweep.json", "emulator.experiments.sweep:markdown_table",
