@@ -132,3 +132,62 @@ def test_flags_that_refer_to_nothing_are_malformed() -> None:
     hb = msgspec.msgpack.encode(HeartbeatResponse(action="normal", heartbeat_id=1))
     with pytest.raises(MalformedFrame):
         FrameDecoder(NodeInbound).feed(HEADER.pack(len(hb), 1 | SAME_RING) + hb)
+
+
+def test_a_node_host_delivers_a_burst_in_batches_letting_its_timers_run_between() -> None:
+    import asyncio
+    from typing import Any
+
+    from emulator.transport.framing import FrameEncoder
+    from emulator.transport.tcp import FramedConnection, TransportStats
+    from rm.protocol import HeartbeatResponse, NodeInbound
+
+    class Quiet:
+        def __getattr__(self, _: str) -> Any:
+            return lambda *a, **k: None
+
+    burst = 5_000
+
+    async def main(yield_every: int | None) -> tuple[list[int], int]:
+        delivered: list[int] = []
+        seen_by_timer: list[int] = []
+
+        class Conn(FramedConnection):
+            def on_frame(self, channel: int, msg: Any) -> None:
+                if not delivered:  # a timer falling due while the burst is delivered
+                    asyncio.get_running_loop().call_later(0, lambda: seen_by_timer.append(len(delivered)))
+                delivered.append(msg.heartbeat_id)
+
+        Conn.yield_every = yield_every
+        enc, buf = FrameEncoder(), bytearray()
+        for i in range(burst):
+            enc.append(buf, 1, HeartbeatResponse(action="normal", heartbeat_id=i))
+
+        writers: list[asyncio.StreamWriter] = []
+
+        async def serve(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            writers.append(writer)
+            writer.write(bytes(buf))
+            await writer.drain()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        loop = asyncio.get_running_loop()
+        transport, _ = await loop.create_connection(
+            lambda: Conn(NodeInbound, 1 << 20, Quiet(), TransportStats()), "127.0.0.1", port)
+        async with asyncio.timeout(10):
+            while len(delivered) < burst:
+                await asyncio.sleep(0.01)
+        transport.close()
+        for w in writers:
+            w.close()
+            await w.wait_closed()
+        server.close()
+        await server.wait_closed()
+        return delivered, seen_by_timer[0]
+
+    delivered, at_timer = asyncio.run(main(256))
+    assert delivered == list(range(burst))  # all of it, in order
+    assert at_timer <= 2 * 256  # the timer ran after a batch, not after the whole burst
+    _, at_timer = asyncio.run(main(None))
+    assert at_timer > 2 * 256  # without batches it waits for whatever arrived at once

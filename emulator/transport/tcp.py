@@ -49,6 +49,8 @@ DEFAULT_MAX_CONNECTIONS = 1024
 # node registers on it: an honest worker sends only registrations until then.
 DEFAULT_ADMISSION_FRAMES = 8
 UNADMITTED_DECODE_BATCH = 64
+# Frames a node host delivers to its nodes per loop pass (~15 µs each: a few ms between timers).
+NODE_HOST_DELIVERY_BATCH = 256
 # Bytes waiting for a peer that does not read before it is disconnected (~30 intervals of
 # answers to a 20,000-node worker), plus an allowance per node on the connection: every node that
 # registers is sent the whole ring, so a worker whose nodes all join at once is owed O(nodes x
@@ -128,6 +130,7 @@ class FramedConnection(asyncio.Protocol):
         self._transport: Any = None
         self._out = bytearray()
         self._flush_pending = False
+        self._reading_paused = False
         self.peer = "?"
         self.closed = False
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -144,10 +147,18 @@ class FramedConnection(asyncio.Protocol):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.stats.connections += 1
 
+    # Deliver at most this many frames per loop pass, pausing reads until the rest are delivered
+    # (None: all that arrived at once). A node host sets it so that a broadcast reaching tens of
+    # thousands of its nodes does not hold their timers back for the whole burst.
+    yield_every: int | None = None
+
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
         self.stats.bytes_in += len(data)
+        self._deliver(data)
+
+    def _deliver(self, data: bytes) -> None:
         on_frame = self.on_frame
         while True:
             limit = self.decode_batch()
@@ -166,12 +177,27 @@ class FramedConnection(asyncio.Protocol):
                 if self.closed:
                     return
                 on_frame(channel, msg)
-            if self.closed or limit is None or len(frames) < limit:
+            if self.closed:
                 return
+            if limit is None or len(frames) < limit:
+                if self._reading_paused:
+                    self._reading_paused = False
+                    self._transport.resume_reading()
+                return
+            if self.yield_every is not None:  # maybe more buffered: let due timers run first
+                if not self._reading_paused:
+                    self._reading_paused = True
+                    self._transport.pause_reading()
+                asyncio.get_running_loop().call_soon(self._deliver_rest)
+                return
+
+    def _deliver_rest(self) -> None:
+        if not self.closed:
+            self._deliver(b"")
 
     def decode_batch(self) -> int | None:
         """Frames to decode before delivering them (None: all that arrived)."""
-        return None
+        return self.yield_every
 
     def _decode(self, data: bytes, limit: int | None = None) -> list[tuple[int, Any]]:
         return self._decoder.feed(data, limit)
@@ -514,6 +540,8 @@ class TcpServer:
 
 
 class _ClientConnection(FramedConnection):
+    yield_every = NODE_HOST_DELIVERY_BATCH
+
     def __init__(self, client: TcpClient) -> None:
         super().__init__(NodeInbound, client.max_frame_bytes, client.log, client.stats)
         self._nodes: dict[int, Any] = {}
