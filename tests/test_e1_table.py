@@ -131,3 +131,10 @@ def test_variants_are_named_packing_overrides_and_get_their_own_rows() -> None:
     assert "| on | up | 4.00 ± 1.41 / 4.00 ± 1.41 | " in text
     assert "| 20.0 | 2 | 0.0 | 0 |" in text
     assert "| on | the thesis (Table 4.3) | +4.5 / +4.9 |" in text
+
+
+def test_an_empty_policy_list_runs_only_the_variants() -> None:
+    from emulator.experiments.e1 import _policies
+
+    assert _policies("") == () and _policies(" ") == ()
+    assert _policies("none,fit") == ("none", "fit")

@@ -73,6 +73,8 @@ def run_e1(
     """``variants``: more packing policies, by name, as scenario overrides (``--variant``)."""
     variants = variants or {}
     settings = {**{p: POLICIES[p] for p in policies}, **variants}
+    if not settings:
+        raise ScenarioError("nothing to run: --policies is empty and no --variant is given")
     for overrides in settings.values():
         load_scenario(path, overrides)  # bad input fails here, before any worker starts
     out.mkdir(parents=True, exist_ok=True)
@@ -283,7 +285,7 @@ def fairness_table(data: dict[str, Any]) -> str:
         halves = _moves([r["pools"] for r in plain if r["seed"] in half],
                         [r["pools"] for r in plain if r["seed"] not in half])
         noise = f"{100 * halves[-1]:.1f}%" if halves else "–"
-        for policy in [p for p in POLICIES if p != "none"]:
+        for policy in [p for p in _present(data) if p != "none"]:
             moves = _moves(_pools(runs, policy, pre), _pools(runs, "none", pre))
             if not moves:
                 continue
@@ -333,6 +335,8 @@ def _jobs(text: str) -> int:
 
 
 def _policies(text: str) -> tuple[str, ...]:
+    if not text.strip():
+        return ()  # only the --variant policies (added with --merge to a file that has the rest)
     names = tuple(n.strip() for n in text.split(","))
     bad = [n for n in names if n not in POLICIES]
     if bad or len(set(names)) != len(names):
@@ -385,7 +389,8 @@ def cmd_e1(args: argparse.Namespace) -> int:
             return 2
     try:
         data = run_e1(Path(args.file), Path(args.out), args.seeds or SEEDS, args.jobs, print,
-                      args.policies or DEFAULT_POLICIES, PREEMPTION_CHOICES[args.preemption],
+                      DEFAULT_POLICIES if args.policies is None else args.policies,
+                      PREEMPTION_CHOICES[args.preemption],
                       dict(args.variant or []))
     except ScenarioError as err:
         print(f"error: {err}", file=sys.stderr)

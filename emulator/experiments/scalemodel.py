@@ -125,32 +125,47 @@ def headline_table(bench: dict[str, Any], *runs: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def idle_host_table(summary: dict[str, Any]) -> str:
-    """One worker process hosting idle delta nodes over TCP (scenarios/idle-host-50k.toml): what the
-    run's summary.json says about keeping up, start-up and steady state apart."""
-    lag, worker = summary["lag"], summary["workers"][0]
-    interval = summary["heartbeat_interval_s"]
-    window = summary["warmup_s"]
-    late = [k for k in lag["lagged_intervals"] if k * interval > window]
+def idle_host_table(*summaries: dict[str, Any]) -> str:
+    """One worker process hosting idle delta nodes over TCP (scenarios/idle-host-50k.toml), one
+    column per run's summary.json: keeping up, start-up and steady state apart."""
 
-    def pair(key: str) -> str:
-        s = lag[key]
-        return f"{s['p99']:.3f} / {s['max']:.3f}"
+    def pair(lag: dict[str, Any], key: str) -> str:
+        return f"{lag[key]['p99']:.3f} / {lag[key]['max']:.3f}"
 
-    send = lag["heartbeat_send_s"]
-    rows = [
-        ("nodes registered / lost", f"{summary['registrations']:,} / {summary['nodes_lost']:,}"),
-        ("node host CPU s / wall s, peak RSS", f"{worker['cpu_s']:.0f} / {worker['wall_s']:.0f}, "
-                                               f"{worker['max_rss_kib'] / 1024:.0f} MB"),
-        ("heartbeat send lateness p99 / max, emulated s (its samples: the nodes' registration ticks)",
-         f"{pair('heartbeat_send_s')} ({send['count']:,} samples; "
-         f"{100 * send['p99'] / interval:.0f}% of the interval at p99)"),
-        ("node host loop lag p99 / max, s", pair("worker_loop_s")),
-        ("RM loop lag p99 / max, s", pair("rm_loop_s")),
-        (f"{interval:g} s intervals that lagged (of {lag['measured_intervals']} measured)",
-         ", ".join(str(k) for k in lag["lagged_intervals"]) or "none"),
-        (f"lagged intervals after the {window:g} s warm-up", ", ".join(map(str, late)) or "none"),
-        ("marked overloaded", "yes: " + "; ".join(lag["reasons"]) if lag["overloaded"] else "no"),
+    def column(summary: dict[str, Any]) -> list[str]:
+        lag, worker = summary["lag"], summary["workers"][0]
+        interval, window = summary["heartbeat_interval_s"], summary["warmup_s"]
+        send = lag["heartbeat_send_s"]
+        late = [k for k in lag["lagged_intervals"] if k * interval > window]
+        return [
+            f"{summary['registrations']:,} / {summary['nodes_lost']:,}",
+            f"{worker['cpu_s']:.0f} / {worker['wall_s']:.0f}, {worker['max_rss_kib'] / 1024:.0f} MB",
+            f"{pair(lag, 'heartbeat_send_s')} ({send['count']:,} samples; "
+            f"{100 * send['p99'] / interval:.0f}% of the interval at p99)",
+            pair(lag, "worker_loop_s"),
+            pair(lag, "rm_loop_s"),
+            f"{', '.join(str(k) for k in lag['lagged_intervals']) or 'none'} "
+            f"(of {lag['measured_intervals']} measured)",
+            ", ".join(map(str, late)) or "none",
+            "yes: " + "; ".join(lag["reasons"]) if lag["overloaded"] else "no",
+        ]
+
+    labels = [
+        "nodes registered / lost",
+        "node host CPU s / wall s, peak RSS",
+        "heartbeat send lateness p99 / max, emulated s (its samples: the nodes' registration ticks)",
+        "node host loop lag p99 / max, s",
+        "RM loop lag p99 / max, s",
+        "heartbeat intervals that lagged",
+        "lagged intervals after the warm-up",
+        "marked overloaded",
     ]
-    head = f"| {summary['scenario']}, {summary['nodes']:,} idle {summary['heartbeat_mode']} nodes | |"
-    return "\n".join([head, "|---|---|", *(f"| {k} | {v} |" for k, v in rows)]) + "\n"
+    cols = [column(s) for s in summaries]
+    first = summaries[0]
+    joins = [f"joining over {s['join_over_s']:g} s" if s.get("join_over_s")
+             else f"all joining in the first {s['heartbeat_interval_s']:g} s" for s in summaries]
+    head = (f"| {first['scenario']}: {first['nodes']:,} idle {first['heartbeat_mode']} nodes, one worker | "
+            + " | ".join(joins) + " |")
+    lines = [head, "|---|" + "---|" * len(summaries)]
+    lines += [f"| {label} | " + " | ".join(c[i] for c in cols) + " |" for i, label in enumerate(labels)]
+    return "\n".join(lines) + "\n"

@@ -26,7 +26,8 @@ class Figure(NamedTuple):
 E1_COMMAND = "make e1 (emulator e1 scenarios/e1-faithful.toml --out runs/e1 --json docs/e1.json)"
 E1_SEEDS20 = ("emulator e1 scenarios/e1-faithful.toml --out runs/e1-20 --json docs/e1-seeds20.json "
               "--seeds 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20, then the same with "
-              "--policies fit-fair --merge")
+              "--policies fit-fair --merge, then with --policies= --variant "
+              "fit-b0.4-w60=fit,share_band=0.4,window=60 --merge")
 E1_EXPLORE = ("emulator e1 scenarios/e1-faithful.toml --out runs/e1-explore --json docs/e1-explore.json "
               "--seeds 1,2,3,4,5 --preemption on --policies none,thesis,fit,fit-fair --variant "
               "fit-b0.2=fit,share_band=0.2 --variant fit-b0.3=fit,share_band=0.3 --variant "
@@ -50,11 +51,15 @@ FIGURES: dict[str, Figure] = {
                     ("docs/e2-sweep.json", "docs/scale-20k.json", "docs/scale-100k.json")),
     "idle-host": Figure("docs/idle-host-50k.json", "emulator.experiments.scalemodel:idle_host_table",
                         "emulator run scenarios/idle-host-50k.toml --out runs/idle50k && "
-                        "cp runs/idle50k/summary.json docs/idle-host-50k.json"),
+                        "cp runs/idle50k/summary.json docs/idle-host-50k.json; the same with --set "
+                        "cluster.join_over_s=0 --out runs/idle50k-storm, to docs/idle-host-50k-storm.json",
+                        ("docs/idle-host-50k-storm.json",)),
     "e1": Figure("docs/e1.json", "emulator.experiments.e1:markdown_table", E1_COMMAND),
     "e1-headline": Figure("docs/e1.json", "emulator.experiments.e1:headline_table", E1_COMMAND),
     "e1-seeds20": Figure("docs/e1-seeds20.json", "emulator.experiments.e1:markdown_table", E1_SEEDS20),
     "e1-explore": Figure("docs/e1-explore.json", "emulator.experiments.e1:variants_table", E1_EXPLORE),
+    "e1-seeds20-variants": Figure("docs/e1-seeds20.json", "emulator.experiments.e1:variants_table",
+                                  E1_SEEDS20),
     "e1-seeds20-fairness": Figure("docs/e1-seeds20.json", "emulator.experiments.e1:fairness_table",
                                   E1_SEEDS20),
     "e2": Figure("docs/e2-sweep.json", "emulator.experiments.sweep:markdown_table",

@@ -62,6 +62,7 @@ def build_summary(outcome: RunOutcome) -> dict[str, Any]:
         "warmup_s": sc.run.warmup_s,
         "heartbeat_mode": sc.heartbeat.mode,
         "heartbeat_interval_s": sc.heartbeat.interval_s,
+        "join_over_s": sc.cluster.join_over_s,
         "policy": sc.scheduler.policy,
         "nodes": sc.node_count,
         "nodes_alive_end": snap.nodes,
