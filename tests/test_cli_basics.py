@@ -109,3 +109,27 @@ def test_short_duration_drops_the_faults_after_its_end(
     path.write_text(text.replace("duration_s = 1800", "duration_s = 20"), encoding="utf-8")
     assert main(["run", str(path), "--out", str(tmp_path / "x"), "--quiet"]) == 2
     assert "at `faults[1].at_s`: 50 s is not before the run ends" in capsys.readouterr().err
+
+
+def test_sigterm_stops_a_bench_instead_of_starting_its_next_run() -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "emulator", "bench", "--nodes", "2000", "--hours", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # wait until the first run is under way
+            if "periodic (des): started" in line:
+                break
+        time.sleep(2)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err
+    assert "delta (des): started" not in err and "interrupted" in err

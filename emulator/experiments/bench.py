@@ -77,6 +77,8 @@ def speed(nodes: int, hours: float, interval_s: float, mode: str, design: str = 
     scenario = bench_scenario(nodes, hours, interval_s, mode, liveness)
     cpu0 = time.process_time()
     outcome = run_blocking(scenario, core=core)
+    if outcome.partial:  # stopped by Ctrl-C / SIGTERM: a cut-short run is no speed figure
+        raise KeyboardInterrupt
     cpu = time.process_time() - cpu0
     wall = outcome.wall_s
     sent = outcome.nodes.heartbeats_sent

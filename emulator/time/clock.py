@@ -62,6 +62,9 @@ class AsyncioVirtualLoop(asyncio.SelectorEventLoop):
 # asyncio's own thresholds for sweeping cancelled timers out of the heap.
 _SWEEP_MIN_TIMERS = 100
 _SWEEP_FRACTION = 0.5
+# A pure virtual run never polls the self-pipe, where Ctrl-C / SIGTERM land: look every 1,024
+# passes (an empty poll changes nothing the run does).
+_SIGNAL_CHECK_MASK = 1023
 
 
 class Event:
@@ -148,6 +151,7 @@ class DesLoop(asyncio.SelectorEventLoop):
         heap, queue, state = self._heap, self._queue, vars(self)
         fds = self._io.get_map()
         pop, res = heapq.heappop, self._resolution
+        passes = 0
         while True:
             if len(heap) > _SWEEP_MIN_TIMERS and self._cancelled_timers > _SWEEP_FRACTION * len(heap):
                 heap[:] = [e for e in heap if e[1].fn is not None]
@@ -160,7 +164,8 @@ class DesLoop(asyncio.SelectorEventLoop):
             idle = not queue and not state["_stopping"]
             events = None
             io = len(fds) > 1
-            if io or (idle and not heap):
+            passes += 1
+            if io or (idle and not heap) or not passes & _SIGNAL_CHECK_MASK:
                 # Real I/O is registered (or nothing at all is scheduled: only I/O can wake us).
                 events = self._io.select(None if idle and not heap else 0.0)
                 self._process_events(events)  # type: ignore[attr-defined]
