@@ -176,25 +176,17 @@ def _pools(runs: list[dict[str, Any]], policy: str, pre: bool) -> list[dict[str,
     return [r["pools"] for r in runs if r["policy"] == policy and r["preemption"] == pre]
 
 
-def _moves(mine: list[dict[str, float]], base: list[dict[str, float]]) -> list[float]:
+def _moves(mine: list[dict[str, float]], base: list[dict[str, float]], net: bool = False) -> list[float]:
     """Per user: |mean dominant share in ``mine`` / mean in ``base`` - 1|, means over the runs
-    (seed noise averages out), for the users every base run has."""
-    if not mine or not base:
-        return []
-    names = [n for n in base[0] if all(b.get(n) for b in base)]
-    return sorted(abs(statistics.mean(m[n] for m in mine) / statistics.mean(b[n] for b in base) - 1)
-                  for n in names)
-
-
-def _net_moves(mine: list[dict[str, float]], base: list[dict[str, float]]) -> list[float]:
-    """``_moves`` net of the rise every user shares: each user's ratio divided by the ratio of the
-    summed shares (a policy that raises every share by 4% moves nobody)."""
+    (seed noise averages out), for the users every base run has. ``net``: each user's ratio divided
+    by the ratio of the summed shares, i.e. net of the rise every user shares (a policy that raises
+    every share by 4% moves nobody)."""
     if not mine or not base:
         return []
     names = [n for n in base[0] if all(b.get(n) for b in base)]
     m = {n: statistics.mean(x[n] for x in mine) for n in names}
     b = {n: statistics.mean(x[n] for x in base) for n in names}
-    rise = sum(m.values()) / sum(b.values())
+    rise = sum(m.values()) / sum(b.values()) if net else 1.0
     return sorted(abs(m[n] / b[n] / rise - 1) for n in names)
 
 
@@ -308,7 +300,7 @@ def variants_table(data: dict[str, Any]) -> str:
             if not mine:
                 continue
             raw = _moves(_pools(runs, policy, pre), _pools(runs, "none", pre))
-            net = _net_moves(_pools(runs, policy, pre), _pools(runs, "none", pre))
+            net = _moves(_pools(runs, policy, pre), _pools(runs, "none", pre), net=True)
             gains = " / ".join(_ms([r[f"gain_{x}"] for r in mine], 100.0, 2) for x in ("cpu", "ram"))
             gaps = " / ".join(_ms([r[f"gap_closed_{x}"] for r in mine], 100.0, 0) for x in ("cpu", "ram"))
             lines.append(

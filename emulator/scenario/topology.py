@@ -33,9 +33,9 @@ def node_specs(scenario: Scenario) -> list[tuple[str, Resources]]:
 def phases(scenario: Scenario, count: int) -> list[float]:
     """First-heartbeat (registration) offsets: spread over one interval so nodes do not beat in
     lockstep, or over ``cluster.join_over_s`` when that is longer."""
-    interval = scenario.heartbeat.interval_s
-    join = scenario.cluster.join_over_s
-    if not scenario.heartbeat.spread and not join:
+    hb = scenario.heartbeat
+    span = max(hb.interval_s if hb.spread else 0.0, scenario.cluster.join_over_s)
+    if not span:
         return [0.0] * count
     rng = random.Random(f"{scenario.run.seed}:phase")
-    return [rng.uniform(0.0, max(interval if scenario.heartbeat.spread else 0.0, join)) for _ in range(count)]
+    return [rng.uniform(0.0, span) for _ in range(count)]

@@ -166,7 +166,8 @@ class DesLoop(asyncio.SelectorEventLoop):
             io = len(fds) > 1
             passes += 1
             if io or (idle and not heap) or not passes & _SIGNAL_CHECK_MASK:
-                # Real I/O is registered (or nothing at all is scheduled: only I/O can wake us).
+                # Real I/O is registered (or nothing at all is scheduled: only I/O can wake us), or
+                # it is time to look for a signal on the self-pipe.
                 events = self._io.select(None if idle and not heap else 0.0)
                 self._process_events(events)  # type: ignore[attr-defined]
             if idle and heap and not events:

@@ -116,6 +116,11 @@ class FramedConnection(asyncio.Protocol):
     """One TCP connection carrying frames (``framing``) on numbered channels; subclasses say what
     a frame means (``on_frame``)."""
 
+    # Deliver at most this many frames per loop pass, pausing reads until the rest are delivered
+    # (None: all that arrived at once). A node host sets it so that a broadcast reaching tens of
+    # thousands of its nodes does not hold their timers back for the whole burst.
+    yield_every: int | None = None
+
     def __init__(self, inbound_type: Any, max_frame_bytes: int, log: Any, stats: TransportStats,
                  noisy: Any = None, max_write_buffer_bytes: int | None = None) -> None:
         """``noisy``: the log for what the peer can cause at will (default ``log``);
@@ -146,11 +151,6 @@ class FramedConnection(asyncio.Protocol):
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.stats.connections += 1
-
-    # Deliver at most this many frames per loop pass, pausing reads until the rest are delivered
-    # (None: all that arrived at once). A node host sets it so that a broadcast reaching tens of
-    # thousands of its nodes does not hold their timers back for the whole burst.
-    yield_every: int | None = None
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
