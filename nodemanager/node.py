@@ -10,6 +10,7 @@ harness's business (it holds the node's timers and messages while the process is
 from __future__ import annotations
 
 import enum
+import heapq
 import math
 from collections.abc import Callable
 
@@ -46,21 +47,15 @@ class NodeState(enum.Enum):
     STOPPED = "stopped"
 
 
-class _Container:
-    __slots__ = ("launch", "status", "timer")
-
-    def __init__(self, launch: ContainerLaunch, status: ContainerStatus, timer: Timer) -> None:
-        self.launch = launch
-        self.status = status
-        self.timer = timer
-
-
 class NodeManager:
     __slots__ = (
         "_changes",
         "_clock",
         "_config",
         "_containers",
+        "_due",
+        "_due_at",
+        "_due_timer",
         "_healthy",
         "_inflight",
         "_inflight_at",
@@ -73,6 +68,7 @@ class NodeManager:
         "_reported_healthy",
         "_send",
         "_stats",
+        "_statuses",
         "_tick_timer",
         "_timing",
         "_usage",
@@ -114,7 +110,12 @@ class NodeManager:
         self._log = log
         self._membership = membership
         self._timing = timing
-        self._containers: dict[int, _Container] = {}
+        # Running containers; their completions as a heap of (finish time, container id) with one
+        # timer for the earliest: no timer, no wrapper object per container.
+        self._containers: dict[int, ContainerLaunch] = {}
+        self._due: list[tuple[float, int]] = []
+        self._due_timer: Timer | None = None
+        self._due_at = math.inf
         self._tick_timer: Timer | None = None
         # Containers with usage models (made at the first such launch: most nodes never see one)
         # and their sampling timer.
@@ -127,6 +128,10 @@ class NodeManager:
         self.machine_id = -1
         self.state = NodeState.NEW
         self._containers.clear()
+        self._clear_due()
+        # The full report (running statuses, then unacknowledged completions), kept until a
+        # container starts, ends or its completion is acknowledged.
+        self._statuses: tuple[ContainerStatus, ...] | None = None
         # Latest status per container not yet acknowledged by the RM.
         self._changes: dict[int, ContainerStatus] = {}
         self._used_cpu = 0.0
@@ -153,10 +158,10 @@ class NodeManager:
 
     def stop(self) -> None:
         """Shut down: kill every container, arm nothing more. Sends nothing."""
-        for container in self._containers.values():
-            container.timer.cancel()
         self._containers.clear()
+        self._clear_due()
         self._changes.clear()
+        self._statuses = None
         if self._usage is not None:
             self._usage.clear(self._clock.now())
         if self._usage_timer is not None:
@@ -194,7 +199,7 @@ class NodeManager:
         self._touch()
 
     def running_containers(self) -> dict[int, ContainerLaunch]:
-        return {cid: c.launch for cid, c in self._containers.items()}
+        return dict(self._containers)
 
     def unreported_completions(self) -> set[int]:
         """Containers that ended but whose completion the RM has not acknowledged yet."""
@@ -312,6 +317,7 @@ class NodeManager:
         for cid, status in carried.items():
             if changes.get(cid) is status:
                 del changes[cid]
+        self._statuses = None
         healthy, self._reg_healthy = self._reg_healthy, None
         # Health the RM may not know (it changed while registering) is reported again.
         self._reported_healthy = healthy if healthy is not None else not self._healthy
@@ -323,9 +329,15 @@ class NodeManager:
     # ---- heartbeats ---------------------------------------------------------------------
 
     def _full_statuses(self) -> tuple[ContainerStatus, ...]:
-        running = [c.status for c in self._containers.values()]
-        done = [s for s in self._changes.values() if s.state == "complete"]
-        return (*running, *done)
+        statuses = self._statuses
+        if statuses is None:
+            # A running status not yet acknowledged is reported as that same object (so that
+            # the answer acknowledges it); the others are made afresh.
+            changes = self._changes
+            running = [changes.get(cid) or ContainerStatus(cid, "running") for cid in self._containers]
+            done = [s for s in changes.values() if s.state == "complete"]
+            statuses = self._statuses = (*running, *done)
+        return statuses
 
     def _heartbeat(self) -> None:
         now = self._clock.now()
@@ -390,12 +402,12 @@ class NodeManager:
             return
         result = usage.sample(self._clock.now())
         for cid, _ in result.ooms:
+            self._unschedule(cid)
             self._release(cid, EXIT_OOM)
         for cid, delay in result.retime.items():
-            container = self._containers.get(cid)
-            if container is not None:
-                container.timer.cancel()
-                container.timer = self._clock.call_later(delay, self._finish, cid)
+            if cid in self._containers:
+                self._unschedule(cid)
+                self._schedule_finish(cid, delay)
         if result.moved and self._config.mode == "delta":
             usage.dirty.update(result.moved)
             self._touch()
@@ -432,6 +444,8 @@ class NodeManager:
         for status in sent.statuses:
             if changes.get(status.container_id) is status:
                 del changes[status.container_id]
+                if status.state == "complete":
+                    self._statuses = None
         for launch in msg.launch:
             self._launch(launch)
         for cid in msg.kill:
@@ -479,13 +493,15 @@ class NodeManager:
         ):
             self._stats.containers_rejected += 1
             self._changes[cid] = ContainerStatus(cid, "complete", EXIT_REJECTED)
+            self._statuses = None
             self._touch()
             return
         self._used_cpu += res.cpu
         self._used_ram += res.ram_gib
         status = ContainerStatus(cid, "running")
-        timer = self._clock.call_later(launch.duration_s, self._finish, cid)
-        self._containers[cid] = _Container(launch, status, timer)
+        self._containers[cid] = launch
+        self._statuses = None
+        self._schedule_finish(cid, launch.duration_s)
         if launch.usage is not None:
             if self._usage is None:
                 cfg = self._config
@@ -499,21 +515,56 @@ class NodeManager:
         self._touch()
 
     def _release(self, cid: int, exit_code: int) -> bool:
-        container = self._containers.pop(cid, None)
-        if container is None:
+        launch = self._containers.pop(cid, None)
+        if launch is None:
             return False
-        container.timer.cancel()
-        if container.launch.usage is not None and self._usage is not None:
+        self._statuses = None
+        if launch.usage is not None and self._usage is not None:
             self._usage.dirty.discard(cid)
             self._usage.remove(
                 cid, self._clock.now(), finished=exit_code == EXIT_SUCCESS, oom=exit_code == EXIT_OOM
             )
-        res = container.launch.resources
+        res = launch.resources
         self._used_cpu -= res.cpu
         self._used_ram -= res.ram_gib
         self._changes[cid] = ContainerStatus(cid, "complete", exit_code)
         self._touch()
         return True
+
+    def _schedule_finish(self, cid: int, delay: float) -> None:
+        at = self._clock.now() + delay
+        heapq.heappush(self._due, (at, cid))
+        if at < self._due_at:
+            if self._due_timer is not None:
+                self._due_timer.cancel()
+            self._due_at = at
+            self._due_timer = self._clock.call_later(delay, self._complete_due)
+
+    def _unschedule(self, cid: int) -> None:
+        """The container ends otherwise (killed, re-timed): rare, so the heap is rebuilt. The
+        timer may stay armed for it and then finds nothing due."""
+        due = self._due
+        due[:] = [entry for entry in due if entry[1] != cid]
+        heapq.heapify(due)
+
+    def _complete_due(self) -> None:
+        """The completion timer: end every container due by now, then arm for the next one."""
+        self._due_timer = None
+        self._due_at = math.inf
+        due = self._due
+        now = self._clock.now()
+        while due and due[0][0] <= now + EPS:
+            self._finish(heapq.heappop(due)[1])
+        if due and self._due_timer is None:
+            at = self._due_at = due[0][0]
+            self._due_timer = self._clock.call_later(at - now, self._complete_due)
+
+    def _clear_due(self) -> None:
+        self._due.clear()
+        self._due_at = math.inf
+        if self._due_timer is not None:
+            self._due_timer.cancel()
+            self._due_timer = None
 
     def _finish(self, cid: int) -> None:
         if self._release(cid, EXIT_SUCCESS):
@@ -522,7 +573,9 @@ class NodeManager:
                 self._heartbeat()
 
     def _kill(self, cid: int, exit_code: int) -> None:
-        self._release(cid, exit_code)
+        if cid in self._containers:
+            self._unschedule(cid)
+            self._release(cid, exit_code)
 
     def __repr__(self) -> str:
         return f"NodeManager({self.address!r}, id={self.machine_id}, {self.state.value})"

@@ -78,6 +78,9 @@ class FakeClock:
     def call_soon(self, callback: Callable[..., object], *args: Any) -> FakeTimer:
         return self.call_later(0.0, callback, *args)
 
+    def call_soon_batched(self, callback: Callable[[Any], object], item: Any) -> None:
+        self.call_later(0.0, callback, item)
+
     def advance_to(self, t: float) -> None:
         """Fire every timer due up to ``t`` (in order, including ones they arm), then stand at ``t``."""
         heap = self._heap

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from emulator.harness.runner import run_blocking
 from emulator.scenario.loader import load_scenario
-from emulator.time.clock import Cancellable, LoopClock, VirtualCore, run
+from emulator.time.clock import Cancellable, DesLoop, LoopClock, VirtualCore, run
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 
@@ -29,13 +29,20 @@ def _program(core: VirtualCore, seed: int) -> list[tuple[float, str]]:
                 return
             for k in range(rng.randint(0, 3)):
                 label = f"{name}.{k}"
-                if rng.random() < 0.3:
+                if rng.random() < 0.15:
                     clock.call_soon(fire, label, depth + 1)
+                elif rng.random() < 0.3:
+                    # Runs of batched calls, interleaved with plain ones and zero-delay timers.
+                    for j in range(rng.randint(1, 4)):
+                        clock.call_soon_batched(batched, (f"{label}b{j}", depth + 1))
                 else:
                     delay = rng.choice((0.0, 0.5, 1.0, 1.0, 2.5))
                     timers.append(clock.call_later(delay, fire, label, depth + 1))
             if timers and rng.random() < 0.25:
                 timers.pop(rng.randrange(len(timers))).cancel()
+
+        def batched(item: tuple[str, int]) -> None:
+            fire(*item)
 
         async def sleeper() -> None:
             for i in range(20):
@@ -58,6 +65,47 @@ def test_callbacks_run_in_the_same_order_on_both_cores() -> None:
         des = _program("des", seed)
         assert len(des) > 1000
         assert des == _program("asyncio", seed)
+
+
+def test_back_to_back_batched_calls_share_one_queue_entry() -> None:
+    """An RM broadcast of 1,000 deliveries is one entry of the core's ready queue, not 1,000."""
+
+    async def main(clock: LoopClock) -> tuple[int, list[int]]:
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, DesLoop)
+        seen: list[int] = []
+        deliver = seen.append  # one callback object (each ``seen.append`` is a new one)
+        for i in range(1000):
+            clock.call_soon_batched(deliver, i)
+        entries = len(vars(loop)["_ready"])
+        await clock.sleep(0.0)
+        return entries, seen
+
+    entries, seen = run(main, "virtual", core="des")
+    assert entries == 1
+    assert seen == list(range(1000))
+
+
+def test_a_batched_call_made_during_a_pass_runs_in_the_next_one() -> None:
+    """As a separate call would: a loop stopped in this pass has not run it yet."""
+    loop = DesLoop()
+    try:
+        seen: list[str] = []
+        deliver = seen.append
+
+        def stopper() -> None:
+            loop.stop()
+            loop.call_soon_batched(deliver, "b2")
+
+        loop.call_soon(stopper)
+        loop.call_soon_batched(deliver, "b1")
+        loop.run_forever()
+        assert seen == ["b1"]
+        loop.call_soon(loop.stop)
+        loop.run_forever()
+        assert seen == ["b1", "b2"]
+    finally:
+        loop.close()
 
 
 def test_a_failing_callback_is_reported_and_the_run_goes_on() -> None:

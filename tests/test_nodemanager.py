@@ -138,3 +138,54 @@ def test_shutdown_and_kill_and_overcommit() -> None:
         assert len(link.sent) == sent
 
     drive("periodic", script)
+
+
+def test_containers_share_one_completion_timer_and_end_on_time() -> None:
+    """Twenty containers hold one pending timer between them (not one each); each still ends at
+    its own time, a killed one is skipped, and a stopped node leaves no timer behind."""
+
+    def script(node: NodeManager, link: RecordingLink, clock: FakeClock) -> None:
+        registered(node, link, clock)
+        before = clock.pending()
+        node.receive(LaunchContainers(containers=tuple(launch(c, 5.0 + c, 0.1, 0.1) for c in range(20))))
+        assert clock.pending() == before + 1
+        node.receive(KillContainers(container_ids=(0,)))  # the earliest: its entry is skipped
+        clock.advance_to(1.5 + 5.5)
+        assert set(node.running_containers()) == set(range(1, 20))
+        assert node.unreported_completions() == {0}  # killed, not finished
+        clock.advance_to(1.5 + 6.0)
+        assert 1 not in node.running_containers() and 2 in node.running_containers()
+        node.receive(LaunchContainers(containers=(launch(50, 0.25, 0.1, 0.1),)))  # earlier than all
+        clock.advance_to(1.5 + 6.25 + 1e-6)
+        assert 50 not in node.running_containers() and 2 in node.running_containers()
+        clock.advance_to(1.5 + 23.5)
+        assert set(node.running_containers()) == {19}
+        node.stop()
+        assert clock.pending() == 0
+
+    drive("periodic", script)
+
+
+def test_full_reports_follow_every_container_change() -> None:
+    """The periodic report is reused between changes, never stale: a launch, a completion and
+    its acknowledgement each show in the next heartbeat."""
+
+    def states(link: RecordingLink) -> list[tuple[int, str]]:
+        return [(s.container_id, s.state) for s in link.last(Heartbeat).statuses]
+
+    def script(node: NodeManager, link: RecordingLink, clock: FakeClock) -> None:
+        registered(node, link, clock)
+        node.receive(LaunchContainers(containers=(launch(1, 15),)))
+        clock.advance_to(11.5)
+        assert states(link) == [(1, "running")]
+        node.receive(HeartbeatResponse(action="normal", heartbeat_id=1, launch=(launch(2, 100),)))
+        clock.advance_to(21.5)  # 1 ended at 16.5
+        assert states(link) == [(2, "running"), (1, "complete")]
+        node.receive(HeartbeatResponse(action="normal", heartbeat_id=2))
+        clock.advance_to(31.5)
+        assert states(link) == [(2, "running")]
+        node.receive(HeartbeatResponse(action="normal", heartbeat_id=3, launch=(launch(3, 100),)))
+        clock.advance_to(41.5)
+        assert states(link) == [(2, "running"), (3, "running")]
+
+    drive("periodic", script)

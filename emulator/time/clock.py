@@ -101,6 +101,20 @@ class Event:
         return False
 
 
+class Batch:
+    """Calls of one callback queued back to back within a loop pass: one ready-queue entry that
+    runs ``fn(item)`` for each item in order, as separate entries would have run."""
+
+    __slots__ = ("fn", "items", "open")
+
+    def __init__(self, fn: Callable[[Any], Any], item: Any) -> None:
+        self.fn = fn
+        self.items = [item]
+        # Closed once a pass has counted it among the callbacks it runs: a later call would run
+        # in that pass instead of the next.
+        self.open = True
+
+
 class DesLoop(asyncio.SelectorEventLoop):
     """The discrete-event core for virtual time: a plain heap of ``(time, event)`` entries
     and a FIFO of ready events, run as asyncio's loop runs them (ready callbacks in batches, then
@@ -130,6 +144,17 @@ class DesLoop(asyncio.SelectorEventLoop):
         ev = Event(None, 0.0, callback, args, context)
         self._queue.append(ev)
         return ev
+
+    def call_soon_batched(self, callback: Callable[[Any], Any], item: Any) -> None:
+        """``call_soon(callback, item)``, sharing the queue entry of the call just before if it
+        was to the same callback (the same object) in this pass: same order, one entry."""
+        queue = self._queue
+        if queue:
+            last = queue[-1]
+            if type(last) is Batch and last.fn is callback and last.open:
+                last.items.append(item)
+                return
+        queue.append(Batch(callback, item))
 
     def call_at(  # type: ignore[override]
         self, when: float, callback: Callable[..., Any], *args: Any, context: Ctx = None
@@ -180,10 +205,14 @@ class DesLoop(asyncio.SelectorEventLoop):
                 # timer leaving here stays counted, as in asyncio: the sweeps happen when they did.)
                 ev.loop = None
                 queue.append(ev)
+            if queue and type(queue[-1]) is Batch:
+                queue[-1].open = False
             for _ in range(len(queue)):
                 ev = queue.popleft()
                 if type(ev) is not Event:
-                    if not ev._cancelled:
+                    if type(ev) is Batch:
+                        self._run_batch(ev)
+                    elif not ev._cancelled:
                         ev._run()
                     continue
                 fn = ev.fn
@@ -202,6 +231,17 @@ class DesLoop(asyncio.SelectorEventLoop):
                     )
             if io or state["_stopping"] or not (queue or heap):
                 return
+
+
+    def _run_batch(self, batch: Batch) -> None:
+        fn = batch.fn
+        for item in batch.items:
+            try:
+                fn(item)
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException as exc:
+                self.call_exception_handler({"message": f"Exception in callback {fn!r}", "exception": exc})
 
 
 def new_event_loop(mode: ClockMode, core: VirtualCore = "des") -> asyncio.AbstractEventLoop:
@@ -226,6 +266,10 @@ class Scheduler(Protocol):
     def call_later(self, delay: float, callback: Callable[..., Any], *args: Any) -> Cancellable: ...
 
     def call_soon(self, callback: Callable[..., Any], *args: Any) -> Cancellable: ...
+
+    def call_soon_batched(self, callback: Callable[[Any], Any], item: Any) -> None:
+        """``call_soon(callback, item)``; back-to-back calls to the same callback object may share
+        one entry of the loop's queue (the order stays that of separate calls)."""
 
 
 class LoopClock:
@@ -257,6 +301,9 @@ class LoopClock:
 
     def call_soon(self, callback: Callable[..., Any], *args: Any) -> asyncio.Handle:
         return self._loop.call_soon(callback, *args)
+
+    def call_soon_batched(self, callback: Callable[[Any], Any], item: Any) -> None:
+        self._loop.call_soon(callback, item)
 
 
 # uvloop's timers count whole milliseconds: re-armed for what is left, a timer waits at least that.
@@ -342,6 +389,9 @@ class VirtualClock(LoopClock):
 
     def call_soon(self, callback: Callable[..., Any], *args: Any) -> Any:
         return self._des.call_soon(callback, *args)
+
+    def call_soon_batched(self, callback: Callable[[Any], Any], item: Any) -> None:
+        self._des.call_soon_batched(callback, item)
 
 
 def clock_for(loop: asyncio.AbstractEventLoop, mode: ClockMode, speed: float = 1.0) -> LoopClock:

@@ -48,7 +48,7 @@ class MemoryLink:
             if len(self._in_flight) == 1:
                 self._clock.call_later(self._latency, self._deliver_due)
         else:
-            self._clock.call_soon(self._deliver_if_open, msg)
+            self._clock.call_soon_batched(_deliver_now, (self, msg))
 
     def _deliver_if_open(self, msg: Any) -> None:
         if not self._closed:
@@ -74,6 +74,11 @@ class MemoryLink:
         if self._on_close is not None:
             cb, self._on_close = self._on_close, None
             cb()
+
+
+def _deliver_now(item: tuple[MemoryLink, Any]) -> None:
+    # One function for every link: back-to-back sends (an RM broadcast) share one loop entry.
+    item[0]._deliver_if_open(item[1])
 
 
 class Endpoint(Protocol):

@@ -35,6 +35,11 @@ class MemoryPeers:
         self._bound: dict[int, list[PeerReceiver]] = {}
         self.loss = 0.0
         self.counters = PeerCounters()
+        # One callback object, so that back-to-back sends share one loop entry.
+        self._deliver_now = self._deliver_item
+
+    def _deliver_item(self, item: tuple[int, Any]) -> None:
+        self._deliver(*item)
 
     def set_loss(self, fraction: float) -> None:
         if not 0.0 <= fraction <= 1.0:
@@ -66,7 +71,7 @@ class MemoryPeers:
         if self._latency > 0:
             self._clock.call_later(self._latency, self._deliver, dst, msg)
         else:
-            self._clock.call_soon(self._deliver, dst, msg)
+            self._clock.call_soon_batched(self._deliver_now, (dst, msg))
 
     def touch(self, dst: int, sender: int, ring_version: int) -> bool:
         if not self._timestamps or self.loss > 0.0:
