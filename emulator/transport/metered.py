@@ -1,5 +1,9 @@
 """A link wrapper counting the messages and wire bytes (msgpack, as the TCP transport would
-send them) that go through it; the emulator's measure of load on the RM."""
+send them) that go through it; the emulator's measure of load on the RM.
+
+A periodic heartbeat is counted arithmetically: a node resends the same tuple of statuses until
+something changes, so its encoded size is remembered (per link, by identity) and only the few
+fields that change are sized. Every other message is encoded to be measured."""
 
 from __future__ import annotations
 
@@ -8,23 +12,45 @@ from typing import Any
 import msgspec
 
 from rm.ports import Link
+from rm.protocol import Heartbeat
+
+
+def msgpack_int_size(v: int) -> int:
+    """Bytes of ``v`` as msgpack encodes it (the smallest form)."""
+    if v >= 0:
+        if v < 0x80:
+            return 1
+        return 2 if v < 0x100 else 3 if v < 0x10000 else 5 if v < 0x100000000 else 9
+    if v >= -32:
+        return 1
+    return 2 if v >= -0x80 else 3 if v >= -0x8000 else 5 if v >= -0x80000000 else 9
 
 
 class Meter:
-    __slots__ = ("bytes", "encoder", "messages")
+    __slots__ = ("_heartbeat_base", "bytes", "encoder", "messages")
 
     def __init__(self) -> None:
         self.messages = 0
         self.bytes = 0
         self.encoder = msgspec.msgpack.Encoder()
+        # A heartbeat without usage reports, less its statuses and its two integers.
+        self._heartbeat_base = -1
+
+    def heartbeat_base(self, hb: Heartbeat, statuses_size: int) -> int:
+        if self._heartbeat_base < 0:
+            self._heartbeat_base = (len(self.encoder.encode(hb)) - statuses_size
+                                    - msgpack_int_size(hb.machine_id) - msgpack_int_size(hb.heartbeat_id))
+        return self._heartbeat_base
 
 
 class MeteredLink:
-    __slots__ = ("_inner", "_meter")
+    __slots__ = ("_inner", "_meter", "_statuses", "_statuses_size")
 
     def __init__(self, inner: Link, meter: Meter) -> None:
         self._inner = inner
         self._meter = meter
+        self._statuses: tuple[Any, ...] | None = None
+        self._statuses_size = 0
 
     @property
     def closed(self) -> bool:
@@ -34,8 +60,21 @@ class MeteredLink:
         if not self._inner.closed:
             m = self._meter
             m.messages += 1
-            m.bytes += len(m.encoder.encode(msg))
+            m.bytes += self.wire_size(msg)
         self._inner.send(msg)
+
+    def wire_size(self, msg: Any) -> int:
+        """``len(encode(msg))``, without encoding a periodic heartbeat whose statuses were sized."""
+        m = self._meter
+        if type(msg) is not Heartbeat or msg.usage:
+            return len(m.encoder.encode(msg))
+        statuses = msg.statuses
+        if statuses is not self._statuses:
+            self._statuses = statuses
+            self._statuses_size = len(m.encoder.encode(statuses))
+        size = self._statuses_size
+        return (m.heartbeat_base(msg, size) + size
+                + msgpack_int_size(msg.machine_id) + msgpack_int_size(msg.heartbeat_id))
 
     def close(self) -> None:
         self._inner.close()
