@@ -232,7 +232,6 @@ class DesLoop(asyncio.SelectorEventLoop):
             if io or state["_stopping"] or not (queue or heap):
                 return
 
-
     def _run_batch(self, batch: Batch) -> None:
         fn = batch.fn
         for item in batch.items:

@@ -36,10 +36,7 @@ class MemoryPeers:
         self.loss = 0.0
         self.counters = PeerCounters()
         # One callback object, so that back-to-back sends share one loop entry.
-        self._deliver_now = self._deliver_item
-
-    def _deliver_item(self, item: tuple[int, Any]) -> None:
-        self._deliver(*item)
+        self._deliver_now = self._deliver
 
     def set_loss(self, fraction: float) -> None:
         if not 0.0 <= fraction <= 1.0:
@@ -69,7 +66,7 @@ class MemoryPeers:
             self.counters.lost += 1
             return
         if self._latency > 0:
-            self._clock.call_later(self._latency, self._deliver, dst, msg)
+            self._clock.call_later(self._latency, self._deliver, (dst, msg))
         else:
             self._clock.call_soon_batched(self._deliver_now, (dst, msg))
 
@@ -84,7 +81,8 @@ class MemoryPeers:
             self.counters.undeliverable += 1
         return True
 
-    def _deliver(self, dst: int, msg: Any) -> None:
+    def _deliver(self, item: tuple[int, Any]) -> None:
+        dst, msg = item
         # Resolved at delivery: a message to an id whose owner crashed goes nowhere.
         stack = self._bound.get(dst)
         receiver = stack[-1] if stack else None
