@@ -103,3 +103,20 @@ def test_the_fuzz_command_reports_a_crash_and_exits_1(
     assert code == 1
     assert "KeyError: 'oops'" in out and "crashes 0" not in out
     assert list(tmp_path.iterdir())  # the crashing inputs are kept to reproduce them
+
+
+def test_a_seed_gives_the_same_inputs_whatever_was_imported_first() -> None:
+    """Hypothesis draws constants from the loaded local modules: without the fuzzer importing the
+    whole project first, a process that imported the CLI (or ran a scenario) first got other inputs
+    from the same seed."""
+    import subprocess
+    import sys
+
+    program = ("import sys\n{first}\nfrom emulator.experiments.fuzz import fuzz\n"
+               "print(fuzz(500, seed=0, run_valid=False).summary()['inputs_digest'])\n")
+    digests = set()
+    for first in ("", "import emulator.cli.main, emulator.web.app"):
+        out = subprocess.run([sys.executable, "-c", program.format(first=first)], capture_output=True,
+                             text=True, timeout=120, check=True).stdout
+        digests.add(out.strip())
+    assert len(digests) == 1, digests

@@ -37,7 +37,21 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     else:
         print(f"inputs tried {report.inputs:,}: valid runs {report.valid_runs:,}, clear errors "
               f"{report.clear_errors:,}, crashes {report.crashes}, slow runs stopped {report.slow_runs} "
-              f"({report.wall_s:.0f} s wall, seed {args.seed})")
+              f"({report.wall_s:.0f} s wall, seed {args.seed}, "
+              f"inputs digest {report.summary()['inputs_digest']})")
         for kind, (n, valid) in sorted(report.by_kind.items()):
             print(f"  {kind:<16} {n:>7,} inputs, {valid:>6,} valid")
     return 1 if report.crashes else 0
+
+
+def markdown_table(data: dict[str, Any]) -> str:
+    """The figure of one round (`emulator fuzz --json`): totals, then inputs and valid ones by kind."""
+    lines = ["| inputs tried | valid scenarios run | clear errors | crashes | slow runs | wall | seed "
+             "| inputs digest |",
+             "|---|---|---|---|---|---|---|---|",
+             f"| **{data['inputs_tried']:,}** | {data['valid_runs']:,} | {data['clear_errors']:,} | "
+             f"**{data['crashes']}** | {data['slow_runs']} | {data['wall_s']:.0f} s | {data['seed']} | "
+             f"`{data['inputs_digest']}` |",
+             "", "| kind | inputs | valid |", "|---|---|---|"]
+    lines += [f"| {kind} | {v['inputs']:,} | {v['valid']:,} |" for kind, v in data["by_kind"].items()]
+    return "\n".join(lines) + "\n"

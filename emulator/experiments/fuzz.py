@@ -9,13 +9,21 @@ and loaded with ``load_scenario``; it must either load or raise one clear ``Scen
 naming the file. A scenario that loads must fit this machine's memory, and is run briefly
 (scaled down, virtual time, invariants on). Anything else that escapes is a crash.
 
+The same seed gives the same inputs on the same code and entry point (``inputs_digest`` says
+so): hypothesis mixes constants from the loaded local modules into what it draws, so the whole
+project is imported before the first draw rather than lazily by the first runs.
+
 Needs hypothesis (the ``test`` extra): ``pip install -e '.[test]'``, or ``make fuzz``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import importlib
 import json
 import math
+import pkgutil
 import signal
 import tempfile
 import tomllib
@@ -36,6 +44,19 @@ from emulator.scenario.schema import Scenario
 from emulator.time.clock import wall_time
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
+PACKAGES = ("rm", "nodemanager", "ringmon", "emulator")
+
+
+def import_project() -> None:
+    """Import every module of the project, so hypothesis's pool of local constants is the same
+    whatever the entry point imported and before any run has imported more."""
+    for name in PACKAGES:
+        package = importlib.import_module(name)
+        for info in pkgutil.walk_packages(package.__path__, f"{name}."):
+            if info.name.endswith(".__main__"):
+                continue
+            with contextlib.suppress(ImportError):  # an optional extra (e.g. dask) not installed
+                importlib.import_module(info.name)
 
 scalars = st.one_of(
     st.none(),
@@ -316,20 +337,24 @@ def _alarm(signum: int, frame: Any) -> None:
 
 @dataclass
 class FuzzReport:
+    seed: int = 0
     inputs: int = 0
     valid_runs: int = 0
     clear_errors: int = 0
     crashes: int = 0
     slow_runs: int = 0
     by_kind: dict[str, list[int]] = field(default_factory=dict)  # kind -> [inputs, valid]
+    digest: Any = field(default_factory=hashlib.sha256)  # of every input, in order
     failures: list[str] = field(default_factory=list)  # the first few tracebacks / bad messages
     wall_s: float = 0.0
 
     def summary(self) -> dict[str, Any]:
         return {
-            "inputs_tried": self.inputs, "valid_runs": self.valid_runs, "clear_errors": self.clear_errors,
+            "seed": self.seed, "inputs_tried": self.inputs, "valid_runs": self.valid_runs,
+            "clear_errors": self.clear_errors,
             "crashes": self.crashes, "slow_runs": self.slow_runs, "wall_s": round(self.wall_s, 1),
             "by_kind": {k: {"inputs": v[0], "valid": v[1]} for k, v in sorted(self.by_kind.items())},
+            "inputs_digest": self.digest.hexdigest()[:16],
         }
 
 
@@ -355,6 +380,7 @@ class Fuzzer:
         r.inputs += 1
         counts = r.by_kind.setdefault(kind, [0, 0])
         counts[0] += 1
+        r.digest.update(len(content).to_bytes(8, "little") + content)
         path = self._dir / f"input-{r.inputs}.{'json' if kind.endswith('json') else 'toml'}"
         path.write_bytes(content)
         try:
@@ -399,11 +425,13 @@ class Fuzzer:
 def fuzz(examples: int, seed: int, keep_failures: Path | None = None, run_valid: bool = True,
          progress: Callable[[str], None] | None = None) -> FuzzReport:
     """``progress``: a line every 1,000 inputs (a default round takes minutes)."""
+    import_project()
     text = base_text()
     base = tomllib.loads(text)
     started = wall_time()
     with tempfile.TemporaryDirectory(prefix="hbemu-fuzz-") as tmp:
         fuzzer = Fuzzer(Path(tmp), keep_failures, run_valid)
+        fuzzer.report.seed = seed
 
         @hypothesis_seed(seed)
         @settings(

@@ -108,6 +108,8 @@ FIGURES: dict[str, Figure] = {
     "baselines": Figure("docs/baselines.json", "emulator.experiments.e5:baselines_table", "make baselines"),
     "abuse": Figure("docs/abuse-results.json", "emulator.experiments.abuse:markdown_table",
                     "emulator abuse scenarios/abuse.toml --out docs/abuse-results.json"),
+    "fuzz": Figure("docs/fuzz.json", "emulator.cli.fuzz:markdown_table",
+                   "emulator fuzz --examples 20000 --seed 0 --json > docs/fuzz.json"),
 }
 
 _BLOCK = re.compile(r"(<!-- figure: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /figure -->)", re.S)
