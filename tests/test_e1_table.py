@@ -73,6 +73,13 @@ def test_bad_input_is_exit_2_with_the_file_named(tmp_path, capsys) -> None:
     assert f"{bad}: not an e1 results file" in capsys.readouterr().err
     assert main(["e1", str(tmp_path / "missing.toml")]) == 2
     assert "missing.toml: no such file" in capsys.readouterr().err
+    # Packing runs without the no-packing run of their seed: said, not a KeyError.
+    import json
+
+    partial = tmp_path / "partial.json"
+    partial.write_text(json.dumps({**data(), "runs": [r for r in data()["runs"] if r["policy"] != "none"]}))
+    assert main(["e1", "--table", str(partial)]) == 2
+    assert "no no-packing run for preemption off, seed 1" in capsys.readouterr().err
 
 
 def test_a_partial_run_merges_into_the_results_and_adds_its_column() -> None:
@@ -138,3 +145,19 @@ def test_an_empty_policy_list_runs_only_the_variants() -> None:
 
     assert _policies("") == () and _policies(" ") == ()
     assert _policies("none,fit") == ("none", "fit")
+
+
+def test_by_resource_splits_users_by_their_dominant_resource(tmp_path) -> None:
+    from emulator.experiments.e1 import by_resource_table, dominant_resources
+
+    scenario = tmp_path / "e1.toml"
+    scenario.write_text(
+        '[cluster]\nnodes = [{ count = 2, cpu = 10, ram_gib = 30 }]\n'
+        '[[workload.operations]]\npool = "u1"\ncpu = 1\nram_gib = 4\n'  # 4 GiB per core > 3: RAM
+        '[[workload.operations]]\npool = "u2"\ncpu = 1\nram_gib = 2\n')
+    assert dominant_resources(str(scenario)) == {"u1": "ram", "u2": "cpu"}
+    d = {**data(), "scenario": str(scenario)}
+    text = by_resource_table(d)
+    # thesis, preemption off: u1 0.10 -> 0.115 (+15.0%), u2 stays; CPU 0.91 -> 0.93, RAM 0.93 -> 0.97.
+    assert "| off | thesis | +2.2 | +4.3 | +15.0 | +0.0 | 15.0 | " in text
+    assert "| off | none | | | | | | " in text

@@ -116,13 +116,21 @@ def _present(data: dict[str, Any]) -> list[str]:
     return [p for p in POLICIES if p in have] + [v for v in data.get("variants", {}) if v in have]
 
 
+class NoBaseline(ValueError):
+    """A packing run without the no-packing run of its seed and preemption setting."""
+
+
 def _derived(data: dict[str, Any]) -> list[dict[str, Any]]:
     """Per run: gap closed and largest user move against the no-packing run of the same seed and
     preemption setting."""
     base = {(r["preemption"], r["seed"]): r for r in data["runs"] if r["policy"] == "none"}
     out = []
     for r in data["runs"]:
-        b = base[(r["preemption"], r["seed"])]
+        b = base.get((r["preemption"], r["seed"]))
+        if b is None:
+            raise NoBaseline(f"no no-packing run for preemption {'on' if r['preemption'] else 'off'}, "
+                             f"seed {r['seed']}: gains are measured against it (run --policies none "
+                             "too, or --merge into a file that has it)")
         d = dict(r)
         for res, key, bound in (("cpu", "cpu_utilization", "fair_cpu_bound"),
                                 ("ram", "ram_utilization", "fair_ram_bound")):
@@ -310,6 +318,58 @@ def variants_table(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def dominant_resources(scenario: str) -> dict[str, str]:
+    """Per pool of an E1 scenario file with a fixed node list: "ram" when its operations ask more
+    GiB per core than the cluster holds (RAM is its dominant resource), else "cpu"."""
+    doc = tomllib.loads(Path(scenario).read_text(encoding="utf-8"))
+    groups = doc["cluster"]["nodes"]
+    per_core = (sum(g.get("count", 1) * g["ram_gib"] for g in groups)
+                / sum(g.get("count", 1) * g["cpu"] for g in groups))
+    return {o["pool"]: "ram" if o["ram_gib"] / o["cpu"] > per_core else "cpu"
+            for o in doc["workload"]["operations"]}
+
+
+def _jain(shares: dict[str, float]) -> float:
+    x = list(shares.values())
+    return sum(x) ** 2 / (len(x) * sum(v * v for v in x))
+
+
+def by_resource_table(data: dict[str, Any]) -> str:
+    """Where packing's gain goes: per policy, the rise of CPU and RAM use and the mean move of the
+    users whose dominant resource is RAM and of those whose is CPU (seed means, against no
+    packing); and Jain's index of the users' dominant shares (per run, mean over seeds)."""
+    kind = dominant_resources(data["scenario"])
+    runs = data["runs"]
+    lines = ["| preemption | policy | CPU use rise % | RAM use rise % | mean move, RAM-dominant users % "
+             "| mean move, CPU-dominant users % | max user move % | Jain's index of dominant shares |",
+             "|---|---|---|---|---|---|---|---|"]
+    for pre in PREEMPTION:
+        base = [r for r in runs if r["policy"] == "none" and r["preemption"] == pre]
+        if not base:
+            continue
+        b = {n: statistics.mean(r["pools"][n] for r in base) for n in base[0]["pools"]}
+        b_cpu = statistics.mean(r["cpu_utilization"] for r in base)
+        b_ram = statistics.mean(r["ram_utilization"] for r in base)
+        for policy in _present(data):
+            mine = [r for r in runs if r["policy"] == policy and r["preemption"] == pre]
+            if not mine:
+                continue
+            jain = statistics.mean(_jain(r["pools"]) for r in mine)
+            if policy == "none":
+                lines.append(f"| {'on' if pre else 'off'} | none | | | | | | {jain:.3f} |")
+                continue
+            m = {n: statistics.mean(r["pools"][n] for r in mine) for n in b}
+            move = {n: m[n] / b[n] - 1 for n in b if b[n]}
+            group = {k: [v for n, v in move.items() if kind.get(n) == k] for k in ("ram", "cpu")}
+            cpu = statistics.mean(r["cpu_utilization"] for r in mine) / b_cpu - 1
+            ram = statistics.mean(r["ram_utilization"] for r in mine) / b_ram - 1
+            lines.append(
+                f"| {'on' if pre else 'off'} | {policy} | {100 * cpu:+.1f} | {100 * ram:+.1f} | "
+                f"{100 * statistics.mean(group['ram']):+.1f} | {100 * statistics.mean(group['cpu']):+.1f} | "
+                f"{100 * max(abs(v) for v in move.values()):.1f} | {jain:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
 def _seeds(text: str) -> tuple[int, ...]:
     try:
         seeds = tuple(int(s) for s in text.split(","))
@@ -365,6 +425,9 @@ def cmd_e1(args: argparse.Namespace) -> int:
     if args.table:
         try:
             text = markdown_table(json.loads(Path(args.table).read_text(encoding="utf-8")))
+        except NoBaseline as err:
+            print(f"error: {args.table}: {err}", file=sys.stderr)
+            return 2
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
             why = f"{type(err).__name__}: {err}"
             print(f"error: {args.table}: not an e1 results file ({why})", file=sys.stderr)
@@ -395,7 +458,10 @@ def cmd_e1(args: argparse.Namespace) -> int:
             return 2
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    print(markdown_table(data), end="")
+    try:
+        print(markdown_table(data), end="")
+    except NoBaseline as err:
+        print(f"no table: {err}")
     print(f"results in {dest} (runs in {args.out}/)")
     return 0
 

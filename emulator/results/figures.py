@@ -34,7 +34,9 @@ E1_EXPLORE = ("emulator e1 scenarios/e1-faithful.toml --out runs/e1-explore --js
               "fit-b0.5=fit,share_band=0.5 --variant fit-bl5=fit,below_level_refusals=5 --variant "
               "fit-w60=fit,window=60 --variant fit-w120=fit,window=120 --variant "
               "fit-b0.3-w60=fit,share_band=0.3,window=60 --variant fit-b0.4-w60=fit,share_band=0.4,window=60 "
-              "--variant fit-ff0.5=fit,fallback_fraction=0.5")
+              "--variant fit-ff0.5=fit,fallback_fraction=0.5; the ledger rows then with --merge --policies= "
+              "--variant fit-l0.05=fit,ledger_cap=0.05 --variant fit-l0.1=fit,ledger_cap=0.1 "
+              "--variant fit-l0.2=fit,ledger_cap=0.2")
 E2_VIRTUAL = ("emulator sweep scenarios/e2-scale-sweep-virtual.toml --out runs/e2v && "
               "cp runs/e2v/sweep.json docs/e2-sweep-virtual.json")
 E2_VIRTUAL_BIG = ("emulator sweep scenarios/e2-scale-sweep-virtual.toml --nodes 18000,24000 --modes delta "
@@ -58,6 +60,10 @@ FIGURES: dict[str, Figure] = {
     "e1-headline": Figure("docs/e1.json", "emulator.experiments.e1:headline_table", E1_COMMAND),
     "e1-seeds20": Figure("docs/e1-seeds20.json", "emulator.experiments.e1:markdown_table", E1_SEEDS20),
     "e1-explore": Figure("docs/e1-explore.json", "emulator.experiments.e1:variants_table", E1_EXPLORE),
+    "e1-explore-by-resource": Figure("docs/e1-explore.json", "emulator.experiments.e1:by_resource_table",
+                                     E1_EXPLORE),
+    "e1-seeds20-by-resource": Figure("docs/e1-seeds20.json", "emulator.experiments.e1:by_resource_table",
+                                     E1_SEEDS20),
     "e1-seeds20-variants": Figure("docs/e1-seeds20.json", "emulator.experiments.e1:variants_table",
                                   E1_SEEDS20),
     "e1-seeds20-fairness": Figure("docs/e1-seeds20.json", "emulator.experiments.e1:fairness_table",

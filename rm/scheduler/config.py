@@ -54,6 +54,13 @@ class PackingParams(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, fr
     share_band: NonNegative | None = None
     # A user below L refuses at most this many offers in a row (then accepts). None: no limit.
     below_level_refusals: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    # Displacement ledger (ours): a task started on a node whose first candidate (DRF's choice) was
+    # another user moves its dominant share from that user to the receiver. Per user, the net moved
+    # share and all started share decay with `ledger_tau_s`; a user whose net received share exceeds
+    # `ledger_cap` x its started share receives no offer out of turn, and one whose net given share
+    # exceeds it refuses no more. None: no ledger.
+    ledger_cap: NonNegative | None = None
+    ledger_tau_s: Positive = 600.0
 
 
 PRESETS: dict[str, PackingParams] = {
@@ -110,6 +117,8 @@ class PackingConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, fr
     fallback_fraction: Annotated[float, msgspec.Meta(gt=0, le=1)] | None = None
     share_band: NonNegative | None = None
     below_level_refusals: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    ledger_cap: NonNegative | None = None
+    ledger_tau_s: Positive | None = None
     # Packing off for operations in these pools (or below them) and for these workload entries
     # (operation names / looping groups), e.g. a production pool.
     disabled_pools: list[str] = []

@@ -11,6 +11,7 @@ instead start the candidate whose task packs best on the node and go on offering
 ``share_band`` and ``below_level_refusals`` (the `fit-fair` preset, ours) keep users near DRF's level
 L (the mean dominant share of the users with pending tasks): a refused offer passes down the fairness
 order only to users at most (1 + band) L, and a user below L refuses only so many offers in a row.
+``ledger_cap`` bounds the share each user receives or gives out of turn (rm/scheduler/ledger.py).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from rm.scheduler.config import SchedulerConfig
 from rm.scheduler.decision import PackingController
 from rm.scheduler.drf import DRFPolicy, drf_key
 from rm.scheduler.heuristics import HEURISTICS, scales
+from rm.scheduler.ledger import DisplacementLedger
 from rm.scheduler.policy import OfferCounts, PolicyCounters
 
 
@@ -41,6 +43,8 @@ class PackingPolicy(DRFPolicy):
         self._stopped: NodeRecord | None = None
         self._scale_key: tuple[float, float, int] = (-1.0, -1.0, -1)
         self._scale = (1.0, 1.0)
+        cap = self.params.ledger_cap
+        self._ledger = None if cap is None else DisplacementLedger(cap, self.params.ledger_tau_s)
 
     def packing_enabled(self, op: Operation) -> bool:
         if op.group in self._disabled_ops or op.name in self._disabled_ops:
@@ -87,6 +91,17 @@ class PackingPolicy(DRFPolicy):
     def assign(self, node: NodeRecord) -> Operation | None:
         if self._stopped is node:
             return None
+        op, lead = self._assign(node)
+        ledger = self._ledger
+        if ledger is not None and op is not None and lead is not None:
+            c = self.cluster
+            d = op.demand
+            share = max(d.cpu / c.cap_cpu if c.cap_cpu > 0 else 0.0,
+                        d.ram_gib / c.cap_ram if c.cap_ram > 0 else 0.0)
+            ledger.book(self._user(op), lead, share, self.clock.now())
+        return op
+
+    def _assign(self, node: NodeRecord) -> tuple[Operation | None, Pool | Operation | None]:
         now = self.clock.now()
         sc, sr = self._scales()
         fc, fr = node.free_cpu / sc, node.free_ram / sr
@@ -102,28 +117,38 @@ class PackingPolicy(DRFPolicy):
             level = self._level()
             ceiling = (1 + (band or 0.0)) * level + EPS
         in_order = True
+        ledger = self._ledger
+        lead: Pool | Operation | None = None
         for op in self.candidates(node):
             # share_band: past the first candidate (DRF's own choice) only users up to the ceiling.
             # (Without min shares the root orders users by this share: everyone after is above too.)
-            if band is not None and not in_order and self._share(self._user(op)) > ceiling:
+            user = self._user(op)
+            if band is not None and not in_order and self._share(user) > ceiling:
+                continue
+            if lead is None:
+                lead = user
+            elif ledger is not None and not ledger.may_receive(user, now):
                 continue
             in_order = False
             ctrl = self.controllers.get(op.id)
             if ctrl is None:
-                return op
+                return op, lead
             d = op.demand
             value = heuristic(d.cpu / sc, d.ram_gib / sr, fc, fr)
             accepted = ctrl.decide(now, value)
             if (not accepted and below is not None and ctrl.consecutive_refusals > below
-                    and self._share(self._user(op)) < level):
+                    and self._share(user) < level):
                 # A user below the level refuses at most `below` in a row: a forced acceptance.
+                ctrl.overrule()
+                accepted = True
+            if not accepted and ledger is not None and not ledger.may_refuse(user, now):
                 ctrl.overrule()
                 accepted = True
             counts = by_group[op.group]
             counts.offers += 1
             if accepted:
                 counts.accepted += 1
-                return op
+                return op, lead
             counts.refused += 1
             counters.refusals += 1
             if neediest is None:
@@ -147,4 +172,4 @@ class PackingPolicy(DRFPolicy):
             counters.fallback_allocations += 1
             if rule == "neediest_stop":
                 self._stopped = node
-        return neediest
+        return neediest, lead
