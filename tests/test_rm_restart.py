@@ -192,6 +192,22 @@ def test_restart_keeps_every_running_container(tmp_path: Path, mode: str) -> Non
     assert '"rm.crashed"' in events and '"rm.recovered"' in events and '"rm.recovery_finished"' in events
 
 
+def test_the_replay_wall_time_is_in_timing_json_so_the_summary_repeats(tmp_path: Path) -> None:
+    import json
+
+    from emulator.results.summary import write_results
+
+    summaries = []
+    for i in (1, 2):
+        (tmp_path / str(i)).mkdir()
+        _, out, _ = restart_run(tmp_path / str(i))
+        write_results(out, tmp_path / f"run{i}")
+        summaries.append((tmp_path / f"run{i}" / "summary.json").read_bytes())
+        timing = json.loads((tmp_path / f"run{i}" / "timing.json").read_text())
+        assert len(timing["rm_restart_replay_wall_s"]) == 1 and timing["rm_restart_replay_wall_s"][0] > 0
+    assert b"rm_restarts" in summaries[0] and summaries[0] == summaries[1]
+
+
 def test_containers_of_a_node_that_died_meanwhile_run_again_after_the_wait(tmp_path: Path) -> None:
     faults = [
         {"kind": "crash", "at_s": 195, "nodes": ["node-0-00003"]},
