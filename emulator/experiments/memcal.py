@@ -5,8 +5,8 @@ constants of ``emulator/scenario/footprint.py`` come from.
 a fresh process, at two sizes per quantity and prints the growth of peak RSS per unit: the peak
 (Linux VmHWM) over the RSS just before the run, so garbage made and freed during the run counts,
 as the machine must hold it. Per node includes its timers (heartbeat, ring ticks), its ring
-monitor and the RM's record; per container its completion timer, the RM's allocation, the ledger
-entry and its place in (periodic) heartbeats.
+monitor and the RM's record; per container its place in the node's completion heap, the RM's
+allocation, the ledger entry and its place in (periodic) heartbeats.
 """
 
 from __future__ import annotations

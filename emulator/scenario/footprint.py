@@ -17,13 +17,14 @@ from pathlib import Path
 
 from emulator.scenario.schema import OperationConfig, Scenario, largest
 
-# memcal on the 2-core development machine (2 000 vs 8 000 nodes, 200 000 vs 800 000 tasks):
-# 4,472 B per node (periodic), 9,212 (delta, with the ring: a monitor, its watches and ticks),
-# 113 per pending task, ~900 per running container over its task, 34.8 MB per interpreter.
-NODE_PERIODIC_BYTES = 5_600
-NODE_DELTA_BYTES = 11_500
+# memcal on the 2-core development machine (2 000 vs 8 000 nodes, 200 000 vs 800 000 tasks), two
+# runs after the containers' shared completion heap (issue 18): 4,674-4,693 B per node (periodic),
+# 9,376 (delta, with the ring: a monitor, its watches and ticks), 113 per pending task, ~630 per
+# running container over its task (was ~900 with a timer each), 36.2 MB per interpreter.
+NODE_PERIODIC_BYTES = 5_900
+NODE_DELTA_BYTES = 11_700
 TASK_BYTES = 150  # its duration in the submission, its Task in the queue
-CONTAINER_BYTES = 1_200  # allocation, ledger entry, completion timer, place in heartbeats
+CONTAINER_BYTES = 800  # allocation, ledger entry, place in the completion heap and in heartbeats
 PROCESS_BYTES = 44 << 20  # the RM's interpreter, or one TCP worker's
 
 
