@@ -135,7 +135,7 @@ def test_estimators() -> None:
     assert loss.attempts_needed() == 1
     for _ in range(100):
         loss.outcome(1, 1)
-    assert loss.rate() == pytest.approx(0.5) and loss.attempts_needed() == 10  # 0.5^10 < 1e-3
+    assert loss.rate() == pytest.approx(0.5) and loss.attempts_needed() == 20  # 0.5^20 < 1e-6 < 0.5^19
 
 
 # ---- no live watcher ------------------------------------------------------------------------
