@@ -80,6 +80,9 @@ class MembershipCounters(msgspec.Struct):
     brake_held: int = 0
     controls: int = 0  # probes of a reporter, to tell a slow network from a dead suspect
     probe_rounds_extended: int = 0  # probe rounds added for a slow or lossy network
+    # Probe attempts to nodes that turned out alive: sent before the answered one (lost), answered.
+    probe_attempts_lost: int = 0
+    probe_attempts_answered: int = 0
     late_answers: int = 0  # removed nodes that answered their probe afterwards
     network_held: int = 0  # confirmations held because a removal had just proved false
     orphan_probes: int = 0  # members probed with no live watcher in evidence
@@ -443,6 +446,8 @@ class MembershipService:
             if b.sus is sus and not b.to_control and not b.answered and b.sent_at < a.sent_at
         )
         self.loss.outcome(lost, 1)
+        self.stats.probe_attempts_lost += lost
+        self.stats.probe_attempts_answered += 1
         del self._suspects[msg.machine_id]
         if sus.timer is not None:
             sus.timer.cancel()
@@ -625,7 +630,9 @@ class MembershipService:
             reports=s.reports, reports_rejected=s.reports_rejected + s.reports_unregistered,
             probes=s.probes, refuted=s.refuted, removals=s.removals, brake_held=s.brake_held,
             deltas=s.deltas, syncs=s.syncs, ring_messages=s.ring_messages, bytes_join=s.bytes_join,
-            bytes_removal=s.bytes_removal,
+            bytes_removal=s.bytes_removal, probe_attempts_lost=s.probe_attempts_lost,
+            probe_attempts_answered=s.probe_attempts_answered,
+            probe_rounds_extended=s.probe_rounds_extended, late_answers=s.late_answers,
         )
 
     def ring_snapshot(self) -> RingSnapshot:

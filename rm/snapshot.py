@@ -44,6 +44,12 @@ class MembershipSnapshot(msgspec.Struct, frozen=True):
     ring_messages: int
     bytes_join: int
     bytes_removal: int
+    # Probe attempts to nodes that turned out alive, lost and answered; rounds added for loss or a
+    # slow network; removed nodes that answered afterwards.
+    probe_attempts_lost: int = 0
+    probe_attempts_answered: int = 0
+    probe_rounds_extended: int = 0
+    late_answers: int = 0
 
 
 class RMSnapshot(msgspec.Struct, frozen=True):

@@ -58,6 +58,15 @@ def test_half_the_probes_lost_removes_no_healthy_node() -> None:
                             "types": ["Probe"]}])
     assert s["ring_probes"] > 20
     assert s["nodes_lost"] == 0 and s["false_removals"] == 0
+    # The summary says what the detector measured and did about it: about half of the attempts
+    # to live nodes lost (every attempt lost ends a suspicion only once it could not be loss).
+    assert 0.3 < s["ring_probe_loss"] < 0.7 and s["ring_probe_rounds_extended"] > 0
+
+
+def test_a_lossless_network_measures_no_probe_loss() -> None:
+    s = run_noisy(NOISE)
+    assert s["ring_probes"] > 20
+    assert s["ring_probe_loss"] == 0.0 and s["ring_late_answers"] == 0
 
 
 def test_crashes_are_still_found_on_a_slow_network() -> None:

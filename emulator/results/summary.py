@@ -214,6 +214,11 @@ def ring_summary(outcome: RunOutcome) -> dict[str, Any]:
             ring_probes=ms.probes,
             ring_refuted=ms.refuted,
             ring_brake_held=ms.brake_held,
+            # Probe loss measured on live nodes, and the rounds it (or a slow network) added.
+            ring_probe_loss=_r(ms.probe_attempts_lost
+                               / max(1, ms.probe_attempts_lost + ms.probe_attempts_answered)),
+            ring_probe_rounds_extended=ms.probe_rounds_extended,
+            ring_late_answers=ms.late_answers,
             ring_deltas=ms.deltas,
             membership_bytes_join=ms.bytes_join,
             membership_bytes_removal=ms.bytes_removal,
