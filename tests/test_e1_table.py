@@ -151,10 +151,26 @@ def test_by_resource_splits_users_by_their_dominant_resource(tmp_path) -> None:
     from emulator.experiments.e1 import by_resource_table, dominant_resources
 
     scenario = tmp_path / "e1.toml"
-    scenario.write_text(
-        '[cluster]\nnodes = [{ count = 2, cpu = 10, ram_gib = 30 }]\n'
-        '[[workload.operations]]\npool = "u1"\ncpu = 1\nram_gib = 4\n'  # 4 GiB per core > 3: RAM
-        '[[workload.operations]]\npool = "u2"\ncpu = 1\nram_gib = 2\n')
+    scenario.write_text("""
+[cluster]
+nodes = [{ count = 2, cpu = 10, ram_gib = 30 }]
+[run]
+duration_s = 60
+[[workload.operations]]
+name = "a"
+pool = "u1"
+cpu = 1
+ram_gib = 4  # 4 GiB per core > the cluster's 3: RAM
+tasks = 1
+seconds_mean = 10
+[[workload.operations]]
+name = "b"
+pool = "u2"
+cpu = 1
+ram_gib = 2
+tasks = 1
+seconds_mean = 10
+""")
     assert dominant_resources(str(scenario)) == {"u1": "ram", "u2": "cpu"}
     d = {**data(), "scenario": str(scenario)}
     text = by_resource_table(d)

@@ -319,14 +319,19 @@ def variants_table(data: dict[str, Any]) -> str:
 
 
 def dominant_resources(scenario: str) -> dict[str, str]:
-    """Per pool of an E1 scenario file with a fixed node list: "ram" when its operations ask more
+    """Per pool of an E1 scenario with fixed node and task sizes: "ram" when its operations ask more
     GiB per core than the cluster holds (RAM is its dominant resource), else "cpu"."""
-    doc = tomllib.loads(Path(scenario).read_text(encoding="utf-8"))
-    groups = doc["cluster"]["nodes"]
-    per_core = (sum(g.get("count", 1) * g["ram_gib"] for g in groups)
-                / sum(g.get("count", 1) * g["cpu"] for g in groups))
-    return {o["pool"]: "ram" if o["ram_gib"] / o["cpu"] > per_core else "cpu"
-            for o in doc["workload"]["operations"]}
+    sc = load_scenario(scenario)
+
+    def fixed(value: object) -> float:
+        if not isinstance(value, int | float):
+            raise ValueError(f"{scenario}: dominant resources need fixed node and task sizes")
+        return float(value)
+
+    cores = sum(g.count * fixed(g.cpu) for g in sc.cluster.nodes)
+    per_core = sum(g.count * fixed(g.ram_gib) for g in sc.cluster.nodes) / cores
+    return {o.pool: "ram" if fixed(o.ram_gib) / fixed(o.cpu) > per_core else "cpu"
+            for o in sc.workload.operations}
 
 
 def _jain(shares: dict[str, float]) -> float:

@@ -57,8 +57,9 @@ def run_recovery(path: Path, out: Path, nodes: list[int] | None, console: Consol
                 outcome = run_with_progress(sc, console, run_dir / "events.jsonl", check_invariants=True)
                 summary = write_results(outcome, run_dir)
                 rec.finish(0)
-            for r, restart in zip(summary.get("rm_restarts", []), outcome.restarts, strict=True):
-                row = {"nodes": n, "mode": mode, **r, "replay_wall_s": restart.replay_wall_s,
+            walls = outcome.restart_replay_wall_s
+            for r, wall in zip(summary.get("rm_restarts", []), walls, strict=True):
+                row = {"nodes": n, "mode": mode, **r, "replay_wall_s": wall,
                        "journal_mib": r["journal_bytes"] / 2**20,
                        "tasks_lost": summary["tasks_lost"], "tasks_duplicated": summary["tasks_duplicated"],
                        "wall_s": outcome.wall_s}

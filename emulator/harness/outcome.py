@@ -78,6 +78,8 @@ class RunOutcome(msgspec.Struct):
     costs: dict[str, Any] | None = None
     lag: LagReport | None = None
     workers: list[WorkerSummary] = msgspec.field(default_factory=list)
+    # Wall seconds each RM restart's journal replay took (timing.json).
+    restart_replay_wall_s: list[float] = msgspec.field(default_factory=list)
     dead_workers: list[DeadWorker] = msgspec.field(default_factory=list)
     # Per job: submit, first container, finish; task waits. Scheduler decision latency (wall µs).
     jobs: JobsReport | None = None

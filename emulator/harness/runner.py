@@ -246,6 +246,7 @@ def outcome(
         removals=log.summary(),
         removal_log=[RemovalRecord(r.t_s, log.is_false(r), r.machine_id, r.latency_s) for r in log.removals],
         restarts=side.restarts.summary(),
+        restart_replay_wall_s=side.restarts.replay_walls(),
         to_rm=Traffic(to_rm.messages, to_rm.bytes),
         invariants=side.checker.summary() if side.checker is not None else None,
         message_faults=plan.counters if plan.windows else None,

@@ -96,8 +96,7 @@ class PackingPolicy(DRFPolicy):
         if ledger is not None and op is not None and lead is not None:
             c = self.cluster
             d = op.demand
-            share = max(d.cpu / c.cap_cpu if c.cap_cpu > 0 else 0.0,
-                        d.ram_gib / c.cap_ram if c.cap_ram > 0 else 0.0)
+            share = drf_key(d.cpu, d.ram_gib, 1.0, 0.0, 0.0, c.cap_cpu, c.cap_ram)[2]  # task's dominant
             ledger.book(self._user(op), lead, share, self.clock.now())
         return op
 
