@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -204,3 +205,30 @@ def test_timeseries_has_per_pool_and_per_entry_shares(tmp_path: Path) -> None:
     summary = msgspec.json.decode((d / "summary.json").read_bytes())
     assert summary["crashed_by_scenario"] == 2 and summary["crashed_from_page"] == 0
     assert summary["crashed_removed_by_scenario"] == summary["crashed_removed"] == 2
+
+
+
+def test_shares_plot_of_many_pools_keeps_its_axes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # E1 has 24 pools: a legend of 48 entries inside the axes collapsed them (matplotlib warned,
+    # and the warning is an error here) and hid the plot.
+    from emulator.results import plots
+    from emulator.results.rundata import RunData
+
+    t = [float(10 * i) for i in range(50)]
+    series = {"t_s": t}
+    for k in range(24):
+        series[f"pool:user{k:02d}:dominant_share"] = [0.04 + 0.001 * k] * len(t)
+        series[f"pool:user{k:02d}:fair_share"] = [0.042] * len(t)
+    run = RunData(tmp_path, {"warmup_s": 100}, series)
+    assert plots.plot_shares([run], tmp_path / "shares.png") == tmp_path / "shares.png"
+    assert (tmp_path / "shares.png").read_bytes().startswith(PNG)
+    drawn: list[Any] = []
+    save = plots._save
+    monkeypatch.setattr(plots, "_save", lambda fig, path: (drawn.append(fig), save(fig, path)))
+    plots.plot_shares([run], tmp_path / "again.png")
+    (ax,) = drawn[0].axes
+    assert ax.get_position().height > 0.4  # the plot keeps most of the figure
+    (legend,) = drawn[0].legends
+    texts = [x.get_text() for x in legend.get_texts()]
+    assert texts[:3] == ["dominant share", "fair share", "warm-up"]
+    assert len(texts) == 27  # the two line styles, the warm-up, one entry per pool

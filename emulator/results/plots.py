@@ -7,6 +7,7 @@ thinner and dashed); colours come from ``palette``. A panel with nothing to show
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -156,18 +157,27 @@ def plot_shares(runs: list[RunData], path: Path) -> Path | None:
     pools = share_names(list(run.series), "pool")
     if not pools:
         return None
+    from matplotlib.lines import Line2D
+
     fig, (ax,) = _figure()
     _marks(ax, runs)
     t = run.series["t_s"]
     for i, name in enumerate(pools):
         c = palette.series_color(i)
-        ax.plot(t, run.series[f"pool:{name}:dominant_share"], color=c, lw=2.0, label=f"{name} dominant")
-        ax.plot(t, run.series[f"pool:{name}:fair_share"], color=c, lw=1.2, ls="--", label=f"{name} fair")
+        ax.plot(t, run.series[f"pool:{name}:dominant_share"], color=c, lw=2.0, label=name)
+        ax.plot(t, run.series[f"pool:{name}:fair_share"], color=c, lw=1.2, ls="--")
     ax.set_ylim(bottom=0)
     ax.set_ylabel("share of the cluster")
     ax.set_xlabel("emulated time (s)")
     ax.set_title("Per pool: dominant share vs fair share")
-    ax.legend(loc="upper right", fontsize=8, ncols=2)
+    # One entry per pool and a key to the two line styles, below the axes: inside them a legend of
+    # tens of pools covered the plot (E1 has 24), so the figure grows with its rows instead.
+    handles, labels = ax.get_legend_handles_labels()
+    keys = [Line2D([], [], color="0.35", lw=2.0), Line2D([], [], color="0.35", lw=1.2, ls="--")]
+    handles, labels = keys + handles, ["dominant share", "fair share", *labels]
+    ncols = min(6, max(3, math.ceil(len(labels) / 5)))
+    fig.set_size_inches(9, 3.2 + 0.2 * math.ceil(len(labels) / ncols))
+    fig.legend(handles, labels, loc="outside lower center", fontsize=8, ncols=ncols, frameon=False)
     _save(fig, path)
     return path
 
