@@ -224,7 +224,12 @@ def test_shares_plot_of_many_pools_keeps_its_axes(tmp_path: Path, monkeypatch: p
     assert (tmp_path / "shares.png").read_bytes().startswith(PNG)
     drawn: list[Any] = []
     save = plots._save
-    monkeypatch.setattr(plots, "_save", lambda fig, path: (drawn.append(fig), save(fig, path)))
+
+    def keep(fig: Any, path: Path) -> None:
+        drawn.append(fig)
+        save(fig, path)
+
+    monkeypatch.setattr(plots, "_save", keep)
     plots.plot_shares([run], tmp_path / "again.png")
     (ax,) = drawn[0].axes
     assert ax.get_position().height > 0.4  # the plot keeps most of the figure
