@@ -10,7 +10,7 @@ from typing import Any
 from emulator.harness.runner import run_blocking
 from emulator.results.summary import build_summary
 from emulator.scenario.loader import scenario_from_dict
-from rm.scheduler.config import PackingConfig, SchedulerConfig
+from rm.scheduler.config import BandReference, PackingConfig, SchedulerConfig
 from tests.fake_nodes import FakeNodes
 
 
@@ -84,3 +84,31 @@ def test_fit_moves_a_user_and_fit_fair_keeps_every_user_within_ten_percent() -> 
     assert max(abs(m) for m in fair_moves.values()) < 0.10, fair_moves
     # The bounded preset still packs: RAM use above plain DRF's.
     assert fit_ram > fair_ram > drf_ram + 0.01
+
+
+
+def owner(reference: BandReference | None, b_tasks: int, first: int) -> str:
+    """b (tasks of the nodes' own shape, the best packer) fills node ``first``; then a (CPU-heavy)
+    arrives and the other node is offered. a, DRF's choice, refuses (warm-up); the band decides
+    whether b may take the offer. Returns the name of the operation that gets the node's first task."""
+    packing = (PackingConfig(preset="fit") if reference is None
+               else PackingConfig(preset="fit", share_band=0.1, band_reference=reference))
+    cfg = SchedulerConfig(policy="packing", packing=packing)
+    env = FakeNodes(cfg, [(4, 8), (20, 40)])
+    env.submit("b", 1, 2, b_tasks, pool="ub")
+    env.heartbeat(first)
+    env.submit("a", 2, 1, 50, pool="ua")
+    env.heartbeat(1 - first)
+    task = next(iter(env.running[1 - first].values()))
+    return next(name for name, op in env.ops().items() if op.id == task)
+
+
+def test_the_band_can_hold_each_user_to_its_own_fair_share() -> None:
+    # b runs 4 of 24 cores (1/6): below its fair share (1/2 once a wants 100 cores) but above
+    # 1.1 x DRF's level (the mean of 0 and 1/6). The level bars it; its own fair share does not.
+    assert owner("level", 50, 0) == "a"
+    assert owner("fair_share", 50, 0) == "b"
+    assert owner(None, 50, 0) == "b"
+    # b runs 20 of 24 cores with 10 tasks pending: above 1.1 x its fair share of 1/2, so barred.
+    assert owner("fair_share", 30, 1) == "a"
+    assert owner(None, 30, 1) == "b"

@@ -19,6 +19,9 @@ AcceptRule = Literal["at_most_k", "fewer_than_k"]
 # (`neediest_stop`, the thesis §2.3), or the candidate whose task packs best starts one and the
 # offers go on (`best_continue`, ours), or the neediest starts one and they go on.
 AllRefused = Literal["neediest_stop", "neediest_continue", "best_continue"]
+# What `share_band` and `below_level_refusals` measure a user against: DRF's level L (one number for
+# everyone) or the user's own DRF fair share (progressive filling with its demand, as preemption uses).
+BandReference = Literal["level", "fair_share"]
 
 NonNegative = Annotated[float, msgspec.Meta(ge=0)]
 Positive = Annotated[float, msgspec.Meta(gt=0)]
@@ -54,6 +57,8 @@ class PackingParams(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, fr
     share_band: NonNegative | None = None
     # A user below L refuses at most this many offers in a row (then accepts). None: no limit.
     below_level_refusals: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    # `fair_share`: both bounds above use each user's own fair share instead of L.
+    band_reference: BandReference = "level"
     # Displacement ledger (ours): a task started on a node whose first candidate (DRF's choice) was
     # another user moves its dominant share from that user to the receiver. Per user, the net moved
     # share and all started share decay with `ledger_tau_s`; a user whose net received share exceeds
@@ -117,6 +122,7 @@ class PackingConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, fr
     fallback_fraction: Annotated[float, msgspec.Meta(gt=0, le=1)] | None = None
     share_band: NonNegative | None = None
     below_level_refusals: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    band_reference: BandReference | None = None
     ledger_cap: NonNegative | None = None
     ledger_tau_s: Positive | None = None
     # Packing off for operations in these pools (or below them) and for these workload entries

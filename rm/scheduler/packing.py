@@ -11,12 +11,16 @@ instead start the candidate whose task packs best on the node and go on offering
 ``share_band`` and ``below_level_refusals`` (the `fit-fair` preset, ours) keep users near DRF's level
 L (the mean dominant share of the users with pending tasks): a refused offer passes down the fairness
 order only to users at most (1 + band) L, and a user below L refuses only so many offers in a row.
+With ``band_reference = "fair_share"`` each user is measured against its own DRF fair share instead
+(progressive filling with its demand, refreshed as preemption refreshes it), since a user whose demand
+keeps it below L is not owed L.
 ``ledger_cap`` bounds the share each user receives or gives out of turn (rm/scheduler/ledger.py).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
 
 from rm.cluster import EPS, Cluster, NodeRecord
 from rm.operations import Operation, Pool
@@ -24,6 +28,7 @@ from rm.ports import Clock
 from rm.scheduler.config import SchedulerConfig
 from rm.scheduler.decision import PackingController
 from rm.scheduler.drf import DRFPolicy, drf_key
+from rm.scheduler.fair_share import FairShares, progressive_filling
 from rm.scheduler.heuristics import HEURISTICS, scales
 from rm.scheduler.ledger import DisplacementLedger
 from rm.scheduler.policy import OfferCounts, PolicyCounters
@@ -43,6 +48,8 @@ class PackingPolicy(DRFPolicy):
         self._stopped: NodeRecord | None = None
         self._scale_key: tuple[float, float, int] = (-1.0, -1.0, -1)
         self._scale = (1.0, 1.0)
+        self._fair: FairShares | None = None
+        self._fair_at = -math.inf
         cap = self.params.ledger_cap
         self._ledger = None if cap is None else DisplacementLedger(cap, self.params.ledger_tau_s)
 
@@ -52,11 +59,13 @@ class PackingPolicy(DRFPolicy):
         return not any(p.name in self._disabled_pools for p in op.pools_up)
 
     def on_submitted(self, op: Operation) -> None:
+        self._fair = None  # fair shares change with the operations there are
         self.counters.by_group.setdefault(op.group, OfferCounts())
         if self.packing_enabled(op):
             self.controllers[op.id] = PackingController(self.params)
 
     def on_finished(self, op: Operation) -> None:
+        self._fair = None
         self.controllers.pop(op.id, None)
 
     def begin_fill(self, node: NodeRecord) -> None:
@@ -88,6 +97,29 @@ class PackingPolicy(DRFPolicy):
         users.extend(op for op in root.operations if op.pending)
         return sum(self._share(u) for u in users) / len(users) if users else 0.0
 
+    def _fair_shares(self) -> FairShares:
+        """DRF fair shares: recomputed when an operation comes or goes, and otherwise (demand changes
+        as tasks start and end) every preemption check interval, as preemption refreshes them."""
+        now = self.clock.now()
+        if self._fair is None or now - self._fair_at >= self.config.preemption.check_interval_s:
+            self._fair = progressive_filling(self.root, list(_operations(self.root)), self.cluster.capacity)
+            self._fair_at = now
+        return self._fair
+
+    def _reference(self) -> Callable[[Pool | Operation], float]:
+        """What a user's share / weight is held against: DRF's level, or its own fair share / weight."""
+        if self.params.band_reference == "level":
+            level = self._level()
+            return lambda _user: level
+        fair = self._fair_shares()
+
+        def own(user: Pool | Operation) -> float:
+            if isinstance(user, Pool):
+                return fair.pools.get(user.name, 0.0) / user.weight
+            return fair.operations.get(user.id, 0.0) / user.weight
+
+        return own
+
     def assign(self, node: NodeRecord) -> Operation | None:
         if self._stopped is node:
             return None
@@ -111,18 +143,15 @@ class PackingPolicy(DRFPolicy):
         refusers: list[tuple[float, Operation]] = []
         band = self.params.share_band
         below = self.params.below_level_refusals
-        level = ceiling = -1.0
-        if band is not None or below is not None:
-            level = self._level()
-            ceiling = (1 + (band or 0.0)) * level + EPS
+        ref = self._reference() if band is not None or below is not None else None
         in_order = True
         ledger = self._ledger
         lead: Pool | Operation | None = None
         for op in self.candidates(node):
             # share_band: past the first candidate (DRF's own choice) only users up to the ceiling.
-            # (Without min shares the root orders users by this share: everyone after is above too.)
             user = self._user(op)
-            if band is not None and not in_order and self._share(user) > ceiling:
+            if (band is not None and ref is not None and not in_order
+                    and self._share(user) > (1 + band) * ref(user) + EPS):
                 continue
             if lead is None:
                 lead = user
@@ -135,9 +164,9 @@ class PackingPolicy(DRFPolicy):
             d = op.demand
             value = heuristic(d.cpu / sc, d.ram_gib / sr, fc, fr)
             accepted = ctrl.decide(now, value)
-            if (not accepted and below is not None and ctrl.consecutive_refusals > below
-                    and self._share(user) < level):
-                # A user below the level refuses at most `below` in a row: a forced acceptance.
+            if (not accepted and below is not None and ref is not None
+                    and ctrl.consecutive_refusals > below and self._share(user) < ref(user)):
+                # A user below its reference refuses at most `below` in a row: a forced acceptance.
                 ctrl.overrule()
                 accepted = True
             if not accepted and ledger is not None and not ledger.may_refuse(user, now):
@@ -172,3 +201,9 @@ class PackingPolicy(DRFPolicy):
             if rule == "neediest_stop":
                 self._stopped = node
         return neediest, lead
+
+
+def _operations(pool: Pool) -> Iterator[Operation]:
+    yield from pool.operations
+    for child in pool.children:
+        yield from _operations(child)
