@@ -177,3 +177,21 @@ seconds_mean = 10
     # thesis, preemption off: u1 0.10 -> 0.115 (+15.0%), u2 stays; CPU 0.91 -> 0.93, RAM 0.93 -> 0.97.
     assert "| off | thesis | +2.2 | +4.3 | +15.0 | +0.0 | 15.0 | " in text
     assert "| off | none | | | | | | " in text
+
+
+def test_fair_share_table_measures_each_policy_against_drf_fair_share() -> None:
+    from emulator.experiments.e1 import fair_share_table
+
+    d = data()
+    for r in d["runs"]:
+        r["fair"] = {"u1": 0.10, "u2": 0.10}
+    # Thesis u1 at 0.115 on the seed mean, 15% above its fair share; u2 at 0.1 on it.
+    for r in d["runs"]:
+        if r["policy"] == "none" and r["preemption"]:
+            r["fair"] = {"u1": 0.125, "u2": 0.10}  # no packing leaves u1 20% below its fair share
+    del d["runs"][-1]["fair"]  # fit with preemption on: one run without fair shares -> no row
+    text = fair_share_table(d)
+    assert "| off | none | 0.0 | 0 | 0 | 0.0 |" in text
+    assert "| off | thesis | 15.0 | 1 | 0 | 7.5 |" in text
+    assert "| on | none | 20.0 | 0 | 1 | 10.0 |" in text
+    assert "| on | fit |" not in text

@@ -62,6 +62,8 @@ def _one(path: str, policy: str, preemption: bool, seed: int, out: str,
     # Lost work as a fraction of window CPU capacity.
     row["preempted_pct"] = summary["cpu_utilization"] - summary["cpu_utilization_excl_preempted"]
     row["pools"] = {p["name"]: p["dominant_share"] for p in summary["pools"]}
+    # DRF's fair share of each user in the same run (progressive filling on the pooled cluster).
+    row["fair"] = {p["name"]: p["fair_share"] for p in summary["pools"]}
     return row
 
 
@@ -315,6 +317,31 @@ def variants_table(data: dict[str, Any]) -> str:
                 f"| {'on' if pre else 'off'} | {policy} | {gains} | {gaps} | {100 * raw[-1]:.1f} | "
                 f"{sum(v > 0.10 for v in raw)} | {100 * net[-1]:.1f} | {sum(v > 0.10 for v in net)} |")
     lines.append(f"| on | the thesis (Table 4.3) | {_thesis('gain_cpu')} / {_thesis('gain_ram')} | | | | | |")
+    return "\n".join(lines) + "\n"
+
+
+def fair_share_table(data: dict[str, Any]) -> str:
+    """How far each policy leaves users from DRF's own fair share (progressive filling on the pooled
+    cluster, with each user's demand, in the same run): per user the seed mean of the dominant share
+    over the seed mean of the fair share, minus 1. Unlike the move against no packing, this needs no
+    second run, and no packing is measured the same way. Policies whose runs lack fair shares (older
+    results files) are left out."""
+    lines = ["| preemption | policy | max distance from fair share % | users > 10% above | "
+             "users > 10% below | mean distance % |", "|---|---|---|---|---|---|"]
+    for pre in PREEMPTION:
+        for policy in _present(data):
+            mine = [r for r in data["runs"] if r["policy"] == policy and r["preemption"] == pre]
+            if not mine or not all(r.get("fair") for r in mine):
+                continue
+            names = [n for n in mine[0]["fair"] if all(r["fair"].get(n) for r in mine)]
+            dev = [statistics.mean(r["pools"][n] for r in mine)
+                   / statistics.mean(r["fair"][n] for r in mine) - 1 for n in names]
+            if not dev:
+                continue
+            lines.append(
+                f"| {'on' if pre else 'off'} | {policy} | {100 * max(map(abs, dev)):.1f} | "
+                f"{sum(d > 0.10 for d in dev)} | {sum(d < -0.10 for d in dev)} | "
+                f"{100 * statistics.mean(map(abs, dev)):.1f} |")
     return "\n".join(lines) + "\n"
 
 

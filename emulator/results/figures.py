@@ -36,7 +36,14 @@ E1_EXPLORE = ("emulator e1 scenarios/e1-faithful.toml --out runs/e1-explore --js
               "fit-b0.3-w60=fit,share_band=0.3,window=60 --variant fit-b0.4-w60=fit,share_band=0.4,window=60 "
               "--variant fit-ff0.5=fit,fallback_fraction=0.5; the ledger rows then with --merge --policies= "
               "--variant fit-l0.05=fit,ledger_cap=0.05 --variant fit-l0.1=fit,ledger_cap=0.1 "
-              "--variant fit-l0.2=fit,ledger_cap=0.2")
+              "--variant fit-l0.2=fit,ledger_cap=0.2; the fair-share rows then with --merge --policies=none,"
+              "thesis,fit,fit-fair --variant fit-b0.3=fit,share_band=0.3 --variant fit-w60=fit,window=60 "
+              "--variant fit-b0.4-w60=fit,share_band=0.4,window=60 (the same runs again, now with fair "
+              "shares) --variant ffs0.1=fit,share_band=0.1,band_reference=fair_share --variant "
+              "ffs0.2=fit,share_band=0.2,band_reference=fair_share --variant ffs0.1-bl5=fit,share_band=0.1,"
+              "below_level_refusals=5,band_reference=fair_share --variant ffs0.2-w60=fit,share_band=0.2,"
+              "window=60,band_reference=fair_share --variant ffs0.3-w60=fit,share_band=0.3,window=60,"
+              "band_reference=fair_share")
 E2_VIRTUAL = ("emulator sweep scenarios/e2-scale-sweep-virtual.toml --out runs/e2v && "
               "cp runs/e2v/sweep.json docs/e2-sweep-virtual.json")
 E2_VIRTUAL_BIG = ("emulator sweep scenarios/e2-scale-sweep-virtual.toml --nodes 18000,24000 --modes delta "
@@ -62,6 +69,8 @@ FIGURES: dict[str, Figure] = {
     "e1-explore": Figure("docs/e1-explore.json", "emulator.experiments.e1:variants_table", E1_EXPLORE),
     "e1-explore-by-resource": Figure("docs/e1-explore.json", "emulator.experiments.e1:by_resource_table",
                                      E1_EXPLORE),
+    "e1-explore-fair-share": Figure("docs/e1-explore.json", "emulator.experiments.e1:fair_share_table",
+                                    E1_EXPLORE),
     "e1-seeds20-by-resource": Figure("docs/e1-seeds20.json", "emulator.experiments.e1:by_resource_table",
                                      E1_SEEDS20),
     "e1-seeds20-variants": Figure("docs/e1-seeds20.json", "emulator.experiments.e1:variants_table",
