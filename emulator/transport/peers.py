@@ -23,20 +23,15 @@ class PeerCounters(msgspec.Struct):
     rejected: int = 0  # peer connections closed for a bad hello (TCP)
 
 
-class MemoryPeers:
-    def __init__(self, clock: Scheduler, seed: int, latency_s: float = 0.0, timestamps: bool = True) -> None:
-        """``timestamps``: liveness no fault touches is a timestamp written on the watcher
-        (``touch``) rather than a message delivered through the event loop."""
-        self._clock = clock
-        self._latency = latency_s
-        self._timestamps = timestamps and latency_s == 0.0
+class PeerBindings:
+    """What every peer channel shares: who receives an id's messages, and the seeded injected loss."""
+
+    def __init__(self, seed: int) -> None:
         self._rng = random.Random(f"{seed}:peers")
         # Binders per id, latest last (ids are reused: the smallest free one goes to a new node).
         self._bound: dict[int, list[PeerReceiver]] = {}
         self.loss = 0.0
         self.counters = PeerCounters()
-        # One callback object, so that back-to-back sends share one loop entry.
-        self._deliver_now = self._deliver
 
     def set_loss(self, fraction: float) -> None:
         if not 0.0 <= fraction <= 1.0:
@@ -60,10 +55,28 @@ class MemoryPeers:
         stack = self._bound.get(machine_id)
         return stack[-1] if stack else None
 
-    def send(self, dst: int, msg: Any, endpoint: str = "") -> None:
+    def _sent_and_kept(self) -> bool:
+        """Counts a send; False when the injected loss drops it (one seeded draw per send)."""
         self.counters.sent += 1
         if self.loss > 0.0 and self._rng.random() < self.loss:
             self.counters.lost += 1
+            return False
+        return True
+
+
+class MemoryPeers(PeerBindings):
+    def __init__(self, clock: Scheduler, seed: int, latency_s: float = 0.0, timestamps: bool = True) -> None:
+        """``timestamps``: liveness no fault touches is a timestamp written on the watcher
+        (``touch``) rather than a message delivered through the event loop."""
+        super().__init__(seed)
+        self._clock = clock
+        self._latency = latency_s
+        self._timestamps = timestamps and latency_s == 0.0
+        # One callback object, so that back-to-back sends share one loop entry.
+        self._deliver_now = self._deliver
+
+    def send(self, dst: int, msg: Any, endpoint: str = "") -> None:
+        if not self._sent_and_kept():
             return
         if self._latency > 0:
             self._clock.call_later(self._latency, self._deliver, (dst, msg))
@@ -73,19 +86,18 @@ class MemoryPeers:
     def touch(self, dst: int, sender: int, ring_version: int) -> bool:
         if not self._timestamps or self.loss > 0.0:
             return False
-        stack = self._bound.get(dst)
-        if stack and not stack[-1].heard_from(sender, ring_version):
+        receiver = self.receiver(dst)
+        if receiver is not None and not receiver.heard_from(sender, ring_version):
             return False
         self.counters.sent += 1
-        if not stack:
+        if receiver is None:
             self.counters.undeliverable += 1
         return True
 
     def _deliver(self, item: tuple[int, Any]) -> None:
         dst, msg = item
         # Resolved at delivery: a message to an id whose owner crashed goes nowhere.
-        stack = self._bound.get(dst)
-        receiver = stack[-1] if stack else None
+        receiver = self.receiver(dst)
         if receiver is None:
             self.counters.undeliverable += 1
             return

@@ -19,16 +19,14 @@ and dropped.
 from __future__ import annotations
 
 import asyncio
-import random
 from typing import Any
 
 import msgspec
 
 from emulator.time.clock import Scheduler
 from emulator.transport.framing import DEFAULT_MAX_FRAME_BYTES
-from emulator.transport.peers import PeerCounters
+from emulator.transport.peers import PeerBindings
 from emulator.transport.tcp import FramedConnection, TransportStats
-from ringmon.ports import PeerReceiver
 from ringmon.protocol import Liveness, LivenessPing
 from rm.ports import Log
 
@@ -106,7 +104,7 @@ class _PeerConnection(FramedConnection):
         self._peers.lost(self)
 
 
-class TcpPeers:
+class TcpPeers(PeerBindings):
     def __init__(
         self,
         clock: Scheduler,
@@ -116,13 +114,12 @@ class TcpPeers:
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         handshake_timeout_s: float = 10.0,
     ) -> None:
+        super().__init__(seed)
         self._clock = clock
         self.log = log
         self.credentials = credentials
         self.max_frame_bytes = max_frame_bytes
         self.handshake_timeout_s = handshake_timeout_s
-        self._rng = random.Random(f"{seed}:peers")
-        self._bound: dict[int, list[PeerReceiver]] = {}
         self._conns: dict[str, _PeerConnection] = {}
         self._waiting: dict[str, list[tuple[int, Any]]] = {}
         self._all: set[_PeerConnection] = set()
@@ -131,8 +128,6 @@ class TcpPeers:
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self.endpoint = ""
-        self.loss = 0.0
-        self.counters = PeerCounters()
         self.stats = TransportStats()
 
     # ---- lifecycle ---------------------------------------------------------------------------
@@ -164,37 +159,16 @@ class TcpPeers:
 
     # ---- the PeerChannel -------------------------------------------------------------------------
 
-    def bind(self, machine_id: int, receiver: PeerReceiver) -> None:
-        self._bound.setdefault(machine_id, []).append(receiver)
-
-    def unbind(self, machine_id: int, receiver: PeerReceiver) -> None:
-        stack = self._bound.get(machine_id)
-        if stack is not None and receiver in stack:
-            stack.remove(receiver)
-            if not stack:
-                del self._bound[machine_id]
-
-    def receiver(self, machine_id: int) -> PeerReceiver | None:
-        stack = self._bound.get(machine_id)
-        return stack[-1] if stack else None
-
-    def set_loss(self, fraction: float) -> None:
-        if not 0.0 <= fraction <= 1.0:
-            raise ValueError(f"loss fraction must be in [0, 1], got {fraction}")
-        self.loss = fraction
-
     def touch(self, dst: int, sender: int, ring_version: int) -> bool:
         # A TCP run's liveness is always a real message, between nodes of one worker too (that
         # is what its E2 and E3 figures measured).
         return False
 
     def send(self, dst: int, msg: Any, endpoint: str = "") -> None:
-        c = self.counters
-        c.sent += 1
-        if self.loss > 0.0 and self._rng.random() < self.loss:
-            c.lost += 1
+        if not self._sent_and_kept():
             return
-        if dst in self._bound:
+        c = self.counters
+        if self.receiver(dst) is not None:
             self._clock.call_soon(self._deliver, dst, msg)
             return
         where = endpoint or self._learned.get(dst, "")
