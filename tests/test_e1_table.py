@@ -134,9 +134,15 @@ def test_variants_are_named_packing_overrides_and_get_their_own_rows() -> None:
         d["runs"] += [{**run("up", pre, s, 0.95, 0.97, 0.12), "pools": {"u1": 0.12, "u2": 0.12}}
                       for s in (1, 2)]
     d["variants"] = {"up": {"scheduler.packing.preset": "fit"}}
+    # One that gives u1 +30% and takes 15% from u2: the largest loss is u2's, read one-sided.
+    for pre in (False, True):
+        d["runs"] += [{**run("shift", pre, s, 0.95, 0.97, 0.13), "pools": {"u1": 0.13, "u2": 0.085}}
+                      for s in (1, 2)]
+    d["variants"] = {"up": {"scheduler.packing.preset": "fit"}, "shift": {"scheduler.packing.preset": "fit"}}
     text = variants_table(d)
     assert "| on | up | 4.00 ± 1.41 / 4.00 ± 1.41 | " in text
-    assert "| 20.0 | 2 | 0.0 | 0 |" in text
+    assert "| 20.0 | 2 | 0.0 | 0 | 0.0 |" in text
+    assert "| on | shift | " in text and "| 30.0 | 2 | " in text and "| 15.0 |\n" in text
     assert "| on | the thesis (Table 4.3) | +4.5 / +4.9 |" in text
 
 

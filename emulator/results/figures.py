@@ -25,9 +25,10 @@ class Figure(NamedTuple):
 
 E1_COMMAND = "make e1 (emulator e1 scenarios/e1-faithful.toml --out runs/e1 --json docs/e1.json)"
 E1_SEEDS20 = ("emulator e1 scenarios/e1-faithful.toml --out runs/e1-20 --json docs/e1-seeds20.json "
-              "--seeds 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20, then the same with "
-              "--policies fit-fair --merge, then with --policies= --variant "
-              "fit-b0.4-w60=fit,share_band=0.4,window=60 --merge")
+              "--seeds 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20 "
+              "--policies none,thesis,fit,fit-fair --variant fit-b0.4-w60=fit,share_band=0.4,window=60 "
+              "--variant fit-w60=fit,window=60 "
+              "(~1 h on 2 cores)")
 E1_EXPLORE = ("emulator e1 scenarios/e1-faithful.toml --out runs/e1-explore --json docs/e1-explore.json "
               "--seeds 1,2,3,4,5 --preemption on --policies none,thesis,fit,fit-fair --variant "
               "fit-b0.2=fit,share_band=0.2 --variant fit-b0.3=fit,share_band=0.3 --variant "
@@ -43,7 +44,10 @@ E1_EXPLORE = ("emulator e1 scenarios/e1-faithful.toml --out runs/e1-explore --js
               "ffs0.2=fit,share_band=0.2,band_reference=fair_share --variant ffs0.1-bl5=fit,share_band=0.1,"
               "below_level_refusals=5,band_reference=fair_share --variant ffs0.2-w60=fit,share_band=0.2,"
               "window=60,band_reference=fair_share --variant ffs0.3-w60=fit,share_band=0.3,window=60,"
-              "band_reference=fair_share")
+              "band_reference=fair_share; the rest then with --merge --policies= --variant "
+              "fit-w60-r100=fit,window=60,max_consecutive_refusals=100 --variant "
+              "fit-w60-tetris=fit,window=60,heuristic=tetris --variant "
+              "fit-w60-ct=fit,window=60,normalisation=cluster_total")
 E2_VIRTUAL = ("emulator sweep scenarios/e2-scale-sweep-virtual.toml --out runs/e2v && "
               "cp runs/e2v/sweep.json docs/e2-sweep-virtual.json")
 E2_VIRTUAL_BIG = ("emulator sweep scenarios/e2-scale-sweep-virtual.toml --nodes 18000,24000 --modes delta "
@@ -77,6 +81,8 @@ FIGURES: dict[str, Figure] = {
                                   E1_SEEDS20),
     "e1-seeds20-fairness": Figure("docs/e1-seeds20.json", "emulator.experiments.e1:fairness_table",
                                   E1_SEEDS20),
+    "e1-seeds20-fair-share": Figure("docs/e1-seeds20.json", "emulator.experiments.e1:fair_share_table",
+                                    E1_SEEDS20),
     "e2": Figure("docs/e2-sweep.json", "emulator.experiments.sweep:markdown_table",
                  "make e2 && cp runs/e2-sweep/sweep.json docs/e2-sweep.json"),
     "e2-virtual": Figure("docs/e2-sweep-virtual.json", "emulator.experiments.sweep:markdown_table",
