@@ -50,7 +50,10 @@ async def shot(page: Page, name: str) -> None:
 @pytest.mark.asyncio
 async def test_page_live_in_chromium(tmp_path: Path) -> None:
     nodes = int(os.environ.get("HBEMU_SCREENSHOT_NODES", "40"))
-    scenario = small_scenario(nodes=nodes, expiry_s=5.0, speed=10.0, warmup_s=5.0)
+    # A crashed node stays "crashed" on the ring until the RM's expiry: 20 s emulated is 2 s of
+    # wall time at speed 10, four pushes. With 5 s the state lasted 0.4-0.6 s against a push
+    # every 0.5 s, and a fresh-clone run once missed it.
+    scenario = small_scenario(nodes=nodes, expiry_s=20.0, speed=10.0, warmup_s=5.0)
     async with served(scenario, allow_control=True, push_interval_s=0.5) as srv, async_playwright() as pw:
         browser = await pw.chromium.launch(
             executable_path=CHROMIUM, args=FLAGS, headless=True,
