@@ -237,3 +237,5 @@ def test_shares_plot_of_many_pools_keeps_its_axes(tmp_path: Path, monkeypatch: p
     texts = [x.get_text() for x in legend.get_texts()]
     assert texts[:3] == ["dominant share", "fair share", "warm-up"]
     assert len(texts) == 27  # the two line styles, the warm-up, one entry per pool
+    colours = [line.get_color() for line in ax.get_lines()[::2]][:20]  # dominant-share lines
+    assert len(set(colours)) == 20  # the first 20 pools each have a colour of their own

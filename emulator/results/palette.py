@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import msgspec
 
-# Categorical colours (Tableau 10): runs in a comparison, pools and workload entries.
+# Categorical colours: runs in a comparison, pools and workload entries. Tableau 10 first (what
+# a short list gets), then the rest of Tableau 20, so up to 20 pools (E1 has 24) differ in colour.
 SERIES = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7",
-          "#9c755f", "#bab0ac")
+          "#9c755f", "#bab0ac", "#a0cbe8", "#ffbe7d", "#8cd17d", "#b6992d", "#499894", "#86bcb6",
+          "#ff9d9a", "#79706e", "#d37295", "#d4a6c8")
 
 # A fixed colour per metric, whichever chart shows it.
 METRIC = {
