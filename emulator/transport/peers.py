@@ -55,6 +55,14 @@ class PeerBindings:
         stack = self._bound.get(machine_id)
         return stack[-1] if stack else None
 
+    def _hand_over(self, dst: int, msg: Any) -> None:
+        # Resolved at delivery: a message to an id whose owner crashed goes nowhere.
+        receiver = self.receiver(dst)
+        if receiver is None:
+            self.counters.undeliverable += 1
+            return
+        receiver.from_peer(msg)
+
     def _sent_and_kept(self) -> bool:
         """Counts a send; False when the injected loss drops it (one seeded draw per send)."""
         self.counters.sent += 1
@@ -95,10 +103,4 @@ class MemoryPeers(PeerBindings):
         return True
 
     def _deliver(self, item: tuple[int, Any]) -> None:
-        dst, msg = item
-        # Resolved at delivery: a message to an id whose owner crashed goes nowhere.
-        receiver = self.receiver(dst)
-        if receiver is None:
-            self.counters.undeliverable += 1
-            return
-        receiver.from_peer(msg)
+        self._hand_over(*item)

@@ -169,7 +169,7 @@ class TcpPeers(PeerBindings):
             return
         c = self.counters
         if self.receiver(dst) is not None:
-            self._clock.call_soon(self._deliver, dst, msg)
+            self._clock.call_soon(self._hand_over, dst, msg)
             return
         where = endpoint or self._learned.get(dst, "")
         if not where or where == self.endpoint:
@@ -189,13 +189,6 @@ class TcpPeers(PeerBindings):
             waiting.append((dst, msg))
         else:
             c.undeliverable += 1
-
-    def _deliver(self, dst: int, msg: Any) -> None:
-        receiver = self.receiver(dst)
-        if receiver is None:
-            self.counters.undeliverable += 1
-            return
-        receiver.from_peer(msg)
 
     # ---- connections ----------------------------------------------------------------------------
 
@@ -230,7 +223,7 @@ class TcpPeers(PeerBindings):
     def arrived(self, conn: _PeerConnection, dst: int, msg: Any) -> None:
         if conn.remote is not None:
             self._learned[msg.sender] = conn.remote
-        self._deliver(dst, msg)
+        self._hand_over(dst, msg)
 
     def lost(self, conn: _PeerConnection) -> None:
         self._all.discard(conn)
