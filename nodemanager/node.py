@@ -441,11 +441,12 @@ class NodeManager:
         self._last_response_id = msg.heartbeat_id
         self._reported_healthy = sent.healthy
         changes = self._changes
-        for status in sent.statuses:
-            if changes.get(status.container_id) is status:
-                del changes[status.container_id]
-                if status.state == "complete":
-                    self._statuses = None
+        if changes:  # periodic reports repeat acknowledged statuses: nothing to retire then
+            for status in sent.statuses:
+                if changes.get(status.container_id) is status:
+                    del changes[status.container_id]
+                    if status.state == "complete":
+                        self._statuses = None
         for launch in msg.launch:
             self._launch(launch)
         for cid in msg.kill:

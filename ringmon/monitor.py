@@ -174,8 +174,9 @@ class RingMonitor:
             self._seq += 1
             stalled, version = self._stall_age(), self._advertised()
             msg: Liveness | None = None
+            touch, me = self._peers.touch, self.machine_id
             for dst in self.successors:
-                if stalled == 0.0 and self._peers.touch(dst, self.machine_id, version):
+                if stalled == 0.0 and touch(dst, me, version):
                     continue
                 if msg is None:
                     msg = Liveness(
@@ -210,6 +211,19 @@ class RingMonitor:
         if not self.active:
             return
         now = self._clock.now()
+        # The common case, once an interval: every predecessor was heard lately and none is
+        # being pinged; only the next deadline is to be armed.
+        suspect = self._suspect_s - _EPS
+        oldest = float("inf")
+        for w in self.watching.values():
+            if w.pinged_at >= 0 or now - w.last >= suspect:
+                break
+            if w.last < oldest:
+                oldest = w.last
+        else:
+            if oldest < float("inf"):
+                self._arm(oldest + self._suspect_s)
+            return
         nxt = float("inf")
         ping_s = self._ping_s + self.ping_rtt.timeout()
         for pred, w in self.watching.items():
@@ -288,9 +302,11 @@ class RingMonitor:
         version to act on, a ping's round trip to sample) needs the message itself."""
         if not self.active:
             return True  # the message would be ignored
-        if ring_version > (self.view.version if self.view is not None else -1):
-            return False
-        if ring_version < self._advertised():
+        view = self.view
+        # A version other than ours (newer: we are behind; older: the sender is) may be news; ours
+        # is never older than the one we advertise.
+        held = view.version if view is not None else -1
+        if ring_version != held and (ring_version > held or ring_version < self._advertised()):
             return False
         w = self.watching.get(sender)
         if w is None:

@@ -67,6 +67,24 @@ class Dispatcher(Generic[T]):
 
     def submit(self, item: T) -> None:
         q = self._queue
+        if (
+            not q and self._timer is None and not self._draining and not self._low
+            and self._cost_s is None
+            and (not self._stalled_until or self._clock.now() >= self._stalled_until)
+        ):
+            # The server is free and items cost nothing to start: serve this one at once, as
+            # ``_drain`` would, without the queue's bookkeeping (every heartbeat comes this way).
+            if not self.depth_max:
+                self.depth_max = 1
+            self.waits.add(0.0)
+            self._draining = True
+            try:
+                self._handle(item)
+            finally:
+                self._draining = False
+            if (q or self._low) and self._timer is None:
+                self._drain()  # what the handler queued meanwhile
+            return
         q.append((self._clock.now(), item))
         depth = len(q) + len(self._low)
         if depth > self.depth_max:

@@ -46,7 +46,8 @@ from emulator.harness.quietgc import quiet_gc
 from emulator.measure.lag import LoopLag
 from emulator.measure.timing import HeartbeatTiming, Interval, LatenessSummary
 from emulator.scenario.schema import MessageFault
-from emulator.time.clock import EpochClock, LoopClock, run, unix_time, wall_time
+from emulator.time.clock import EpochClock, LoopClock, RealClock, Scheduler, run, unix_time, wall_time
+from emulator.time.wheel import WheelClock, wheel_slot_s
 from emulator.transport.backoff import Backoff
 from emulator.transport.faulty import FaultWindow, MessageFaultCounters, MessageFaultPlan
 from emulator.transport.framing import DEFAULT_MAX_FRAME_BYTES
@@ -121,6 +122,11 @@ class Worker:
     def __init__(self, cfg: HostConfig, clock: LoopClock, log: Any) -> None:
         self.cfg = cfg
         self.clock = clock
+        # The nodes' timers (ticks, completions, ring checks) in a timer wheel: thousands of them
+        # per second would otherwise each be an event-loop timer of their own.
+        self.timers: Scheduler = clock
+        if isinstance(clock, RealClock):
+            self.timers = WheelClock(clock, wheel_slot_s(cfg.heartbeat.interval_s / cfg.speed))
         self.log = log
         self.counters = NodeCounters()
         self.timing = HeartbeatTiming(cfg.sample_interval_s)
@@ -143,7 +149,7 @@ class Worker:
         cfg = self.cfg
         if cfg.ring is None:
             return ""
-        self.peers = TcpPeers(self.clock, self.log, cfg.credentials, cfg.seed, cfg.max_frame_bytes)
+        self.peers = TcpPeers(self.timers, self.log, cfg.credentials, cfg.seed, cfg.max_frame_bytes)
         endpoint = await self.peers.start(cfg.peer_host)
         self.ring = RingParts(cfg.ring, self.peers)
         return endpoint
@@ -151,8 +157,8 @@ class Worker:
     def build(self, endpoint: str) -> None:
         cfg = self.cfg
         self.nodes = [
-            NodeProcess(s.address, s.resources, cfg.heartbeat, self.clock, self.counters, self.log, s.phase_s,
-                        cfg.credentials, self.ring, self.timing, endpoint)
+            NodeProcess(s.address, s.resources, cfg.heartbeat, self.timers, self.counters, self.log,
+                        s.phase_s, cfg.credentials, self.ring, self.timing, endpoint)
             for s in cfg.nodes
         ]
         self.by_address = {n.address: n for n in self.nodes}

@@ -1,0 +1,138 @@
+"""A timer wheel for a process hosting thousands of nodes in real time.
+
+Each node arms a few timers per heartbeat interval (its tick, container completions, ring
+checks). As event-loop timers every one of them costs a libuv timer, a heap push and a wake-up of
+its own; tens of thousands of them per second were the node host's largest cost. ``WheelClock``
+keeps them in slots of ``slot_wall_s`` of wall time instead: arming appends to the slot's list,
+and one loop timer per occupied slot runs everything due in it, in the order it was armed. The
+heartbeats a slot sends then leave in one socket write as well.
+
+A timer never fires before its emulated time (as ``RealClock``'s): an entry goes into the first
+slot that starts at or after its time, and a slot whose loop timer wakes early waits again. It
+may fire up to one slot late; ``slot_wall_s`` bounds that lateness, which the run's lag probes
+measure like any other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import math
+from collections.abc import Callable
+from typing import Any
+
+from emulator.time.clock import RealClock
+
+# One millisecond of wall time: uvloop's own timer resolution, so nothing fires later than an
+# event-loop timer could have.
+DEFAULT_SLOT_WALL_S = 0.001
+# A node host's slot: 1% of the heartbeat interval in wall time, within these bounds. A socket
+# write costs tens of µs here (more on a virtualised network), so fewer, fuller slots are most
+# of what hosting a node costs at low rates; 1% keeps ticks well inside the lag threshold (10%).
+SLOT_SHARE_OF_INTERVAL = 0.01
+MAX_SLOT_WALL_S = 0.01
+_MIN_WALL_S = 0.001
+
+
+def wheel_slot_s(interval_wall_s: float) -> float:
+    """The wall-time slot for nodes heartbeating every ``interval_wall_s`` wall seconds."""
+    return min(MAX_SLOT_WALL_S, max(DEFAULT_SLOT_WALL_S, SLOT_SHARE_OF_INTERVAL * interval_wall_s))
+
+
+class WheelTimer:
+    """One armed callback; ``cancel`` clears it (the slot skips it)."""
+
+    __slots__ = ("args", "fn")
+
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        self.fn: Callable[..., Any] | None = fn
+        self.args = args
+
+    def cancel(self) -> None:
+        self.fn = None
+        self.args = ()
+
+
+class WheelClock:
+    """The ``Scheduler`` / ``Clock`` port over a ``RealClock``, timers kept in wall-time slots."""
+
+    def __init__(self, clock: RealClock, slot_wall_s: float = DEFAULT_SLOT_WALL_S) -> None:
+        if slot_wall_s <= 0:
+            raise ValueError("slot_wall_s must be > 0")
+        self._clock = clock
+        self._loop: asyncio.AbstractEventLoop = clock.loop
+        self.now: Callable[[], float] = clock.now
+        self.speed = clock.speed
+        # Emulated seconds per slot: slot k covers emulated times ((k-1)·res, k·res].
+        self._res = slot_wall_s * clock.speed
+        self._slots: dict[int, list[WheelTimer]] = {}
+        self._due: list[int] = []  # occupied slot numbers (a heap)
+        self._armed_slot = -1  # the slot the loop timer is armed for
+        self._handle: asyncio.TimerHandle | None = None
+        self._running = False
+        self.fired = 0
+
+    def call_later(self, delay: float, callback: Callable[..., Any], *args: Any) -> WheelTimer:
+        timer = WheelTimer(callback, args)
+        when = self.now() + (delay if delay > 0.0 else 0.0)
+        k = math.ceil(when / self._res)
+        slot = self._slots.get(k)
+        if slot is None:
+            self._slots[k] = [timer]
+            heapq.heappush(self._due, k)
+            if self._armed_slot < 0 or k < self._armed_slot:
+                self._arm(k)
+        else:
+            slot.append(timer)
+        return timer
+
+    def call_soon(self, callback: Callable[..., Any], *args: Any) -> asyncio.Handle:
+        return self._loop.call_soon(callback, *args)
+
+    def call_soon_batched(self, callback: Callable[[Any], Any], item: Any) -> None:
+        self._loop.call_soon(callback, item)
+
+    async def sleep(self, seconds: float) -> None:
+        await self._clock.sleep(seconds)
+
+    async def sleep_until(self, t: float) -> None:
+        await self._clock.sleep_until(t)
+
+    @property
+    def pending(self) -> int:
+        """Timers armed and not yet run (cancelled ones included until their slot comes)."""
+        return sum(len(s) for s in self._slots.values())
+
+    def _arm(self, k: int, floor_s: float = 0.0) -> None:
+        if self._running:
+            return  # the slot being run arms the next one when it is done
+        if self._handle is not None:
+            self._handle.cancel()
+        self._armed_slot = k
+        wait = (k * self._res - self.now()) / self.speed
+        self._handle = self._loop.call_later(wait if wait > floor_s else floor_s, self._run)
+
+    def _run(self) -> None:
+        self._handle = None
+        self._armed_slot = -1
+        due, slots = self._due, self._slots
+        # Every slot that has ended by now (a slot's entries are due by its end); a slot armed
+        # meanwhile for "now" waits for the next pass, so a callback re-arming itself cannot spin.
+        last = math.floor((self.now() + 1e-9) / self._res)
+        early = not due or due[0] > last
+        self._running = True
+        try:
+            while due and due[0] <= last:
+                for timer in slots.pop(heapq.heappop(due)):
+                    fn = timer.fn
+                    if fn is not None:
+                        timer.fn = None
+                        args, timer.args = timer.args, ()
+                        self.fired += 1
+                        fn(*args)
+        finally:
+            self._running = False
+            if due:
+                # uvloop counts whole milliseconds and may wake us up to one early: then wait at
+                # least one rather than spin.
+                self._arm(due[0], _MIN_WALL_S if early else 0.0)
