@@ -176,6 +176,22 @@ def test_tcp_needs_the_realtime_clock() -> None:
                             "run": {"duration_s": 10, "clock": "realtime"}}, "x.toml")
 
 
+def test_auto_workers_is_one_per_core_less_the_rms(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from emulator.scenario.loader import ScenarioError, scenario_from_dict
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(16)), raising=False)
+    data = {"cluster": {"nodes": [{"count": 4, "cpu": 1, "ram_gib": 1}]},
+            "transport": {"kind": "tcp", "workers": "auto"}, "run": {"duration_s": 10, "clock": "realtime"}}
+    assert scenario_from_dict(data, "x.toml").transport.worker_processes() == 15
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0}, raising=False)
+    assert scenario_from_dict(data, "x.toml").transport.worker_processes() == 1
+    data["faults"] = [{"kind": "worker_kill", "at_s": 5, "worker": 1}]
+    with pytest.raises(ScenarioError, match="worker 1 of 1"):
+        scenario_from_dict(data, "x.toml")
+
+
 def test_the_headline_names_the_busier_process_past_each_limit() -> None:
     from emulator.experiments.sweep import saturates_first
 

@@ -52,7 +52,7 @@ def figures(summary: dict[str, Any], sc: Scenario, kill: bool) -> dict[str, Any]
 
     return {
         "nodes": sc.node_count,
-        "workers": sc.transport.workers,
+        "workers": sc.transport.worker_processes(),
         "fault": "worker_kill" if kill else "crash 5%",
         "crashed": summary["crashed_nodes"],
         "crashed_removed": summary["crashed_removed"],
@@ -84,7 +84,7 @@ def run_e3_tcp(
     for i, (nodes, kill) in enumerate(runs):
         sc = e3_tcp_scenario(path, nodes, kill)
         if progress is not None:
-            progress(f"{sc.name}: {nodes} nodes in {sc.transport.workers} workers, "
+            progress(f"{sc.name}: {nodes} nodes in {sc.transport.worker_processes()} workers, "
                      f"{sc.run.duration_s:g} s of real time ...")
         run_dir = out / sc.name
         run_dir.mkdir(parents=True, exist_ok=True)

@@ -207,7 +207,8 @@ async def run_on_cluster(
     client = await asyncio.to_thread(connect, options.address)
     try:
         workers = await asyncio.to_thread(workers_of, client)
-        spread(workers, scenario.transport.workers)  # enough threads? say so before anything starts
+        # Enough threads? Say so before anything starts.
+        spread(workers, scenario.transport.worker_processes())
         placement = DaskPlacement(client, workers, events_dir)
         return await run_tcp_scenario(
             scenario, events, events_dir, progress, check_invariants, placement=placement,

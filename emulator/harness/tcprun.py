@@ -402,7 +402,7 @@ async def run_tcp_scenario(
         if on_start is not None:
             on_start(proc)
         started = wall_time()
-        configs = host_configs(scenario, host, port, tc.workers, epoch, events_dir, control)
+        configs = host_configs(scenario, host, port, tc.worker_processes(), epoch, events_dir, control)
         finished = False
         try:
             await hosts.start(configs)

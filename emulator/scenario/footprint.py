@@ -75,7 +75,7 @@ def estimate(sc: Scenario) -> Footprint:
         slots = sum(g.count * min(largest(g.cpu) / cpu, largest(g.ram_gib) / ram) for g in sc.cluster.nodes)
     containers = min(tasks, int(slots))
     nodes = sc.node_count
-    processes = 1 + (sc.transport.workers if sc.transport.kind == "tcp" else 0)
+    processes = 1 + (sc.transport.worker_processes() if sc.transport.kind == "tcp" else 0)
     path = "cluster.nodes"
     if per_op and tasks * TASK_BYTES + containers * CONTAINER_BYTES > nodes * node_bytes:
         path = f"workload.operations[{per_op.index(max(per_op))}]"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -355,10 +356,11 @@ class TransportConfig(Base, kw_only=True, frozen=True):
     kind: Literal["memory", "tcp"] = "memory"
     # One-way delay added to every message, in emulated seconds.
     latency_s: NonNegative = 0.0
-    # tcp: the RM listens on host:port (0 = any free port); nodes run in `workers` processes.
+    # tcp: the RM listens on host:port (0 = any free port); nodes run in `workers` processes
+    # ("auto": one per core this process may use, less the RM's own).
     host: str = "127.0.0.1"
     port: Annotated[int, msgspec.Meta(ge=0, le=65535)] = 0
-    workers: Count = 1
+    workers: Count | Literal["auto"] = 1
     max_frame_bytes: Annotated[int, msgspec.Meta(ge=64)] = 1 << 20
     # tcp: wall seconds a connection may stay open without a node registering on it (slowloris),
     # and connections the RM holds at once (a newcomer evicts the longest-idle unregistered one;
@@ -372,6 +374,19 @@ class TransportConfig(Base, kw_only=True, frozen=True):
     def __post_init__(self) -> None:
         if self.kind == "tcp" and self.latency_s > 0:
             raise ValueError("`latency_s` applies to the memory transport only")
+
+    def worker_processes(self) -> int:
+        """How many node-hosting processes a TCP run starts (``workers``, "auto" resolved here)."""
+        return self.workers if self.workers != "auto" else auto_workers()
+
+
+def auto_workers() -> int:
+    """Cores this process may run on, less one for the RM (at least one worker)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, cores - 1)
 
 
 class RunConfig(Base, kw_only=True, frozen=True):
@@ -451,8 +466,9 @@ class Scenario(Base, kw_only=True, frozen=True):
             if isinstance(f, WorkerKillFault):
                 if self.transport.kind != "tcp":
                     raise ValueError('a `worker_kill` fault needs worker processes: `transport.kind = "tcp"`')
-                if f.worker >= self.transport.workers:
-                    raise ValueError(f"`worker_kill`: worker {f.worker} of {self.transport.workers} "
+                procs = self.transport.worker_processes()
+                if f.worker >= procs:
+                    raise ValueError(f"`worker_kill`: worker {f.worker} of {procs} "
                                      "(`transport.workers`; workers count from 0)")
 
     @property
