@@ -29,6 +29,20 @@ class LogHistogram:
         b = math.floor(math.log2(value) * _BUCKETS_PER_OCTAVE)
         self._buckets[b] = self._buckets.get(b, 0) + 1
 
+    def add_many(self, value: float, n: int) -> None:
+        """``n`` observations of ``value`` (as ``n`` calls of ``add``, in one)."""
+        if n <= 0:
+            return
+        self.count += n
+        self.sum += value * n
+        if value > self.max:
+            self.max = value
+        if value <= _MIN:
+            self.zeros += n
+            return
+        b = math.floor(math.log2(value) * _BUCKETS_PER_OCTAVE)
+        self._buckets[b] = self._buckets.get(b, 0) + n
+
     def mean(self) -> float:
         return self.sum / self.count if self.count else 0.0
 

@@ -23,6 +23,9 @@ class ContainerLedger:
         self.next_container_id = next_container_id
         self.max_kills_per_node = max_kills_per_node
         self._unconfirmed: dict[int, tuple[Allocation, float]] = {}
+        # Unconfirmed launches per node: a report from a node with none confirms nothing, so
+        # the tracker need not look its running containers up here (every periodic report).
+        self._awaiting: dict[NodeRecord, int] = {}
         self._kills: dict[NodeRecord, dict[int, float]] = {}
         # Kills answered once but not remembered: ids never issued, or past a node's bound.
         self.kills_not_kept = 0
@@ -39,12 +42,27 @@ class ContainerLedger:
     # ---- launches ------------------------------------------------------------------------
 
     def launched(self, alloc: Allocation, now: float) -> None:
+        if alloc.container_id not in self._unconfirmed:
+            self._awaiting[alloc.node] = self._awaiting.get(alloc.node, 0) + 1
         self._unconfirmed[alloc.container_id] = (alloc, now)
 
     def confirmed(self, cid: int) -> None:
         """A report mentions the container (running, or it ended)."""
         if self._unconfirmed:
-            self._unconfirmed.pop(cid, None)
+            entry = self._unconfirmed.pop(cid, None)
+            if entry is not None:
+                self._settled(entry[0].node)
+
+    def awaits(self, node: NodeRecord) -> bool:
+        """Some launch on ``node`` is not confirmed yet."""
+        return node in self._awaiting
+
+    def _settled(self, node: NodeRecord) -> None:
+        left = self._awaiting[node] - 1
+        if left:
+            self._awaiting[node] = left
+        else:
+            del self._awaiting[node]
 
     def overdue_launches(self, deadline: float, now: float) -> dict[NodeRecord, list[Allocation]]:
         """Launches sent before ``deadline`` and never confirmed, by node; they count as sent now."""
@@ -100,6 +118,7 @@ class ContainerLedger:
         if self._unconfirmed:
             for cid in container_ids:
                 self._unconfirmed.pop(cid, None)
+        self._awaiting.pop(node, None)
         self._kills.pop(node, None)
 
     @property

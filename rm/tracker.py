@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from rm.cluster import Allocation, Cluster, NodeRecord
+from rm.cluster import Allocation, Cluster, NodeRecord, NodeState
 from rm.context import RMContext
 from rm.ledger import ContainerLedger
 from rm.observer import NodeEvent
@@ -158,23 +158,24 @@ class ResourceTracker:
         ledger = self._ledger
         now = ctx.clock.now()
         node.last_heartbeat_at = now
-        if hb.healthy != node.schedulable:
+        if hb.healthy != (node.state is NodeState.RUNNING):
             host.set_node_health(node, hb.healthy)
         kill: list[int] = []
         containers = node.containers
         if hb.usage:
             record_usage(node, hb.usage, ctx.scheduler.admission.history, ctx.autopilot)
+        confirm = ledger.awaits(node)  # most reports repeat what is confirmed already
         for st in hb.statuses:
             cid = st.container_id
-            alloc = containers.get(cid)
             if st.state == "complete":
+                alloc = containers.get(cid)
                 if alloc is not None:
                     host.container_finished(alloc, st.exit_code)
                 else:
                     ledger.kill_confirmed(node, cid)
-            elif alloc is None:
+            elif cid not in containers:
                 kill.append(cid)
-            else:
+            elif confirm:
                 ledger.confirmed(cid)
         response = HeartbeatResponse(
             action="normal", heartbeat_id=node.last_response_id + 1, kill=tuple(kill)

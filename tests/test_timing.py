@@ -32,6 +32,19 @@ def test_quantiles_are_within_the_bucket_error_of_the_exact_ones() -> None:
     assert h.mean() == pytest.approx(sum(values) / len(values))
 
 
+def test_add_many_is_the_same_as_adding_one_at_a_time() -> None:
+    one, many = LogHistogram(), LogHistogram()
+    for value, n in ((0.0, 7), (3e-6, 40), (0.25, 3), (2.0, 1)):
+        for _ in range(n):
+            one.add(value)
+        many.add_many(value, n)
+    many.add_many(5.0, 0)
+    assert (many.count, many.zeros, many.max) == (one.count, one.zeros, one.max)
+    assert many.sum == pytest.approx(one.sum)
+    qs = (0.1, 0.5, 0.9, 0.99)
+    assert [many.quantile(q) for q in qs] == [one.quantile(q) for q in qs]
+
+
 def test_zeros_and_an_empty_histogram() -> None:
     h = LogHistogram()
     assert h.quantile(0.5) == 0.0 and h.mean() == 0.0
