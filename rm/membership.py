@@ -44,10 +44,8 @@ from ringmon.protocol import (
     Probe,
     ProbeAck,
     Ring,
-    RingDelta,
     RingMessage,
     RingSyncRequest,
-    RingUpdate,
     UnlivelinessReport,
     UnlivelinessResponse,
 )
@@ -55,10 +53,10 @@ from ringmon.rtt import LossEstimator, RttEstimator
 from rm.cluster import NodeRecord
 from rm.ports import Clock, Link, Log, Timer
 from rm.protocol import HeartbeatResponse
+from rm.ringcast import RECENT_DELTAS, MembershipCounters, RingPublisher
 from rm.snapshot import MembershipSnapshot, RingSnapshot
 
-# Deltas kept to answer a node a few versions behind (older: the whole ring).
-RECENT_DELTAS = 32
+__all__ = ["RECENT_DELTAS", "MembershipCounters", "MembershipHost", "MembershipService"]
 
 
 class ProbeExpired(RingMessage, frozen=True):
@@ -67,33 +65,6 @@ class ProbeExpired(RingMessage, frozen=True):
     machine_id: int
     probe_id: int
     round: int = 0
-
-
-class MembershipCounters(msgspec.Struct):
-    reports: int = 0
-    reports_rejected: int = 0
-    reports_unregistered: int = 0
-    probes: int = 0
-    refuted: int = 0
-    acks_rejected: int = 0  # probe answers on another link than the probed node's
-    removals: int = 0
-    brake_held: int = 0
-    controls: int = 0  # probes of a reporter, to tell a slow network from a dead suspect
-    probe_rounds_extended: int = 0  # probe rounds added for a slow or lossy network
-    # Probe attempts to nodes that turned out alive: sent before the answered one (lost), answered.
-    probe_attempts_lost: int = 0
-    probe_attempts_answered: int = 0
-    late_answers: int = 0  # removed nodes that answered their probe afterwards
-    network_held: int = 0  # confirmations held because a removal had just proved false
-    orphan_probes: int = 0  # members probed with no live watcher in evidence
-    disconnects: int = 0  # nodes whose RM connection was closed
-    deltas: int = 0
-    syncs: int = 0
-    ring_messages: int = 0
-    # Bytes the RM sends for membership (msgpack size, as on the wire): ring snapshots in
-    # register responses and deltas with joins only vs deltas carrying removals and syncs.
-    bytes_join: int = 0
-    bytes_removal: int = 0
 
 
 class MembershipHost(Protocol):
@@ -171,7 +142,7 @@ class MembershipService:
         self.stats = MembershipCounters()
         self._probe_first = config.detector == "kring"
         self._encoder = msgspec.msgpack.Encoder()
-        self._flush_timer: Timer | None = None
+        self._publisher: RingPublisher | None = None
         self._release_timer: Timer | None = None
         self._orphan_timer: Timer | None = None
         self._suspects: dict[int, _Suspicion] = {}
@@ -186,12 +157,14 @@ class MembershipService:
     def reset(self) -> None:
         """A new RM life starts with an empty ring whose versions are above every earlier life's
         (the RM's epoch in the high bits), so nodes never take a new ring for an old one."""
-        timers = (self._flush_timer, self._release_timer, self._orphan_timer,
-                  *(s.timer for s in self._suspects.values()))
+        timers = (self._release_timer, self._orphan_timer, *(s.timer for s in self._suspects.values()))
         for timer in timers:
             if timer is not None:
                 timer.cancel()
+        if self._publisher is not None:
+            self._publisher.close()
         self.ring = Membership(self._cfg.ring_strides(), version=self._host.epoch << 32)
+        self._publisher = RingPublisher(self.ring, self._cfg, self._clock, self._log, self._host, self.stats)
         self._suspects = {}
         self._attempts = {}
         self._held: dict[int, float] = {}
@@ -199,24 +172,33 @@ class MembershipService:
         self._braking = False
         self._network_until = -math.inf  # a removal proved false: removals stop until then
         self._next_probe = 1
-        self._flush_timer = None
         self._release_timer = None
         self._orphan_timer = None
         self._orphans: deque[NodeRecord] = deque()  # a paced orphan round's members not probed yet
         self._orphan_gap = 0.0
-        self._snapshot: tuple[int, Ring, int] | None = None
-        # The latest deltas, to bring a node that is a few versions behind up to date cheaply.
-        self._recent: deque[tuple[RingDelta, int]] = deque(maxlen=RECENT_DELTAS)
-        self.published_at = self._clock.now()  # emulated time of the last published ring change
 
     @property
     def interval_s(self) -> float:
         return self._cfg.interval_s
 
+    @property
+    def publisher(self) -> RingPublisher:
+        assert self._publisher is not None  # built by reset()
+        return self._publisher
+
+    @property
+    def published_at(self) -> float:
+        """Emulated time of the last published ring change."""
+        return self.publisher.published_at
+
+    def flush_due(self) -> None:
+        """The RM handled a message: publish pending ring changes if the batch is due."""
+        self.publisher.flush_due()
+
     def quiet_since(self) -> float | None:
         """When the ring last changed, or None while a change is on its way (pending joins or
         removals, open suspicions, suspects held by the brake). For the invariant checker."""
-        if self.ring.pending or self._flush_timer is not None or self._suspects or self._held:
+        if self.publisher.waiting or self._suspects or self._held:
             return None
         return self.published_at
 
@@ -224,37 +206,12 @@ class MembershipService:
 
     def current_ring(self) -> Ring:
         """The published ring, for a registering node (it learns itself from the next delta)."""
-        ring, size = self._published()
-        self.stats.bytes_join += size
-        return ring
-
-    def _published(self) -> tuple[Ring, int]:
-        """The published ring and its encoded size, built once per version."""
-        pub = self.ring.published
-        snap = self._snapshot
-        if snap is None or snap[0] != pub.version:
-            ring = pub.ring()
-            snap = self._snapshot = (pub.version, ring, len(self._encoder.encode(ring)))
-        return snap[1], snap[2]
+        return self.publisher.current_ring()
 
     def _on_sync(self, link: Link, msg: RingSyncRequest) -> None:
-        """A node is behind: send the deltas since its version if we still have them, else the
-        whole ring. (Answering every request with the whole ring made a sync storm at 6,000 nodes
-        in real time: each answer cost the RM ~0.2 ms, late answers caused more requests.)"""
+        """A node is behind: the deltas since its version (combined) or the whole ring."""
         self.stats.syncs += 1
-        current = self.ring.version
-        if msg.version == current:
-            return  # it caught up meanwhile
-        recent = self._recent
-        if recent and recent[0][0].base_version <= msg.version < current:
-            for delta, size in recent:
-                if delta.version > msg.version:
-                    link.send(delta)
-                    self.stats.bytes_removal += size
-            return
-        ring, size = self._published()
-        self.stats.bytes_removal += size
-        link.send(RingUpdate(ring=ring))
+        self.publisher.catch_up(link, msg.version)
 
     def node_joined(self, node: NodeRecord) -> None:
         """A new node joins the ring; a known one re-registering has just shown it is alive."""
@@ -263,7 +220,7 @@ class MembershipService:
             sus.timer.cancel()
         if node.machine_id not in self.ring:
             self.ring.insert(node.machine_id, node.peer_endpoint)
-            self._schedule_flush()
+            self.publisher.changed()
 
     def node_left(self, node: NodeRecord) -> None:
         mid = node.machine_id
@@ -273,33 +230,7 @@ class MembershipService:
         self._held.pop(mid, None)
         if mid in self.ring:
             self.ring.remove(mid)
-            self._schedule_flush()
-
-    def _schedule_flush(self) -> None:
-        if self._flush_timer is None:
-            self._flush_timer = self._clock.call_later(self._cfg.batch_s, self._flush)
-
-    def _flush(self) -> None:
-        self._flush_timer = None
-        delta = self.ring.flush()
-        if delta is None:
-            return
-        self.stats.deltas += 1
-        self.published_at = self._clock.now()
-        size = len(self._encoder.encode(delta))
-        self._recent.append((delta, size))
-        nodes = list(self._host.nodes())
-        for node in nodes:
-            node.link.send(delta)
-        self.stats.ring_messages += len(nodes)
-        if delta.removed:
-            self.stats.bytes_removal += size * len(nodes)
-        else:
-            self.stats.bytes_join += size * len(nodes)
-        self._log.info(
-            "ring.updated", version=delta.version, added=len(delta.added), removed=len(delta.removed),
-            members=len(self.ring), recipients=len(nodes),
-        )
+            self.publisher.changed()
 
     # ---- node messages -----------------------------------------------------------------
 
@@ -330,15 +261,22 @@ class MembershipService:
             return
         suspect = self._host.node(msg.suspect)
         ring = self.ring
-        if suspect is None or msg.suspect not in ring or msg.reporter not in ring.watchers(msg.suspect):
-            # Not (or no longer) consistent with our ring: answer with it, change nothing.
+        valid = suspect is not None and msg.suspect in ring
+        if valid and msg.reporter not in ring.watchers(msg.suspect):
+            # A watcher in the ring its reporter holds (a delta still on its way to it): its
+            # report is as good as a current watcher's. Rejecting it cost a detection round.
+            valid = self.publisher.watched_in(msg.ring_version, msg.reporter, msg.suspect)
+            self.stats.reports_stale_accepted += valid
+        if not valid:
+            # Not (or no longer) consistent with our ring: change nothing; a reporter behind gets
+            # what it missed (one combined delta, or the whole ring if it is too far behind).
             self.stats.reports_rejected += 1
             self._log.info("ring.report_rejected", reporter=msg.reporter, suspect=msg.suspect,
                            why="not a watcher of the suspect in the current ring")
-            pub = ring.published
-            stale = msg.ring_version != pub.version
-            link.send(UnlivelinessResponse(action="normal", ring=pub.ring() if stale else None))
+            link.send(UnlivelinessResponse(action="normal"))
+            self.publisher.catch_up(link, msg.ring_version)
             return
+        assert suspect is not None
         link.send(UnlivelinessResponse(action="normal"))
         if not self._probe_first:
             self._remove(suspect, f"ring report by {msg.reporter}")
