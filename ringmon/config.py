@@ -49,7 +49,9 @@ class RingConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, froze
     lag_tolerance: Positive = 0.5
     # The RM batches ring changes for at most this long into one versioned delta ...
     batch_s: Annotated[float, msgspec.Meta(ge=0)] = 0.5
-    # ... or until this many changes are pending, whichever comes first.
+    # ... or until this many removals are pending, whichever comes first. Joins wait the whole
+    # batch_s: thousands register within seconds at start-up, and a delta to every node per few
+    # dozen joins would cost the RM O(n^2) messages.
     batch_max: Annotated[int, msgspec.Meta(ge=1)] = 64
     # Brake: at most this fraction of the ring is removed per window; more confirmed suspects are
     # held and re-probed when the window has room (a partition looks like a mass crash). A node

@@ -175,8 +175,8 @@ class Membership:
         return bool(self._added or self._removed)
 
     @property
-    def pending_count(self) -> int:
-        return len(self._added) + len(self._removed)
+    def pending_removals(self) -> int:
+        return len(self._removed)
 
     def insert(self, mid: int, endpoint: str = "") -> None:
         """Add member ``mid``, whose process listens for peers at ``endpoint`` ("" if none)."""

@@ -264,8 +264,11 @@ class MembershipService:
         valid = suspect is not None and msg.suspect in ring
         if valid and msg.reporter not in ring.watchers(msg.suspect):
             # A watcher in the ring its reporter holds (a delta still on its way to it): its
-            # report is as good as a current watcher's. Rejecting it cost a detection round.
-            valid = self.publisher.watched_in(msg.ring_version, msg.reporter, msg.suspect)
+            # report is as good as a current watcher's; rejecting it cost a detection round. Only
+            # where a report opens a probe: the paper's ring removes on one report, and a watcher
+            # behind a join (its old predecessor now sends to the newcomer) would remove a live node.
+            pub = self.publisher
+            valid = self._probe_first and pub.watched_in(msg.ring_version, msg.reporter, msg.suspect)
             self.stats.reports_stale_accepted += valid
         if not valid:
             # Not (or no longer) consistent with our ring: change nothing; a reporter behind gets

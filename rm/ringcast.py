@@ -2,9 +2,10 @@
 deltas, sent to the nodes they concern first; a bounded history answers a node that fell behind.
 
 - Batching: a change waits at most ``batch_s`` (the first pending change's age) or until
-  ``batch_max`` changes are pending. The age is checked by a timer *and* whenever the RM handles
-  a message (``flush_due``): a timer starves while the RM drains a long inbound queue, and a
-  delta that tells a watcher its new predecessor then reaches it seconds late.
+  ``batch_max`` removals are pending (joins do not count: see ``RingConfig.batch_max``). The
+  age is checked by a timer *and* whenever the RM handles a message (``flush_due``): a timer
+  starves while the RM drains a long inbound queue, and a delta that tells a watcher its new
+  predecessor then reaches it seconds late.
 - Order: the nodes next to a changed id in some stride ring (whose predecessor or successor
   changed) get the delta before everyone else; over TCP a 20,000-node burst takes seconds.
 - History: the last ``RECENT_DELTAS`` deltas and the views they produced. A node behind by a
@@ -107,10 +108,11 @@ class RingPublisher:
             self._timer = self._clock.call_later(self._batch_s, self._on_timer)
 
     def flush_due(self) -> None:
-        """Publish now if the batch is old or large enough (called on every handled message)."""
+        """Publish now if the batch is old enough or holds enough removals (called on every
+        message the RM handles)."""
         since = self._pending_since
         if since is not None and (
-            self._clock.now() - since >= self._batch_s - 1e-9 or self.ring.pending_count >= self._batch_max
+            self._clock.now() - since >= self._batch_s - 1e-9 or self.ring.pending_removals >= self._batch_max
         ):
             self.flush()
 

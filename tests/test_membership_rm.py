@@ -396,10 +396,20 @@ def test_a_node_several_versions_behind_gets_one_combined_delta() -> None:
 
 def test_pending_changes_are_flushed_by_count_and_by_age_on_a_handled_message() -> None:
     def body(clock: FakeClock) -> None:
-        # By count: the fifth pending join publishes at once, long before batch_s.
-        c = Cluster(clock, 12, batch_s=10.0, batch_max=5)
-        assert [decode_ids(d.added) for d in c.links[1].of(RingDelta)] == [[1, 2, 3, 4, 5], [6, 7, 8, 9, 10]]
-        assert clock.now() == 0.0
+        # By count: the third pending removal publishes at once, long before batch_s; joins,
+        # however many, wait for batch_s.
+        c = Cluster(clock, 12, batch_s=10.0, batch_max=3)
+        assert not c.links[1].of(RingDelta)
+        clock.advance_to(10.0)
+        assert [decode_ids(d.added) for d in c.links[1].of(RingDelta)] == [list(range(1, 13))]
+        for mid in (4, 6):
+            c.rm.remove_node(record(c.rm, mid), "x")
+        c.rm.receive(c.links[2], RingSyncRequest(machine_id=2, version=c.svc.ring.version))
+        assert len(c.links[1].of(RingDelta)) == 1
+        c.rm.remove_node(record(c.rm, 8), "x")
+        c.rm.receive(c.links[2], RingSyncRequest(machine_id=2, version=c.svc.ring.version))
+        assert [decode_ids(d.removed) for d in c.links[1].of(RingDelta)][1:] == [[4, 6, 8]]
+        assert clock.now() == 10.0
 
     drive(body)
 
@@ -413,3 +423,20 @@ def test_pending_changes_are_flushed_by_count_and_by_age_on_a_handled_message() 
         assert [decode_ids(d.added) for d in c.links[1].of(RingDelta)] == [[1, 2, 3]]
 
     drive(starved)
+
+
+def test_the_paper_ring_does_not_remove_on_a_report_from_an_older_version() -> None:
+    # It removes on one report, without a probe: a watcher behind a join (its old predecessor
+    # already sends to the newcomer) must not remove a live node.
+    def body(clock: FakeClock) -> None:
+        c = Cluster(clock, 20, detector="ring")
+        clock.advance_to(clock.now() + 1.0)
+        c.rm.remove_node(record(c.rm, 11), "x")
+        clock.advance_to(clock.now() + 1.0)
+        cited = c.svc.ring.version
+        c.rm.receive(Link(), Register(address="new", resources=Resources(4, 8)))
+        clock.advance_to(clock.now() + 1.0)
+        c.report(12, 10, ring_version=cited)
+        assert c.alive(10) and c.svc.stats.reports_rejected == 1
+
+    drive(body)
