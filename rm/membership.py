@@ -51,20 +51,17 @@ from ringmon.protocol import (
 )
 from ringmon.rtt import LossEstimator, RttEstimator
 from rm.cluster import NodeRecord
+from rm.orphans import OrphanSweep
 from rm.ports import Clock, Link, Log, Timer
 from rm.protocol import HeartbeatResponse
 from rm.ringcast import RECENT_DELTAS, MembershipCounters, RingPublisher
 from rm.snapshot import MembershipSnapshot, RingSnapshot
+from rm.suspicion import Attempt, DisconnectExpired, ProbeExpired, Suspicion
 
-__all__ = ["RECENT_DELTAS", "MembershipCounters", "MembershipHost", "MembershipService"]
-
-
-class ProbeExpired(RingMessage, frozen=True):
-    """Internal: a probe round's deadline, queued behind the RM's inbound work (never on the wire)."""
-
-    machine_id: int
-    probe_id: int
-    round: int = 0
+__all__ = [
+    "RECENT_DELTAS", "DisconnectExpired", "MembershipCounters", "MembershipHost", "MembershipService",
+    "ProbeExpired",
+]
 
 
 class MembershipHost(Protocol):
@@ -86,53 +83,6 @@ class MembershipHost(Protocol):
         ...
 
 
-class _Suspicion:
-    __slots__ = (
-        "answered", "control", "control_ok", "expired", "orphan", "probe_id", "removed", "reporters", "round",
-        "round_start", "round_wait", "sent", "since", "slow", "timer",
-    )
-
-    def __init__(self, probe_id: int, since: float) -> None:
-        self.probe_id = probe_id  # the suspicion's id (its first attempt's)
-        self.since = since
-        self.reporters: set[int] = set()
-        self.timer: Timer | None = None
-        self.round = 0
-        self.round_start = since
-        self.round_wait = 0.0
-        self.sent = 0  # attempts sent to the suspect
-        self.slow = 0  # rounds added because the control was not answered either
-        self.control: NodeRecord | None = None  # the reporter probed alongside
-        self.control_ok = True
-        self.answered = False  # the suspect answered one of its attempts
-        self.expired = False  # confirmed because no attempt was answered in time
-        self.removed = False
-        self.orphan = False  # probed by the RM's own sweep, not on anyone's report
-
-
-class _Attempt:
-    """One probe message: to the suspect, or to the control (its reporter)."""
-
-    __slots__ = ("answered", "arrived", "link", "machine_id", "sent_at", "sus", "to_control")
-
-    def __init__(
-        self, sus: _Suspicion, machine_id: int, link: Link, sent_at: float, to_control: bool
-    ) -> None:
-        self.sus = sus
-        self.machine_id = machine_id
-        self.link = link
-        self.sent_at = sent_at
-        self.to_control = to_control
-        self.arrived = -1.0
-        self.answered = False
-
-
-class DisconnectExpired(RingMessage, frozen=True):
-    """Internal: a node's connection was lost ``disconnect_grace`` ago (never on the wire)."""
-
-    machine_id: int
-
-
 class MembershipService:
     def __init__(self, config: RingConfig, clock: Clock, log: Log, host: MembershipHost) -> None:
         self._cfg = config
@@ -144,25 +94,25 @@ class MembershipService:
         self._encoder = msgspec.msgpack.Encoder()
         self._publisher: RingPublisher | None = None
         self._release_timer: Timer | None = None
-        self._orphan_timer: Timer | None = None
-        self._suspects: dict[int, _Suspicion] = {}
-        self._attempts: dict[int, _Attempt] = {}
+        self._suspects: dict[int, Suspicion] = {}
+        self._attempts: dict[int, Attempt] = {}
         self._base_wait = config.probe_timeout * config.interval_s
         self._max_wait = max(self._base_wait, config.probe_max_wait * config.interval_s)
         # What the network is like lasts across RM lives (it is the same network).
         self.rtt = RttEstimator(cap_s=self._max_wait)
         self.loss = LossEstimator()
+        self._orphans = OrphanSweep(config, clock, log, host, self._idle, self._probe_orphan)
         self.reset()
 
     def reset(self) -> None:
         """A new RM life starts with an empty ring whose versions are above every earlier life's
         (the RM's epoch in the high bits), so nodes never take a new ring for an old one."""
-        timers = (self._release_timer, self._orphan_timer, *(s.timer for s in self._suspects.values()))
-        for timer in timers:
+        for timer in (self._release_timer, *(s.timer for s in self._suspects.values())):
             if timer is not None:
                 timer.cancel()
         if self._publisher is not None:
             self._publisher.close()
+        self._orphans.close()
         self.ring = Membership(self._cfg.ring_strides(), version=self._host.epoch << 32)
         self._publisher = RingPublisher(self.ring, self._cfg, self._clock, self._log, self._host, self.stats)
         self._suspects = {}
@@ -173,9 +123,6 @@ class MembershipService:
         self._network_until = -math.inf  # a removal proved false: removals stop until then
         self._next_probe = 1
         self._release_timer = None
-        self._orphan_timer = None
-        self._orphans: deque[NodeRecord] = deque()  # a paced orphan round's members not probed yet
-        self._orphan_gap = 0.0
 
     @property
     def interval_s(self) -> float:
@@ -289,17 +236,17 @@ class MembershipService:
             sus = self._open(suspect, reporter)
         sus.reporters.add(msg.reporter)
 
-    def _open(self, node: NodeRecord, reporter: NodeRecord | None = None) -> _Suspicion:
+    def _open(self, node: NodeRecord, reporter: NodeRecord | None = None) -> Suspicion:
         """Suspect ``node``: probe it (and ``reporter``, alive since it just reported, as the
         control that tells a slow network from a dead suspect)."""
-        sus = self._suspects[node.machine_id] = _Suspicion(self._next_probe, self._clock.now())
+        sus = self._suspects[node.machine_id] = Suspicion(self._next_probe, self._clock.now())
         self.stats.probes += 1
         if reporter is not None and self._probe_first:
             sus.control = reporter
         self._round(node, sus)
         return sus
 
-    def _round(self, node: NodeRecord, sus: _Suspicion) -> None:
+    def _round(self, node: NodeRecord, sus: Suspicion) -> None:
         """One round: ``probe_attempts`` probes spread over the wait, one control probe."""
         now = self._clock.now()
         cfg = self._cfg
@@ -322,7 +269,7 @@ class MembershipService:
         expired = ProbeExpired(machine_id=node.machine_id, probe_id=sus.probe_id, round=sus.round)
         sus.timer = self._clock.call_later(wait, self._host.enqueue, expired)
 
-    def _attempt(self, node: NodeRecord, sus: _Suspicion, to_control: bool) -> None:
+    def _attempt(self, node: NodeRecord, sus: Suspicion, to_control: bool) -> None:
         now = self._clock.now()
         attempts = self._attempts
         # Forget attempts too old to be answered usefully (a late answer still counts a while).
@@ -334,12 +281,12 @@ class MembershipService:
             del attempts[next(iter(attempts))]
         pid = self._next_probe
         self._next_probe += 1
-        attempts[pid] = _Attempt(sus, node.machine_id, node.link, now, to_control)
+        attempts[pid] = Attempt(sus, node.machine_id, node.link, now, to_control)
         if not to_control:
             sus.sent += 1
         node.link.send(Probe(probe_id=pid, machine_id=node.machine_id))
 
-    def _reprobe(self, node: NodeRecord, sus: _Suspicion, round_: int) -> None:
+    def _reprobe(self, node: NodeRecord, sus: Suspicion, round_: int) -> None:
         if (
             self._suspects.get(node.machine_id) is sus and sus.round == round_
             and self._host.node(node.machine_id) is node
@@ -527,40 +474,16 @@ class MembershipService:
     # ---- no live watcher -------------------------------------------------------------------
 
     def sweep(self, last_inbound_at: float) -> None:
-        """The RM's periodic look (every ring interval): if no node has said anything for
-        ``orphan_after`` intervals, probe members itself, least recently heard first (at most
-        the brake's fraction per look: a mass removal is paced all the same)."""
-        cfg = self._cfg
-        now = self._clock.now()
-        if self._orphans or not len(self.ring) or now - last_inbound_at < cfg.orphan_after * cfg.interval_s:
-            return
-        ring, suspects, held = self.ring, self._suspects, self._held
-        idle = [n for n in self._host.nodes() if n.machine_id in ring and n.machine_id not in suspects
-                and n.machine_id not in held]
-        if not idle:
-            return
-        idle.sort(key=_heard)
-        k = max(1, math.ceil(cfg.brake_fraction * len(ring)))
-        self._log.info("ring.orphan_probe", probed=min(k, len(idle)), members=len(ring),
-                       silent_s=round(now - last_inbound_at, 3))
-        # Paced over one interval: thousands of probes at once would stall the RM and the nodes.
-        self._orphans.extend(idle[:k])
-        self._orphan_gap = cfg.interval_s / k
-        self._next_orphan()
+        """The RM's periodic look (every ring interval): see ``rm.orphans``."""
+        self._orphans.sweep(last_inbound_at, len(self.ring))
 
-    def _next_orphan(self) -> None:
-        self._orphan_timer = None
-        queue = self._orphans
-        while queue:
-            node = queue.popleft()
-            mid = node.machine_id
-            if (self._host.node(mid) is node and mid in self.ring and mid not in self._suspects
-                    and mid not in self._held):
-                self.stats.orphan_probes += 1
-                self._open(node).orphan = True
-                break
-        if queue:
-            self._orphan_timer = self._clock.call_later(self._orphan_gap, self._next_orphan)
+    def _idle(self, node: NodeRecord) -> bool:
+        mid = node.machine_id
+        return mid in self.ring and mid not in self._suspects and mid not in self._held
+
+    def _probe_orphan(self, node: NodeRecord) -> None:
+        self.stats.orphan_probes += 1
+        self._open(node).orphan = True
 
     # ---- views -------------------------------------------------------------------------------
 
@@ -583,6 +506,3 @@ class MembershipService:
             held=tuple(sorted(self._held)),
         )
 
-
-def _heard(node: NodeRecord) -> float:
-    return node.last_heartbeat_at
