@@ -11,9 +11,9 @@ Two detectors share this code (``RingConfig.detector``):
   consecutive ids is watched from outside the block. The monitor is a watchdog beside the event
   loop: it keeps sending while the loop stalls and puts the stall's age in every liveness, so a
   hung node is removed after ``grace_s`` and a briefly stalled one never. A watcher pings a
-  predecessor silent for ``suspect_after`` intervals and reports only if the ping goes
-  unanswered too; it does not trust silence measured while it was itself late; the RM probes
-  the suspect before removing it (``rm.membership``).
+  predecessor silent for ``suspect_after`` intervals (one a ring change just gave it, at once)
+  and reports only if the ping goes unanswered too; it does not trust silence measured while it
+  was itself late; the RM probes the suspect before removing it (``rm.membership``).
 
 Anti-entropy (a lost delta must not leave a node on a stale ring while the ring stays quiet):
 every liveness advertises the newest ring version its sender has held for a whole interval (so a
