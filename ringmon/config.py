@@ -47,8 +47,12 @@ class RingConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, froze
     disconnect_grace: Positive = 1.0
     # kring: a watcher whose own tick is this late (in intervals) does not trust its silence data.
     lag_tolerance: Positive = 0.5
-    # The RM batches ring changes for this long into one versioned delta.
+    # The RM batches ring changes for at most this long into one versioned delta ...
     batch_s: Annotated[float, msgspec.Meta(ge=0)] = 0.5
+    # ... or until this many removals are pending, whichever comes first. Joins wait the whole
+    # batch_s: thousands register within seconds at start-up, and a delta to every node per few
+    # dozen joins would cost the RM O(n^2) messages.
+    batch_max: Annotated[int, msgspec.Meta(ge=1)] = 64
     # Brake: at most this fraction of the ring is removed per window; more confirmed suspects are
     # held and re-probed when the window has room (a partition looks like a mass crash). A node
     # found alive after its removal (its late probe answer) stops removals for a whole window.

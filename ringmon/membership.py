@@ -174,6 +174,10 @@ class Membership:
     def pending(self) -> bool:
         return bool(self._added or self._removed)
 
+    @property
+    def pending_removals(self) -> int:
+        return len(self._removed)
+
     def insert(self, mid: int, endpoint: str = "") -> None:
         """Add member ``mid``, whose process listens for peers at ``endpoint`` ("" if none)."""
         if mid in self:
@@ -220,6 +224,23 @@ class Membership:
                 out.append(w)
         return out
 
+    def neighbours(self, mids: Iterable[int]) -> set[int]:
+        """The members next to ``mids`` in every stride ring, current membership: for a member,
+        its predecessor and successor; for an id no longer in the ring, the members either side
+        of the gap it left. These are the nodes whose watched or watching set a change of
+        ``mids`` alters (members of ``mids`` themselves are not included)."""
+        out: set[int] = set()
+        for s, order in self._orders.items():
+            n = len(order)
+            if n < 2:
+                continue
+            for mid in mids:
+                k = bisect.bisect_left(order, _key(mid, s))
+                present = k < n and order[k][1] == mid
+                out.add(order[(k + 1 if present else k) % n][1])
+                out.add(order[k - 1][1])
+        return out.difference(mids)
+
     # ---- publishing --------------------------------------------------------------------
 
     def flush(self) -> RingDelta | None:
@@ -243,6 +264,35 @@ class Membership:
         self._added.clear()
         self._removed.clear()
         return delta
+
+
+def combine(deltas: Sequence[RingDelta]) -> RingDelta:
+    """One delta equal to applying ``deltas`` (consecutive versions) in turn: a node behind by
+    several versions catches up with one message. An id removed and added again within the span
+    stays removed *and* added (a new life, as in ``Membership.flush``)."""
+    if not deltas:
+        raise ValueError("no deltas to combine")
+    removed: set[int] = set()
+    added: dict[int, int] = {}  # id -> host index (-1: no hosts)
+    version = deltas[0].base_version
+    for d in deltas:
+        if d.base_version != version:
+            raise ValueError(f"delta {d.base_version}->{d.version} does not follow {version}")
+        version = d.version
+        for mid in decode_ids(d.removed):
+            if added.pop(mid, None) is None:
+                removed.add(mid)
+        hosts = d.added_hosts or (-1,) * len(d.added)
+        added.update(zip(decode_ids(d.added), hosts, strict=True))
+    last = deltas[-1]  # the endpoint table is append-only within an RM life: the last is the longest
+    return RingDelta(
+        base_version=deltas[0].base_version,
+        version=version,
+        added=encode_ids(added),
+        removed=encode_ids(removed),
+        hosts=last.hosts,
+        added_hosts=tuple(added[i] for i in sorted(added)) if last.hosts else (),
+    )
 
 
 def _key(mid: int, stride: int) -> tuple[int, int]:

@@ -11,9 +11,9 @@ Two detectors share this code (``RingConfig.detector``):
   consecutive ids is watched from outside the block. The monitor is a watchdog beside the event
   loop: it keeps sending while the loop stalls and puts the stall's age in every liveness, so a
   hung node is removed after ``grace_s`` and a briefly stalled one never. A watcher pings a
-  predecessor silent for ``suspect_after`` intervals and reports only if the ping goes
-  unanswered too; it does not trust silence measured while it was itself late; the RM probes
-  the suspect before removing it (``rm.membership``).
+  predecessor silent for ``suspect_after`` intervals (one a ring change just gave it, at once)
+  and reports only if the ping goes unanswered too; it does not trust silence measured while it
+  was itself late; the RM probes the suspect before removing it (``rm.membership``).
 
 Anti-entropy (a lost delta must not leave a node on a stale ring while the ring stays quiet):
 every liveness advertises the newest ring version its sender has held for a whole interval (so a
@@ -351,7 +351,9 @@ class RingMonitor:
         if view is None or delta.base_version > view.version:
             self._want_sync(delta.version)  # a gap (or no ring yet)
             return
-        if delta.version <= view.version:
+        if delta.version <= view.version or delta.base_version != view.version:
+            # Older than ours, or a catch-up (combined) delta from a version we have since left:
+            # the deltas after ours come anyway (or anti-entropy asks again).
             self.stats.updates_stale += 1
             return
         self._adopt(self._views.apply(view, delta))
@@ -390,6 +392,7 @@ class RingMonitor:
     # ---- ring changes ------------------------------------------------------------------
 
     def _adopt(self, view: RingView) -> None:
+        was_member = self.member
         if self.view is not None:
             self._prev_version = self._advertised()
         self._adopted_at = self._clock.now()
@@ -414,10 +417,22 @@ class RingMonitor:
         self.successors = tuple(succs)
         now = self._clock.now()
         old = self.watching
-        # A new predecessor gets a full timeout from now; a kept one keeps its history.
+        # A kept predecessor keeps its history. A new one, after a ring change, is pinged at once:
+        # it is often the next of a block of crashed nodes (its old watcher crashed too, or it
+        # was the crashed node's predecessor), and a full suspicion timeout from now made the
+        # tail of detection (issue 34). On joining we only start the clock: nobody changed.
         self.watching = {p: old.get(p) or _Watch(now) for p in preds}
+        if was_member and not self._in_loop:
+            for p, w in self.watching.items():
+                if p not in old:
+                    w.pinged_at = w.ping_sent = now
+                    self._to_peer(p, LivenessPing(sender=self.machine_id))
+                    self.stats.pings_sent += 1
+                    self.stats.new_pred_pings += 1
         if self.watching:
-            self._arm(min(w.last for w in self.watching.values()) + self._suspect_s)
+            ping_s = self._ping_s + self.ping_rtt.timeout()
+            self._arm(min(w.pinged_at + ping_s if w.pinged_at >= 0 else w.last + self._suspect_s
+                          for w in self.watching.values()))
 
     def _removed(self) -> None:
         self._log.info("ring.removed_self", machine_id=self.machine_id)

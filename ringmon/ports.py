@@ -57,6 +57,7 @@ class RingCounters(msgspec.Struct):
 
     liveness_sent: int = 0
     pings_sent: int = 0
+    new_pred_pings: int = 0  # of pings_sent: to a predecessor a ring change just gave us
     reports_sent: int = 0
     sync_requests: int = 0
     updates_applied: int = 0

@@ -200,6 +200,9 @@ class ResourceManager:
                     self.membership.node_disconnected(node)
             case _:
                 self._ctx.noisy.warning("rm.unexpected_message", type=type(msg).__name__)
+        if self.membership is not None:
+            # The flush timer starves while the RM drains a long queue: check the batch here too.
+            self.membership.flush_due()
 
     def _handle_event(self, item: SchedulerItem) -> float:
         return self._life.scheduling.handle(item)

@@ -44,56 +44,24 @@ from ringmon.protocol import (
     Probe,
     ProbeAck,
     Ring,
-    RingDelta,
     RingMessage,
     RingSyncRequest,
-    RingUpdate,
     UnlivelinessReport,
     UnlivelinessResponse,
 )
 from ringmon.rtt import LossEstimator, RttEstimator
 from rm.cluster import NodeRecord
+from rm.orphans import OrphanSweep
 from rm.ports import Clock, Link, Log, Timer
 from rm.protocol import HeartbeatResponse
+from rm.ringcast import RECENT_DELTAS, MembershipCounters, RingPublisher
 from rm.snapshot import MembershipSnapshot, RingSnapshot
+from rm.suspicion import Attempt, DisconnectExpired, ProbeExpired, Suspicion
 
-# Deltas kept to answer a node a few versions behind (older: the whole ring).
-RECENT_DELTAS = 32
-
-
-class ProbeExpired(RingMessage, frozen=True):
-    """Internal: a probe round's deadline, queued behind the RM's inbound work (never on the wire)."""
-
-    machine_id: int
-    probe_id: int
-    round: int = 0
-
-
-class MembershipCounters(msgspec.Struct):
-    reports: int = 0
-    reports_rejected: int = 0
-    reports_unregistered: int = 0
-    probes: int = 0
-    refuted: int = 0
-    acks_rejected: int = 0  # probe answers on another link than the probed node's
-    removals: int = 0
-    brake_held: int = 0
-    controls: int = 0  # probes of a reporter, to tell a slow network from a dead suspect
-    probe_rounds_extended: int = 0  # probe rounds added for a slow or lossy network
-    # Probe attempts to nodes that turned out alive: sent before the answered one (lost), answered.
-    probe_attempts_lost: int = 0
-    probe_attempts_answered: int = 0
-    late_answers: int = 0  # removed nodes that answered their probe afterwards
-    network_held: int = 0  # confirmations held because a removal had just proved false
-    orphan_probes: int = 0  # members probed with no live watcher in evidence
-    disconnects: int = 0  # nodes whose RM connection was closed
-    deltas: int = 0
-    syncs: int = 0
-    ring_messages: int = 0
-    # Bytes the RM sends for membership (msgpack size, as on the wire): ring snapshots in
-    # register responses and deltas with joins only vs deltas carrying removals and syncs.
-    bytes_join: int = 0
-    bytes_removal: int = 0
+__all__ = [
+    "RECENT_DELTAS", "DisconnectExpired", "MembershipCounters", "MembershipHost", "MembershipService",
+    "ProbeExpired",
+]
 
 
 class MembershipHost(Protocol):
@@ -115,53 +83,6 @@ class MembershipHost(Protocol):
         ...
 
 
-class _Suspicion:
-    __slots__ = (
-        "answered", "control", "control_ok", "expired", "orphan", "probe_id", "removed", "reporters", "round",
-        "round_start", "round_wait", "sent", "since", "slow", "timer",
-    )
-
-    def __init__(self, probe_id: int, since: float) -> None:
-        self.probe_id = probe_id  # the suspicion's id (its first attempt's)
-        self.since = since
-        self.reporters: set[int] = set()
-        self.timer: Timer | None = None
-        self.round = 0
-        self.round_start = since
-        self.round_wait = 0.0
-        self.sent = 0  # attempts sent to the suspect
-        self.slow = 0  # rounds added because the control was not answered either
-        self.control: NodeRecord | None = None  # the reporter probed alongside
-        self.control_ok = True
-        self.answered = False  # the suspect answered one of its attempts
-        self.expired = False  # confirmed because no attempt was answered in time
-        self.removed = False
-        self.orphan = False  # probed by the RM's own sweep, not on anyone's report
-
-
-class _Attempt:
-    """One probe message: to the suspect, or to the control (its reporter)."""
-
-    __slots__ = ("answered", "arrived", "link", "machine_id", "sent_at", "sus", "to_control")
-
-    def __init__(
-        self, sus: _Suspicion, machine_id: int, link: Link, sent_at: float, to_control: bool
-    ) -> None:
-        self.sus = sus
-        self.machine_id = machine_id
-        self.link = link
-        self.sent_at = sent_at
-        self.to_control = to_control
-        self.arrived = -1.0
-        self.answered = False
-
-
-class DisconnectExpired(RingMessage, frozen=True):
-    """Internal: a node's connection was lost ``disconnect_grace`` ago (never on the wire)."""
-
-    machine_id: int
-
-
 class MembershipService:
     def __init__(self, config: RingConfig, clock: Clock, log: Log, host: MembershipHost) -> None:
         self._cfg = config
@@ -171,27 +92,29 @@ class MembershipService:
         self.stats = MembershipCounters()
         self._probe_first = config.detector == "kring"
         self._encoder = msgspec.msgpack.Encoder()
-        self._flush_timer: Timer | None = None
+        self._publisher: RingPublisher | None = None
         self._release_timer: Timer | None = None
-        self._orphan_timer: Timer | None = None
-        self._suspects: dict[int, _Suspicion] = {}
-        self._attempts: dict[int, _Attempt] = {}
+        self._suspects: dict[int, Suspicion] = {}
+        self._attempts: dict[int, Attempt] = {}
         self._base_wait = config.probe_timeout * config.interval_s
         self._max_wait = max(self._base_wait, config.probe_max_wait * config.interval_s)
         # What the network is like lasts across RM lives (it is the same network).
         self.rtt = RttEstimator(cap_s=self._max_wait)
         self.loss = LossEstimator()
+        self._orphans = OrphanSweep(config, clock, log, host, self._idle, self._probe_orphan)
         self.reset()
 
     def reset(self) -> None:
         """A new RM life starts with an empty ring whose versions are above every earlier life's
         (the RM's epoch in the high bits), so nodes never take a new ring for an old one."""
-        timers = (self._flush_timer, self._release_timer, self._orphan_timer,
-                  *(s.timer for s in self._suspects.values()))
-        for timer in timers:
+        for timer in (self._release_timer, *(s.timer for s in self._suspects.values())):
             if timer is not None:
                 timer.cancel()
+        if self._publisher is not None:
+            self._publisher.close()
+        self._orphans.close()
         self.ring = Membership(self._cfg.ring_strides(), version=self._host.epoch << 32)
+        self._publisher = RingPublisher(self.ring, self._cfg, self._clock, self._log, self._host, self.stats)
         self._suspects = {}
         self._attempts = {}
         self._held: dict[int, float] = {}
@@ -199,24 +122,30 @@ class MembershipService:
         self._braking = False
         self._network_until = -math.inf  # a removal proved false: removals stop until then
         self._next_probe = 1
-        self._flush_timer = None
         self._release_timer = None
-        self._orphan_timer = None
-        self._orphans: deque[NodeRecord] = deque()  # a paced orphan round's members not probed yet
-        self._orphan_gap = 0.0
-        self._snapshot: tuple[int, Ring, int] | None = None
-        # The latest deltas, to bring a node that is a few versions behind up to date cheaply.
-        self._recent: deque[tuple[RingDelta, int]] = deque(maxlen=RECENT_DELTAS)
-        self.published_at = self._clock.now()  # emulated time of the last published ring change
 
     @property
     def interval_s(self) -> float:
         return self._cfg.interval_s
 
+    @property
+    def publisher(self) -> RingPublisher:
+        assert self._publisher is not None  # built by reset()
+        return self._publisher
+
+    @property
+    def published_at(self) -> float:
+        """Emulated time of the last published ring change."""
+        return self.publisher.published_at
+
+    def flush_due(self) -> None:
+        """The RM handled a message: publish pending ring changes if the batch is due."""
+        self.publisher.flush_due()
+
     def quiet_since(self) -> float | None:
         """When the ring last changed, or None while a change is on its way (pending joins or
         removals, open suspicions, suspects held by the brake). For the invariant checker."""
-        if self.ring.pending or self._flush_timer is not None or self._suspects or self._held:
+        if self.publisher.waiting or self._suspects or self._held:
             return None
         return self.published_at
 
@@ -224,37 +153,12 @@ class MembershipService:
 
     def current_ring(self) -> Ring:
         """The published ring, for a registering node (it learns itself from the next delta)."""
-        ring, size = self._published()
-        self.stats.bytes_join += size
-        return ring
-
-    def _published(self) -> tuple[Ring, int]:
-        """The published ring and its encoded size, built once per version."""
-        pub = self.ring.published
-        snap = self._snapshot
-        if snap is None or snap[0] != pub.version:
-            ring = pub.ring()
-            snap = self._snapshot = (pub.version, ring, len(self._encoder.encode(ring)))
-        return snap[1], snap[2]
+        return self.publisher.current_ring()
 
     def _on_sync(self, link: Link, msg: RingSyncRequest) -> None:
-        """A node is behind: send the deltas since its version if we still have them, else the
-        whole ring. (Answering every request with the whole ring made a sync storm at 6,000 nodes
-        in real time: each answer cost the RM ~0.2 ms, late answers caused more requests.)"""
+        """A node is behind: the deltas since its version (combined) or the whole ring."""
         self.stats.syncs += 1
-        current = self.ring.version
-        if msg.version == current:
-            return  # it caught up meanwhile
-        recent = self._recent
-        if recent and recent[0][0].base_version <= msg.version < current:
-            for delta, size in recent:
-                if delta.version > msg.version:
-                    link.send(delta)
-                    self.stats.bytes_removal += size
-            return
-        ring, size = self._published()
-        self.stats.bytes_removal += size
-        link.send(RingUpdate(ring=ring))
+        self.publisher.catch_up(link, msg.version)
 
     def node_joined(self, node: NodeRecord) -> None:
         """A new node joins the ring; a known one re-registering has just shown it is alive."""
@@ -263,7 +167,7 @@ class MembershipService:
             sus.timer.cancel()
         if node.machine_id not in self.ring:
             self.ring.insert(node.machine_id, node.peer_endpoint)
-            self._schedule_flush()
+            self.publisher.changed()
 
     def node_left(self, node: NodeRecord) -> None:
         mid = node.machine_id
@@ -273,33 +177,7 @@ class MembershipService:
         self._held.pop(mid, None)
         if mid in self.ring:
             self.ring.remove(mid)
-            self._schedule_flush()
-
-    def _schedule_flush(self) -> None:
-        if self._flush_timer is None:
-            self._flush_timer = self._clock.call_later(self._cfg.batch_s, self._flush)
-
-    def _flush(self) -> None:
-        self._flush_timer = None
-        delta = self.ring.flush()
-        if delta is None:
-            return
-        self.stats.deltas += 1
-        self.published_at = self._clock.now()
-        size = len(self._encoder.encode(delta))
-        self._recent.append((delta, size))
-        nodes = list(self._host.nodes())
-        for node in nodes:
-            node.link.send(delta)
-        self.stats.ring_messages += len(nodes)
-        if delta.removed:
-            self.stats.bytes_removal += size * len(nodes)
-        else:
-            self.stats.bytes_join += size * len(nodes)
-        self._log.info(
-            "ring.updated", version=delta.version, added=len(delta.added), removed=len(delta.removed),
-            members=len(self.ring), recipients=len(nodes),
-        )
+            self.publisher.changed()
 
     # ---- node messages -----------------------------------------------------------------
 
@@ -330,15 +208,25 @@ class MembershipService:
             return
         suspect = self._host.node(msg.suspect)
         ring = self.ring
-        if suspect is None or msg.suspect not in ring or msg.reporter not in ring.watchers(msg.suspect):
-            # Not (or no longer) consistent with our ring: answer with it, change nothing.
+        valid = suspect is not None and msg.suspect in ring
+        if valid and msg.reporter not in ring.watchers(msg.suspect):
+            # A watcher in the ring its reporter holds (a delta still on its way to it): its
+            # report is as good as a current watcher's; rejecting it cost a detection round. Only
+            # where a report opens a probe: the paper's ring removes on one report, and a watcher
+            # behind a join (its old predecessor now sends to the newcomer) would remove a live node.
+            pub = self.publisher
+            valid = self._probe_first and pub.watched_in(msg.ring_version, msg.reporter, msg.suspect)
+            self.stats.reports_stale_accepted += valid
+        if not valid:
+            # Not (or no longer) consistent with our ring: change nothing; a reporter behind gets
+            # what it missed (one combined delta, or the whole ring if it is too far behind).
             self.stats.reports_rejected += 1
             self._log.info("ring.report_rejected", reporter=msg.reporter, suspect=msg.suspect,
                            why="not a watcher of the suspect in the current ring")
-            pub = ring.published
-            stale = msg.ring_version != pub.version
-            link.send(UnlivelinessResponse(action="normal", ring=pub.ring() if stale else None))
+            link.send(UnlivelinessResponse(action="normal"))
+            self.publisher.catch_up(link, msg.ring_version)
             return
+        assert suspect is not None
         link.send(UnlivelinessResponse(action="normal"))
         if not self._probe_first:
             self._remove(suspect, f"ring report by {msg.reporter}")
@@ -348,17 +236,17 @@ class MembershipService:
             sus = self._open(suspect, reporter)
         sus.reporters.add(msg.reporter)
 
-    def _open(self, node: NodeRecord, reporter: NodeRecord | None = None) -> _Suspicion:
+    def _open(self, node: NodeRecord, reporter: NodeRecord | None = None) -> Suspicion:
         """Suspect ``node``: probe it (and ``reporter``, alive since it just reported, as the
         control that tells a slow network from a dead suspect)."""
-        sus = self._suspects[node.machine_id] = _Suspicion(self._next_probe, self._clock.now())
+        sus = self._suspects[node.machine_id] = Suspicion(self._next_probe, self._clock.now())
         self.stats.probes += 1
         if reporter is not None and self._probe_first:
             sus.control = reporter
         self._round(node, sus)
         return sus
 
-    def _round(self, node: NodeRecord, sus: _Suspicion) -> None:
+    def _round(self, node: NodeRecord, sus: Suspicion) -> None:
         """One round: ``probe_attempts`` probes spread over the wait, one control probe."""
         now = self._clock.now()
         cfg = self._cfg
@@ -381,7 +269,7 @@ class MembershipService:
         expired = ProbeExpired(machine_id=node.machine_id, probe_id=sus.probe_id, round=sus.round)
         sus.timer = self._clock.call_later(wait, self._host.enqueue, expired)
 
-    def _attempt(self, node: NodeRecord, sus: _Suspicion, to_control: bool) -> None:
+    def _attempt(self, node: NodeRecord, sus: Suspicion, to_control: bool) -> None:
         now = self._clock.now()
         attempts = self._attempts
         # Forget attempts too old to be answered usefully (a late answer still counts a while).
@@ -393,12 +281,12 @@ class MembershipService:
             del attempts[next(iter(attempts))]
         pid = self._next_probe
         self._next_probe += 1
-        attempts[pid] = _Attempt(sus, node.machine_id, node.link, now, to_control)
+        attempts[pid] = Attempt(sus, node.machine_id, node.link, now, to_control)
         if not to_control:
             sus.sent += 1
         node.link.send(Probe(probe_id=pid, machine_id=node.machine_id))
 
-    def _reprobe(self, node: NodeRecord, sus: _Suspicion, round_: int) -> None:
+    def _reprobe(self, node: NodeRecord, sus: Suspicion, round_: int) -> None:
         if (
             self._suspects.get(node.machine_id) is sus and sus.round == round_
             and self._host.node(node.machine_id) is node
@@ -586,40 +474,16 @@ class MembershipService:
     # ---- no live watcher -------------------------------------------------------------------
 
     def sweep(self, last_inbound_at: float) -> None:
-        """The RM's periodic look (every ring interval): if no node has said anything for
-        ``orphan_after`` intervals, probe members itself, least recently heard first (at most
-        the brake's fraction per look: a mass removal is paced all the same)."""
-        cfg = self._cfg
-        now = self._clock.now()
-        if self._orphans or not len(self.ring) or now - last_inbound_at < cfg.orphan_after * cfg.interval_s:
-            return
-        ring, suspects, held = self.ring, self._suspects, self._held
-        idle = [n for n in self._host.nodes() if n.machine_id in ring and n.machine_id not in suspects
-                and n.machine_id not in held]
-        if not idle:
-            return
-        idle.sort(key=_heard)
-        k = max(1, math.ceil(cfg.brake_fraction * len(ring)))
-        self._log.info("ring.orphan_probe", probed=min(k, len(idle)), members=len(ring),
-                       silent_s=round(now - last_inbound_at, 3))
-        # Paced over one interval: thousands of probes at once would stall the RM and the nodes.
-        self._orphans.extend(idle[:k])
-        self._orphan_gap = cfg.interval_s / k
-        self._next_orphan()
+        """The RM's periodic look (every ring interval): see ``rm.orphans``."""
+        self._orphans.sweep(last_inbound_at, len(self.ring))
 
-    def _next_orphan(self) -> None:
-        self._orphan_timer = None
-        queue = self._orphans
-        while queue:
-            node = queue.popleft()
-            mid = node.machine_id
-            if (self._host.node(mid) is node and mid in self.ring and mid not in self._suspects
-                    and mid not in self._held):
-                self.stats.orphan_probes += 1
-                self._open(node).orphan = True
-                break
-        if queue:
-            self._orphan_timer = self._clock.call_later(self._orphan_gap, self._next_orphan)
+    def _idle(self, node: NodeRecord) -> bool:
+        mid = node.machine_id
+        return mid in self.ring and mid not in self._suspects and mid not in self._held
+
+    def _probe_orphan(self, node: NodeRecord) -> None:
+        self.stats.orphan_probes += 1
+        self._open(node).orphan = True
 
     # ---- views -------------------------------------------------------------------------------
 
@@ -642,6 +506,3 @@ class MembershipService:
             held=tuple(sorted(self._held)),
         )
 
-
-def _heard(node: NodeRecord) -> float:
-    return node.last_heartbeat_at

@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from ringmon.membership import Membership, RingView, ViewCache, decode_ids, encode_ids
+from ringmon.membership import Membership, RingView, ViewCache, combine, decode_ids, encode_ids
 from ringmon.protocol import RingDelta
 
 
@@ -78,3 +78,51 @@ def test_insert_twice_and_remove_absent_are_errors() -> None:
         m.insert(1)
     with pytest.raises(ValueError):
         m.remove(9)
+
+
+def test_combined_deltas_equal_the_deltas_applied_in_turn() -> None:
+    import random
+
+    rng = random.Random(7)
+    m = Membership(strides=(1, 4))
+    for i in range(1, 41):
+        m.insert(i, f"h{i % 3}")
+    base = RingView(0, ()).apply(m.flush())  # type: ignore[arg-type]
+    deltas: list[RingDelta] = []
+    for _ in range(12):
+        for _ in range(rng.randint(1, 5)):
+            mid = rng.randint(1, 50)
+            if mid in m:
+                m.remove(mid)
+            else:
+                m.insert(mid, f"h{mid % 4}")
+        if rng.random() < 0.5:  # lost and given the same id again within one batch
+            mid = rng.choice([i for i in range(1, 51) if i in m])
+            m.remove(mid)
+            m.insert(mid, "h9")
+        d = m.flush()
+        assert d is not None
+        deltas.append(d)
+    for k in range(len(deltas)):
+        start = base
+        for d in deltas[:k]:
+            start = start.apply(d)
+        one = combine(deltas[k:])
+        got = start.apply(one)
+        assert got.ids == m.published.ids == tuple(sorted(m.published.members))
+        assert all(got.endpoint(i) == m.published.endpoint(i) for i in got.ids)
+        # An id of the start view that got a new life is both removed and added (nodes learn it is new).
+        readded = {i for d in deltas[k:] for i in decode_ids(d.removed)} & set(start.ids) & set(got.ids)
+        assert readded <= set(decode_ids(one.removed)) & set(decode_ids(one.added))
+
+
+def test_neighbours_are_the_watchers_and_watched_of_changed_ids_in_every_stride() -> None:
+    m = Membership(strides=(1, 64))
+    for i in range(1, 201):
+        m.insert(i)
+    m.flush()
+    m.remove(10)
+    m.insert(300)
+    # 10's gap: 9 and 11 (id ring), 137 and 74 (stride 64: ..., 137, 10, 74, ...); 300: 1 and 200
+    # (id ring), 172 and 45 (300 = 44 mod 64: ..., 172, 300, 45, ...).
+    assert m.neighbours([10, 300]) == {9, 11, 137, 74, 200, 1, 172, 45}

@@ -42,8 +42,8 @@ class Cluster:
     def report(self, reporter: int, suspect: int, answer_control: bool = True, **kw: Any) -> Link:
         """``reporter`` reports ``suspect``; being alive, it answers the RM's control probe."""
         link = self.links.get(reporter) or Link()
-        version = self.svc.ring.version
-        msg = UnlivelinessReport(reporter=reporter, suspect=suspect, ring_version=version, **kw)
+        kw.setdefault("ring_version", self.svc.ring.version)
+        msg = UnlivelinessReport(reporter=reporter, suspect=suspect, **kw)
         before = len(link.sent)
         self.rm.receive(link, msg)
         if answer_control:
@@ -95,7 +95,7 @@ def test_report_from_unregistered_reporter_gets_resync_and_changes_nothing() -> 
     drive(body)
 
 
-def test_report_by_a_non_watcher_is_rejected_with_the_current_ring() -> None:
+def test_report_by_a_non_watcher_is_rejected_with_what_the_reporter_missed() -> None:
     def body(clock: FakeClock) -> None:
         c = Cluster(clock, 6, detector="ring")
         clock.advance_to(clock.now() + 1.0)
@@ -104,7 +104,11 @@ def test_report_by_a_non_watcher_is_rejected_with_the_current_ring() -> None:
         record(c.rm, 4).link = link
         c.rm.receive(link, UnlivelinessReport(reporter=4, suspect=1, ring_version=0))
         answer = link.of(UnlivelinessResponse)[-1]
-        assert answer.action == "normal" and answer.ring is not None and answer.ring.ids == (1, 2, 3, 4, 5, 6)
+        assert answer.action == "normal" and answer.ring is None
+        # The reporter cited version 0: it gets the delta since then, not the whole ring.
+        (delta,) = link.of(RingDelta)
+        assert delta.base_version == 0 and delta.version == c.svc.ring.version
+        assert decode_ids(delta.added) == [1, 2, 3, 4, 5, 6] and not link.of(RingUpdate)
         assert c.alive(1) and c.svc.stats.reports_rejected == 1
 
     drive(body)
@@ -310,3 +314,129 @@ def test_registrations_are_not_silence() -> None:
     assert c.svc.stats.orphan_probes == 0
     clock.advance_to(60.0 + 31.0)
     assert c.svc.stats.orphan_probes > 0
+
+
+def test_a_report_valid_in_the_ring_version_its_reporter_cites_is_accepted() -> None:
+    def body(clock: FakeClock) -> None:
+        c = Cluster(clock, 200, interval_s=3.0, probe_timeout=0.2)
+        clock.advance_to(clock.now() + 1.0)
+        c.rm.remove_node(record(c.rm, 11), "x")
+        clock.advance_to(clock.now() + 1.0)
+        cited = c.svc.ring.version  # 12 watches 10 here
+        link = Link()
+        c.rm.receive(link, Register(address="new", resources=Resources(4, 8)))
+        c.links[11] = link
+        clock.advance_to(clock.now() + 1.0)
+        assert c.svc.ring.version > cited and c.svc.ring.watchers(10) == [11, 74]
+        # 12 has not heard of the new 11 yet and reports 10, its predecessor in `cited`.
+        answer = c.report(12, 10, ring_version=cited)
+        assert answer.of(UnlivelinessResponse)[-1].action == "normal" and not answer.of(RingUpdate)
+        assert c.svc.stats.reports_stale_accepted == 1 and c.svc.stats.reports_rejected == 0
+        clock.advance_to(clock.now() + 2.0)
+        assert not c.alive(10)  # probed, silent, removed
+        # Not its predecessor in the cited version either: rejected, answered with the delta(s)
+        # it missed (one message), not the whole ring.
+        before = len(answer.sent)
+        c.report(12, 30, ring_version=cited)
+        assert c.alive(30) and c.svc.stats.reports_rejected == 1
+        (catch_up,) = [m for m in answer.sent[before:] if isinstance(m, RingDelta)]
+        assert (catch_up.base_version, catch_up.version) == (cited, c.svc.ring.version)
+        assert decode_ids(catch_up.added) == [11] and decode_ids(catch_up.removed) == [10]
+
+    drive(body)
+
+
+class SharedLink(RecordingLink):
+    """A node's link that also notes, in one list for all nodes, who got what when."""
+
+    def __init__(self, mid: int, log: list[tuple[int, Any]]) -> None:
+        super().__init__()
+        self.mid, self.log = mid, log
+
+    def send(self, msg: Any) -> None:
+        super().send(msg)
+        self.log.append((self.mid, msg))
+
+
+def test_a_ring_change_goes_to_the_nodes_it_concerns_first() -> None:
+    def body(clock: FakeClock) -> None:
+        c = Cluster(clock, 200)
+        clock.advance_to(clock.now() + 1.0)
+        order: list[tuple[int, Any]] = []
+        for mid in list(c.links):
+            record(c.rm, mid).link = c.links[mid] = SharedLink(mid, order)
+        c.rm.remove_node(record(c.rm, 10), "x")
+        clock.advance_to(clock.now() + 1.0)
+        got = [mid for mid, m in order if isinstance(m, RingDelta)]
+        assert len(got) == 199
+        # 10's predecessors and successors: 9 and 11 (id ring), 137 and 74 (stride-64 ring).
+        assert set(got[:4]) == {9, 11, 74, 137}
+
+    drive(body)
+
+
+def test_a_node_several_versions_behind_gets_one_combined_delta() -> None:
+    def body(clock: FakeClock) -> None:
+        c = Cluster(clock, 10)
+        clock.advance_to(clock.now() + 1.0)
+        held = c.svc.ring.published
+        for mid in (3, 5, 7):  # three published versions
+            c.rm.remove_node(record(c.rm, mid), "x")
+            clock.advance_to(clock.now() + 1.0)
+        link = c.links[2]
+        before = len(link.sent)
+        c.rm.receive(link, RingSyncRequest(machine_id=2, version=held.version))
+        (delta,) = link.sent[before:]
+        assert isinstance(delta, RingDelta) and delta.base_version == held.version
+        assert delta.version == c.svc.ring.version and held.apply(delta).ids == (1, 2, 4, 6, 8, 9, 10)
+        assert c.svc.stats.syncs_combined == 1
+
+    drive(body)
+
+
+def test_pending_changes_are_flushed_by_count_and_by_age_on_a_handled_message() -> None:
+    def body(clock: FakeClock) -> None:
+        # By count: the third pending removal publishes at once, long before batch_s; joins,
+        # however many, wait for batch_s.
+        c = Cluster(clock, 12, batch_s=10.0, batch_max=3)
+        assert not c.links[1].of(RingDelta)
+        clock.advance_to(10.0)
+        assert [decode_ids(d.added) for d in c.links[1].of(RingDelta)] == [list(range(1, 13))]
+        for mid in (4, 6):
+            c.rm.remove_node(record(c.rm, mid), "x")
+        c.rm.receive(c.links[2], RingSyncRequest(machine_id=2, version=c.svc.ring.version))
+        assert len(c.links[1].of(RingDelta)) == 1
+        c.rm.remove_node(record(c.rm, 8), "x")
+        c.rm.receive(c.links[2], RingSyncRequest(machine_id=2, version=c.svc.ring.version))
+        assert [decode_ids(d.removed) for d in c.links[1].of(RingDelta)][1:] == [[4, 6, 8]]
+        assert clock.now() == 10.0
+
+    drive(body)
+
+    def starved(clock: FakeClock) -> None:
+        # By age: the flush timer has not run (the loop is busy draining the RM's queue), but the
+        # next message the RM handles finds the batch older than batch_s and publishes it.
+        c = Cluster(clock, 3, batch_s=0.5)
+        assert not c.links[1].of(RingDelta)
+        clock.t = 0.6  # time passes; no timer gets to run
+        c.rm.receive(c.links[2], RingSyncRequest(machine_id=2, version=-1))
+        assert [decode_ids(d.added) for d in c.links[1].of(RingDelta)] == [[1, 2, 3]]
+
+    drive(starved)
+
+
+def test_the_paper_ring_does_not_remove_on_a_report_from_an_older_version() -> None:
+    # It removes on one report, without a probe: a watcher behind a join (its old predecessor
+    # already sends to the newcomer) must not remove a live node.
+    def body(clock: FakeClock) -> None:
+        c = Cluster(clock, 20, detector="ring")
+        clock.advance_to(clock.now() + 1.0)
+        c.rm.remove_node(record(c.rm, 11), "x")
+        clock.advance_to(clock.now() + 1.0)
+        cited = c.svc.ring.version
+        c.rm.receive(Link(), Register(address="new", resources=Resources(4, 8)))
+        clock.advance_to(clock.now() + 1.0)
+        c.report(12, 10, ring_version=cited)
+        assert c.alive(10) and c.svc.stats.reports_rejected == 1
+
+    drive(body)

@@ -201,3 +201,55 @@ def test_a_node_not_in_the_ring_yet_still_answers_a_probe() -> None:
         assert net.to_rm[3][-1] == ProbeAck(machine_id=3, probe_id=5, stalled_s=0.0)
 
     drive(body)
+
+
+def test_a_new_predecessor_is_pinged_at_once_and_reported_if_silent() -> None:
+    def body(clock: FakeClock) -> None:
+        net = Net(clock, 100, strides=[1])
+        clock.advance_to(clock.now() + 3.0)
+        net.mon[10].leave()  # two neighbours crash together
+        net.mon[11].leave()
+        clock.advance_to(clock.now() + 1.5)
+        assert {r.suspect for r in net.reports(12)} == {11}
+        # The RM removes 11: 12 now watches 10, dead too. It pings it at once and reports it
+        # after the ping timeout (0.1 interval + RTO), not a whole suspicion timeout (1.25) later.
+        removal = RingDelta(base_version=1, version=2, added=(), removed=encode_ids([11]))
+        for i in net.mon:
+            net.mon[i].from_rm(removal)
+        t1 = clock.now()
+        clock.advance_to(t1 + 0.5)
+        assert [r.suspect for r in net.reports(12) if r.suspect == 10] == [10]
+        assert net.stats.new_pred_pings == 1  # 12's only: 9 kept its predecessor (8)
+
+    drive(body)
+
+
+def test_a_new_predecessor_that_answers_the_ping_is_watched_as_usual() -> None:
+    def body(clock: FakeClock) -> None:
+        net = Net(clock, 100, strides=[1])
+        clock.advance_to(clock.now() + 3.0)
+        net.mon[11].leave()
+        clock.advance_to(clock.now() + 1.5)
+        removal = RingDelta(base_version=1, version=2, added=(), removed=encode_ids([11]))
+        for i in net.mon:
+            net.mon[i].from_rm(removal)
+        clock.advance_to(clock.now() + 10.0)
+        assert net.stats.new_pred_pings == 1
+        assert {r.suspect for i in net.mon for r in net.reports(i)} == {11}  # 10 answered: never reported
+        assert net.mon[12].watching.keys() == {10} and net.mon[12].watching[10].pinged_at < 0
+
+    drive(body)
+
+
+def test_a_catch_up_delta_from_a_version_left_since_is_ignored() -> None:
+    def body(clock: FakeClock) -> None:
+        net = Net(clock, 10, strides=[1])
+        m = net.mon[5]
+        m.from_rm(RingDelta(base_version=1, version=2, added=(), removed=encode_ids([8])))
+        # Combined 1 -> 3 (asked for while at 1) arrives after 1 -> 2: not applicable to 2.
+        m.from_rm(RingDelta(base_version=1, version=3, added=(), removed=encode_ids([8, 9])))
+        assert m.view is not None and m.view.version == 2 and net.stats.updates_stale == 1
+        m.from_rm(RingDelta(base_version=2, version=3, added=(), removed=encode_ids([9])))
+        assert m.view.version == 3 and m.view.ids == (1, 2, 3, 4, 5, 6, 7, 10)
+
+    drive(body)
