@@ -55,6 +55,10 @@ def test_the_e2_headline_takes_the_largest_kept_up_size_over_a_grid_and_its_extr
     extra = _sweep([("delta", 18000, 1.0, False), ("delta", 24000, 0.95, False)])
     text = headline_table(real, grid, extra)
     assert "| 3,000 | 1,000 | 0.33× |" in text
+    # The setup the real-time sweep recorded names its row.
+    assert "real time over TCP, speed 20, 1 node-host process (" in text
+    real["speed"], real["workers"] = 10.0, 2
+    assert "real time over TCP, speed 10, 2 node-host processes (" in headline_table(real, grid, extra)
     assert "| 6,000 | 18,000 | 3.00× |" in text
 
 
@@ -65,4 +69,4 @@ def test_a_virtual_time_sweep_prints_its_table() -> None:
            "lateness_p99_s": 0.0, "rm_wait_p99_s": 0.0, "overloaded": False}
     text = sweep_table({"threshold": 0.99, "rows": [row],
                         "largest_ok": {"delta": {"nodes": 1000}}, "delta_over_periodic": None})
-    assert "| delta | 1,000 | **1.000** | **1.000** | 1.3 | 0.013 | – | – | – | 1.94 | – | 0 |" in text
+    assert "| delta | 1,000 | **1.000** | **1.000** | 1.3 | 0.013 | – | – | – | – | 1.94 | – | 0 |" in text

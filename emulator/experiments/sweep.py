@@ -90,12 +90,22 @@ def measure(outcome: RunOutcome) -> dict[str, Any]:
         row["messages_to_rm_per_node_minute"] = costs.get("messages_to_rm_per_node_minute")
         row["bytes_to_rm_per_node_minute"] = costs.get("bytes_to_rm_per_node_minute")
         row["service_time_us"] = costs["service_time_us"]
+    if costs is not None and outcome.nodes.heartbeats_sent:
+        # The RM process's CPU (everything: reads, decoding, handlers, writes, the loop) per
+        # heartbeat the nodes sent.
+        rm_cpu_s = costs["rm_cpu_percent"] / 100 * costs["wall_s"]
+        row["rm_process_us_per_heartbeat"] = round(1e6 * rm_cpu_s / outcome.nodes.heartbeats_sent, 1)
     if outcome.workers:  # TCP: the busiest node-hosting process, to set beside the RM
         busiest = max(outcome.workers, key=lambda w: w.cpu_s / w.wall_s if w.wall_s else 0.0)
         row["worker_cpu_percent"] = round(100 * busiest.cpu_s / busiest.wall_s, 1) if busiest.wall_s else None
+        row["workers"] = len(outcome.workers)
         hb = outcome.nodes.heartbeats_sent
-        row["worker_cpu_us_per_heartbeat"] = (
-            round(1e6 * sum(w.cpu_s for w in outcome.workers) / hb, 1) if hb else None)
+        cpu = sum(w.cpu_s for w in outcome.workers)
+        row["worker_cpu_us_per_heartbeat"] = round(1e6 * cpu / hb, 1) if hb else None
+        # What hosting one node for one heartbeat interval costs, whatever it sent (a delta
+        # node sends rarely, but ticks its ring every interval); the whole process, start-up too.
+        intervals = sc.node_count * sc.run.duration_s / sc.heartbeat.interval_s
+        row["worker_cpu_us_per_node_interval"] = round(1e6 * cpu / intervals, 1)
     else:  # virtual time: the service-time model's busy time is the RM's CPU
         busy = (rm.inbound.busy_s + rm.scheduler.busy_s) / sc.run.duration_s
         row["rm_cpu_percent"] = round(100 * busy, 2)
@@ -180,10 +190,16 @@ def _fmt(v: Any, spec: str = ".4f") -> str:
 
 
 def run_sweep(path: Path, out: Path, plots_dir: Path | None, nodes: list[int] | None,
-              modes: list[str] | None, duration: float | None, console: Console) -> dict[str, Any]:
+              modes: list[str] | None, duration: float | None, console: Console,
+              workers: int | str | None = None, speed: float | None = None) -> dict[str, Any]:
+    """``workers``, ``speed``: override ``transport.workers`` (a count or "auto") and ``run.speed``."""
     base, cfg = load_sweep(path)
     if duration is not None:
         base.setdefault("run", {})["duration_s"] = duration
+    if workers is not None:
+        base.setdefault("transport", {})["workers"] = workers
+    if speed is not None:
+        base.setdefault("run", {})["speed"] = speed
     counts = nodes or cfg.nodes
     use_modes = modes or list(cfg.modes)
     out.mkdir(parents=True, exist_ok=True)
@@ -234,8 +250,11 @@ def run_sweep(path: Path, out: Path, plots_dir: Path | None, nodes: list[int] | 
         w = csv.DictWriter(f, keys, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
+    first = point(base, cfg, counts[0], use_modes[0], str(path))
     result = {
         "file": str(path), "threshold": cfg.threshold, "rows": rows, "calibration_us": fit,
+        "speed": first.run.speed, "clock": first.run.clock, "transport": first.transport.kind,
+        "workers": first.transport.worker_processes() if first.transport.kind == "tcp" else None,
         "largest_ok": {m: {"nodes": v[0], "limited_by_sweep": not v[1]} for m, v in limits.items()},
         "delta_over_periodic": ratio,
     }
@@ -251,10 +270,10 @@ def run_sweep(path: Path, out: Path, plots_dir: Path | None, nodes: list[int] | 
 def markdown_table(result: dict[str, Any]) -> str:
     """The docs' table, from a ``sweep.json``."""
     lines = [
-        "| mode | nodes | h1 | h2 | RM CPU % | RM busy | µs / hb | node host CPU % | node host µs / hb "
-        "| msgs / node / min | bytes / node / min | skipped | lateness p99 (s) | RM wait p99 (s) "
-        "| overloaded |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| mode | nodes | h1 | h2 | RM CPU % | RM busy | µs / hb | RM process µs / hb | node host CPU % "
+        "| node host µs / node-interval | msgs / node / min | bytes / node / min | skipped "
+        "| lateness p99 (s) | RM wait p99 (s) | overloaded |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     ok = result["threshold"]
 
@@ -269,8 +288,8 @@ def markdown_table(result: dict[str, Any]) -> str:
         lines.append(
             f"| {r['mode']} | {r['nodes']:,} | {h(r['h1'])} | {h(r['h2'])} | "
             f"{f(r, 'rm_cpu_percent', '.1f')} | {f(r, 'rm_busy_fraction', '.3f')} | "
-            f"{f(r, 'rm_cost_us_per_heartbeat', '.1f')} | {f(r, 'worker_cpu_percent', '.1f')} | "
-            f"{f(r, 'worker_cpu_us_per_heartbeat', '.1f')} | "
+            f"{f(r, 'rm_cost_us_per_heartbeat', '.1f')} | {f(r, 'rm_process_us_per_heartbeat', '.1f')} | "
+            f"{f(r, 'worker_cpu_percent', '.1f')} | {f(r, 'worker_cpu_us_per_node_interval', '.1f')} | "
             f"{f(r, 'messages_to_rm_per_node_minute', '.2f')} | "
             f"{f(r, 'bytes_to_rm_per_node_minute', ',.0f')} | "
             f"{f(r, 'heartbeats_skipped', ',')} | {f(r, 'lateness_p99_s', '.2f')} | "
@@ -317,7 +336,9 @@ def headline_table(real: dict[str, Any], virtual: dict[str, Any], *more: dict[st
     ``more`` points, e.g. delta at larger sizes)."""
     lines = ["| largest cluster with h1, h2 ≥ 0.99 | periodic | delta | delta / periodic |",
              "|---|---|---|---|", "| " + " | ".join(PAPER_E2) + " |"]
-    for label, sweeps in ((f"real time over TCP, speed 20 ({saturates_first(real)})", [real]),
+    speed, workers = real.get("speed", 20), real.get("workers") or 1
+    setup = f"speed {speed:g}, {workers} node-host process{'es' if workers > 1 else ''}"
+    for label, sweeps in ((f"real time over TCP, {setup} ({saturates_first(real)})", [real]),
                           ("virtual time, RM service-time model fitted to a real-time run "
                            "(docs/scalability.md §5.2)",
                            [virtual, *more])):
@@ -339,8 +360,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     modes = args.modes.split(",") if args.modes else None
     if modes and any(m not in ("periodic", "delta") for m in modes):
         raise ScenarioError(f"--modes: expected periodic and/or delta, got {args.modes!r}")
+    workers: int | str | None = None
+    if args.workers is not None:
+        if args.workers != "auto" and not (args.workers.isdigit() and int(args.workers) >= 1):
+            raise ScenarioError(f"--workers: expected a count >= 1 or auto, got {args.workers!r}")
+        workers = args.workers if args.workers == "auto" else int(args.workers)
     run_sweep(path, out, Path(args.plots_dir) if args.plots_dir else None, nodes, modes, args.duration,
-              Console(width=150))
+              Console(width=150), workers, args.speed)
     return 0
 
 
@@ -353,4 +379,6 @@ def add_command(sub: Any) -> None:
     s.add_argument("--nodes", help="override sweep.nodes, e.g. 1000,2000")
     s.add_argument("--modes", help="override sweep.modes, e.g. periodic,delta")
     s.add_argument("--duration", type=float, help="override run.duration_s")
+    s.add_argument("--workers", help="override transport.workers: node-host processes (a count, or auto)")
+    s.add_argument("--speed", type=float, help="override run.speed (real time)")
     s.set_defaults(func=cmd_sweep)
