@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench e1 e2 e3 e3-tcp e4 e5 e5-cluster baselines recovery soak fuzz clean chromium traces
+.PHONY: run test lint bench e1 e2 e2-w2 e2-many-core e3 e3-tcp e4 e5 e5-cluster baselines recovery soak fuzz clean chromium traces
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or run: make PYTHON=python3 ...)"; exit 1; }
@@ -38,9 +38,19 @@ bench: $(STAMP)
 e1: $(STAMP)
 	$(BIN)/emulator e1 scenarios/e1-faithful.toml --out runs/e1 --json docs/e1.json
 
-# E2 (paper 004 Fig. 5, Fig. 8): heartbeat scalability over TCP, periodic vs delta (~9 min on 2 cores).
+# E2 (paper 004 Fig. 5, Fig. 8): heartbeat scalability over TCP, periodic vs delta, the RM in one
+# process and the nodes in one worker process (~15 min on 2 cores); e2-w2: the same with two.
 e2: $(STAMP)
 	$(BIN)/emulator sweep scenarios/e2-scale-sweep.toml --out runs/e2-sweep --plots-dir docs
+
+e2-w2: $(STAMP)
+	$(BIN)/emulator sweep scenarios/e2-scale-sweep.toml --workers 2 --out runs/e2-sweep-w2
+
+# E2 on a many-core machine: one node-host process per core less the RM's, at 12,000-48,000 nodes;
+# prints which process saturated first at each mode's limit (~25 min).
+e2-many-core: $(STAMP)
+	$(BIN)/emulator sweep scenarios/e2-scale-sweep.toml --workers auto --nodes 12000,24000,48000 \
+		--duration 400 --out runs/e2-many-core
 
 # E3 (paper 004 Fig. 9): 7,500 nodes, 5% crash at 400 s; ring vs RM liveliness monitor (~6 min).
 e3: $(STAMP)
