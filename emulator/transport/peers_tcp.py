@@ -1,8 +1,9 @@
 """The node<->node channel between node-hosting processes: ring liveness over TCP.
 
 One ``TcpPeers`` per worker process implements ``ringmon.ports.PeerChannel`` for every node it
-hosts. A message to a machine id bound in this process is handed over through the event loop, as
-in memory; one to a node elsewhere goes over the TCP connection to the process at the endpoint
+hosts. A message to a machine id bound in this process is handed over through the event loop, and
+a liveness no fault touches is a timestamp written on the watcher (``touch``), as in memory; one
+to a node elsewhere goes over the TCP connection to the process at the endpoint
 the sender's ring names ("host:port", which each worker's nodes announce at registration). There
 is one connection per pair of workers, opened on first use and multiplexed by destination machine
 id (the frame's channel), with the framing of the RM connection (``framing``).
