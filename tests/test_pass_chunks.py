@@ -5,15 +5,16 @@ places. A real RM (delta mode: continuous scheduling) on the fake virtual clock.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
+from rm.cluster import NodeRecord
 from rm.config import RMConfig, ServiceTimeConfig
 from rm.dispatcher import Handler
 from rm.manager import ResourceManager
 from rm.offers import Demand
 from rm.operations import OperationSpec
 from rm.protocol import LaunchContainers, Register, Resources
-from rm.scheduler.config import SchedulerConfig
+from rm.scheduler.config import PolicyName, SchedulerConfig
 from rm.scheduling import NodeUpdate, SchedulerItem
 from tests.helpers import FakeClock, RecordingLink, sync_rm
 
@@ -77,7 +78,7 @@ def test_the_continuation_runs_after_events_queued_while_its_chunk_was_served() 
     # With a service-time model a chunk keeps the scheduler busy; a node update arriving then is
     # handled before the pass goes on.
     service = ServiceTimeConfig(node_update_us=100.0, allocation_us=1000.0)
-    rm, clock, links = _rm(budget=8, nodes=[Resources(4, 8)] * 20, service=service)
+    rm, clock, _ = _rm(budget=8, nodes=[Resources(4, 8)] * 20, service=service)
     seen = _record_items(rm)
     _submit(rm, "big", Resources(1, 2), 80)
     assert seen == ["SchedulePass"]
@@ -91,22 +92,22 @@ def test_the_continuation_runs_after_events_queued_while_its_chunk_was_served() 
 
 
 def test_a_continuation_resumes_at_the_node_where_its_chunk_stopped() -> None:
-    rm, clock, links = _rm(budget=12, nodes=[Resources(4, 8)] * 200)
+    rm, clock, _ = _rm(budget=12, nodes=[Resources(4, 8)] * 200)
     life = rm._life
     starts: list[int] = []
     offered: list[int] = []
     room_for = life.cluster.room_for
     begin_fill = life.policy.begin_fill
 
-    def spy_room(start: int, demands: list[Demand]) -> Iterator[object]:
+    def spy_room(start: int, demands: list[Demand]) -> Iterator[NodeRecord]:
         starts.append(start)
         return room_for(start, demands)
 
-    def spy_fill(node: object) -> None:
-        offered.append(getattr(node, "seq"))
-        begin_fill(node)  # type: ignore[arg-type]
+    def spy_fill(node: NodeRecord) -> None:
+        offered.append(node.seq)
+        begin_fill(node)
 
-    life.cluster.room_for = spy_room  # type: ignore[method-assign,assignment]
+    life.cluster.room_for = spy_room  # type: ignore[method-assign]
     life.policy.begin_fill = spy_fill  # type: ignore[method-assign]
     _submit(rm, "big", Resources(1, 2), 300)
     clock.advance_to(5.0)
@@ -131,10 +132,10 @@ def test_a_pass_requested_while_one_is_under_way_covers_what_changed_behind_it()
     assert [op for _, op, _ in _placed(rm)[0]] == ["threes"] * 5 + ["wide"]
 
 
-def _seeded_run(budget: int, seed: int, policy: str) -> list[list[tuple[int, str, int]]]:
+def _seeded_run(budget: int, seed: int, policy: PolicyName) -> list[list[tuple[int, str, int]]]:
     rng = random.Random(seed)
     nodes = [Resources(rng.choice([4, 8, 16]), rng.choice([8, 16, 32])) for _ in range(150)]
-    rm, clock, links = _rm(budget=budget, nodes=nodes, scheduler=SchedulerConfig(policy=policy))  # type: ignore[arg-type]
+    rm, clock, _ = _rm(budget=budget, nodes=nodes, scheduler=SchedulerConfig(policy=policy))
     for k in range(8):
         demand = Resources(rng.choice([0.5, 1, 2, 3]), rng.choice([1, 2, 4, 6]))
         _submit(rm, f"op{k}", demand, rng.randint(20, 300))
@@ -152,12 +153,12 @@ def test_a_chunked_pass_places_exactly_what_an_unbounded_pass_places() -> None:
 
 def test_nodes_where_no_waiting_task_fits_are_not_offered() -> None:
     # 1-cpu nodes never fit a 2-cpu task: a pass skips them without asking the policy.
-    rm, clock, links = _rm(budget=10**9, nodes=[Resources(1, 8)] * 300 + [Resources(4, 8)] * 3)
+    rm, clock, _ = _rm(budget=10**9, nodes=[Resources(1, 8)] * 300 + [Resources(4, 8)] * 3)
     offered: list[int] = []
-    begin_fill: Callable[..., None] = rm._life.policy.begin_fill
+    begin_fill = rm._life.policy.begin_fill
 
-    def spy_fill(node: object) -> None:
-        offered.append(getattr(node, "seq"))
+    def spy_fill(node: NodeRecord) -> None:
+        offered.append(node.seq)
         begin_fill(node)
 
     rm._life.policy.begin_fill = spy_fill  # type: ignore[method-assign]
