@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import enum
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from rm.observed import Observations
+from rm.offers import Demand, RoomIndex
 from rm.operations import Operation, Task
 from rm.ports import Link
 from rm.protocol import ZERO, ContainerUsage, HeartbeatResponse, Resources
@@ -116,8 +117,8 @@ class Cluster:
         self._free_ids: list[int] = []
         self._next_id = 1
         # Nodes with room on both resources, so a scheduling pass over a full cluster of thousands
-        # of nodes visits the few with room instead of all of them.
-        self._room: dict[int, NodeRecord] = {}
+        # of nodes visits the few with room (where some waiting task fits) instead of all of them.
+        self._room = RoomIndex(EPS)
         self._seq = 0
         self.cap_cpu = 0.0
         self.cap_ram = 0.0
@@ -184,7 +185,7 @@ class Cluster:
             self._capacity_delta(node, -1.0, now)
         node.state = NodeState.LOST
         del self.nodes[node.machine_id]
-        self._room.pop(node.machine_id, None)
+        self._room.discard(node)
         if self.by_address.get(node.address) is node:
             del self.by_address[node.address]
         if self._by_link.get(node.link) is node:
@@ -248,20 +249,21 @@ class Cluster:
         if self.nodes.get(node.machine_id) is not node:
             return
         if node.free_cpu > EPS and node.free_ram > EPS:
-            self._room[node.machine_id] = node
+            self._room.put(node)
         else:
-            self._room.pop(node.machine_id, None)
+            self._room.discard(node)
 
     def with_room(self) -> list[NodeRecord]:
         """Nodes with room on both resources, in the order the cluster took them in."""
-        return sorted(self._room.values(), key=_seq)
+        return self._room.in_order()
+
+    def room_for(self, start: int, demands: list[Demand]) -> Iterator[NodeRecord]:
+        """The nodes with room from ``seq`` ``start`` on where one of ``demands`` (cpu, ram) fits,
+        in the order the cluster took them in (a scheduling pass, resumable)."""
+        return self._room.fitting(start, demands)
 
     def allocated_on(self, node: NodeRecord) -> Resources:
         total = ZERO
         for alloc in node.containers.values():
             total = total + alloc.op.demand
         return total
-
-
-def _seq(node: NodeRecord) -> int:
-    return node.seq

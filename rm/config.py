@@ -63,6 +63,9 @@ class RMConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=
     journal_fsync: bool = False
     recovery_wait_s: Positive = 10.0
     service_time: ServiceTimeConfig = msgspec.field(default_factory=ServiceTimeConfig)
+    # Continuous scheduling: nodes offered plus tasks started by one chunk of a pass before it
+    # yields to the other events (a count, not wall time, so virtual runs stay deterministic).
+    pass_budget: Annotated[int, msgspec.Meta(ge=1)] = 128
 
     def __post_init__(self) -> None:
         given = [f"`{n}`" for n in ("credentials", "credentials_env", "credentials_file") if getattr(self, n)]

@@ -58,7 +58,8 @@ class RMLife:
             ctx.scheduler, self.book, self.cluster,
         )
         self.scheduling = SchedulingLoop(
-            self.policy, self.cluster, self.book, self, ctx.counters, ctx.config.service_time
+            self.policy, self.cluster, self.book, self, ctx.counters, ctx.config.service_time,
+            ctx.clock, submit_event, ctx.config.pass_budget,
         )
         self.tracker = ResourceTracker(ctx, self.cluster, self.ledger, self)
         self.preemptor: Preemptor | None = None
@@ -266,6 +267,7 @@ class RMLife:
 
     def end(self) -> None:
         """The process died: stop what would still fire."""
+        self.scheduling.cancel()
         if self.recovery is not None:
             self.recovery.cancel()
 

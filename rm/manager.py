@@ -142,6 +142,7 @@ class ResourceManager:
         self.inbound.clear()
         self.admission.clear()
         self.events.clear()
+        self._life.scheduling.cancel()
 
     def observe(self, observer: RMObserver) -> None:
         self._ctx.observers.add(observer)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 from rm.cluster import Allocation, Cluster
 from rm.operations import Operation, OperationSpec, Pool
 from rm.protocol import Resources
@@ -25,3 +27,47 @@ def test_a_pass_visits_only_nodes_with_room_in_the_order_they_came() -> None:
     assert cluster.with_room() == [nodes[4], back]
     cluster.release(allocs[2], 4.0)
     assert cluster.with_room() == [nodes[2], nodes[4], back]
+
+
+def test_a_pass_from_any_node_finds_exactly_the_nodes_where_a_demand_fits() -> None:
+    # The index skips blocks by their largest free cpu and ram; against checking every node.
+    rng = random.Random(7)
+    cluster = Cluster()
+    sizes = [Resources(rng.choice([2, 4, 8]), rng.choice([4, 8, 16])) for _ in range(400)]
+    nodes = [cluster.add(f"n{i}", size, RecordingLink(), 0.0) for i, size in enumerate(sizes)]
+    specs = [OperationSpec(name=f"o{k}", pool="root", demand=Resources(c, r), durations=[9.0] * 5000)
+             for k, (c, r) in enumerate([(1, 1), (0.5, 3), (2, 2), (3, 1)])]
+    ops = [Operation(k, spec, Pool("root"), 0.0) for k, spec in enumerate(specs)]
+    live: list[Allocation] = []
+    cid = 0
+    for step in range(3000):
+        if live and rng.random() < (0.45 if step > 1500 else 0.2):
+            cluster.release(live.pop(rng.randrange(len(live))), float(step))
+        else:
+            node = rng.choice(nodes)
+            op = rng.choice(ops)
+            if node.fits(op.demand):
+                cid += 1
+                alloc = Allocation(cid, node, op, op.take_task(0.0), float(step))
+                cluster.place(alloc, float(step))
+                live.append(alloc)
+        if step % 3 == 0 or step < 40:
+            demands = [(op.demand.cpu, op.demand.ram_gib) for op in rng.sample(ops, rng.randint(1, 3))]
+            start = rng.randint(0, 420)
+            want = [n for n in cluster.with_room()
+                    if n.seq >= start and any(n.fits(Resources(c, r)) for c, r in demands)]
+            assert list(cluster.room_for(start, demands)) == want, step
+
+
+def test_a_node_that_frees_more_than_its_block_held_is_found() -> None:
+    cluster = Cluster()
+    node = cluster.add("n0", Resources(8, 16), RecordingLink(), 0.0)
+    op = Operation(1, OperationSpec(name="x", pool="root", demand=Resources(2, 2), durations=[9.0] * 9),
+                   Pool("root"), 0.0)
+    allocs = [Allocation(k, node, op, op.take_task(0.0), 0.0) for k in range(3)]
+    for a in allocs:
+        cluster.place(a, 0.0)
+    assert list(cluster.room_for(0, [(2, 2)])) == [node]  # 2 cpu left
+    assert list(cluster.room_for(0, [(4, 2)])) == []
+    cluster.release(allocs[0], 1.0)  # 4 cpu left: more than the block's largest so far
+    assert list(cluster.room_for(0, [(4, 2)])) == [node]
