@@ -140,6 +140,43 @@ def test_loss_drops_that_fraction_at_the_sender(kind: str) -> None:
     drive(kind, body)
 
 
+class Watcher(Box):
+    """Takes a liveness as a timestamp unless told to refuse it (a stalled in-loop watcher)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.heard: list[int] = []
+        self.refuse = False
+
+    def heard_from(self, sender: int, ring_version: int) -> bool:
+        if self.refuse:
+            return False
+        self.heard.append(sender)
+        return True
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_liveness_within_a_process_is_a_timestamp_unless_a_fault_could_touch_it(kind: str) -> None:
+    async def body(p: Pair, clock: LoopClock) -> None:
+        w = Watcher()
+        p.a.bind(2, w)
+        assert p.a.touch(2, 1, 0) and w.heard == [1]  # bound here: written on the watcher
+        w.refuse = True
+        assert not p.a.touch(2, 1, 0)  # the watcher wants the message (a stalled in-loop one)
+        w.refuse = False
+        p.a.set_loss(0.5)
+        assert not p.a.touch(2, 1, 0)  # loss injected: every liveness is a message that may drop
+        p.a.set_loss(0.0)
+        p.a.unbind(2, w)  # crashed: whatever the sender does, nothing reaches the watcher
+        if kind == "tcp":
+            assert not p.a.touch(2, 1, 0)  # not ours (any more): a message, sent or undeliverable
+            p.b.bind(3, w)
+            assert not p.a.touch(3, 1, 0)  # another process's node: always a message
+        assert w.heard == [1] and w.got == []
+
+    drive(kind, body)
+
+
 def test_tcp_answers_a_sender_its_ring_does_not_know_where_it_came_from() -> None:
     async def body(p: Pair, clock: LoopClock) -> None:
         a_box, b_box = Box(), Box()
