@@ -70,3 +70,17 @@ def test_a_virtual_time_sweep_prints_its_table() -> None:
     text = sweep_table({"threshold": 0.99, "rows": [row],
                         "largest_ok": {"delta": {"nodes": 1000}}, "delta_over_periodic": None})
     assert "| delta | 1,000 | **1.000** | **1.000** | 1.3 | 0.013 | – | – | – | – | 1.94 | – | 0 |" in text
+
+
+def test_the_costs_table_names_the_item_that_held_the_rm_longest() -> None:
+    from emulator.experiments.sweep import costs_table
+
+    real = {"mode": "delta", "nodes": 12000, "overloaded": False, "worst_handler": "NodeUpdate",
+            "worst_handler_p99_us": 812.4, "worst_handler_max_us": 4210.0, "schedule_pass_p99_us": 1900.0,
+            "schedule_pass_max_us": 3100.0, "rm_process_us_per_heartbeat": 21.04,
+            "worker_cpu_us_per_node_interval": 9.46}
+    virtual = {"mode": "periodic", "nodes": 1000, "overloaded": True}
+    text = costs_table({"speed": 10.0, "rows": [real, virtual]})
+    assert "| delta | 12,000 | 10.0 | no | 812 (NodeUpdate) | 4,210 | 1,900 / 3,100 | 21.0 | 9.5 |" in text
+    assert "| periodic | 1,000 | 10.0 | **yes** | – | – | – / – | – | – |" in text
+
