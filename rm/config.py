@@ -65,7 +65,7 @@ class RMConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=
     service_time: ServiceTimeConfig = msgspec.field(default_factory=ServiceTimeConfig)
     # Continuous scheduling: nodes offered plus tasks started by one chunk of a pass before it
     # yields to the other events (a count, not wall time, so virtual runs stay deterministic).
-    pass_budget: Annotated[int, msgspec.Meta(ge=1)] = 128
+    pass_budget: Annotated[int, msgspec.Meta(ge=1)] = 32
 
     def __post_init__(self) -> None:
         given = [f"`{n}`" for n in ("credentials", "credentials_env", "credentials_file") if getattr(self, n)]
