@@ -85,6 +85,8 @@ FIGURES: dict[str, Figure] = {
                                     E1_SEEDS20),
     "e2": Figure("docs/e2-sweep.json", "emulator.experiments.sweep:markdown_table",
                  "make e2 && cp runs/e2-sweep/sweep.json docs/e2-sweep.json"),
+    "e2-w2": Figure("docs/e2-sweep-w2.json", "emulator.experiments.sweep:markdown_table",
+                    "make e2-w2 && cp runs/e2-sweep-w2/sweep.json docs/e2-sweep-w2.json"),
     "e2-delta-12000": Figure("docs/e2-delta-12000-speed10.json", "emulator.experiments.sweep:costs_table",
                              "emulator sweep scenarios/e2-scale-sweep.toml --speed 10 --nodes 12000 "
                              "--modes delta --out runs/e2-12k && cp runs/e2-12k/sweep.json "
