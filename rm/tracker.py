@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from rm.cluster import Allocation, Cluster, NodeRecord, NodeState
+from rm.cluster import Allocation, Cluster, NodeRecord
 from rm.context import RMContext
 from rm.ledger import ContainerLedger
 from rm.observer import NodeEvent
@@ -158,7 +158,7 @@ class ResourceTracker:
         ledger = self._ledger
         now = ctx.clock.now()
         node.last_heartbeat_at = now
-        if hb.healthy != (node.state is NodeState.RUNNING):
+        if hb.healthy != node.schedulable:
             host.set_node_health(node, hb.healthy)
         kill: list[int] = []
         containers = node.containers

@@ -70,7 +70,6 @@ class WheelClock:
         self._armed_slot = -1  # the slot the loop timer is armed for
         self._handle: asyncio.TimerHandle | None = None
         self._running = False
-        self.fired = 0
 
     def call_later(self, delay: float, callback: Callable[..., Any], *args: Any) -> WheelTimer:
         timer = WheelTimer(callback, args)
@@ -128,7 +127,6 @@ class WheelClock:
                     if fn is not None:
                         timer.fn = None
                         args, timer.args = timer.args, ()
-                        self.fired += 1
                         fn(*args)
         finally:
             self._running = False
