@@ -59,7 +59,7 @@ SYNC_RETRY_INTERVALS = 2.0
 class _Watch:
     """What a watcher knows about one predecessor."""
 
-    __slots__ = ("heard", "last", "ping_sent", "pinged_at", "stall_reported_at")
+    __slots__ = ("heard", "last", "ping_sent", "pinged_at", "stall_reported_at", "vouched")
 
     def __init__(self, now: float) -> None:
         self.last = now  # last liveness (or when we started watching)
@@ -67,6 +67,9 @@ class _Watch:
         self.ping_sent = -1.0  # the ping awaiting its answer (a round-trip sample, late or not)
         self.heard = True  # ring detector: heard since the previous tick
         self.stall_reported_at = -1e18
+        # Its liveness comes as timestamps the channel guarantees until it says otherwise
+        # (``sender_stopped`` / ``liveness_lossy``): no timer needs to watch it meanwhile.
+        self.vouched = False
 
 
 class RingMonitor:
@@ -110,6 +113,11 @@ class RingMonitor:
         self.watching: dict[int, _Watch] = {}
         self._seq = 0
         self._next_tick = 0.0
+        # kring: successors whose watcher holds our liveness as a timestamp the channel vouches
+        # for (see ``PeerChannel.stopped``), at the version we advertised: nothing to send them
+        # until that version or our state changes.
+        self._told: set[int] = set()
+        self._told_version = -2
         self._tick_timer: Timer | None = None
         self._check_timer: Timer | None = None
         self._check_at = float("inf")
@@ -141,6 +149,9 @@ class RingMonitor:
         """Stop sending and watching (crash, resync, shutdown). Sends nothing."""
         if self.machine_id >= 0:
             self._peers.unbind(self.machine_id, self)
+            last = self._next_tick - self._interval
+            for dst in self.successors:
+                self._peers.stopped(dst, self.machine_id, last)
         for timer in (self._tick_timer, self._check_timer):
             if timer is not None:
                 timer.cancel()
@@ -149,6 +160,7 @@ class RingMonitor:
         self.active = self.member = False
         self.view = None
         self.successors = ()
+        self._told.clear()
         self.watching = {}
         self._sync_asked = self._joined_version = self._prev_version = -1
         self._sync_at = -1e18
@@ -173,11 +185,21 @@ class RingMonitor:
         if self.successors:
             self._seq += 1
             stalled, version = self._stall_age(), self._advertised()
+            told = self._told
+            if version != self._told_version:
+                told.clear()  # our watchers should hear the version we now advertise
+                self._told_version = version
             msg: Liveness | None = None
             touch, me = self._peers.touch, self.machine_id
             for dst in self.successors:
-                if stalled == 0.0 and touch(dst, me, version):
-                    continue
+                if stalled == 0.0:
+                    if dst in told:
+                        continue
+                    if touch(dst, me, version):
+                        if not self._in_loop:  # the paper's ring needs a timestamp each tick
+                            told.add(dst)
+                        continue
+                told.discard(dst)
                 if msg is None:
                     msg = Liveness(
                         sender=self.machine_id, seq=self._seq, stalled_s=stalled, ring_version=version
@@ -212,10 +234,12 @@ class RingMonitor:
             return
         now = self._clock.now()
         # The common case, once an interval: every predecessor was heard lately and none is
-        # being pinged; only the next deadline is to be armed.
+        # being pinged; only the next deadline is to be armed, and none for those vouched for.
         suspect = self._suspect_s - _EPS
         oldest = float("inf")
         for w in self.watching.values():
+            if w.vouched:
+                continue
             if w.pinged_at >= 0 or now - w.last >= suspect:
                 break
             if w.last < oldest:
@@ -227,6 +251,8 @@ class RingMonitor:
         nxt = float("inf")
         ping_s = self._ping_s + self.ping_rtt.timeout()
         for pred, w in self.watching.items():
+            if w.vouched:
+                continue
             if w.pinged_at >= 0:
                 if now - w.pinged_at >= ping_s - _EPS:
                     self._report(pred, "silent")
@@ -278,6 +304,9 @@ class RingMonitor:
                 w.last = now
                 w.pinged_at = -1.0
                 w.heard = True
+                if w.vouched:  # as a message it may stop without notice: our timer watches
+                    w.vouched = False
+                    self._arm(now + self._suspect_s)
                 if (
                     not self._in_loop
                     and stalled > self._cfg.grace_s
@@ -316,7 +345,25 @@ class RingMonitor:
         w.last = self._clock.now()
         w.pinged_at = -1.0
         w.heard = True
+        w.vouched = True
         return True
+
+    def sender_stopped(self, sender: int, last_s: float) -> None:
+        w = self.watching.get(sender)
+        if w is not None and w.vouched:
+            w.vouched = False
+            w.last = max(w.last, last_s)  # its last tick: when its liveness would have come
+            self._arm(w.last + self._suspect_s)
+
+    def liveness_lossy(self) -> None:
+        self._told.clear()  # as a sender: our liveness must go as messages, which may be lost
+        now, interval = self._clock.now(), self._interval
+        for w in self.watching.values():
+            if w.vouched:
+                # Vouched for until now, so it ticked on schedule since we last heard it.
+                w.vouched = False
+                w.last += (now - w.last + _EPS) // interval * interval
+                self._arm(w.last + self._suspect_s)
 
     def from_rm(self, msg: Any) -> None:
         """A ring message on the node's RM connection."""
@@ -414,6 +461,11 @@ class RingMonitor:
                 succs.append(nxt)
             if prv is not None and prv != me and prv not in preds:
                 preds.append(prv)
+        last = self._next_tick - self._interval
+        for dst in self.successors:
+            if dst not in succs:
+                self._peers.stopped(dst, me, last)
+                self._told.discard(dst)
         self.successors = tuple(succs)
         now = self._clock.now()
         old = self.watching
@@ -429,10 +481,9 @@ class RingMonitor:
                     self._to_peer(p, LivenessPing(sender=self.machine_id))
                     self.stats.pings_sent += 1
                     self.stats.new_pred_pings += 1
-        if self.watching:
-            ping_s = self._ping_s + self.ping_rtt.timeout()
-            self._arm(min(w.pinged_at + ping_s if w.pinged_at >= 0 else w.last + self._suspect_s
-                          for w in self.watching.values()))
+        ping_s = self._ping_s + self.ping_rtt.timeout()
+        self._arm(min((w.pinged_at + ping_s if w.pinged_at >= 0 else w.last + self._suspect_s
+                       for w in self.watching.values() if not w.vouched), default=float("inf")))
 
     def _removed(self) -> None:
         self._log.info("ring.removed_self", machine_id=self.machine_id)

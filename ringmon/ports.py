@@ -34,6 +34,14 @@ class PeerReceiver(Protocol):
         """``sender`` sent a liveness now (not stalled, advertising ``ring_version``): record it as
         a timestamp if that is all the message would do; False: it must come as a message."""
 
+    def sender_stopped(self, sender: int, last_s: float) -> None:
+        """``sender``, whose liveness came as timestamps, sends no more to us (it left, or we are
+        no longer its successor): its silence counts from ``last_s``, its last tick."""
+
+    def liveness_lossy(self) -> None:
+        """Liveness may be lost from now on (injected loss): no timestamp vouches for a
+        predecessor of ours, nor for us to a successor, any more."""
+
 
 class PeerChannel(Protocol):
     def bind(self, machine_id: int, receiver: PeerReceiver) -> None:
@@ -50,6 +58,13 @@ class PeerChannel(Protocol):
         """Liveness at the cost of a timestamp: when nothing can lose, delay or hold a liveness
         to ``dst`` (one process, no fault), write it on ``dst``'s watcher and return True;
         otherwise return False and the sender sends the message."""
+
+    def stopped(self, dst: int, sender: int, last_s: float) -> None:
+        """``sender`` will send ``dst`` no more liveness (it left, or its ring changed; ``last_s``:
+        its last tick). A timestamp ``touch`` accepted is a promise: until this call (or injected
+        loss, ``PeerReceiver.liveness_lossy``) the watcher may take ``sender`` as heard on every
+        tick, so neither side needs a timer or a message for it (kring). The call tells the
+        watcher (``PeerReceiver.sender_stopped``)."""
 
 
 class RingCounters(msgspec.Struct):

@@ -30,6 +30,12 @@ class Box:
     def heard_from(self, sender: int, ring_version: int) -> bool:
         return False  # every liveness as a message, to see it
 
+    def sender_stopped(self, sender: int, last_s: float) -> None:
+        pass
+
+    def liveness_lossy(self) -> None:
+        pass
+
 
 class Pair:
     """Two "processes": channel ``a`` hosts some machine ids, channel ``b`` others. In memory both

@@ -209,6 +209,12 @@ def test_liveness_carries_the_advertised_version() -> None:
             def heard_from(self, sender: int, ring_version: int) -> bool:
                 return False
 
+            def sender_stopped(self, sender: int, last_s: float) -> None:
+                pass
+
+            def liveness_lossy(self) -> None:
+                pass
+
         net.peers.bind(2, Recorder())
         clock.advance_to(clock.now() + 2.0)
         assert got and isinstance(got[-1], Liveness) and got[-1].ring_version == 1

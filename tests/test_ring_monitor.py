@@ -253,3 +253,47 @@ def test_a_catch_up_delta_from_a_version_left_since_is_ignored() -> None:
         assert m.view.version == 3 and m.view.ids == (1, 2, 3, 4, 5, 6, 7, 10)
 
     drive(body)
+
+
+def test_quiet_kring_between_local_nodes_costs_one_timer_and_no_traffic_per_node() -> None:
+    """Liveness a timestamp vouches for is a promise kept until the sender says it stopped: a
+    quiet ring of nodes of one process arms one timer per node (its tick) and sends nothing,
+    yet injected loss brings every watcher's own timer back, and a crash is still found."""
+
+    def body(clock: FakeClock) -> None:
+        net = Net(clock, 100)
+        clock.advance_to(clock.now() + 5.0)
+        assert clock.pending() == 100  # the ticks; no watcher polls a vouched predecessor
+        sent, logical = net.peers.counters.sent, net.stats.liveness_sent
+        clock.advance_to(clock.now() + 30.0)
+        assert net.peers.counters.sent == sent  # not even a timestamp
+        assert net.stats.liveness_sent - logical >= 1.5 * 100 * 30  # still counted as liveness
+        assert all(not net.reports(i) for i in net.mon)
+
+        net.peers.set_loss(0.5)
+        assert clock.pending() > 150  # watchers' own timers again
+        clock.advance_to(clock.now() + 10.0)
+        assert net.peers.counters.sent > sent + 100 * 10  # liveness as messages, some lost
+        net.peers.set_loss(0.0)
+        clock.advance_to(clock.now() + 10.0)
+        assert clock.pending() == 100
+
+        net.mon[10].leave()  # crash: it tells its watchers when it last ticked
+        t0 = clock.now()
+        clock.advance_to(clock.now() + 1.5)
+        assert {i for i in net.mon if any(r.suspect == 10 for r in net.reports(i))} >= {11, 74}
+        assert clock.now() - t0 <= 1.5
+
+    drive(body)
+
+
+def test_the_papers_ring_keeps_a_timestamp_each_tick() -> None:
+    def body(clock: FakeClock) -> None:
+        net = Net(clock, 100, detector="ring")
+        clock.advance_to(clock.now() + 5.0)
+        sent = net.peers.counters.sent
+        clock.advance_to(clock.now() + 10.0)
+        assert net.peers.counters.sent - sent == 100 * 10  # one successor, one timestamp a tick
+        assert clock.pending() == 100
+
+    drive(body)

@@ -142,6 +142,12 @@ class _GatedReceiver:
         # A paused process holds its messages: a liveness to it must wait as a message.
         return not self._gate.paused and self._inner.heard_from(sender, ring_version)
 
+    def sender_stopped(self, sender: int, last_s: float) -> None:
+        self._gate.run(self._inner.sender_stopped, sender, last_s)
+
+    def liveness_lossy(self) -> None:
+        self._gate.run(self._inner.liveness_lossy)
+
 
 class GatedPeers:
     """The peer channel as code inside the process sees it: deliveries go through the gate."""
@@ -166,6 +172,9 @@ class GatedPeers:
 
     def touch(self, dst: int, sender: int, ring_version: int) -> bool:
         return self._inner.touch(dst, sender, ring_version)
+
+    def stopped(self, dst: int, sender: int, last_s: float) -> None:
+        self._inner.stopped(dst, sender, last_s)
 
 
 class RingParts:

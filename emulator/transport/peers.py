@@ -36,6 +36,10 @@ class PeerBindings:
     def set_loss(self, fraction: float) -> None:
         if not 0.0 <= fraction <= 1.0:
             raise ValueError(f"loss fraction must be in [0, 1], got {fraction}")
+        if fraction > 0.0 and self.loss == 0.0:
+            for stack in list(self._bound.values()):
+                for receiver in stack:
+                    receiver.liveness_lossy()
         self.loss = fraction
 
     def bind(self, machine_id: int, receiver: PeerReceiver) -> None:
@@ -54,6 +58,12 @@ class PeerBindings:
         """Who gets messages for ``machine_id``: the latest of its binders still bound."""
         stack = self._bound.get(machine_id)
         return stack[-1] if stack else None
+
+    def stopped(self, dst: int, sender: int, last_s: float) -> None:
+        # Only a receiver of this process can have taken timestamps from the sender.
+        receiver = self.receiver(dst)
+        if receiver is not None:
+            receiver.sender_stopped(sender, last_s)
 
     def _hand_over(self, dst: int, msg: Any) -> None:
         # Resolved at delivery: a message to an id whose owner crashed goes nowhere.
