@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench e1 e2 e2-w2 e2-many-core e3 e3-tcp e4 e5 e5-cluster baselines recovery soak fuzz clean chromium traces
+.PHONY: run test lint bench e1 e2 e2-w2 e2-dask e2-many-core e3 e3-tcp e4 e5 e5-cluster baselines recovery soak fuzz clean chromium traces
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or run: make PYTHON=python3 ...)"; exit 1; }
@@ -46,6 +46,10 @@ e2: $(STAMP)
 
 e2-w2: $(STAMP)
 	$(BIN)/emulator sweep scenarios/e2-scale-sweep.toml --duration 400 --workers 2 --out runs/e2-sweep-w2
+
+# E2 with the node hosts as tasks on a Dask LocalCluster (one worker process per slice), the RM here.
+e2-dask: $(STAMP)
+	$(BIN)/emulator sweep scenarios/e2-scale-sweep.toml --duration 400 --cluster local --out runs/e2-sweep-dask
 
 # E2 on a many-core machine: one node-host process per core less the RM's, at 12,000-48,000 nodes;
 # prints which process saturated first at each mode's limit (~25 min).

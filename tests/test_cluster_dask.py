@@ -145,3 +145,47 @@ def test_cluster_flags_a_run_cannot_use_are_errors_before_anything_runs(
     assert main(["run", scenario, "--out", str(tmp_path / "out"), "--quiet", *flags]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_sweep_hosts_its_nodes_on_a_local_dask_cluster_and_measures_them(tmp_path: Path) -> None:
+    """`emulator sweep --cluster local:2`: each point's node slices run as Dask tasks on a
+    LocalCluster the sweep starts, and the sweep's figures (node host CPU beside the RM's) come
+    from their reports as from worker processes."""
+    sc = tmp_path / "sweep.toml"
+    sc.write_text(SCENARIO.format(nodes=60, duration=40) + "[sweep]\nnodes = [60]\nmodes = [\"delta\"]\n")
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "emulator", "sweep", str(sc), "--out", str(out), "--cluster", "local:2"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads((out / "sweep.json").read_text())
+    assert result["hosting"] == "dask local:2"
+    (row,) = result["rows"]
+    assert row["workers"] == 2  # both slices reported back through Dask
+    assert row["h1"] == 1.0 and row["worker_cpu_us_per_node_interval"] > 0
+    assert (out / "delta-60" / "summary.json").exists()
+
+
+def test_a_sweeps_node_hosts_are_tasks_on_the_given_cluster(
+    tmp_path: Path, cluster: tuple[distributed.Client, str]
+) -> None:
+    client, address = cluster
+    sc = tmp_path / "sweep.toml"
+    sc.write_text(SCENARIO.format(nodes=40, duration=30) + "[sweep]\nnodes = [40]\nmodes = [\"delta\"]\n")
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "emulator", "sweep", str(sc), "--out", str(out), "--cluster", address],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    prefixes = client.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.task_prefixes))
+    assert "hbemu-slice" in prefixes  # the scheduler ran the node slices
+    assert json.loads((out / "sweep.json").read_text())["rows"][0]["workers"] == 2
+
+
+def test_a_sweep_refuses_a_bad_local_cluster_size(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sc = tmp_path / "sweep.toml"
+    sc.write_text(SCENARIO.format(nodes=60, duration=40) + "[sweep]\nnodes = [60]\n")
+    assert main(["sweep", str(sc), "--cluster", "local:0", "--out", str(tmp_path / "o")]) == 2
+    assert "local:N with N >= 1" in capsys.readouterr().err

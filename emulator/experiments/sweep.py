@@ -12,12 +12,14 @@ into the virtual-time variant.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import csv
 import statistics
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from rich.console import Console
@@ -28,6 +30,9 @@ from emulator.harness.runner import run_blocking
 from emulator.results.summary import write_results
 from emulator.scenario.loader import ScenarioError, scenario_from_dict
 from emulator.scenario.schema import SweepConfig, scale_tasks
+
+if TYPE_CHECKING:
+    from emulator.harness.cluster import ClusterOptions
 
 
 def load_sweep(path: Path) -> tuple[dict[str, Any], SweepConfig]:
@@ -200,10 +205,39 @@ def _fmt(v: Any, spec: str = ".4f") -> str:
     return format(v, spec) if isinstance(v, float) else f"{v:,}"
 
 
+@contextlib.contextmanager
+def dask_hosts(spec: str | None, slices: int) -> Iterator[ClusterOptions | None]:
+    """``--cluster``: None (worker processes, as ``emulator run``), a Dask scheduler's address, or
+    ``local`` / ``local:N``: a Dask LocalCluster of N worker processes (default: one per slice of
+    nodes) on loopback, for the whole sweep."""
+    if spec is None:
+        yield None
+        return
+    from emulator.harness.cluster import ClusterError, ClusterOptions
+
+    if spec != "local" and not spec.startswith("local:"):
+        yield ClusterOptions(spec)
+        return
+    count = spec.partition(":")[2]
+    if count and not (count.isdigit() and int(count) >= 1):
+        raise ScenarioError(f"--cluster {spec}: expected local or local:N with N >= 1")
+    try:
+        import distributed
+    except ImportError as err:
+        raise ClusterError(f"--cluster {spec}: needs Dask (pip install 'hbemu[cluster]')") from err
+    with distributed.LocalCluster(  # type: ignore[no-untyped-call]
+        n_workers=int(count) if count else slices, threads_per_worker=1, processes=True,
+        dashboard_address=None, host="127.0.0.1",
+    ) as local:
+        yield ClusterOptions(local.scheduler_address, ("127.0.0.1", 0))
+
+
 def run_sweep(path: Path, out: Path, plots_dir: Path | None, nodes: list[int] | None,
               modes: list[str] | None, duration: float | None, console: Console,
-              workers: int | str | None = None, speed: float | None = None) -> dict[str, Any]:
-    """``workers``, ``speed``: override ``transport.workers`` (a count or "auto") and ``run.speed``."""
+              workers: int | str | None = None, speed: float | None = None,
+              cluster: str | None = None) -> dict[str, Any]:
+    """``workers``, ``speed``: override ``transport.workers`` (a count or "auto") and ``run.speed``;
+    ``cluster``: host the nodes on a Dask cluster (see ``dask_hosts``)."""
     base, cfg = load_sweep(path)
     if duration is not None:
         base.setdefault("run", {})["duration_s"] = duration
@@ -215,18 +249,24 @@ def run_sweep(path: Path, out: Path, plots_dir: Path | None, nodes: list[int] | 
     use_modes = modes or list(cfg.modes)
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
-    for n in counts:
-        for mode in use_modes:
-            sc = point(base, cfg, n, mode, str(path))
-            console.print(f"[bold]{mode}[/] {n:,} nodes ({sc.run.clock}, {sc.transport.kind}) ...", end=" ")
-            outcome = run_blocking(sc)
-            write_results(outcome, out / f"{mode}-{n}")  # summary.json + timeseries.csv per point
-            row = measure(outcome)
-            for key in ("heartbeats_sent", "heartbeats_skipped"):
-                row[key] = int(row[key])
-            rows.append(row)
-            console.print(f"h1={_fmt(row['h1'])} h2={_fmt(row['h2'])} RM CPU {row['rm_cpu_percent']:.1f}% "
-                          f"({row['wall_s']:.0f}s wall)")
+    first = point(base, cfg, counts[0], use_modes[0], str(path))
+    if cluster is not None and first.transport.kind != "tcp":
+        raise ScenarioError(f'--cluster: needs transport.kind = "tcp", got "{first.transport.kind}"')
+    slices = first.transport.worker_processes() if first.transport.kind == "tcp" else 0
+    with dask_hosts(cluster, slices) as hosts:
+        for n in counts:
+            for mode in use_modes:
+                sc = point(base, cfg, n, mode, str(path))
+                console.print(f"[bold]{mode}[/] {n:,} nodes ({sc.run.clock}, {sc.transport.kind}) ...",
+                              end=" ")
+                outcome = run_blocking(sc, cluster=hosts)
+                write_results(outcome, out / f"{mode}-{n}")  # summary.json + timeseries.csv per point
+                row = measure(outcome)
+                for key in ("heartbeats_sent", "heartbeats_skipped"):
+                    row[key] = int(row[key])
+                rows.append(row)
+                console.print(f"h1={_fmt(row['h1'])} h2={_fmt(row['h2'])} "
+                              f"RM CPU {row['rm_cpu_percent']:.1f}% ({row['wall_s']:.0f}s wall)")
     t = Table(title=f"sweep {path.name}")
     cols = ("mode", "nodes", "h1", "h2", "RM CPU %", "busy", "µs/hb", "msgs/node/min", "skipped",
             "lateness p99 s", "wall s")
@@ -261,11 +301,11 @@ def run_sweep(path: Path, out: Path, plots_dir: Path | None, nodes: list[int] | 
         w = csv.DictWriter(f, keys, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
-    first = point(base, cfg, counts[0], use_modes[0], str(path))
     result = {
         "file": str(path), "threshold": cfg.threshold, "rows": rows, "calibration_us": fit,
         "speed": first.run.speed, "clock": first.run.clock, "transport": first.transport.kind,
-        "workers": first.transport.worker_processes() if first.transport.kind == "tcp" else None,
+        "workers": slices or None,
+        "hosting": None if slices == 0 else "processes" if cluster is None else f"dask {cluster}",
         "largest_ok": {m: {"nodes": v[0], "limited_by_sweep": not v[1]} for m, v in limits.items()},
         "delta_over_periodic": ratio,
     }
@@ -401,7 +441,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             raise ScenarioError(f"--workers: expected a count >= 1 or auto, got {args.workers!r}")
         workers = args.workers if args.workers == "auto" else int(args.workers)
     run_sweep(path, out, Path(args.plots_dir) if args.plots_dir else None, nodes, modes, args.duration,
-              Console(width=150), workers, args.speed)
+              Console(width=150), workers, args.speed, args.cluster)
     return 0
 
 
@@ -416,4 +456,7 @@ def add_command(sub: Any) -> None:
     s.add_argument("--duration", type=float, help="override run.duration_s")
     s.add_argument("--workers", help="override transport.workers: node-host processes (a count, or auto)")
     s.add_argument("--speed", type=float, help="override run.speed (real time)")
+    s.add_argument("--cluster", metavar="ADDRESS|local[:N]",
+                   help="host the nodes on a Dask cluster: a scheduler's address, or local[:N] for a "
+                        "LocalCluster of N worker processes started for the sweep (docs/cluster.md)")
     s.set_defaults(func=cmd_sweep)
