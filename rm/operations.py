@@ -26,13 +26,13 @@ class OperationSpec(msgspec.Struct, frozen=True, kw_only=True):
     usage: TaskUsage | None = None
 
 
-class Task:
-    __slots__ = ("attempts", "duration_s", "index")
-
-    def __init__(self, index: int, duration_s: float) -> None:
-        self.index = index
-        self.duration_s = duration_s
-        self.attempts = 0
+class Task(msgspec.Struct, gc=False):
+    # Untracked by the garbage collector (it holds only numbers): a job's thousands of tasks,
+    # created at once, would otherwise be scanned by every young collection while they are new
+    # (tens of ms of a real-time RM's loop at E2's sizes).
+    index: int
+    duration_s: float
+    attempts: int = 0
 
 
 class Pool:

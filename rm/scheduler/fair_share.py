@@ -203,24 +203,28 @@ def _tree(
     for op in operations:
         by_pool.setdefault(id(op.pool), []).append(op)
     leaves: dict[int, _Node] = {}
+    return _make(root, by_pool, leaves, cap), leaves
 
-    def make(p: Pool) -> _Node:
-        n = _Node(p.name, p.weight, p.min_share.cpu / cap[0], p.min_share.ram_gib / cap[1])
-        for op in by_pool.get(id(p), []):
-            leaf = _Node(op.name, op.weight, op.min_share.cpu / cap[0], op.min_share.ram_gib / cap[1])
-            leaf.op_id = op.id
-            shares = (op.demand.cpu / cap[0], op.demand.ram_gib / cap[1])
-            dom = max(shares)
-            tasks = op.running + len(op.pending)
-            if dom > 0 and tasks > 0:
-                leaf.direction = (shares[0] / dom, shares[1] / dom)
-                leaf.cap = tasks * dom
-                leaves[op.id] = leaf
-            n.children.append(leaf)
-        n.children.extend(make(c) for c in p.children)
-        return n
 
-    return make(root), leaves
+def _make(
+    p: Pool, by_pool: dict[int, list[Operation]], leaves: dict[int, _Node], cap: tuple[float, float]
+) -> _Node:
+    # A module function, not a recursive closure: that would be a reference cycle holding the
+    # whole tree until the garbage collector found it (each sample, in a real-time RM's loop).
+    n = _Node(p.name, p.weight, p.min_share.cpu / cap[0], p.min_share.ram_gib / cap[1])
+    for op in by_pool.get(id(p), []):
+        leaf = _Node(op.name, op.weight, op.min_share.cpu / cap[0], op.min_share.ram_gib / cap[1])
+        leaf.op_id = op.id
+        shares = (op.demand.cpu / cap[0], op.demand.ram_gib / cap[1])
+        dom = max(shares)
+        tasks = op.running + len(op.pending)
+        if dom > 0 and tasks > 0:
+            leaf.direction = (shares[0] / dom, shares[1] / dom)
+            leaf.cap = tasks * dom
+            leaves[op.id] = leaf
+        n.children.append(leaf)
+    n.children.extend(_make(c, by_pool, leaves, cap) for c in p.children)
+    return n
 
 
 def progressive_filling(
