@@ -24,7 +24,7 @@ from rm.config import RMConfig
 from rm.context import RMContext
 from rm.counters import RMCounters
 from rm.dispatcher import Dispatcher, Handler
-from rm.journal import AnyRecord, Journal, JournalState, PoolAdded, Submitted
+from rm.journal import AnyRecord, Journal, JournalState, JournalWriteFailed, PoolAdded, Submitted
 from rm.life import RMLife, operation_event
 from rm.membership import MembershipService
 from rm.observer import RMObserver
@@ -91,6 +91,7 @@ class ResourceManager:
         self.events: Dispatcher[SchedulerItem] = Dispatcher(clock, self._handle_event)
         self.journal = journal
         self._compact_after = COMPACT_MIN
+        self._compacting = False
         self.up = True
         self._stopped = False
         self._epoch = 0
@@ -339,6 +340,9 @@ class ResourceManager:
         if self.up:
             raise RuntimeError("recover() is for an RM that crashed")
         state = self.journal.read() if self.journal is not None else JournalState()
+        if state.torn_line is not None:
+            # A crash in the middle of a write: that record was never acted on.
+            self.log.warning("journal.torn_line_skipped", line=state.torn_line)
         self._epoch = state.epoch + 1
         life = self._life = RMLife(
             self._ctx, self.events.submit, self._epoch, state.next_op_id, state.next_container_id
@@ -361,9 +365,28 @@ class ResourceManager:
     def _journal(self, rec: AnyRecord) -> None:
         j = self.journal
         if j is not None and j.is_open:
-            j.append(rec)
-            if j.appended > self._compact_after:
-                self._write_snapshot()
+            try:
+                j.append(rec)
+            except JournalWriteFailed as err:
+                self._journal_failed(err)
+                raise
+            if j.appended > self._compact_after and not self._compacting:
+                # Records are written before the change they describe: snapshot once it is made.
+                self._compacting = True
+                self.clock.call_later(0.0, self._compact)
+
+    def _compact(self) -> None:
+        self._compacting = False
+        j = self.journal
+        if self.up and not self._stopped and j is not None and j.is_open and j.appended > self._compact_after:
+            self._write_snapshot()
+
+    def _journal_failed(self, err: JournalWriteFailed) -> None:
+        """The RM can no longer record what it does: it stops acting (the caller unwinds, the
+        harness ends the run); said once."""
+        if not self._stopped:
+            self.log.error("journal.write_failed", path=str(err.path), error=str(err))
+            self.stop()
 
     def durable_state(self) -> list[AnyRecord]:
         """The live work as journal records: what a compacted journal holds now."""
@@ -374,11 +397,24 @@ class ResourceManager:
         life = self._life
         return len(life.recovery.waiting) if life.recovery is not None and life.recovery.active else None
 
+    def waiting_by_operation(self) -> dict[int, int]:
+        """Journaled containers not yet back on a node, per operation id (running, on no node)."""
+        rec = self._life.recovery
+        out: dict[int, int] = {}
+        if rec is not None and rec.active:
+            for w in rec.waiting.values():
+                out[w.op.id] = out.get(w.op.id, 0) + 1
+        return out
+
     def _write_snapshot(self) -> None:
         """Rewrite the journal as the live state (start, recovery, and when it grew too long)."""
         assert self.journal is not None
         records = self._life.journal_snapshot()
-        self.journal.rewrite(records)
+        try:
+            self.journal.rewrite(records)
+        except JournalWriteFailed as err:
+            self._journal_failed(err)
+            raise
         if not self.journal.is_open:
             self.journal.open()
         self._compact_after = max(COMPACT_MIN, COMPACT_RATIO * len(records))

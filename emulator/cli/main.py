@@ -31,6 +31,7 @@ from emulator.scenario.checks import timing_notes
 from emulator.scenario.footprint import estimate
 from emulator.scenario.loader import ScenarioError, load_scenario
 from emulator.scenario.schema import Scenario
+from rm.journal import JournalCorrupt
 
 if TYPE_CHECKING:
     from emulator.harness.cluster import ClusterOptions
@@ -521,6 +522,9 @@ def main(argv: list[str] | None = None) -> int:
     except InvariantViolation as err:
         print(f"invariant violated: {err}", file=sys.stderr)
         return 3
+    except JournalCorrupt as err:  # a run resumed or restarted from a damaged journal
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     except OSError as err:
         if err.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL):
             raise

@@ -87,6 +87,8 @@ class RunOutcome(msgspec.Struct):
     # Stopped before its end (Ctrl-C / SIGTERM): the results cover [0, ended_at_s].
     partial: bool = False
     ended_at_s: float | None = None
+    # Stopped early by an error (a journal write that failed): what it was; ``partial`` is set.
+    failure: str | None = None
     # Per-pool and per-entry shares over time, one row per row of ``rows`` (emulator.measure.shares).
     share_columns: tuple[str, ...] = ()
     share_rows: list[tuple[float, ...]] = msgspec.field(default_factory=list)

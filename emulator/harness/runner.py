@@ -219,6 +219,7 @@ async def _run(
     if guard.stopped:
         out.partial = True
         out.ended_at_s = round(clock.now(), 3)
+        out.failure = str(guard.failure) if guard.failure is not None else None
     return out
 
 

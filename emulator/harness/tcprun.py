@@ -261,6 +261,8 @@ class TcpRM:
         if not finished:
             out.partial = True
             out.ended_at_s = round(self.clock.now(), 3)
+            failure = self.guard.failure if self.guard is not None else None
+            out.failure = str(failure) if failure is not None else None
         return out
 
     def _merge_intervals(

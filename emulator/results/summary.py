@@ -232,6 +232,8 @@ def truth_summary(outcome: RunOutcome) -> dict[str, Any]:
     if outcome.partial:
         out["partial"] = True
         out["ended_at_s"] = outcome.ended_at_s
+    if outcome.failure is not None:
+        out["failure"] = outcome.failure
     if outcome.dead_workers:
         out["dead_workers"] = [msgspec.structs.asdict(w) for w in outcome.dead_workers]
     lag = outcome.lag

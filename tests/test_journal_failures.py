@@ -1,0 +1,151 @@
+"""A journal that cannot be written stops the run at once (one error line, partial results, exit
+status 5); a damaged journal is one clear error at replay, a torn last line is skipped and said;
+and the invariant checker finds running tasks that sit on no node."""
+
+from __future__ import annotations
+
+import json
+import resource
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from emulator.harness.invariants import InvariantViolation
+from emulator.harness.runner import RunHandle
+from emulator.measure.sampler import SampleRow
+from rm.journal import Epoch, Journal, JournalCorrupt
+from tests.helpers import run_with_handle, scenario
+
+SCENARIO = """
+name = "journal-full"
+[cluster]
+nodes = [{ count = 10, cpu = 8, ram_gib = 32 }]
+[heartbeat]
+mode = "periodic"
+interval_s = 1.0
+[rm]
+journal = true
+[[workload.operations]]
+name = "batch"
+cpu = 1
+ram_gib = 2
+tasks = 3000
+seconds_mean = 5
+seconds_deviation = 1
+[run]
+duration_s = 300
+"""
+
+# The journal of this run reaches ~270 KB; every other file stays under ~120 KB.
+LIMIT = 128 * 1024
+
+
+def _file_size_limit() -> None:
+    # The real thing: the kernel refuses writes past the limit (EFBIG) instead of killing us.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (LIMIT, LIMIT))
+
+
+def test_a_journal_write_refused_by_the_kernel_stops_the_run_with_one_error(tmp_path: Path) -> None:
+    sc = tmp_path / "full.toml"
+    sc.write_text(SCENARIO)
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "emulator", "run", str(sc), "--out", str(out), "--quiet"],
+        preexec_fn=_file_size_limit, capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert proc.returncode == 5, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert lines[0].startswith(f"error: journal {out}/rm-journal.jsonl: write failed: File too large")
+    assert "partial results in" in lines[0]
+    s = json.loads((out / "summary.json").read_text())
+    assert s["partial"] is True and "File too large" in s["failure"]
+    assert s["ended_at_s"] < 300
+    # The RM stopped on its first failed write: no task ran on in its books past that point.
+    events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in events].count("journal.write_failed") == 1
+    failed_at = next(e["t"] for e in events if e["event"] == "journal.write_failed")
+    assert s["ended_at_s"] == pytest.approx(failed_at, abs=1e-3)
+    # The run was checked to its end: every running task on a node (tests turn invariants on).
+    assert s["cpu_utilization"] <= 1.0
+
+
+def test_a_failed_append_is_raised_again_on_every_later_append(tmp_path: Path) -> None:
+    j = Journal(tmp_path / "j.jsonl")
+    j.open()
+    j.append(Epoch(n=1))
+    assert j._file is not None
+    j._file.close()  # the file goes away under the journal (EBADF on the next write)
+    j._file = open("/dev/full", "wb", buffering=0)  # noqa: SIM115 - the journal closes it
+    from rm.journal import JournalWriteFailed
+
+    with pytest.raises(JournalWriteFailed, match="write failed: No space left on device"):
+        j.append(Epoch(n=2))
+    with pytest.raises(JournalWriteFailed):
+        j.append(Epoch(n=3))
+    assert j.appended_total == 1
+    j.close()
+
+
+def _journal(tmp_path: Path, lines: list[bytes]) -> Journal:
+    path = tmp_path / "rm-journal.jsonl"
+    path.write_bytes(b"".join(lines))
+    return Journal(path)
+
+
+def test_a_bad_line_in_the_middle_of_the_journal_is_one_clear_error(tmp_path: Path) -> None:
+    good = b'["epoch",1]\n'
+    j = _journal(tmp_path, [good, b'["end",3,tru\n', b'["end",4,true]\n'])
+    with pytest.raises(JournalCorrupt) as err:
+        j.read()
+    msg = str(err.value)
+    assert msg.startswith(f"{j.path}: line 2: expected a journal record")
+    assert "'[\"end\",3,tru" in msg and "not a write torn by a crash" in msg
+
+
+def test_a_torn_last_line_is_skipped(tmp_path: Path) -> None:
+    j = _journal(tmp_path, [b'["epoch",4]\n', b'["end",3,tr'])
+    state = j.read()
+    assert state.epoch == 4 and state.torn and state.torn_line == 2 and state.records == 1
+
+
+def test_a_running_task_on_no_node_is_an_invariant_violation() -> None:
+    long = {"operations": [{"name": "a", "cpu": 1, "ram_gib": 1, "job_count": 40, "seconds_mean": 10_000}]}
+
+    def vanish(handle: RunHandle, row: SampleRow) -> None:
+        if row.t_s == 30:
+            # What a launch half-made by a failed journal write left: the task counts as running
+            # but its container sits on no node at the RM.
+            node = next(iter(handle.side.rm._life.cluster.nodes.values()))
+            del node.containers[min(node.containers)]
+
+    with pytest.raises(InvariantViolation, match=r"operation a: 32 tasks running, 31 containers on nodes"):
+        run_with_handle(scenario(workload=long, run={"duration_s": 60}), check_invariants=True, on_row=vanish)
+
+
+def test_an_rm_taking_over_a_damaged_journal_says_where_and_exits_2(tmp_path: Path) -> None:
+    import time
+
+    import msgspec
+
+    from tests.test_rm_process_restart import SCENARIO as RM_SCENARIO
+
+    sc = tmp_path / "resume.toml"
+    sc.write_text(RM_SCENARIO)
+    out = tmp_path / "rm"
+    out.mkdir()
+    record = {"scenario": "resume", "epoch": time.time() - 5, "speed": 20.0, "finished": False}
+    (out / "rm-run.json").write_bytes(msgspec.json.encode(record))
+    (out / "rm-journal.jsonl").write_bytes(b'["epoch",1]\n["ids",1,x\n["epoch",2]\n')
+    proc = subprocess.run(
+        [sys.executable, "-m", "emulator", "rm", str(sc), "--out", str(out), "--listen", "127.0.0.1:0",
+         "--recover", "--quiet"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert f"error: {out}/rm-journal.jsonl: line 2: expected a journal record" in proc.stderr
