@@ -146,6 +146,27 @@ def test_journaled_launch_the_node_never_got_is_rerun(tmp_path: Path) -> None:
     rm.journal.close()
 
 
+def test_the_last_node_back_is_answered_before_the_launches_recovery_frees(tmp_path: Path) -> None:
+    clock = FakeClock()
+    rm = journaled_rm(clock, tmp_path)  # continuous: the end of recovery runs a pass at once
+    rm.add_pool("p")
+    link = RecordingLink()
+    rm.receive(link, Register(address="n1", resources=Resources(8, 16)))
+    rm.submit_operation(OperationSpec(name="x", pool="p", demand=Resources(2, 2), durations=[50.0] * 6))
+    sent = [c.container_id for m in link.of(LaunchContainers) for c in m.containers]
+    assert len(sent) == 4
+    rm.crash()
+    rm.recover()
+    link2 = RecordingLink()
+    # The node got one launch: recovery ends with this registration and frees room for three.
+    rm.receive(link2, Register(address="n1", resources=Resources(8, 16),
+                               containers=(ContainerStatus(sent[0], "running"),)))
+    kinds = [type(m).__name__ for m in link2.sent]
+    assert kinds[0] == "RegisterResponse" and "LaunchContainers" in kinds, kinds
+    assert rm.journal is not None
+    rm.journal.close()
+
+
 def test_scheduling_is_held_until_the_journaled_containers_are_back(tmp_path: Path) -> None:
     clock = FakeClock()
     rm = journaled_rm(clock, tmp_path)
