@@ -239,6 +239,7 @@ def truth_summary(outcome: RunOutcome) -> dict[str, Any]:
     lag = outcome.lag
     if lag is not None:
         out["overloaded"] = lag.overloaded
+        out["removals_in_stalls"] = lag.removals_in_stalls  # the emulator's doing, not the nodes'
         out["lag"] = msgspec.to_builtins(lag)
     return out
 
