@@ -26,7 +26,7 @@ from rm.histogram import LogHistogram
 # Stall windows kept per process (the longest, when there are more); the time late counts them all.
 MAX_STALLS = 64
 # A run that spends more than this share of its time late past the threshold is overloaded.
-LATE_SHARE_MAX = 0.01
+LATE_SHARE_MAX = 0.05
 # Without a threshold given, windows are kept from this fraction of the sample interval.
 STALL_FLOOR_FRACTION = 0.05
 
