@@ -97,7 +97,17 @@ class Progress(Record, tag="done", frozen=True):
     tasks: tuple[int, ...]
 
 
-AnyRecord = Epoch | IdMark | PoolAdded | Submitted | Started | Ended | Progress
+class Totals(Record, tag="totals", frozen=True):
+    """Snapshot only: what the run's RM did before the snapshot, over every process that wrote
+    this journal (tasks started and completed), and when each takeover happened (the process
+    before died, the next one took over; emulated s)."""
+
+    started: int
+    completed: int
+    takeovers: tuple[tuple[float, float], ...] = ()
+
+
+AnyRecord = Epoch | IdMark | PoolAdded | Submitted | Started | Ended | Progress | Totals
 
 
 class RunningTask(msgspec.Struct):
@@ -125,12 +135,16 @@ class JournalState(msgspec.Struct):
     next_container_id: int = 1
     records: int = 0
     torn: bool = False
+    # The whole run's history: tasks started and completed in all, and the takeovers.
+    totals: Totals = msgspec.field(default_factory=lambda: Totals(0, 0))
     torn_line: int | None = None  # the torn last line's number, skipped
 
     def apply(self, rec: AnyRecord) -> None:
         self.records += 1
         match rec:
             case Started(cid=cid, op_id=op_id):
+                t = self.totals
+                self.totals = Totals(t.started + 1, t.completed, t.takeovers)
                 op = self.operations.get(op_id)
                 if op is not None:
                     self.running[cid] = RunningTask(op_id, rec.task, rec.address, rec.at)
@@ -140,6 +154,8 @@ class JournalState(msgspec.Struct):
             case Ended(cid=cid, completed=completed):
                 run = self.running.pop(cid, None)
                 if run is not None and completed:
+                    t = self.totals
+                    self.totals = Totals(t.started, t.completed + 1, t.takeovers)
                     op = self.operations[run.op_id]
                     op.completed.add(run.task)
                     if len(op.completed) == len(op.spec.durations):
@@ -154,6 +170,8 @@ class JournalState(msgspec.Struct):
                 self.pools.append(rec)
             case Epoch(n=n):
                 self.epoch = n
+            case Totals():
+                self.totals = rec  # as of the snapshot: its Started records were restatements
             case IdMark():
                 self.next_op_id = max(self.next_op_id, rec.next_op_id)
                 self.next_container_id = max(self.next_container_id, rec.next_container_id)

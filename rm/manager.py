@@ -24,7 +24,7 @@ from rm.config import RMConfig
 from rm.context import RMContext
 from rm.counters import RMCounters
 from rm.dispatcher import Dispatcher, Handler
-from rm.journal import AnyRecord, Journal, JournalState, JournalWriteFailed, PoolAdded, Submitted
+from rm.journal import AnyRecord, Journal, JournalState, JournalWriteFailed, PoolAdded, Submitted, Totals
 from rm.life import RMLife, operation_event
 from rm.membership import MembershipService
 from rm.observer import RMObserver
@@ -102,6 +102,9 @@ class ResourceManager:
         # When a message from any node last arrived (the ring's evidence that someone is alive).
         self.last_inbound_at = clock.now()
         self._timers: list[Periodic] = []
+        # What earlier RM processes of this run did (from the journal when this one takes over).
+        self.earlier = Totals(0, 0)
+        self._taking_over = resume
         if resume:
             if journal is None:
                 raise ValueError("resume needs the journal to resume from")
@@ -334,12 +337,19 @@ class ResourceManager:
             self.membership.reset()
         self._ctx.observers.rm_crashed()
 
-    def recover(self) -> Recovery:
+    def recover(self, died_at: float | None = None) -> Recovery:
         """Start a new life: rebuild pools and operations from the journal, then wait for the
-        nodes to re-register with their containers (``rm.recovery``)."""
+        nodes to re-register with their containers (``rm.recovery``). ``died_at``: when this
+        process takes over from an earlier one, when that one died (emulated s)."""
         if self.up:
             raise RuntimeError("recover() is for an RM that crashed")
         state = self.journal.read() if self.journal is not None else JournalState()
+        if self._taking_over:
+            # Counted once per process: a restart within this process keeps its own counters.
+            self._taking_over = False
+            t = state.totals
+            took = ((died_at if died_at is not None else self.clock.now(), self.clock.now()),)
+            self.earlier = Totals(t.started, t.completed, t.takeovers + took)
         if state.torn_line is not None:
             # A crash in the middle of a write: that record was never acted on.
             self.log.warning("journal.torn_line_skipped", line=state.torn_line)
@@ -410,6 +420,8 @@ class ResourceManager:
         """Rewrite the journal as the live state (start, recovery, and when it grew too long)."""
         assert self.journal is not None
         records = self._life.journal_snapshot()
+        c, e = self._ctx.counters, self.earlier
+        records.append(Totals(e.started + c.allocations, e.completed + c.containers_completed, e.takeovers))
         try:
             self.journal.rewrite(records)
         except JournalWriteFailed as err:

@@ -257,6 +257,7 @@ def outcome(
         costs=costs,
         jobs=side.jobs.report(),
         scheduler_decision_us=side.decisions.summary(),
+        earlier=side.rm.earlier if side.rm.earlier.takeovers else None,
     )
 
 
