@@ -149,3 +149,62 @@ def test_an_rm_taking_over_a_damaged_journal_says_where_and_exits_2(tmp_path: Pa
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     assert f"error: {out}/rm-journal.jsonl: line 2: expected a journal record" in proc.stderr
+
+
+RM_SCENARIO = """
+name = "rm-full"
+[cluster]
+nodes = [{ count = 20, cpu = 8, ram_gib = 32 }]
+[heartbeat]
+mode = "periodic"
+interval_s = 1.0
+[[workload.operations]]
+name = "batch"
+cpu = 1
+ram_gib = 2
+tasks = 3000
+seconds_mean = 5
+[run]
+duration_s = 100
+clock = "realtime"
+speed = 10
+"""
+
+
+def test_a_standalone_rm_whose_journal_fills_stops_with_one_error_and_exit_5(tmp_path: Path) -> None:
+    import re
+    import time
+
+    sc = tmp_path / "rm.toml"
+    sc.write_text(RM_SCENARIO)
+    out = tmp_path / "rm"
+    epoch = time.time() + 2
+    rm = subprocess.Popen(
+        [sys.executable, "-m", "emulator", "rm", str(sc), "--out", str(out), "--start-at", str(epoch),
+         "--quiet"],
+        stderr=subprocess.PIPE, text=True, preexec_fn=_file_size_limit,
+    )
+    nodes = None
+    try:
+        assert rm.stderr is not None
+        said = rm.stderr.readline() + rm.stderr.readline()
+        m = re.search(r"listening on (\S+:\d+)", said)
+        assert m, said
+        nodes = subprocess.Popen(
+            [sys.executable, "-m", "emulator", "nodes", "--connect", m[1], "--scenario", str(sc), "--count",
+             "20", "--start-at", str(epoch), "--credentials-file", str(out / "rm-secret"), "--quiet"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        _, err = rm.communicate(timeout=60)
+    finally:
+        for p in (rm, nodes):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.communicate()
+    assert rm.returncode == 5, err
+    (line,) = err.strip().splitlines()
+    journal = out / "rm-journal.jsonl"
+    assert line.startswith(f"error: journal {journal}: write failed: File too large: the run stopped")
+    assert line.endswith("(start `emulator rm` on it again to resume the run)")
+    s = json.loads((out / "summary.json").read_text())
+    assert s["partial"] is True and s["ended_at_s"] < 100
