@@ -208,3 +208,21 @@ def test_a_standalone_rm_whose_journal_fills_stops_with_one_error_and_exit_5(tmp
     assert line.endswith("(start `emulator rm` on it again to resume the run)")
     s = json.loads((out / "summary.json").read_text())
     assert s["partial"] is True and s["ended_at_s"] < 100
+
+
+def test_recovery_says_it_skipped_a_torn_last_line(tmp_path: Path) -> None:
+    import io
+
+    from emulator.harness.eventlog import make_logger
+    from rm.manager import ResourceManager
+    from tests.helpers import FakeClock
+
+    j = _journal(tmp_path, [b'["epoch",4]\n', b'["end",3,tr'])
+    clock = FakeClock()
+    sink = io.StringIO()
+    rm = ResourceManager(clock, make_logger(clock, sink), heartbeat_mode="delta", journal=j, resume=True)
+    rm.recover()
+    j.close()
+    events = [json.loads(line) for line in sink.getvalue().splitlines()]
+    (torn,) = [e for e in events if e["event"] == "journal.torn_line_skipped"]
+    assert torn["line"] == 2 and torn["level"] == "warning"
