@@ -24,7 +24,8 @@ from rm.config import RMConfig
 from rm.context import RMContext
 from rm.counters import RMCounters
 from rm.dispatcher import Dispatcher, Handler
-from rm.journal import AnyRecord, Journal, JournalState, JournalWriteFailed, PoolAdded, Submitted, Totals
+from rm.durability import Durability
+from rm.journal import AnyRecord, Journal, PoolAdded, Submitted, Totals
 from rm.life import RMLife, operation_event
 from rm.membership import MembershipService
 from rm.observer import RMObserver
@@ -49,9 +50,6 @@ from rm.snapshot import (
 from rm.timers import Periodic
 
 _US = 1e-6
-# Compact the journal when it holds this many times more records than a snapshot would.
-COMPACT_RATIO = 4
-COMPACT_MIN = 100_000
 
 Inbound = tuple[Link | None, object]
 
@@ -90,8 +88,6 @@ class ResourceManager:
         )
         self.events: Dispatcher[SchedulerItem] = Dispatcher(clock, self._handle_event)
         self.journal = journal
-        self._compact_after = COMPACT_MIN
-        self._compacting = False
         self.up = True
         self._stopped = False
         self._epoch = 0
@@ -102,15 +98,16 @@ class ResourceManager:
         # When a message from any node last arrived (the ring's evidence that someone is alive).
         self.last_inbound_at = clock.now()
         self._timers: list[Periodic] = []
-        # What earlier RM processes of this run did (from the journal when this one takes over).
-        self.earlier = Totals(0, 0)
-        self._taking_over = resume
+        self._durability = Durability(
+            journal, clock, log, self._ctx.counters, lambda: self._life.journal_snapshot(),
+            lambda: self.up and not self._stopped, self.stop, resume,
+        )
         if resume:
             if journal is None:
                 raise ValueError("resume needs the journal to resume from")
             self.up = False
-        elif journal is not None:
-            self._write_snapshot()
+        else:
+            self._durability.write_snapshot()
 
     # ---- lifecycle -----------------------------------------------------------------------
 
@@ -329,8 +326,7 @@ class ResourceManager:
         self.inbound.clear()
         self.admission.clear()
         self.events.clear()
-        if self.journal is not None:
-            self.journal.close()
+        self._durability.close()
         self._ctx.counters.restarts += 1
         self.log.warning("rm.crashed", epoch=self._epoch)
         if self.membership is not None:
@@ -343,23 +339,13 @@ class ResourceManager:
         process takes over from an earlier one, when that one died (emulated s)."""
         if self.up:
             raise RuntimeError("recover() is for an RM that crashed")
-        state = self.journal.read() if self.journal is not None else JournalState()
-        if self._taking_over:
-            # Counted once per process: a restart within this process keeps its own counters.
-            self._taking_over = False
-            t = state.totals
-            took = ((died_at if died_at is not None else self.clock.now(), self.clock.now()),)
-            self.earlier = Totals(t.started, t.completed, t.takeovers + took)
-        if state.torn_line is not None:
-            # A crash in the middle of a write: that record was never acted on.
-            self.log.warning("journal.torn_line_skipped", line=state.torn_line)
+        state = self._durability.read(died_at)
         self._epoch = state.epoch + 1
         life = self._life = RMLife(
             self._ctx, self.events.submit, self._epoch, state.next_op_id, state.next_container_id
         )
         recovery = life.recover(state)
-        if self.journal is not None:
-            self._write_snapshot()
+        self._durability.write_snapshot()
         self.up = True
         self.log.info(
             "rm.recovered", epoch=self._epoch, operations=recovery.stats.operations,
@@ -373,30 +359,12 @@ class ResourceManager:
         return recovery
 
     def _journal(self, rec: AnyRecord) -> None:
-        j = self.journal
-        if j is not None and j.is_open:
-            try:
-                j.append(rec)
-            except JournalWriteFailed as err:
-                self._journal_failed(err)
-                raise
-            if j.appended > self._compact_after and not self._compacting:
-                # Records are written before the change they describe: snapshot once it is made.
-                self._compacting = True
-                self.clock.call_later(0.0, self._compact)
+        self._durability.record(rec)
 
-    def _compact(self) -> None:
-        self._compacting = False
-        j = self.journal
-        if self.up and not self._stopped and j is not None and j.is_open and j.appended > self._compact_after:
-            self._write_snapshot()
-
-    def _journal_failed(self, err: JournalWriteFailed) -> None:
-        """The RM can no longer record what it does: it stops acting (the caller unwinds, the
-        harness ends the run); said once."""
-        if not self._stopped:
-            self.log.error("journal.write_failed", path=str(err.path), error=str(err))
-            self.stop()
+    @property
+    def earlier(self) -> Totals:
+        """What earlier RM processes of this run did (when this one took the run over)."""
+        return self._durability.earlier
 
     def durable_state(self) -> list[AnyRecord]:
         """The live work as journal records: what a compacted journal holds now."""
@@ -415,21 +383,6 @@ class ResourceManager:
             for w in rec.waiting.values():
                 out[w.op.id] = out.get(w.op.id, 0) + 1
         return out
-
-    def _write_snapshot(self) -> None:
-        """Rewrite the journal as the live state (start, recovery, and when it grew too long)."""
-        assert self.journal is not None
-        records = self._life.journal_snapshot()
-        c, e = self._ctx.counters, self.earlier
-        records.append(Totals(e.started + c.allocations, e.completed + c.containers_completed, e.takeovers))
-        try:
-            self.journal.rewrite(records)
-        except JournalWriteFailed as err:
-            self._journal_failed(err)
-            raise
-        if not self.journal.is_open:
-            self.journal.open()
-        self._compact_after = max(COMPACT_MIN, COMPACT_RATIO * len(records))
 
     # ---- measurement -------------------------------------------------------------------------
 

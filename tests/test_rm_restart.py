@@ -16,7 +16,7 @@ from emulator.harness.outcome import RunOutcome
 from emulator.harness.runner import RunHandle, run_blocking
 from emulator.results.summary import build_summary
 from emulator.scenario.loader import ScenarioError
-from rm import manager
+from rm import durability
 from rm.journal import Ended, Journal, JournalState, Started, Submitted
 from rm.manager import ResourceManager
 from rm.operations import OperationSpec
@@ -90,7 +90,7 @@ def _state_key(state: JournalState) -> tuple[Any, ...]:
 
 def test_compacted_journal_replays_to_the_live_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Compact every few hundred records: the file is rewritten many times during the run.
-    monkeypatch.setattr(manager, "COMPACT_MIN", 300)
+    monkeypatch.setattr(durability, "COMPACT_MIN", 300)
     summary, _, handle = restart_run(tmp_path, faults=[], rm={"expiry_s": 60, "journal": True})
     rm = handle.side.rm
     assert rm.journal is not None and summary["containers_completed"] > 500
