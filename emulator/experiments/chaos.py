@@ -40,8 +40,8 @@ name = "batch"
 cpu = 1
 ram_gib = 2
 tasks = {tasks}
-seconds_mean = 40
-seconds_deviation = 10
+seconds_mean = 30
+seconds_deviation = 8
 [run]
 duration_s = {duration}
 clock = "realtime"
@@ -115,7 +115,7 @@ class Chaos:
         self.workers = workers
         self.speed = speed
         self.duration_s = duration_s
-        self.tasks = nodes * 10  # ~50 emulated s of work at full occupancy, more with the reruns
+        self.tasks = nodes * 12  # ~45 emulated s of work at full occupancy, more with the reruns
         self.acts = plan(seed, duration_s / speed, workers)
         out.mkdir(parents=True, exist_ok=True)
         self.scenario = out / "chaos.toml"
