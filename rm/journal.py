@@ -18,6 +18,7 @@ run must stop (the harness stops it with partial results), not go on with half-m
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 from pathlib import Path
@@ -267,7 +268,8 @@ class Journal:
                 os.fsync(f.fileno())
             os.replace(tmp, self.path)
         except OSError as err:
-            tmp.unlink(missing_ok=True)  # the old file is whole: rename is the commit point
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)  # the old file is whole: rename is the commit point
             self.failed = JournalWriteFailed(self.path, err)
             raise self.failed from err
         self.appended = 0

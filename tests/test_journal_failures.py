@@ -226,3 +226,17 @@ def test_recovery_says_it_skipped_a_torn_last_line(tmp_path: Path) -> None:
     events = [json.loads(line) for line in sink.getvalue().splitlines()]
     (torn,) = [e for e in events if e["event"] == "journal.torn_line_skipped"]
     assert torn["line"] == 2 and torn["level"] == "warning"
+
+
+def test_a_journal_that_cannot_be_written_at_the_start_is_one_error(tmp_path: Path) -> None:
+    sc = tmp_path / "full.toml"
+    sc.write_text(SCENARIO)
+    out = tmp_path / "out"
+    # The first snapshot is written beside the journal, then renamed over it: make that fail.
+    (out / "rm-journal.jsonl.tmp").mkdir(parents=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "emulator", "run", str(sc), "--out", str(out), "--quiet"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert proc.returncode == 5, proc.stderr
+    assert proc.stderr.strip() == f"error: journal {out}/rm-journal.jsonl: write failed: Is a directory"
