@@ -240,3 +240,19 @@ def test_a_journal_that_cannot_be_written_at_the_start_is_one_error(tmp_path: Pa
     )
     assert proc.returncode == 5, proc.stderr
     assert proc.stderr.strip() == f"error: journal {out}/rm-journal.jsonl: write failed: Is a directory"
+
+
+def test_the_clients_submission_log_fails_and_replays_as_the_journal_does(tmp_path: Path) -> None:
+    from emulator.harness.workload import Submission, SubmissionLog
+    from rm.journal import JournalWriteFailed
+
+    log = SubmissionLog(tmp_path / "workload.jsonl")
+    log._file = open("/dev/full", "wb", buffering=0)  # noqa: SIM115 - the log closes it
+    with pytest.raises(JournalWriteFailed, match=r"workload\.jsonl: write failed: No space left on device"):
+        log.append(Submission("a", 0, True))
+    log.close()
+    log.path.write_bytes(b'["a",0,true]\n["a",1,tr\n["a",2,true]\n')
+    with pytest.raises(JournalCorrupt, match=r"workload\.jsonl: line 2: expected a submission"):
+        log.read()
+    log.path.write_bytes(b'["a",0,true]\n["a",1,tr')
+    assert log.read() == [Submission("a", 0, True)]  # a torn last line
