@@ -90,7 +90,7 @@ class Result:
     summary: dict[str, Any]  # summary.json
     timeseries: Table  # timeseries.csv: one row per sample of emulated time
     jobs: Table  # jobs.csv when the run has one (per-job figures), else an empty table
-    exit_status: int = 0  # as `emulator run` would exit: 4 overloaded real-time run, 130 stopped
+    exit_status: int = 0  # as `emulator run` would exit: 4 overloaded, 5 journal write failed, 130 stopped
     timing: dict[str, Any] = field(default_factory=dict)  # timing.json: wall-clock figures of this run
 
     @property
