@@ -90,7 +90,7 @@ class Result:
     summary: dict[str, Any]  # summary.json
     timeseries: Table  # timeseries.csv: one row per sample of emulated time
     jobs: Table  # jobs.csv when the run has one (per-job figures), else an empty table
-    exit_status: int = 0  # as `emulator run` would exit: 4 overloaded real-time run, 130 stopped
+    exit_status: int = 0  # as `emulator run` would exit: 4 overloaded, 5 journal write failed, 130 stopped
     timing: dict[str, Any] = field(default_factory=dict)  # timing.json: wall-clock figures of this run
 
     @property
@@ -137,7 +137,7 @@ def _prepare(scenario: str | Path | Scenario, out: str | Path | None, given: dic
     """Load and check everything on the caller's thread (a bad scenario raises here, at once);
     return the run itself, for whichever thread runs it."""
     from emulator.cli.execute import execute, run_directory
-    from emulator.results.console import EXIT_OVERLOADED, EXIT_STOPPED
+    from emulator.results.console import EXIT_FAILED, EXIT_OVERLOADED, EXIT_STOPPED
     from emulator.results.recording import fit_warmup
     from emulator.scenario.loader import ScenarioError, load_scenario, with_overrides
     from emulator.scenario.schema import Scenario
@@ -161,6 +161,8 @@ def _prepare(scenario: str | Path | Scenario, out: str | Path | None, given: dic
             lag = outcome.lag
             status = EXIT_STOPPED if outcome.partial else (
                 EXIT_OVERLOADED if lag is not None and lag.overloaded else 0)
+            if outcome.failure is not None:
+                status = EXIT_FAILED
             rec.finish(status)
         return load(directory, status)
 

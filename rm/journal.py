@@ -9,11 +9,17 @@ it acted on. ``fsync=True`` also survives a machine crash, at a disk round-trip 
 
 Recovery replays the file into ``JournalState`` and then rewrites it as a compact snapshot (written
 beside it, then renamed over it). A torn last line (a crash in the middle of a write) ends the
-replay there.
+replay there; a bad line with more after it is damage, not a crash: ``JournalCorrupt``.
+
+A write that fails (disk full, file size limit) raises ``JournalWriteFailed``, and every later
+append raises it again: the RM cannot keep its promise that what it acted on is durable, so the
+run must stop (the harness stops it with partial results), not go on with half-made changes.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 from pathlib import Path
 from typing import IO
@@ -22,6 +28,19 @@ import msgspec
 
 from rm.operations import OperationSpec
 from rm.protocol import Resources
+
+
+class JournalWriteFailed(Exception):
+    """The journal could not be written: the run cannot go on (see the module's docstring)."""
+
+    def __init__(self, path: Path, err: OSError) -> None:
+        super().__init__(f"journal {path}: write failed: {err.strerror or err}")
+        self.path = path
+
+
+class JournalCorrupt(Exception):
+    """A line in the middle of the journal is not a record: replaying past it would silently
+    drop the work it and the lines after it describe."""
 
 
 class Record(msgspec.Struct, tag=True, frozen=True, array_like=True):
@@ -79,7 +98,17 @@ class Progress(Record, tag="done", frozen=True):
     tasks: tuple[int, ...]
 
 
-AnyRecord = Epoch | IdMark | PoolAdded | Submitted | Started | Ended | Progress
+class Totals(Record, tag="totals", frozen=True):
+    """Snapshot only: what the run's RM did before the snapshot, over every process that wrote
+    this journal (tasks started and completed), and when each takeover happened (the process
+    before died, the next one took over; emulated s)."""
+
+    started: int
+    completed: int
+    takeovers: tuple[tuple[float, float], ...] = ()
+
+
+AnyRecord = Epoch | IdMark | PoolAdded | Submitted | Started | Ended | Progress | Totals
 
 
 class RunningTask(msgspec.Struct):
@@ -107,11 +136,16 @@ class JournalState(msgspec.Struct):
     next_container_id: int = 1
     records: int = 0
     torn: bool = False
+    # The whole run's history: tasks started and completed in all, and the takeovers.
+    totals: Totals = msgspec.field(default_factory=lambda: Totals(0, 0))
+    torn_line: int | None = None  # the torn last line's number, skipped
 
     def apply(self, rec: AnyRecord) -> None:
         self.records += 1
         match rec:
             case Started(cid=cid, op_id=op_id):
+                t = self.totals
+                self.totals = Totals(t.started + 1, t.completed, t.takeovers)
                 op = self.operations.get(op_id)
                 if op is not None:
                     self.running[cid] = RunningTask(op_id, rec.task, rec.address, rec.at)
@@ -121,6 +155,8 @@ class JournalState(msgspec.Struct):
             case Ended(cid=cid, completed=completed):
                 run = self.running.pop(cid, None)
                 if run is not None and completed:
+                    t = self.totals
+                    self.totals = Totals(t.started, t.completed + 1, t.takeovers)
                     op = self.operations[run.op_id]
                     op.completed.add(run.task)
                     if len(op.completed) == len(op.spec.durations):
@@ -135,6 +171,8 @@ class JournalState(msgspec.Struct):
                 self.pools.append(rec)
             case Epoch(n=n):
                 self.epoch = n
+            case Totals():
+                self.totals = rec  # as of the snapshot: its Started records were restatements
             case IdMark():
                 self.next_op_id = max(self.next_op_id, rec.next_op_id)
                 self.next_container_id = max(self.next_container_id, rec.next_container_id)
@@ -151,6 +189,7 @@ class Journal:
         self.appended = 0
         self.appended_total = 0
         self.rewrites = 0
+        self.failed: JournalWriteFailed | None = None
 
     def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -161,13 +200,25 @@ class Journal:
         return self._file is not None
 
     def append(self, rec: AnyRecord) -> None:
+        if self.failed is not None:
+            raise self.failed
         f = self._file
         if f is None:
             raise RuntimeError(f"journal {self.path} is not open")
         line = self._encoder.encode(rec) + b"\n"
-        f.write(line)  # unbuffered: in the operating system when this returns
-        if self.fsync:
-            os.fsync(f.fileno())
+        try:
+            view = memoryview(line)
+            while view:  # unbuffered: in the operating system when this returns
+                # A write cut short (at a file size limit) says why only when the rest is written.
+                n = f.write(view)
+                if not n:
+                    raise OSError(errno.EIO, "nothing written")
+                view = view[n:]
+            if self.fsync:
+                os.fsync(f.fileno())
+        except OSError as err:
+            self.failed = JournalWriteFailed(self.path, err)
+            raise self.failed from err
         self.appended += 1
         self.appended_total += 1
 
@@ -177,32 +228,50 @@ class Journal:
             self._file = None
 
     def read(self) -> JournalState:
-        """Replay the file (missing = empty) into the state it describes."""
+        """Replay the file (missing = empty) into the state it describes. A bad last line is torn
+        (``state.torn``) and skipped; a bad line before the last raises ``JournalCorrupt``."""
         state = JournalState()
         if not self.path.exists():
             return state
         decoder = msgspec.json.Decoder(AnyRecord)
+        bad: tuple[int, str] | None = None
         with self.path.open("rb") as f:
-            for line in f:
+            for number, line in enumerate(f, 1):
+                if bad is not None:
+                    raise JournalCorrupt(
+                        f"{self.path}: line {bad[0]}: expected a journal record (a JSON array such as "
+                        f'["start", ...]), got {bad[1]}; lines follow it, so it is damage, not a '
+                        "write torn by a crash"
+                    )
                 try:
                     rec = decoder.decode(line)
-                except msgspec.DecodeError:
-                    state.torn = True
-                    break
+                except msgspec.DecodeError as err:
+                    bad = (number, f"{line[:60]!r} ({err})")
+                    continue
                 state.apply(rec)
+        if bad is not None:
+            state.torn, state.torn_line = True, bad[0]
         return state
 
     def rewrite(self, records: list[AnyRecord]) -> None:
         """Replace the file by ``records`` (a snapshot), atomically; the journal stays open."""
         was_open = self.is_open
         self.close()
+        if self.failed is not None:
+            raise self.failed
         tmp = self.path.with_name(self.path.name + ".tmp")
-        with tmp.open("wb") as f:
-            for rec in records:
-                f.write(self._encoder.encode(rec) + b"\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        try:
+            with tmp.open("wb") as f:
+                for rec in records:
+                    f.write(self._encoder.encode(rec) + b"\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except OSError as err:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)  # the old file is whole: rename is the commit point
+            self.failed = JournalWriteFailed(self.path, err)
+            raise self.failed from err
         self.appended = 0
         self.rewrites += 1
         if was_open:

@@ -90,12 +90,13 @@ class RMLife:
         if not node.fits(op.demand) and ctx.scheduler.placement.overcommit <= 1.0:
             raise AssertionError(f"policy chose {op} that does not fit {node}")
         first = op.started_at is None
-        task = op.take_task(now)
         cid = self.ledger.new_id()
+        # Journaled before anything changes: a write that fails leaves the books whole.
+        ctx.record(Started(cid=cid, op_id=op.id, task=op.pending[0].index, address=node.address, at=now))
+        task = op.take_task(now)
         alloc = Allocation(cid, node, op, task, now)
         self.cluster.place(alloc, now)
         self.ledger.launched(alloc, now)
-        ctx.record(Started(cid=cid, op_id=op.id, task=task.index, address=node.address, at=now))
         ctx.counters.allocations += 1
         if first:
             ctx.log.info("operation.started", operation=op.name, pool=op.pool.name)
@@ -150,11 +151,12 @@ class RMLife:
     def container_finished(self, alloc: Allocation, exit_code: int) -> None:
         ctx = self._ctx
         now = ctx.clock.now()
+        completed = exit_code == EXIT_SUCCESS
+        ctx.record(Ended(cid=alloc.container_id, completed=completed))  # before anything changes
         self.cluster.release(alloc, now)
         self.ledger.confirmed(alloc.container_id)
         op = alloc.op
-        if exit_code == EXIT_SUCCESS:
-            ctx.record(Ended(cid=alloc.container_id, completed=True))
+        if completed:
             ctx.counters.containers_completed += 1
             ctx.groups[op.group].completed_tasks += 1
             if ctx.observers:
@@ -164,13 +166,15 @@ class RMLife:
             if op.task_completed(now):
                 self.finish_operation(op)
         else:
-            self.requeue_task(op, alloc.task, alloc.container_id)
+            self.requeue_task(op, alloc.task, alloc.container_id, journaled=True)
 
-    def requeue_task(self, op: Operation, task: Task, container_id: int) -> None:
-        """The task of a container that is gone runs again from scratch."""
+    def requeue_task(self, op: Operation, task: Task, container_id: int, journaled: bool = False) -> None:
+        """The task of a container that is gone runs again from scratch (``journaled``: the
+        caller has written its end already)."""
         ctx = self._ctx
+        if not journaled:
+            ctx.record(Ended(cid=container_id, completed=False))
         op.requeue(task)
-        ctx.record(Ended(cid=container_id, completed=False))
         ctx.counters.tasks_requeued += 1
         ctx.groups[op.group].requeued += 1
         if ctx.continuous:
@@ -178,11 +182,11 @@ class RMLife:
 
     def kill_container(self, alloc: Allocation, exit_code: int) -> None:
         """Take a running task back (preemption): the node kills it, the task is pending again."""
+        self._ctx.record(Ended(cid=alloc.container_id, completed=False))
         self.send_kill(alloc.node, [alloc.container_id], exit_code)
         self.cluster.release(alloc, self._ctx.clock.now())
         self.ledger.confirmed(alloc.container_id)
         alloc.op.requeue(alloc.task)
-        self._ctx.record(Ended(cid=alloc.container_id, completed=False))
         self._ctx.counters.tasks_preempted += 1
 
     def lose_node(self, node: NodeRecord, reason: str) -> None:
@@ -193,13 +197,15 @@ class RMLife:
         now = ctx.clock.now()
         allocs = list(node.containers.values())
         for alloc in allocs:
+            ctx.record(Ended(cid=alloc.container_id, completed=False))
+        for alloc in allocs:
             self.cluster.release(alloc, now)
         self.ledger.forget_node(node, [a.container_id for a in allocs])
         # Forget the node before requeueing: a requeue may run a scheduling pass at once, which
         # must not place the tasks back on this node.
         self.cluster.remove(node, now)
         for alloc in allocs:
-            self.requeue_task(alloc.op, alloc.task, alloc.container_id)
+            self.requeue_task(alloc.op, alloc.task, alloc.container_id, journaled=True)
         ctx.counters.nodes_lost += 1
         ctx.log.warning(
             "node.lost", machine_id=node.machine_id, address=node.address, reason=reason,

@@ -24,7 +24,8 @@ from rm.config import RMConfig
 from rm.context import RMContext
 from rm.counters import RMCounters
 from rm.dispatcher import Dispatcher, Handler
-from rm.journal import AnyRecord, Journal, JournalState, PoolAdded, Submitted
+from rm.durability import Durability
+from rm.journal import AnyRecord, Journal, PoolAdded, Submitted, Totals
 from rm.life import RMLife, operation_event
 from rm.membership import MembershipService
 from rm.observer import RMObserver
@@ -49,9 +50,6 @@ from rm.snapshot import (
 from rm.timers import Periodic
 
 _US = 1e-6
-# Compact the journal when it holds this many times more records than a snapshot would.
-COMPACT_RATIO = 4
-COMPACT_MIN = 100_000
 
 Inbound = tuple[Link | None, object]
 
@@ -90,7 +88,6 @@ class ResourceManager:
         )
         self.events: Dispatcher[SchedulerItem] = Dispatcher(clock, self._handle_event)
         self.journal = journal
-        self._compact_after = COMPACT_MIN
         self.up = True
         self._stopped = False
         self._epoch = 0
@@ -101,12 +98,16 @@ class ResourceManager:
         # When a message from any node last arrived (the ring's evidence that someone is alive).
         self.last_inbound_at = clock.now()
         self._timers: list[Periodic] = []
+        self._durability = Durability(
+            journal, clock, log, self._ctx.counters, lambda: self._life.journal_snapshot(),
+            lambda: self.up and not self._stopped, self.stop, resume,
+        )
         if resume:
             if journal is None:
                 raise ValueError("resume needs the journal to resume from")
             self.up = False
-        elif journal is not None:
-            self._write_snapshot()
+        else:
+            self._durability.write_snapshot()
 
     # ---- lifecycle -----------------------------------------------------------------------
 
@@ -325,27 +326,26 @@ class ResourceManager:
         self.inbound.clear()
         self.admission.clear()
         self.events.clear()
-        if self.journal is not None:
-            self.journal.close()
+        self._durability.close()
         self._ctx.counters.restarts += 1
         self.log.warning("rm.crashed", epoch=self._epoch)
         if self.membership is not None:
             self.membership.reset()
         self._ctx.observers.rm_crashed()
 
-    def recover(self) -> Recovery:
+    def recover(self, died_at: float | None = None) -> Recovery:
         """Start a new life: rebuild pools and operations from the journal, then wait for the
-        nodes to re-register with their containers (``rm.recovery``)."""
+        nodes to re-register with their containers (``rm.recovery``). ``died_at``: when this
+        process takes over from an earlier one, when that one died (emulated s)."""
         if self.up:
             raise RuntimeError("recover() is for an RM that crashed")
-        state = self.journal.read() if self.journal is not None else JournalState()
+        state = self._durability.read(died_at)
         self._epoch = state.epoch + 1
         life = self._life = RMLife(
             self._ctx, self.events.submit, self._epoch, state.next_op_id, state.next_container_id
         )
         recovery = life.recover(state)
-        if self.journal is not None:
-            self._write_snapshot()
+        self._durability.write_snapshot()
         self.up = True
         self.log.info(
             "rm.recovered", epoch=self._epoch, operations=recovery.stats.operations,
@@ -359,11 +359,12 @@ class ResourceManager:
         return recovery
 
     def _journal(self, rec: AnyRecord) -> None:
-        j = self.journal
-        if j is not None and j.is_open:
-            j.append(rec)
-            if j.appended > self._compact_after:
-                self._write_snapshot()
+        self._durability.record(rec)
+
+    @property
+    def earlier(self) -> Totals:
+        """What earlier RM processes of this run did (when this one took the run over)."""
+        return self._durability.earlier
 
     def durable_state(self) -> list[AnyRecord]:
         """The live work as journal records: what a compacted journal holds now."""
@@ -374,14 +375,14 @@ class ResourceManager:
         life = self._life
         return len(life.recovery.waiting) if life.recovery is not None and life.recovery.active else None
 
-    def _write_snapshot(self) -> None:
-        """Rewrite the journal as the live state (start, recovery, and when it grew too long)."""
-        assert self.journal is not None
-        records = self._life.journal_snapshot()
-        self.journal.rewrite(records)
-        if not self.journal.is_open:
-            self.journal.open()
-        self._compact_after = max(COMPACT_MIN, COMPACT_RATIO * len(records))
+    def waiting_by_operation(self) -> dict[int, int]:
+        """Journaled containers not yet back on a node, per operation id (running, on no node)."""
+        rec = self._life.recovery
+        out: dict[int, int] = {}
+        if rec is not None and rec.active:
+            for w in rec.waiting.values():
+                out[w.op.id] = out.get(w.op.id, 0) + 1
+        return out
 
     # ---- measurement -------------------------------------------------------------------------
 

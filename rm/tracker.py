@@ -104,9 +104,11 @@ class ResourceTracker:
             ctx.observers.node_registered(NodeEvent(node.machine_id, node.address))
         if msg.healthy != node.schedulable:
             host.set_node_health(node, msg.healthy)
-        kill = self._reconcile(node, msg.containers)
         ring = ctx.membership.current_ring() if ctx.membership is not None else None
+        # Answered before reconciling: that may end a restart's recovery or free room, and the pass
+        # it starts may send launches here, which a node still registering would drop.
         link.send(RegisterResponse(action="normal", machine_id=node.machine_id, ring=ring))
+        kill = self._reconcile(node, msg.containers)
         host.send_kill(node, kill)
         host.node_update(node)
 

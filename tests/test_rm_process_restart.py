@@ -108,7 +108,13 @@ def test_a_killed_rm_process_restarted_on_its_directory_takes_its_run_over(tmp_p
     assert sum(r["counters"]["containers_launched"] for r in reports) == 1500
     assert sum(r["counters"]["containers_finished"] for r in reports) == 1500
     s = json.loads((out / "summary.json").read_text())
+    # The summary covers the whole run, not only the last RM process, and says it was resumed.
+    assert s["containers_completed"] == 1500 and s["allocations"] == 1500
+    assert s["resumed"] is True and 0 < s["containers_completed_by_earlier_processes"] < 1500
+    (takeover,) = s["takeovers"]
     (restart,) = s["rm_restarts"]
+    assert takeover["died_at_s"] == pytest.approx(restart["crashed_at_s"], abs=1e-3)
+    assert takeover["took_over_at_s"] > takeover["died_at_s"]
     assert 60 <= restart["crashed_at_s"] <= 100, restart
     assert restart["operations_recovered"] == 1 and restart["containers_waiting"] > 50
     assert restart["containers_kept"] == restart["containers_waiting"] and restart["containers_rerun"] == 0

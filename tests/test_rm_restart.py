@@ -16,7 +16,7 @@ from emulator.harness.outcome import RunOutcome
 from emulator.harness.runner import RunHandle, run_blocking
 from emulator.results.summary import build_summary
 from emulator.scenario.loader import ScenarioError
-from rm import manager
+from rm import durability
 from rm.journal import Ended, Journal, JournalState, Started, Submitted
 from rm.manager import ResourceManager
 from rm.operations import OperationSpec
@@ -90,7 +90,7 @@ def _state_key(state: JournalState) -> tuple[Any, ...]:
 
 def test_compacted_journal_replays_to_the_live_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Compact every few hundred records: the file is rewritten many times during the run.
-    monkeypatch.setattr(manager, "COMPACT_MIN", 300)
+    monkeypatch.setattr(durability, "COMPACT_MIN", 300)
     summary, _, handle = restart_run(tmp_path, faults=[], rm={"expiry_s": 60, "journal": True})
     rm = handle.side.rm
     assert rm.journal is not None and summary["containers_completed"] > 500
@@ -142,6 +142,27 @@ def test_journaled_launch_the_node_never_got_is_rerun(tmp_path: Path) -> None:
     assert len(relaunched) == 2 and min(relaunched) > max(sent)  # new containers, never reused ids
     (n1,) = [n for n in rm.nodes_view() if n.address == "n1"]
     assert sent[0] in {c.container_id for c in n1.containers}
+    assert rm.journal is not None
+    rm.journal.close()
+
+
+def test_the_last_node_back_is_answered_before_the_launches_recovery_frees(tmp_path: Path) -> None:
+    clock = FakeClock()
+    rm = journaled_rm(clock, tmp_path)  # continuous: the end of recovery runs a pass at once
+    rm.add_pool("p")
+    link = RecordingLink()
+    rm.receive(link, Register(address="n1", resources=Resources(8, 16)))
+    rm.submit_operation(OperationSpec(name="x", pool="p", demand=Resources(2, 2), durations=[50.0] * 6))
+    sent = [c.container_id for m in link.of(LaunchContainers) for c in m.containers]
+    assert len(sent) == 4
+    rm.crash()
+    rm.recover()
+    link2 = RecordingLink()
+    # The node got one launch: recovery ends with this registration and frees room for three.
+    rm.receive(link2, Register(address="n1", resources=Resources(8, 16),
+                               containers=(ContainerStatus(sent[0], "running"),)))
+    kinds = [type(m).__name__ for m in link2.sent]
+    assert kinds[0] == "RegisterResponse" and "LaunchContainers" in kinds, kinds
     assert rm.journal is not None
     rm.journal.close()
 

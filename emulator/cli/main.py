@@ -26,11 +26,12 @@ from emulator.experiments.reliability import add_command as add_reliability_comm
 from emulator.experiments.sweep import add_command as add_sweep_command
 from emulator.experiments.usagemsgs import add_command as add_usage_messages_command
 from emulator.harness.invariants import InvariantViolation
-from emulator.results.console import EXIT_STOPPED, stopped, verdict
+from emulator.results.console import EXIT_FAILED, EXIT_STOPPED, stopped, verdict
 from emulator.scenario.checks import timing_notes
 from emulator.scenario.footprint import estimate
 from emulator.scenario.loader import ScenarioError, load_scenario
 from emulator.scenario.schema import Scenario
+from rm.journal import JournalCorrupt, JournalWriteFailed
 
 if TYPE_CHECKING:
     from emulator.harness.cluster import ClusterOptions
@@ -521,6 +522,12 @@ def main(argv: list[str] | None = None) -> int:
     except InvariantViolation as err:
         print(f"invariant violated: {err}", file=sys.stderr)
         return 3
+    except JournalCorrupt as err:  # a run resumed or restarted from a damaged journal
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except JournalWriteFailed as err:  # before the run started (its first snapshot)
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_FAILED
     except OSError as err:
         if err.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL):
             raise

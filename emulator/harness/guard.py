@@ -1,7 +1,9 @@
 """A run fails as a whole: an exception raised in any callback of the run (a timer, a message
 delivery, a transport callback) stops it and is raised from the run, instead of being logged by
 the event loop while the run goes on with a broken component. And a run stops cleanly on SIGINT
-or SIGTERM: the guard turns them into an early end, so partial results can be written."""
+or SIGTERM: the guard turns them into an early end, so partial results can be written. A journal
+write that fails ends the run early the same way, its error kept in ``failure``: the figures up to
+then are still worth writing, marked partial."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import signal
 from collections.abc import Awaitable
 from types import TracebackType
 from typing import Any, TypeVar
+
+from rm.journal import JournalWriteFailed
 
 T = TypeVar("T")
 
@@ -23,6 +27,7 @@ class RunGuard:
         self._signals: list[int] = []
         self._stop_on_signals = stop_on_signals
         self.signal: int | None = None  # the signal that stopped the run
+        self.failure: JournalWriteFailed | None = None  # the error that stopped the run
 
     def __enter__(self) -> RunGuard:
         self._previous = self._loop.get_exception_handler()
@@ -61,6 +66,12 @@ class RunGuard:
 
     def _handle(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         exc = context.get("exception")
+        if isinstance(exc, JournalWriteFailed):
+            # Said once (the RM logged it); later appends fail the same way until the run ends.
+            if self.failure is None:
+                self.failure = exc
+            self._stop(0)
+            return
         # Connection errors are the network's business (the transport closes that connection).
         if isinstance(exc, Exception) and not isinstance(exc, OSError) and not self._failed.done():
             self._failed.set_exception(exc)

@@ -108,6 +108,7 @@ class InvariantChecker(RMObserver):
         when it has settled). ``nodes``: the nodes' reality, when the harness has it now."""
         self.checks += 1
         placed: dict[tuple[int, int], int] = {}
+        on_nodes: dict[int, int] = {}  # containers per operation id
         for rec in self._rm.nodes_view():
             over = self._over
             if (rec.free.cpu < -EPS - over * rec.total.cpu
@@ -120,10 +121,17 @@ class InvariantChecker(RMObserver):
                     self._fail(f"task {c.op_id}[{c.task}] runs twice: containers {placed[key]} and "
                                f"{c.container_id}")
                 placed[key] = c.container_id
+                on_nodes[c.op_id] = on_nodes.get(c.op_id, 0) + 1
+        waiting = self._rm.waiting_by_operation()
         for op in self._rm.operations_view():
             if op.running + op.pending + op.completed != op.total:
                 self._fail(f"operation {op.name}: running {op.running} + pending {op.pending} + "
                            f"completed {op.completed} != {op.total} tasks")
+            # A running task sits on a node (or, after an RM restart, waits for its node to be back).
+            held = on_nodes.get(op.id, 0) + waiting.get(op.id, 0)
+            if op.running != held:
+                self._fail(f"operation {op.name}: {op.running} tasks running, {held} containers on nodes"
+                           + (f" ({waiting[op.id]} awaited after a restart)" if op.id in waiting else ""))
         if nodes is None:
             return
         for nm in nodes:

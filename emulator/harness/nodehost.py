@@ -43,7 +43,7 @@ from emulator.harness.eventlog import make_logger
 from emulator.harness.hosting import reality
 from emulator.harness.nodeproc import NodeProcess, RingParts
 from emulator.harness.quietgc import quiet_gc
-from emulator.measure.lag import LoopLag
+from emulator.measure.lag import LoopLag, StallLog
 from emulator.measure.timing import HeartbeatTiming, Interval, LatenessSummary
 from emulator.scenario.schema import MessageFault
 from emulator.time.clock import EpochClock, LoopClock, RealClock, Scheduler, run, unix_time, wall_time
@@ -104,6 +104,7 @@ class HostReport(msgspec.Struct, kw_only=True, frozen=True):
     own_lateness_s: LatenessSummary  # the same without ticks an injected pause held back
     loop_lag_s: LatenessSummary  # the event loop, emulated s
     lag_by_interval: dict[int, float]
+    loop_stalls: StallLog = msgspec.field(default_factory=StallLog)  # when the loop was stuck
     fault_lateness_s: LatenessSummary  # node faults applied after their emulated time
     transport: dict[str, int]
     intervals: list[Interval]
@@ -273,6 +274,7 @@ async def host_nodes(cfg: HostConfig, clock: LoopClock, signals: bool = True) ->
         own_lateness_s=w.timing.own_summary(),
         loop_lag_s=lag.summary(),
         lag_by_interval=lag.worst_by_interval,
+        loop_stalls=lag.stalls,
         fault_lateness_s=_summary(w.fault_lateness),
         transport=client.stats.snapshot(),
         intervals=w.timing.intervals(),

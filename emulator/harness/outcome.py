@@ -19,6 +19,7 @@ from emulator.scenario.schema import Scenario
 from emulator.transport.faulty import MessageFaultCounters
 from nodemanager.stats import NodeCounters
 from ringmon.ports import RingCounters
+from rm.journal import Totals
 from rm.snapshot import OperationView, RMSnapshot
 
 
@@ -87,6 +88,11 @@ class RunOutcome(msgspec.Struct):
     # Stopped before its end (Ctrl-C / SIGTERM): the results cover [0, ended_at_s].
     partial: bool = False
     ended_at_s: float | None = None
+    # A run taken over from its journal: what the earlier RM processes did, and when each died
+    # and the next took over (None: this process ran the run from its start).
+    earlier: Totals | None = None
+    # Stopped early by an error (a journal write that failed): what it was; ``partial`` is set.
+    failure: str | None = None
     # Per-pool and per-entry shares over time, one row per row of ``rows`` (emulator.measure.shares).
     share_columns: tuple[str, ...] = ()
     share_rows: list[tuple[float, ...]] = msgspec.field(default_factory=list)

@@ -140,9 +140,9 @@ class RestartLog(RMObserver):
         """This process takes over from an earlier RM process that died at ``died_at_s``:
         recover from the journal now."""
         self.records.append(RestartRecord(died_at_s))
-        self._up(listen=False)
+        self._up(listen=False, died_at=died_at_s)
 
-    def _up(self, listen: bool = True) -> None:
+    def _up(self, listen: bool = True, died_at: float | None = None) -> None:
         rm = self._rm
         rec = self.records[-1]
         rec.up_at = self._clock.now()
@@ -150,7 +150,7 @@ class RestartLog(RMObserver):
         if rm.journal is not None and rm.journal.path.exists():
             rec.journal_bytes = rm.journal.path.stat().st_size
         started = wall_time()
-        rec.recovery = rm.recover()
+        rec.recovery = rm.recover(died_at)
         rec.replay_wall_s = wall_time() - started
         if listen:
             self._listener.listen()

@@ -30,6 +30,19 @@ from rm.manager import ResourceManager
 from rm.ports import Log
 
 
+def detector_timeout_s(sc: Scenario) -> float | None:
+    """How long a silent node goes unsuspected (emulated s): the quickest failure detector on. A
+    stall of the emulator longer than this removes nodes that are alive."""
+    timeouts = []
+    if sc.ring_enabled:
+        ring = sc.ring
+        timeouts.append(ring.interval_s * (1.0 if ring.detector == "ring" else ring.suspect_after))
+    monitor = sc.rm.liveliness_monitor
+    if monitor if monitor is not None else sc.heartbeat.mode == "periodic":
+        timeouts.append(sc.rm.expiry_s)
+    return min(timeouts, default=None)
+
+
 class RMSide:
     def __init__(
         self,
@@ -100,7 +113,9 @@ class RMSide:
         self.lag_threshold_s = sc.run.lag_threshold * sc.heartbeat.interval_s
         if sc.run.clock == "realtime":
             loop = asyncio.get_running_loop()
-            self.lag = LoopLag(loop, clock.now, lambda: clock.speed, sc.sample_interval_s)
+            self.lag = LoopLag(loop, clock.now, lambda: clock.speed, sc.sample_interval_s,
+                               stall_floor_s=self.lag_threshold_s)
+        self.detector_timeout_s = detector_timeout_s(sc)
         self.checker: InvariantChecker | None = None
         if check_invariants:
             windows = [(f.at_s, f.at_s + f.duration_s) for f in sc.faults if isinstance(f, MessageFault)]
@@ -110,6 +125,9 @@ class RMSide:
             )
             checker = self.checker
             self.sampler.listeners.append(lambda _row: checker.check_step(self._realities()))
+
+    def removal_times(self) -> list[float]:
+        return [r.t_s for r in self.removals.removals]
 
     def on_sample(self, listener: Callable[[SampleRow], None]) -> None:
         self.sampler.listeners.append(listener)

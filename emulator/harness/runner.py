@@ -204,7 +204,8 @@ async def _run(
         last = max(1, math.floor(sc.run.duration_s / sc.sample_interval_s))
         probe = side.lag
         lag = judge(side.lag_threshold_s, probe.summary(), [], timing.own_summary(), None,
-                    probe.worst_by_interval, last)
+                    probe.worst_by_interval, last, {"the emulator's process": probe.stalls},
+                    side.detector_timeout_s, clock.now(), side.removal_times())
     if realities is not None:
         side.end_check(realities, lag)
     out = outcome(side, counters, timing, to_rm, wall_s, plan, ring.counters if ring else None,
@@ -219,6 +220,7 @@ async def _run(
     if guard.stopped:
         out.partial = True
         out.ended_at_s = round(clock.now(), 3)
+        out.failure = str(guard.failure) if guard.failure is not None else None
     return out
 
 
@@ -255,6 +257,7 @@ def outcome(
         costs=costs,
         jobs=side.jobs.report(),
         scheduler_decision_us=side.decisions.summary(),
+        earlier=side.rm.earlier if side.rm.earlier.takeovers else None,
     )
 
 

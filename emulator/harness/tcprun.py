@@ -240,6 +240,8 @@ class TcpRM:
             max(faults, key=lambda s: s.max) if faults else None,
             merge_worst([probe.worst_by_interval, *(r.lag_by_interval for r in reports)]),
             max(0, last - first + 1),
+            {"the RM process": probe.stalls, **{f"worker {r.worker}": r.loop_stalls for r in reports}},
+            self.side.detector_timeout_s, self.clock.now(), self.side.removal_times(),
         )
         if self._final is not None:
             self.side.end_check(self._final, lag)
@@ -261,6 +263,8 @@ class TcpRM:
         if not finished:
             out.partial = True
             out.ended_at_s = round(self.clock.now(), 3)
+            failure = self.guard.failure if self.guard is not None else None
+            out.failure = str(failure) if failure is not None else None
         return out
 
     def _merge_intervals(

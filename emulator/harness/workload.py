@@ -8,6 +8,7 @@ where it stood instead of submitting everything again.
 
 from __future__ import annotations
 
+import errno
 import random
 from pathlib import Path
 from typing import IO
@@ -19,6 +20,7 @@ from emulator.scenario.distributions import value_rng
 from emulator.scenario.schema import OperationConfig, WorkloadConfig
 from emulator.scenario.usage import tier_number
 from emulator.time.clock import LoopClock
+from rm.journal import JournalCorrupt, JournalWriteFailed
 from rm.manager import ResourceManager, RMUnavailable
 from rm.observer import OperationEvent, RMObserver
 from rm.operations import OperationSpec
@@ -44,18 +46,28 @@ class SubmissionLog:
             return []
         decoder = msgspec.json.Decoder(Submission)
         out = []
+        bad: int | None = None
         with self.path.open("rb") as f:
-            for line in f:
+            for number, line in enumerate(f, 1):
+                if bad is not None:  # only the last line may be torn (the process died writing it)
+                    raise JournalCorrupt(f"{self.path}: line {bad}: expected a submission [group, instance, "
+                                         "timed]; lines follow it, so it is damage, not a torn write")
                 try:
                     out.append(decoder.decode(line))
                 except msgspec.DecodeError:
-                    break  # a torn last line: the process died while writing it
+                    bad = number
         return out
 
     def append(self, sub: Submission) -> None:
-        if self._file is None:
-            self._file = self.path.open("ab", buffering=0)
-        self._file.write(self._encoder.encode(sub) + b"\n")
+        # A write that fails stops the run as the RM's journal does (emulator.harness.guard).
+        line = self._encoder.encode(sub) + b"\n"
+        try:
+            if self._file is None:
+                self._file = self.path.open("ab", buffering=0)
+            if self._file.write(line) != len(line):
+                raise OSError(errno.EIO, "short write")
+        except OSError as err:
+            raise JournalWriteFailed(self.path, err) from err
 
     def close(self) -> None:
         if self._file is not None:

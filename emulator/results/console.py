@@ -107,10 +107,16 @@ def summary_table(summary: dict[str, Any], wall_s: float) -> Table:
 # (4: its results are not valid), stopped by a signal (130).
 EXIT_OVERLOADED = 4
 EXIT_STOPPED = 130
+EXIT_FAILED = 5  # stopped by an error the run cannot go on after (a journal write failed)
 
 
 def stopped(outcome: RunOutcome, out: Path, hint: str = "") -> int:
-    """A run stopped by a signal: one plain line (no wrapping, no traceback), EXIT_STOPPED."""
+    """A run stopped by a signal (EXIT_STOPPED) or an error (EXIT_FAILED): one plain line (no
+    wrapping, no traceback)."""
+    if outcome.failure is not None:
+        print(f"error: {outcome.failure}: the run stopped at t={outcome.ended_at_s:g} s, partial results "
+              f"in {out}/{hint}", file=sys.stderr)
+        return EXIT_FAILED
     print(f"stopped at t={outcome.ended_at_s:g} s: partial results in {out}/{hint}", file=sys.stderr)
     return EXIT_STOPPED
 

@@ -28,7 +28,7 @@ from emulator.scenario.schema import Scenario
 SCENARIO_FILE = "scenario.toml"
 RECORD_FILE = "run.json"
 # Summary fields measured on the wall clock (real-time runs only): a rerun cannot reproduce them.
-WALL_CLOCK_FIELDS = ("costs", "workers", "lag", "overloaded")
+WALL_CLOCK_FIELDS = ("costs", "workers", "lag", "overloaded", "removals_in_stalls")
 OMITTED = "<omitted>"
 _SECRET_KEYS = frozenset({"rm.credentials"})
 

@@ -25,6 +25,7 @@ def build_summary(outcome: RunOutcome) -> dict[str, Any]:
     snap = outcome.rm
     ns = outcome.nodes
     counters = snap.counters
+    earlier = outcome.earlier
     window = max(sc.run.duration_s - sc.run.warmup_s, 1e-9)
     inbound = snap.inbound
     events = snap.scheduler
@@ -78,8 +79,8 @@ def build_summary(outcome: RunOutcome) -> dict[str, Any]:
         "nodes_lost": counters.nodes_lost,
         "registrations": counters.registrations,
         "resyncs": counters.resyncs,
-        "allocations": counters.allocations,
-        "containers_completed": counters.containers_completed,
+        "allocations": counters.allocations + (earlier.started if earlier else 0),
+        "containers_completed": counters.containers_completed + (earlier.completed if earlier else 0),
         "tasks_requeued": counters.tasks_requeued,
         "rm_queue_depth_max": inbound.depth_max,
         "rm_wait_mean_s": _r(inbound.wait_mean_s),
@@ -167,6 +168,13 @@ def restart_summary(outcome: RunOutcome) -> dict[str, Any]:
     """RM restarts (recovery times, containers kept), with the invariant checker on the exactly-once
     task accounting, and with message faults what they did."""
     out: dict[str, Any] = {}
+    if outcome.earlier is not None:
+        # Taken over from the journal: allocations and completions above are the whole run's; the
+        # figures one process measures (heartbeats, queues, lag, costs) are the last process's.
+        out["resumed"] = True
+        out["takeovers"] = [{"died_at_s": round(d, 3), "took_over_at_s": round(u, 3)}
+                            for d, u in outcome.earlier.takeovers]
+        out["containers_completed_by_earlier_processes"] = outcome.earlier.completed
     if outcome.restarts:
         out["rm_restarts"] = [msgspec.structs.asdict(r) for r in outcome.restarts]
         times = [r.recovery_s for r in outcome.restarts]
@@ -232,11 +240,14 @@ def truth_summary(outcome: RunOutcome) -> dict[str, Any]:
     if outcome.partial:
         out["partial"] = True
         out["ended_at_s"] = outcome.ended_at_s
+    if outcome.failure is not None:
+        out["failure"] = outcome.failure
     if outcome.dead_workers:
         out["dead_workers"] = [msgspec.structs.asdict(w) for w in outcome.dead_workers]
     lag = outcome.lag
     if lag is not None:
         out["overloaded"] = lag.overloaded
+        out["removals_in_stalls"] = lag.removals_in_stalls  # the emulator's doing, not the nodes'
         out["lag"] = msgspec.to_builtins(lag)
     return out
 
