@@ -24,8 +24,9 @@ import msgspec
 from emulator.harness.control import ControlServer, WorkerLink
 from emulator.harness.eventlog import TextSink, make_logger
 from emulator.harness.guard import RunGuard
+from emulator.harness.hostconfigs import host_configs
 from emulator.harness.hosting import NodeReality
-from emulator.harness.nodehost import HostConfig, HostReport, NodeSpec
+from emulator.harness.nodehost import HostConfig, HostReport
 from emulator.harness.outcome import RunOutcome, WorkerSummary
 from emulator.harness.quietgc import quiet_gc
 from emulator.harness.restarts import scenario_journal
@@ -37,8 +38,8 @@ from emulator.measure.costs import RMCostMeter, efficiency
 from emulator.measure.lag import judge, merge_worst
 from emulator.measure.timing import HeartbeatTiming
 from emulator.scenario.credentials import with_run_secret
-from emulator.scenario.schema import MessageFault, Scenario
-from emulator.scenario.topology import node_specs, phases
+from emulator.scenario.schema import Scenario
+from emulator.scenario.topology import node_specs
 from emulator.time.clock import EpochClock, LoopClock, run, unix_time, wall_time
 from emulator.transport.metered import Meter
 from emulator.transport.tcp import TcpServer
@@ -285,44 +286,6 @@ class TcpRM:
         ]
         first, last = self.window()
         return efficiency(sent, answered, self.meter.arrived_by_interval, timely, first, last, set_aside)
-
-
-def split(items: list[Any], parts: int) -> list[list[Any]]:
-    """Contiguous, nearly equal slices (worker i hosts slice i)."""
-    k, r = divmod(len(items), parts)
-    out, start = [], 0
-    for i in range(parts):
-        stop = start + k + (1 if i < r else 0)
-        out.append(items[start:stop])
-        start = stop
-    return out
-
-
-def host_configs(
-    scenario: Scenario, host: str, port: int, workers: int, epoch: float | None, events_dir: Path | None,
-    control: str | None = None,
-) -> list[HostConfig]:
-    specs = [
-        NodeSpec(addr, res, phase)
-        for (addr, res), phase in zip(
-            node_specs(scenario), phases(scenario, scenario.node_count), strict=True
-        )
-    ]
-    faults = [f for f in scenario.faults if isinstance(f, MessageFault)]
-    return [
-        HostConfig(
-            host=host, port=port, nodes=chunk, heartbeat=scenario.heartbeat,
-            credentials=scenario.rm.credentials, speed=scenario.run.speed, epoch=epoch,
-            duration_s=scenario.run.duration_s, sample_interval_s=scenario.sample_interval_s,
-            seed=scenario.run.seed + i,
-            max_frame_bytes=scenario.transport.max_frame_bytes,
-            events_path=str(events_dir / f"events.worker-{i}.jsonl") if events_dir else None,
-            ring=scenario.ring if scenario.ring_enabled else None, peer_host=scenario.transport.host,
-            control=control, worker=i, message_faults=faults,
-        )
-        for i, chunk in enumerate(split(specs, workers))
-        if chunk
-    ]
 
 
 class Placement(Protocol):
