@@ -23,7 +23,7 @@ import msgspec
 
 from emulator.harness.control import ControlServer, WorkerLink
 from emulator.harness.eventlog import TextSink, make_logger
-from emulator.harness.guard import RunGuard
+from emulator.harness.guard import RunGuard, StopRequest
 from emulator.harness.hostconfigs import host_configs
 from emulator.harness.hosting import NodeReality
 from emulator.harness.nodehost import HostConfig, HostReport
@@ -172,18 +172,18 @@ class TcpRM:
         await self.control.start(host, 0)
         return address
 
-    async def run(self, until_s: float) -> bool:
+    async def run(self, until_s: float, stop: StopRequest | None = None) -> bool:
         """Run the RM from emulated t = 0 (the epoch) to ``until_s``; the servers must be started.
-        Returns False if a signal stopped it first."""
+        Returns False if a signal (or ``stop``) stopped it first."""
         with quiet_gc():
-            return await self._run(until_s)
+            return await self._run(until_s, stop)
 
-    async def _run(self, until_s: float) -> bool:
+    async def _run(self, until_s: float, stop: StopRequest | None) -> bool:
         clock = self.clock
         await clock.sleep_until(0.0)
         self.server.handshake_hold = False
         self.meter.start()
-        guard = self.guard = RunGuard(asyncio.get_running_loop())
+        guard = self.guard = RunGuard(asyncio.get_running_loop(), request=stop)
         with guard:
             self.side.start()
             await guard.wait(clock.sleep_until(until_s))
@@ -342,9 +342,11 @@ async def run_tcp_scenario(
     on_start: Callable[[TcpRM], None] | None = None,
     placement: Placement | None = None,
     listen: tuple[str, int] | None = None,
+    stop: StopRequest | None = None,
 ) -> RunOutcome:
     """``placement``: where the node hosts run (default: subprocesses of this one); ``listen``: the
-    RM's address (default: the scenario's ``transport.host``/``port``), told to the hosts."""
+    RM's address (default: the scenario's ``transport.host``/``port``), told to the hosts;
+    ``stop``: another thread's way to end the run early."""
     # The workers are ours: without a secret of the scenario's, they get one made for this run.
     scenario = with_run_secret(scenario)
     hosts = placement if placement is not None else Subprocesses()
@@ -369,7 +371,7 @@ async def run_tcp_scenario(
         finished = False
         try:
             await hosts.start(configs)
-            finished = await proc.run(scenario.run.duration_s)
+            finished = await proc.run(scenario.run.duration_s, stop)
             results = await hosts.collect(30 + margin_s)
         finally:
             await hosts.close()
@@ -381,13 +383,14 @@ async def run_tcp_scenario(
 
 def run_tcp_blocking(
     scenario: Scenario, events_path: Path | None = None, check_invariants: bool | None = None,
-    progress: ProgressHook | None = None,
+    progress: ProgressHook | None = None, stop: StopRequest | None = None,
 ) -> RunOutcome:
     async def main(_: LoopClock) -> RunOutcome:
         if events_path is None:
-            return await run_tcp_scenario(scenario, None, None, progress, check_invariants)
+            return await run_tcp_scenario(scenario, None, None, progress, check_invariants, stop=stop)
         with events_path.open("w", encoding="utf-8") as sink:
-            return await run_tcp_scenario(scenario, sink, events_path.parent, progress, check_invariants)
+            return await run_tcp_scenario(scenario, sink, events_path.parent, progress, check_invariants,
+                                          stop=stop)
 
     result: RunOutcome = run(main, "realtime", scenario.run.speed)
     return result
