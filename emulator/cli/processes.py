@@ -38,6 +38,26 @@ def parse_address(text: str, flag: str) -> tuple[str, int]:
     return host or "127.0.0.1", int(port)
 
 
+def check_host(host: str, flag: str) -> None:
+    """Refuse a host name that does not resolve, before anything is started or written."""
+    try:
+        socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as err:
+        reason = err.strerror if isinstance(err, socket.gaierror) else str(err)
+        raise ScenarioError(f"{flag}: cannot resolve the host {host!r}: {reason}") from None
+
+
+def check_serve(text: str) -> None:
+    """--serve's address, checked before a run directory is claimed or anything starts."""
+    from emulator.web.app import parse_bind
+
+    try:
+        host, _ = parse_bind(text)
+    except ValueError as err:
+        raise ScenarioError(str(err)) from None
+    check_host(host, "--serve")
+
+
 class RMRun(msgspec.Struct):
     """``rm-run.json``: what a restarted ``emulator rm`` needs to take over its run."""
 
@@ -52,6 +72,9 @@ def cmd_rm(args: argparse.Namespace) -> int:
     from emulator.results.rundir import claim
 
     host, port = parse_address(args.listen, "--listen")
+    check_host(host, "--listen")
+    if args.serve is not None:
+        check_serve(args.serve)
     given: dict[str, Any] = {"run.clock": "realtime", "transport.kind": "tcp"}
     if args.duration is not None:
         given["run.duration_s"] = args.duration
@@ -257,7 +280,26 @@ def cmd_nodes(args: argparse.Namespace) -> int:
     Console(quiet=args.quiet, width=140).print(workers_table(reports))
     if args.report:
         Path(args.report).write_bytes(msgspec.json.format(msgspec.json.encode(reports)))
-    return 0
+    return _registered(reports, args.connect)
+
+
+def _registered(reports: list[HostReport], rm: str) -> int:
+    """0 if any node registered; otherwise one error line saying why none did, and 1."""
+    nodes = sum(r.nodes for r in reports)
+    registered = sum(r.counters.registrations for r in reports)
+    refused = sum(r.counters.registrations_refused for r in reports)
+    if refused and registered:
+        print(f"warning: the RM at {rm} refused {refused:,} of the {nodes:,} nodes' registrations "
+              "(its events.jsonl says why)", file=sys.stderr)
+    if registered or not nodes:
+        return 0
+    if refused:
+        why = (f"it refused them ({refused:,} refusals): a wrong shared secret (--credentials-file; an "
+               "RM given none keeps its own in its --out directory, rm-secret) or nodes it does not accept")
+    else:
+        why = "it answered none of their registrations (is its run going on, at that address?)"
+    print(f"error: none of the {nodes:,} nodes registered with the RM at {rm}: {why}", file=sys.stderr)
+    return 1
 
 
 def workers_table(reports: list[HostReport]) -> Table:
