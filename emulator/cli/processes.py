@@ -226,6 +226,9 @@ def node_configs(args: argparse.Namespace, host: str, port: int) -> list[HostCon
             raise ScenarioError(f"{args.scenario}: --first-id {args.first_id} --count {args.count}: "
                                 f"{err}") from None
     hb = HeartbeatConfig(mode=args.mode, interval_s=args.interval)
+    if hb.mode == "delta":
+        print("warning: --mode delta without --scenario: these nodes carry no ring monitor, and an RM "
+              "running the ring would find them silent; start them with --scenario", file=sys.stderr)
     prefix = args.name_prefix or socket.gethostname()
     rng = random.Random(f"{args.first_id}:phase")
     specs = [
