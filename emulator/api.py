@@ -254,7 +254,7 @@ async def run_async(
         if task.done():
             raise
         stop.request()
-        # The thread writes what ran; wait for it (shielded: a second cancel does not abandon it).
+        # The thread writes what ran; wait for it (a second cancel does not abandon it).
         while not task.done():
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.wait([task])

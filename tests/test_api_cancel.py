@@ -4,9 +4,11 @@ run of the API's own temporary directory that fails leaves no directory behind."
 from __future__ import annotations
 
 import asyncio
+import os
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -19,9 +21,9 @@ QUICKSTART = ROOT / "scenarios" / "quickstart.toml"
 REALTIME = {"run.clock": "realtime", "run.speed": 30.0, "run.warmup_s": 0}
 
 
-async def _cancel_while_running(out: Path | None) -> tuple[str, float]:
+async def _cancel_while_running(out: Path | None, **more: Any) -> tuple[str, float]:
     """Start a run, cancel it once it runs; the CancelledError's message and how long the cancel
-    took (wall s)."""
+    took (wall s). ``more``: further overrides."""
     started = asyncio.Event()
     loop = asyncio.get_running_loop()
 
@@ -29,9 +31,10 @@ async def _cancel_while_running(out: Path | None) -> tuple[str, float]:
         loop.call_soon_threadsafe(started.set)
 
     task = asyncio.create_task(
-        emulator.run_async(QUICKSTART, out=out, duration_s=600, overrides=REALTIME, progress=progress)
+        emulator.run_async(QUICKSTART, out=out, duration_s=600, overrides={**REALTIME, **more},
+                           progress=progress)
     )
-    await asyncio.wait_for(started.wait(), 15)  # it runs: a sample came
+    await asyncio.wait_for(started.wait(), 30)  # it runs: a sample came
     await asyncio.sleep(0.5)
     t0 = time.monotonic()
     task.cancel()
@@ -48,6 +51,28 @@ async def test_cancelling_run_async_stops_the_run_with_partial_results(tmp_path:
     summary = msgspec.json.decode((out / "summary.json").read_bytes(), type=dict)
     assert summary["partial"] is True and summary["ended_at_s"] < 300, summary.get("ended_at_s")
     assert emulator.load(out).partial
+
+
+def _children() -> list[int]:
+    """This process's child processes (its TCP run's node hosts)."""
+    me, out = str(os.getpid()), []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        if fields[1] == me and fields[0] != "Z":
+            out.append(int(stat.parent.name))
+    return out
+
+
+@pytest.mark.asyncio
+async def test_cancelling_a_tcp_run_stops_its_node_hosts(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    _, took = await _cancel_while_running(out, **{"transport.kind": "tcp", "transport.workers": 1})
+    assert took < 2.0, took  # the node hosts are told to stop and report
+    assert msgspec.json.decode((out / "summary.json").read_bytes(), type=dict)["partial"] is True
+    assert _children() == []
 
 
 @pytest.mark.asyncio
