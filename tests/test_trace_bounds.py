@@ -124,6 +124,9 @@ ROW = "1,,j,0,m,1,u,0,0,0.1,0.1,0,0\n"
      "line 2: expected comma-separated values: field larger than field limit"),
     (google.read, "1" + "0" * 30 + ",,j,0,m,1,u,0,0,0.1,0.1,0,0\n",
      "line 1: column 1 `timestamp`: expected an integer in 0..9223372036854775807"),
+    # Too large for a float: `ts / 1e6` overflowed.
+    (google.read, "1" + "0" * 400 + ",,j,0,m,1,u,0,0,0.1,0.1,0,0\n",
+     "line 1: column 1 `timestamp`: expected an integer in 0..9223372036854775807"),
     (google.read, "1" + "0" * 5000 + ",,j,0,m,1,u,0,0,0.1,0.1,0,0\n",
      "line 1: column 1 `timestamp`: expected"),
     (synth.read, synth_text(mtime_avg=1e-300, mtime_stddev=1e300),
