@@ -8,13 +8,16 @@
 ``Result``. A run needs an event loop of its own (a virtual-time loop, whose clock jumps over idle
 time); when the calling thread already runs one (Jupyter, an ``async def``), ``run`` runs the
 emulation on a worker thread with its own loop and waits for it, so it works the same there.
-``await run_async(...)`` does not block the caller's loop while it waits.
+``await run_async(...)`` does not block the caller's loop while it waits; cancelling it stops the
+run (its results, partial, are written first).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import csv
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 if TYPE_CHECKING:
+    from emulator.harness.guard import StopRequest
     from emulator.harness.runner import Tick
     from emulator.scenario.schema import Scenario
 
@@ -133,9 +137,11 @@ def _overrides(seed: int | None, duration_s: float | None, overrides: Mapping[st
 
 def _prepare(scenario: str | Path | Scenario, out: str | Path | None, given: dict[str, Any],
              check_invariants: bool | None, report: bool,
-             progress: Callable[[Tick], None] | None) -> Callable[[], Result]:
+             progress: Callable[[Tick], None] | None, stop: StopRequest | None = None,
+             ) -> tuple[Callable[[], Result], Path]:
     """Load and check everything on the caller's thread (a bad scenario raises here, at once);
-    return the run itself, for whichever thread runs it."""
+    return the run itself, for whichever thread runs it, and its results directory. ``stop``:
+    ends the run early from another thread."""
     from emulator.cli.execute import execute, run_directory
     from emulator.results.console import EXIT_FAILED, EXIT_OVERLOADED, EXIT_STOPPED
     from emulator.results.recording import fit_warmup
@@ -153,20 +159,26 @@ def _prepare(scenario: str | Path | Scenario, out: str | Path | None, given: dic
     else:
         raise ScenarioError(f"emulator.run: expected a scenario file path or a Scenario, "
                             f"got {type(scenario).__name__}")
+    temporary = out is None
     directory = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="hbemu-run-"))
 
     def job() -> Result:
-        with run_directory(directory, source, sc, given, adjusted, check_invariants) as rec:
-            outcome, _ = execute(sc, directory, progress, check_invariants, report)
-            lag = outcome.lag
-            status = EXIT_STOPPED if outcome.partial else (
-                EXIT_OVERLOADED if lag is not None and lag.overloaded else 0)
-            if outcome.failure is not None:
-                status = EXIT_FAILED
-            rec.finish(status)
-        return load(directory, status)
+        try:
+            with run_directory(directory, source, sc, given, adjusted, check_invariants) as rec:
+                outcome, _ = execute(sc, directory, progress, check_invariants, report, stop=stop)
+                lag = outcome.lag
+                status = EXIT_STOPPED if outcome.partial else (
+                    EXIT_OVERLOADED if lag is not None and lag.overloaded else 0)
+                if outcome.failure is not None:
+                    status = EXIT_FAILED
+                rec.finish(status)
+            return load(directory, status)
+        except BaseException:
+            if temporary:  # a failed run's directory of our own: nobody gets a Result naming it
+                shutil.rmtree(directory, ignore_errors=True)
+            raise
 
-    return job
+    return job, directory
 
 
 def _loop_running() -> bool:
@@ -198,13 +210,22 @@ def run(
     message names the file, the field and what was expected); an invariant broken under
     ``check_invariants`` raises ``InvariantViolation``.
     """
-    job = _prepare(scenario, out, _overrides(seed, duration_s, overrides, fields), check_invariants,
-                   report, progress)
+    from emulator.harness.guard import StopRequest
+
+    stop = StopRequest()
+    job, _ = _prepare(scenario, out, _overrides(seed, duration_s, overrides, fields), check_invariants,
+                      report, progress, stop)
     if not _loop_running():
         return job()
     # This thread runs an event loop (a notebook): the run gets its own loop on a worker thread.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hbemu-run") as pool:
-        return pool.submit(job).result()
+        future = pool.submit(job)
+        try:
+            return future.result()
+        except KeyboardInterrupt:  # the worker thread has no signal handlers: stop it from here
+            stop.request()
+            future.exception()  # its partial results are written before this returns
+            raise
 
 
 async def run_async(
@@ -220,7 +241,26 @@ async def run_async(
     **fields: Any,
 ) -> Result:
     """``run`` on a worker thread, awaited: the caller's loop goes on meanwhile. ``progress`` is
-    called on that worker thread."""
-    job = _prepare(scenario, out, _overrides(seed, duration_s, overrides, fields), check_invariants,
-                   report, progress)
-    return await asyncio.to_thread(job)
+    called on that worker thread. Cancelling the await stops the run as Ctrl-C would: its results
+    directory gets partial results (``summary.json``: ``"partial": true``) before the
+    ``CancelledError`` is raised; its message names the directory."""
+    from emulator.harness.guard import StopRequest
+
+    stop = StopRequest()
+    job, directory = _prepare(scenario, out, _overrides(seed, duration_s, overrides, fields),
+                              check_invariants, report, progress, stop)
+    task = asyncio.ensure_future(asyncio.to_thread(job))
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        if task.done():
+            raise
+        stop.request()
+        # The thread writes what ran; wait for it (a second cancel does not abandon it).
+        while not task.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait([task])
+        failed = task.exception()  # retrieved either way: the caller asked to cancel, not for it
+        if failed is not None:
+            raise asyncio.CancelledError(f"run stopped; it failed meanwhile: {failed!r}") from failed
+        raise asyncio.CancelledError(f"run stopped; partial results in {directory}") from None

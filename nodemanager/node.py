@@ -303,6 +303,7 @@ class NodeManager:
         if self.state is not NodeState.REGISTERING:
             return
         if msg.action == "shutdown":
+            self._stats.registrations_refused += 1
             self._log.warning("node.rejected", node=self.address, reason=msg.reason)
             self.stop()
             return

@@ -66,6 +66,8 @@ class NodeCounters(msgspec.Struct):
     heartbeats_skipped: int = 0
     statuses_sent: int = 0
     registrations: int = 0
+    # Registrations the RM answered with shutdown (a wrong shared secret, a malformed node).
+    registrations_refused: int = 0
     resyncs: int = 0
     containers_launched: int = 0
     containers_finished: int = 0

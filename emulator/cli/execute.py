@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from emulator.harness.cluster import ClusterOptions
+from emulator.harness.guard import StopRequest
 from emulator.harness.outcome import RunOutcome
 from emulator.harness.runner import ProgressHook, invariants_wanted, run_blocking
 from emulator.results.recording import Recorder, recorded
@@ -29,10 +30,13 @@ def run_directory(out: Path, source: str, scenario: Scenario, given: dict[str, A
 
 
 def execute(scenario: Scenario, out: Path, progress: ProgressHook | None = None, check: bool | None = None,
-            report: bool = True, cluster: ClusterOptions | None = None) -> tuple[RunOutcome, dict[str, Any]]:
+            report: bool = True, cluster: ClusterOptions | None = None,
+            stop: StopRequest | None = None) -> tuple[RunOutcome, dict[str, Any]]:
     """Run on this thread's own fresh loop and write the results (and the report) into ``out``;
-    ``cluster``: the node hosts on a Dask cluster."""
-    outcome = run_blocking(scenario, out / "events.jsonl", progress, check_invariants=check, cluster=cluster)
+    ``cluster``: the node hosts on a Dask cluster; ``stop``: another thread's way to end the run
+    early (its results are then partial)."""
+    outcome = run_blocking(scenario, out / "events.jsonl", progress, check_invariants=check, cluster=cluster,
+                           stop=stop)
     summary = write_results(outcome, out)
     if report:
         from emulator.results.report import write_run_report

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import socket
 import sys
 import tomllib
 from pathlib import Path
@@ -72,6 +73,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         flags = [flag for name, flag in SERVE_ONLY if getattr(args, name) not in (None, False)]
         if flags:
             raise ScenarioError(f"{', '.join(flags)}: only with --serve (a run on the status page)")
+    else:
+        from emulator.cli.processes import check_serve
+
+        check_serve(args.serve)
     given = _overrides(args)
     overrides, adjusted = fit_warmup(args.scenario, given)
     scenario = load_scenario(args.scenario, overrides)
@@ -528,6 +533,9 @@ def main(argv: list[str] | None = None) -> int:
     except JournalWriteFailed as err:  # before the run started (its first snapshot)
         print(f"error: {err}", file=sys.stderr)
         return EXIT_FAILED
+    except socket.gaierror as err:  # a host name that stopped resolving after it was checked
+        print(f"error: cannot listen: {err.strerror}; choose another address", file=sys.stderr)
+        return 2
     except OSError as err:
         if err.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL):
             raise

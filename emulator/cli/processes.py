@@ -38,6 +38,26 @@ def parse_address(text: str, flag: str) -> tuple[str, int]:
     return host or "127.0.0.1", int(port)
 
 
+def check_host(host: str, flag: str) -> None:
+    """Refuse a host name that does not resolve, before anything is started or written."""
+    try:
+        socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as err:
+        reason = err.strerror if isinstance(err, socket.gaierror) else str(err)
+        raise ScenarioError(f"{flag}: cannot resolve the host {host!r}: {reason}") from None
+
+
+def check_serve(text: str) -> None:
+    """--serve's address, checked before a run directory is claimed or anything starts."""
+    from emulator.web.app import parse_bind
+
+    try:
+        host, _ = parse_bind(text)
+    except ValueError as err:
+        raise ScenarioError(str(err)) from None
+    check_host(host, "--serve")
+
+
 class RMRun(msgspec.Struct):
     """``rm-run.json``: what a restarted ``emulator rm`` needs to take over its run."""
 
@@ -52,6 +72,9 @@ def cmd_rm(args: argparse.Namespace) -> int:
     from emulator.results.rundir import claim
 
     host, port = parse_address(args.listen, "--listen")
+    check_host(host, "--listen")
+    if args.serve is not None:
+        check_serve(args.serve)
     given: dict[str, Any] = {"run.clock": "realtime", "transport.kind": "tcp"}
     if args.duration is not None:
         given["run.duration_s"] = args.duration
@@ -187,48 +210,50 @@ def _loopback_secret(out: Path, resumed: bool) -> str:
 
 
 def node_configs(args: argparse.Namespace, host: str, port: int) -> list[HostConfig]:
-    from emulator.harness.tcprun import split
-    from emulator.scenario.topology import node_specs, phases
+    from emulator.harness.hostconfigs import NodeRangeError, host_configs, split
 
     if args.scenario:
         sc = load_scenario(args.scenario, {"run.clock": "realtime"})
-        specs_all = node_specs(sc)
-        phase_all = phases(sc, len(specs_all))
-        stop = args.first_id + args.count
-        if stop > len(specs_all):
-            raise ScenarioError(
-                f"{args.scenario}: --first-id {args.first_id} + --count {args.count} exceeds its "
-                f"{len(specs_all)} nodes"
+        try:
+            # The same hosts as an in-process TCP run: with the ring on, each carries ring liveness.
+            return host_configs(
+                sc, host, port, args.workers, args.start_at, None, first=args.first_id, count=args.count,
+                # An option names the secret of an RM that made its own (a loopback run without one).
+                credentials=_node_secret(args) or sc.rm.credentials, duration_s=args.duration,
+                peer_host=args.peer_host or local_address(host),
             )
-        specs = [
-            NodeSpec(a, r, p)
-            for (a, r), p in zip(
-                specs_all[args.first_id : stop], phase_all[args.first_id : stop], strict=True
-            )
-        ]
-        hb, speed, duration = sc.heartbeat, sc.run.speed, sc.run.duration_s
-        seed, interval = sc.run.seed, sc.sample_interval_s
-        # An option names the secret of an RM that made its own (a loopback run without one).
-        credentials = _node_secret(args) or sc.rm.credentials
-    else:
-        hb = HeartbeatConfig(mode=args.mode, interval_s=args.interval)
-        prefix = args.name_prefix or socket.gethostname()
-        rng = random.Random(f"{args.first_id}:phase")
-        specs = [
-            NodeSpec(f"{prefix}-{args.first_id + i:06d}", Resources(args.cpu, args.ram_gib),
-                     rng.uniform(0, hb.interval_s))
-            for i in range(args.count)
-        ]
-        speed, duration, seed, interval = args.speed, None, 0, hb.interval_s
-        credentials = _node_secret(args)
-    if args.duration is not None:
-        duration = args.duration
+        except NodeRangeError as err:
+            raise ScenarioError(f"{args.scenario}: --first-id {args.first_id} --count {args.count}: "
+                                f"{err}") from None
+    hb = HeartbeatConfig(mode=args.mode, interval_s=args.interval)
+    if hb.mode == "delta":
+        print("warning: --mode delta without --scenario: these nodes carry no ring monitor, and an RM "
+              "running the ring would find them silent; start them with --scenario", file=sys.stderr)
+    prefix = args.name_prefix or socket.gethostname()
+    rng = random.Random(f"{args.first_id}:phase")
+    specs = [
+        NodeSpec(f"{prefix}-{args.first_id + i:06d}", Resources(args.cpu, args.ram_gib),
+                 rng.uniform(0, hb.interval_s))
+        for i in range(args.count)
+    ]
     return [
-        HostConfig(host=host, port=port, nodes=chunk, heartbeat=hb, credentials=credentials, speed=speed,
-                   epoch=args.start_at, duration_s=duration, sample_interval_s=interval, seed=seed + i)
+        HostConfig(host=host, port=port, nodes=chunk, heartbeat=hb, credentials=_node_secret(args),
+                   speed=args.speed, epoch=args.start_at, duration_s=args.duration,
+                   sample_interval_s=hb.interval_s, seed=i)
         for i, chunk in enumerate(split(specs, args.workers))
         if chunk
     ]
+
+
+def local_address(rm_host: str) -> str:
+    """The address of this machine that the RM's host reaches it by (where a node host's peer
+    endpoint listens, for the ring's watchers on other hosts). Sends nothing."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((rm_host, 9))
+            return str(s.getsockname()[0])
+    except OSError:
+        return "127.0.0.1"
 
 
 def _node_secret(args: argparse.Namespace) -> str:
@@ -258,7 +283,26 @@ def cmd_nodes(args: argparse.Namespace) -> int:
     Console(quiet=args.quiet, width=140).print(workers_table(reports))
     if args.report:
         Path(args.report).write_bytes(msgspec.json.format(msgspec.json.encode(reports)))
-    return 0
+    return _registered(reports, args.connect)
+
+
+def _registered(reports: list[HostReport], rm: str) -> int:
+    """0 if any node registered; otherwise one error line saying why none did, and 1."""
+    nodes = sum(r.nodes for r in reports)
+    registered = sum(r.counters.registrations for r in reports)
+    refused = sum(r.counters.registrations_refused for r in reports)
+    if refused and registered:
+        print(f"warning: the RM at {rm} refused {refused:,} of the {nodes:,} nodes' registrations "
+              "(its events.jsonl says why)", file=sys.stderr)
+    if registered or not nodes:
+        return 0
+    if refused:
+        why = (f"it refused them ({refused:,} refusals): a wrong shared secret (--credentials-file; an "
+               "RM given none keeps its own in its --out directory, rm-secret) or nodes it does not accept")
+    else:
+        why = "it answered none of their registrations (is its run going on, at that address?)"
+    print(f"error: none of the {nodes:,} nodes registered with the RM at {rm}: {why}", file=sys.stderr)
+    return 1
 
 
 def workers_table(reports: list[HostReport]) -> Table:
@@ -324,6 +368,8 @@ def add_commands(sub: Any) -> None:
                    "a command line is visible to every user of the machine)")
     n.add_argument("--credentials-env", default="", metavar="VAR", help="read the secret from this variable")
     n.add_argument("--credentials-file", default="", metavar="PATH", help="read the secret from this file")
+    n.add_argument("--peer-host", help="with --scenario and the ring on: the interface the ring's "
+                   "peer endpoint listens on (default: the one that reaches the RM)")
     n.add_argument("--name-prefix", help="node address prefix (default: host name)")
     n.add_argument("--report", metavar="PATH", help="also write the workers' reports (counters) as JSON")
     n.add_argument("--quiet", action="store_true")

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from emulator.cli.args import count, non_negative, positive
+from emulator.scenario.schema import MAX_TRACE_BYTES, MAX_TRACE_TASKS
 from emulator.traces import FORMATS
 
 
@@ -33,6 +34,10 @@ def add_command(sub: Any) -> None:
                    help="Google 2011: cpu of the largest machine")
     i.add_argument("--machine-ram-gib", type=positive, default=128.0,
                    help="Google 2011: GiB of the largest machine")
+    i.add_argument("--max-tasks", type=count(high=100_000_000), default=MAX_TRACE_TASKS,
+                   help=f"refuse a trace of more tasks than this, before expanding it ({MAX_TRACE_TASKS:,})")
+    i.add_argument("--max-bytes", type=count(high=1 << 40), default=MAX_TRACE_BYTES,
+                   help=f"refuse a trace file larger than this ({MAX_TRACE_BYTES:,})")
     i.add_argument("--policy", help="scheduler.policy of the scenario (default: the emulator's default)")
     i.add_argument("--duration-s", type=positive, help="run length (default: 1.5 x the last job's ideal end)")
     i.add_argument("--run", type=Path, metavar="DIR",
@@ -56,19 +61,19 @@ def cmd_import(args: argparse.Namespace) -> int:
     from emulator.results.record import to_toml
     from emulator.scenario.loader import ScenarioError, scenario_from_dict
     from emulator.scenario.schema import TraceConfig
-    from emulator.traces.convert import import_scenario
+    from emulator.traces.convert import import_scenario, trace_limits
     from emulator.traces.model import NodeGroup, TraceError
     from emulator.traces.sls import read_nodes
 
     cfg = TraceConfig(
         format=args.format, path=str(args.file), pool=args.pool, sample=args.sample, start_s=args.start_s,
         span_s=args.span_s, max_jobs=args.max_jobs, time_scale=args.time_scale, machine_cpu=args.machine_cpu,
-        machine_ram_gib=args.machine_ram_gib,
+        machine_ram_gib=args.machine_ram_gib, max_tasks=args.max_tasks, max_bytes=args.max_bytes,
     )
     try:
         nodes = None
         if args.nodes is not None:
-            nodes, warnings = read_nodes(args.nodes)
+            nodes, warnings = read_nodes(args.nodes, trace_limits(cfg))
             for w in warnings:
                 print(f"warning: {w}", file=sys.stderr)
         elif args.node_count is not None:

@@ -3,13 +3,16 @@ delivery, a transport callback) stops it and is raised from the run, instead of 
 the event loop while the run goes on with a broken component. And a run stops cleanly on SIGINT
 or SIGTERM: the guard turns them into an early end, so partial results can be written. A journal
 write that fails ends the run early the same way, its error kept in ``failure``: the figures up to
-then are still worth writing, marked partial."""
+then are still worth writing, marked partial. Another thread ends it the same way through a
+``StopRequest`` (the Python API's cancellation)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
-from collections.abc import Awaitable
+import threading
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -18,9 +21,47 @@ from rm.journal import JournalWriteFailed
 T = TypeVar("T")
 
 
+class StopRequest:
+    """Ends a run early from any thread, as a signal would: before the run starts (it then stops
+    at once) or while it runs (its loop is woken up). One request per run."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._requested = False
+        self._target: tuple[asyncio.AbstractEventLoop, Callable[[], None]] | None = None
+
+    @property
+    def requested(self) -> bool:
+        return self._requested
+
+    def request(self) -> None:
+        with self._lock:
+            self._requested = True
+            target = self._target
+        if target is not None:
+            loop, stop = target
+            with contextlib.suppress(RuntimeError):  # its loop has closed: the run is over already
+                loop.call_soon_threadsafe(stop)
+
+    def attach(self, loop: asyncio.AbstractEventLoop, stop: Callable[[], None]) -> bool:
+        """``stop`` is to be called on ``loop`` from now on; True if a request came already."""
+        with self._lock:
+            self._target = (loop, stop)
+            return self._requested
+
+    def detach(self) -> None:
+        with self._lock:
+            self._target = None
+
+
 class RunGuard:
-    def __init__(self, loop: asyncio.AbstractEventLoop, stop_on_signals: bool = True) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, stop_on_signals: bool = True,
+        request: StopRequest | None = None,
+    ) -> None:
+        """``request``: another thread's way to end the run early."""
         self._loop = loop
+        self._request = request
         self._failed: asyncio.Future[None] = loop.create_future()
         self._stopped: asyncio.Future[int] = loop.create_future()
         self._previous: Any = None
@@ -39,12 +80,16 @@ class RunGuard:
                 except (RuntimeError, ValueError, NotImplementedError):
                     continue  # not the main thread (a notebook, a test's worker thread)
                 self._signals.append(sig)
+        if self._request is not None and self._request.attach(self._loop, self.stop):
+            self.stop()
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self._loop.set_exception_handler(self._previous)
+        if self._request is not None:
+            self._request.detach()
         for sig in self._signals:
             self._loop.remove_signal_handler(sig)
         for fut in (self._failed, self._stopped):

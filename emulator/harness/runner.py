@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from emulator.harness.eventlog import TextSink, make_logger
-from emulator.harness.guard import RunGuard
+from emulator.harness.guard import RunGuard, StopRequest
 from emulator.harness.hosting import MemoryHosting
 from emulator.harness.nodeproc import NodeProcess, RingParts
 from emulator.harness.outcome import RemovalRecord, RunOutcome, ShareMean, Traffic
@@ -88,13 +88,14 @@ async def run_scenario(
     check_invariants: bool | None = None,
     on_start: StartHook | None = None,
     journal_dir: Path | None = None,
+    stop: StopRequest | None = None,
 ) -> RunOutcome:
     """``journal_dir``: where the RM's journal goes when the scenario has one (default: a temporary
-    directory removed after the run)."""
+    directory removed after the run); ``stop``: another thread's way to end it early."""
     with contextlib.ExitStack() as stack:
         journal = scenario_journal(scenario, journal_dir, stack)
         check = invariants_wanted(check_invariants)
-        return await _run(scenario, clock, events, progress, check, on_start, journal)
+        return await _run(scenario, clock, events, progress, check, on_start, journal, stop)
 
 
 def message_fault_plan(scenario: Scenario, clock: LoopClock) -> MessageFaultPlan:
@@ -116,6 +117,7 @@ async def _run(
     check_invariants: bool,
     on_start: StartHook | None,
     journal: Journal | None,
+    stop: StopRequest | None = None,
 ) -> RunOutcome:
     sc = scenario
     log = make_logger(clock, events)
@@ -176,7 +178,7 @@ async def _run(
         side.on_sample(lambda row: progress(Tick.of(side, row)))
     if on_start is not None:
         on_start(handle)
-    guard = RunGuard(asyncio.get_running_loop())
+    guard = RunGuard(asyncio.get_running_loop(), request=stop)
     started = wall_time()
     if meter is not None:
         meter.start()
@@ -268,9 +270,11 @@ def run_blocking(
     check_invariants: bool | None = None,
     cluster: ClusterOptions | None = None,
     core: VirtualCore = "des",
+    stop: StopRequest | None = None,
 ) -> RunOutcome:
     """Run on a fresh loop of the scenario's clock kind; ``cluster``: a TCP run's node hosts on a
-    Dask cluster instead of local processes; ``core``: which loop runs virtual time."""
+    Dask cluster instead of local processes; ``core``: which loop runs virtual time; ``stop``:
+    another thread's way to end it early (not for a cluster run)."""
     if cluster is not None:
         from emulator.harness.cluster import run_cluster_blocking
 
@@ -278,14 +282,14 @@ def run_blocking(
     if scenario.transport.kind == "tcp":
         from emulator.harness.tcprun import run_tcp_blocking
 
-        return run_tcp_blocking(scenario, events_path, check_invariants, progress)
+        return run_tcp_blocking(scenario, events_path, check_invariants, progress, stop)
 
     async def main(clock: LoopClock) -> RunOutcome:
         if events_path is None:
-            return await run_scenario(scenario, clock, None, progress, check_invariants)
+            return await run_scenario(scenario, clock, None, progress, check_invariants, stop=stop)
         with events_path.open("w", encoding="utf-8") as sink:
             return await run_scenario(
-                scenario, clock, sink, progress, check_invariants, journal_dir=events_path.parent
+                scenario, clock, sink, progress, check_invariants, journal_dir=events_path.parent, stop=stop
             )
 
     with quiet_gc(scenario.run.clock == "realtime"):

@@ -23,9 +23,10 @@ import msgspec
 
 from emulator.harness.control import ControlServer, WorkerLink
 from emulator.harness.eventlog import TextSink, make_logger
-from emulator.harness.guard import RunGuard
+from emulator.harness.guard import RunGuard, StopRequest
+from emulator.harness.hostconfigs import host_configs
 from emulator.harness.hosting import NodeReality
-from emulator.harness.nodehost import HostConfig, HostReport, NodeSpec
+from emulator.harness.nodehost import HostConfig, HostReport
 from emulator.harness.outcome import RunOutcome, WorkerSummary
 from emulator.harness.quietgc import quiet_gc
 from emulator.harness.restarts import scenario_journal
@@ -37,8 +38,8 @@ from emulator.measure.costs import RMCostMeter, efficiency
 from emulator.measure.lag import judge, merge_worst
 from emulator.measure.timing import HeartbeatTiming
 from emulator.scenario.credentials import with_run_secret
-from emulator.scenario.schema import MessageFault, Scenario
-from emulator.scenario.topology import node_specs, phases
+from emulator.scenario.schema import Scenario
+from emulator.scenario.topology import node_specs
 from emulator.time.clock import EpochClock, LoopClock, run, unix_time, wall_time
 from emulator.transport.metered import Meter
 from emulator.transport.tcp import TcpServer
@@ -171,18 +172,18 @@ class TcpRM:
         await self.control.start(host, 0)
         return address
 
-    async def run(self, until_s: float) -> bool:
+    async def run(self, until_s: float, stop: StopRequest | None = None) -> bool:
         """Run the RM from emulated t = 0 (the epoch) to ``until_s``; the servers must be started.
-        Returns False if a signal stopped it first."""
+        Returns False if a signal (or ``stop``) stopped it first."""
         with quiet_gc():
-            return await self._run(until_s)
+            return await self._run(until_s, stop)
 
-    async def _run(self, until_s: float) -> bool:
+    async def _run(self, until_s: float, stop: StopRequest | None) -> bool:
         clock = self.clock
         await clock.sleep_until(0.0)
         self.server.handshake_hold = False
         self.meter.start()
-        guard = self.guard = RunGuard(asyncio.get_running_loop())
+        guard = self.guard = RunGuard(asyncio.get_running_loop(), request=stop)
         with guard:
             self.side.start()
             await guard.wait(clock.sleep_until(until_s))
@@ -291,44 +292,6 @@ class TcpRM:
         return efficiency(sent, answered, self.meter.arrived_by_interval, timely, first, last, set_aside)
 
 
-def split(items: list[Any], parts: int) -> list[list[Any]]:
-    """Contiguous, nearly equal slices (worker i hosts slice i)."""
-    k, r = divmod(len(items), parts)
-    out, start = [], 0
-    for i in range(parts):
-        stop = start + k + (1 if i < r else 0)
-        out.append(items[start:stop])
-        start = stop
-    return out
-
-
-def host_configs(
-    scenario: Scenario, host: str, port: int, workers: int, epoch: float | None, events_dir: Path | None,
-    control: str | None = None,
-) -> list[HostConfig]:
-    specs = [
-        NodeSpec(addr, res, phase)
-        for (addr, res), phase in zip(
-            node_specs(scenario), phases(scenario, scenario.node_count), strict=True
-        )
-    ]
-    faults = [f for f in scenario.faults if isinstance(f, MessageFault)]
-    return [
-        HostConfig(
-            host=host, port=port, nodes=chunk, heartbeat=scenario.heartbeat,
-            credentials=scenario.rm.credentials, speed=scenario.run.speed, epoch=epoch,
-            duration_s=scenario.run.duration_s, sample_interval_s=scenario.sample_interval_s,
-            seed=scenario.run.seed + i,
-            max_frame_bytes=scenario.transport.max_frame_bytes,
-            events_path=str(events_dir / f"events.worker-{i}.jsonl") if events_dir else None,
-            ring=scenario.ring if scenario.ring_enabled else None, peer_host=scenario.transport.host,
-            control=control, worker=i, message_faults=faults,
-        )
-        for i, chunk in enumerate(split(specs, workers))
-        if chunk
-    ]
-
-
 class Placement(Protocol):
     """Where a TCP run's node hosts run: local subprocesses (``Subprocesses``), or tasks on a
     cluster (``emulator.harness.cluster``). One host per ``HostConfig``; a report per config."""
@@ -383,9 +346,11 @@ async def run_tcp_scenario(
     on_start: Callable[[TcpRM], None] | None = None,
     placement: Placement | None = None,
     listen: tuple[str, int] | None = None,
+    stop: StopRequest | None = None,
 ) -> RunOutcome:
     """``placement``: where the node hosts run (default: subprocesses of this one); ``listen``: the
-    RM's address (default: the scenario's ``transport.host``/``port``), told to the hosts."""
+    RM's address (default: the scenario's ``transport.host``/``port``), told to the hosts;
+    ``stop``: another thread's way to end the run early."""
     # The workers are ours: without a secret of the scenario's, they get one made for this run.
     scenario = with_run_secret(scenario)
     hosts = placement if placement is not None else Subprocesses()
@@ -410,7 +375,7 @@ async def run_tcp_scenario(
         finished = False
         try:
             await hosts.start(configs)
-            finished = await proc.run(scenario.run.duration_s)
+            finished = await proc.run(scenario.run.duration_s, stop)
             results = await hosts.collect(30 + margin_s)
         finally:
             await hosts.close()
@@ -422,13 +387,14 @@ async def run_tcp_scenario(
 
 def run_tcp_blocking(
     scenario: Scenario, events_path: Path | None = None, check_invariants: bool | None = None,
-    progress: ProgressHook | None = None,
+    progress: ProgressHook | None = None, stop: StopRequest | None = None,
 ) -> RunOutcome:
     async def main(_: LoopClock) -> RunOutcome:
         if events_path is None:
-            return await run_tcp_scenario(scenario, None, None, progress, check_invariants)
+            return await run_tcp_scenario(scenario, None, None, progress, check_invariants, stop=stop)
         with events_path.open("w", encoding="utf-8") as sink:
-            return await run_tcp_scenario(scenario, sink, events_path.parent, progress, check_invariants)
+            return await run_tcp_scenario(scenario, sink, events_path.parent, progress, check_invariants,
+                                          stop=stop)
 
     result: RunOutcome = run(main, "realtime", scenario.run.speed)
     return result

@@ -1,6 +1,7 @@
 """Checks across sections of a scenario, each about one field path: what the per-section schema
 cannot see (a task larger than every node, a fault after the end, timeouts shorter than the
-configured delays, more memory than the machine has)."""
+configured delays, intervals so short that the run's work has no bound, more memory than the
+machine has)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ def first_problem(sc: Scenario, machine_bytes: int | None = None) -> Problem | N
         problem = check(sc)
         if problem is not None:
             return problem
-    return _memory(sc, machine_memory() if machine_bytes is None else machine_bytes)
+    # Memory first: a cluster no machine here holds is the first thing to say about it.
+    return _memory(sc, machine_memory() if machine_bytes is None else machine_bytes) or _intervals(sc)
 
 
 def _pool_cycles(sc: Scenario) -> Problem | None:
@@ -125,6 +127,46 @@ def _expiry(sc: Scenario) -> Problem | None:
         f"{sc.rm.expiry_s:g} s is not longer than the longest wait for a live node's heartbeat, {gap:g} s "
         f"({parts}): the liveliness monitor would lose live nodes; expected `rm.expiry_s` > {gap:g}",
     )
+
+
+# The work periodic timers create. Each timer fires at most MAX_ROUNDS times over the run (the
+# shipped scenarios: 2,400), and the nodes' timers together at most MAX_NODE_EVENTS_PER_S times per
+# emulated second (10 million nodes at 3 s: 3.3 million; the shipped ones: 16,667). A heartbeat of a
+# microsecond would otherwise be accepted, and make a run whose work has no bound.
+MAX_ROUNDS = 1_000_000
+MAX_NODE_EVENTS_PER_S = 10_000_000
+
+
+def _intervals(sc: Scenario) -> Problem | None:
+    """Intervals too short for the run's size (its length, its nodes)."""
+    nodes, duration = sc.node_count, sc.run.duration_s
+    monitor = sc.rm.liveliness_monitor
+    timers = [("heartbeat.interval_s", sc.heartbeat.interval_s, "heartbeat ticks", nodes)]
+    if sc.ring_enabled:
+        timers.append(("ring.interval_s", sc.ring.interval_s, "ring checks", nodes))
+    if (monitor if monitor is not None else sc.heartbeat.mode == "periodic") and sc.rm.monitor_interval_s:
+        timers.append(("rm.monitor_interval_s", sc.rm.monitor_interval_s, "liveliness scans", nodes))
+    timers.append(("run.sample_interval_s" if sc.run.sample_interval_s else "heartbeat.interval_s",
+                   sc.sample_interval_s, "samples of the time series", 1))
+    if sc.scheduler.preemption.enabled:
+        timers.append(("scheduler.preemption.check_interval_s", sc.scheduler.preemption.check_interval_s,
+                       "preemption checks", 1))
+    for path, interval, what, per_tick in timers:
+        rounds = duration / interval
+        if rounds > MAX_ROUNDS:
+            each = " per node" if per_tick > 1 else ""
+            return Problem(path, (
+                f"{interval:g} s makes {rounds:,.0f} {what}{each} over the run ({duration:g} s); expected at "
+                f"most {MAX_ROUNDS:,}: `{path}` >= {_above(duration / MAX_ROUNDS):g} or a shorter "
+                "`run.duration_s`"
+            ))
+        if per_tick / interval > MAX_NODE_EVENTS_PER_S:
+            return Problem(path, (
+                f"{interval:g} s makes {per_tick / interval:,.0f} {what} per emulated second ({per_tick:,} "
+                f"nodes); expected at most {MAX_NODE_EVENTS_PER_S:,}: `{path}` >= "
+                f"{_above(per_tick / MAX_NODE_EVENTS_PER_S):g} or fewer nodes"
+            ))
+    return None
 
 
 def timing_notes(sc: Scenario) -> list[Problem]:

@@ -20,6 +20,10 @@ LIMIT = 1e9
 Positive = Annotated[float, msgspec.Meta(gt=0, le=LIMIT)]
 NonNegative = Annotated[float, msgspec.Meta(ge=0, le=LIMIT)]
 Count = Annotated[int, msgspec.Meta(ge=1, le=1_000_000)]
+# [workload.trace]'s default bounds (the trace readers' too): tasks a trace may expand into, bytes
+# its file may hold.
+MAX_TRACE_TASKS = 2_000_000
+MAX_TRACE_BYTES = 1 << 30
 Fraction = Annotated[float, msgspec.Meta(ge=0, le=1)]
 TaskCount = Annotated[int, msgspec.Meta(ge=0, le=10_000_000)]
 # What a node may declare: the RM refuses a registration outside these bounds.
@@ -211,6 +215,10 @@ class TraceConfig(Base, kw_only=True, frozen=True):
     # Google 2011: requests are normalised to the largest machine; these are its size.
     machine_cpu: Positive = 32.0
     machine_ram_gib: Positive = 128.0
+    # Bounds checked while the trace is read, before anything is expanded (a few bytes can ask for
+    # a billion tasks): tasks (containers) in the whole trace, and the file's size.
+    max_tasks: Annotated[int, msgspec.Meta(ge=1, le=100_000_000)] = MAX_TRACE_TASKS
+    max_bytes: Annotated[int, msgspec.Meta(ge=1, le=1 << 40)] = MAX_TRACE_BYTES
 
 
 class WorkloadConfig(Base, kw_only=True, frozen=True):

@@ -10,20 +10,25 @@ from typing import Any
 
 from emulator.scenario.schema import TraceConfig
 from emulator.traces import google, rumen, sls, synth
-from emulator.traces.model import NodeGroup, Trace, TraceJob
+from emulator.traces.model import Limits, NodeGroup, Trace, TraceJob
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:@/-]+")
 
 
 def read_trace(cfg: TraceConfig, path: Path) -> Trace:
     """Parse ``path`` in ``cfg.format``; raises ``TraceError`` naming file, record and field."""
+    limits = trace_limits(cfg)
     if cfg.format == "sls":
-        return sls.read(path, cfg.pool)
+        return sls.read(path, cfg.pool, limits)
     if cfg.format == "rumen":
-        return rumen.read(path, cfg.pool)
+        return rumen.read(path, cfg.pool, limits)
     if cfg.format == "synth":
-        return synth.read(path, cfg.pool, cfg.seed)
-    return google.read(path, cfg.pool, cfg.machine_cpu, cfg.machine_ram_gib)
+        return synth.read(path, cfg.pool, cfg.seed, limits)
+    return google.read(path, cfg.pool, cfg.machine_cpu, cfg.machine_ram_gib, limits)
+
+
+def trace_limits(cfg: TraceConfig) -> Limits:
+    return Limits(max_tasks=cfg.max_tasks, max_bytes=cfg.max_bytes)
 
 
 def select(jobs: list[TraceJob], cfg: TraceConfig) -> list[TraceJob]:

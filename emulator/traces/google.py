@@ -20,7 +20,16 @@ import io
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from emulator.traces.model import NodeGroup, Trace, TraceError, TraceJob, read_text
+from emulator.traces.model import (
+    DEFAULT_LIMITS,
+    Limits,
+    NodeGroup,
+    TaskBudget,
+    Trace,
+    TraceError,
+    TraceJob,
+    read_text,
+)
 
 SUBMIT, SCHEDULE, EVICT, FAIL, FINISH, KILL, LOST, UPDATE_PENDING, UPDATE_RUNNING = range(9)
 ENDS = {EVICT, FAIL, FINISH, KILL, LOST}
@@ -55,14 +64,25 @@ class _Job:
 
 
 def read(
-    path: Path, default_pool: str = "", machine_cpu: float = 32.0, machine_ram_gib: float = 128.0
+    path: Path, default_pool: str = "", machine_cpu: float = 32.0, machine_ram_gib: float = 128.0,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> Trace:
-    text = read_text(path)
+    text = read_text(path, limits.max_bytes)
+    budget = TaskBudget(path, limits.max_tasks)
     jobs: dict[str, _Job] = {}
     machines: set[str] = set()
     last_s = 0.0
     zero_requests = 0
-    for line_no, row in enumerate(csv.reader(io.StringIO(text)), start=1):
+    reader = csv.reader(io.StringIO(text))
+    while True:
+        try:
+            row = next(reader, None)
+        except csv.Error as err:  # a NUL byte, an unclosed quote, a field over csv's limit
+            raise TraceError(f"{path}: line {reader.line_num}: expected comma-separated values: {err}") \
+                from None
+        if row is None:
+            break
+        line_no = reader.line_num
         if not row or (len(row) == 1 and not row[0].strip()):
             continue
         if len(row) != len(COLUMNS):
@@ -101,6 +121,7 @@ def read(
         elif event == SCHEDULE:
             task.running_since = t
         elif event in ENDS and task.running_since is not None:
+            budget.take(1, f"line {line_no}", "event_type", "each run of a task is one")
             task.runs.append(t - task.running_since)
             task.running_since = None
     if not jobs:
@@ -110,6 +131,7 @@ def read(
         tj = TraceJob(job_id, default_pool or tier(job.priority), job.submit_s, [])
         for task in job.tasks.values():
             if task.running_since is not None:
+                budget.take(1, "the end of the file", "event_type", "a task still running is one more")
                 task.runs.append(last_s - task.running_since)
             if task.runs and (task.cpu == 0 or task.mem == 0):
                 zero_requests += 1
@@ -147,10 +169,10 @@ def _required(row: list[str], col: int, path: Path, line: int) -> str:
 def _int(row: list[str], col: int, path: Path, line: int) -> int:
     try:
         v = int(row[col])
-    except ValueError:
-        raise _err(path, line, col, "an integer", row[col]) from None
-    if v < 0:
-        raise _err(path, line, col, "an integer >= 0", row[col])
+    except ValueError:  # not an integer, or more digits than Python converts
+        raise _err(path, line, col, "an integer", row[col][:40]) from None
+    if not 0 <= v <= AFTER_END:  # the trace's integers are 64-bit (and times / 1e6 must fit a float)
+        raise _err(path, line, col, f"an integer in 0..{AFTER_END}", row[col][:40])
     return v
 
 
@@ -158,7 +180,7 @@ def _fraction(row: list[str], col: int, path: Path, line: int) -> float:
     try:
         v = float(row[col])
     except ValueError:
-        raise _err(path, line, col, "a number in [0, 1]", row[col]) from None
+        raise _err(path, line, col, "a number in [0, 1]", row[col][:40]) from None
     if not 0 <= v <= 1:
         raise _err(path, line, col, "a number in [0, 1] (normalised to the largest machine)", row[col])
     return v

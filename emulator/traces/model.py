@@ -8,12 +8,20 @@ not know are reported once each as warnings, not errors.
 from __future__ import annotations
 
 import json
+import os
+import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# Checked while a trace is read, before anything is expanded: a few bytes (`count: 1e9`) must not
+# make a reader spin and grow without bound.
+from emulator.scenario.schema import MAX_TRACE_BYTES, MAX_TRACE_TASKS
+
 MIB_PER_GIB = 1024.0
+_SPACE = re.compile(r"\s*")
 
 
 class TraceError(Exception):
@@ -94,30 +102,83 @@ class Unknown:
                 )
 
 
-def read_text(path: Path) -> str:
+@dataclass(frozen=True)
+class Limits:
+    """``max_tasks``: tasks (containers) the whole trace may expand into; ``max_bytes``: its file
+    size. ``[workload.trace]`` ``max_tasks`` / ``max_bytes`` and ``emulator import --max-tasks``
+    / ``--max-bytes`` set them."""
+
+    max_tasks: int = MAX_TRACE_TASKS
+    max_bytes: int = MAX_TRACE_BYTES
+
+
+DEFAULT_LIMITS = Limits()
+
+
+class TaskBudget:
+    """Counts the tasks a reader expands, refusing the first expansion that would pass the cap."""
+
+    def __init__(self, path: Path, limit: int) -> None:
+        self._path = path
+        self.limit = limit
+        self.used = 0
+
+    def take(self, n: int, where: Where | str, fld: str, what: str = "") -> None:
+        """``where``: the record, or a place in words (``line 7``)."""
+        if n > self.limit - self.used:
+            at = f"record {where.record} (line {where.line}): " if isinstance(where, Where) else f"{where}: "
+            detail = f" ({what})" if what else ""
+            raise TraceError(
+                f"{self._path}: {at}`{fld}`: expected at most {self.limit:,} tasks in the whole trace "
+                f"(`max_tasks`, --max-tasks), but it would make {self.used + n:,}{detail}"
+            )
+        self.used += n
+
+
+def read_text(path: Path, max_bytes: int = MAX_TRACE_BYTES) -> str:
+    """The file's text; refuses what is not a regular file (``/dev/zero``, a pipe) and files over
+    ``max_bytes`` without reading them, and reads at most ``max_bytes`` of one that grows."""
+    not_regular = TraceError(f"{path}: expected a regular file (not a device, pipe or directory)")
     try:
-        return path.read_text(encoding="utf-8")
+        if not stat.S_ISREG(os.stat(path).st_mode):  # before opening: opening a pipe would block
+            raise not_regular
+        with path.open("rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):  # replaced in between
+                raise not_regular
+            if st.st_size > max_bytes:
+                raise TraceError(f"{path}: {st.st_size:,} bytes; expected at most {max_bytes:,} "
+                                 "(`max_bytes`, --max-bytes)")
+            data = f.read(max_bytes + 1)
     except FileNotFoundError:
         raise TraceError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as err:
+    except OSError as err:
         raise TraceError(f"{path}: cannot read: {err}") from None
+    if len(data) > max_bytes:
+        raise TraceError(f"{path}: more than {max_bytes:,} bytes (it grew while read); expected at most "
+                         f"{max_bytes:,} (`max_bytes`, --max-bytes)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise TraceError(f"{path}: cannot read: not UTF-8 text (byte {err.start})") from None
 
 
-def json_stream(path: Path) -> Iterator[tuple[Where, Any]]:
+def json_stream(path: Path, max_bytes: int = MAX_TRACE_BYTES) -> Iterator[tuple[Where, Any]]:
     """The JSON values of a file holding one or more of them one after another (as SLS and Rumen
     write them), with their record number and line."""
-    text = read_text(path)
+    text = read_text(path, max_bytes)
     decoder = json.JSONDecoder()
     pos = 0
     record = 0
+    line, counted = 1, 0  # lines counted up to ``counted`` (once each: a long stream stays linear)
     n = len(text)
     while True:
-        while pos < n and text[pos].isspace():
-            pos += 1
+        pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]  # \s* always matches
         if pos >= n:
             return
         record += 1
-        line = text.count("\n", 0, pos) + 1
+        line += text.count("\n", counted, pos)
+        counted = pos
         try:
             value, end = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as err:
@@ -125,6 +186,9 @@ def json_stream(path: Path) -> Iterator[tuple[Where, Any]]:
                              f"{err.colno}: {err.msg}") from None
         except RecursionError:
             raise TraceError(f"{path}: record {record} (line {line}): nested too deeply") from None
+        except ValueError as err:  # an integer of more digits than Python converts
+            raise TraceError(f"{path}: record {record} (line {line}): not a usable JSON value: {err}") \
+                from None
         yield Where(path, record, line), value
         pos = end
 

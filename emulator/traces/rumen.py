@@ -13,8 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from emulator.traces.model import (
+    DEFAULT_LIMITS,
     MIB_PER_GIB,
+    Limits,
     NodeGroup,
+    TaskBudget,
     Trace,
     TraceError,
     TraceJob,
@@ -57,12 +60,13 @@ ATTEMPT_FIELDS = frozenset({
 })
 
 
-def read(path: Path, default_pool: str = "") -> Trace:
+def read(path: Path, default_pool: str = "", limits: Limits = DEFAULT_LIMITS) -> Trace:
     unknown = Unknown(path)
+    budget = TaskBudget(path, limits.max_tasks)
     jobs: list[TraceJob] = []
     hosts: set[str] = set()
     baseline: float | None = None
-    for where, value in json_stream(path):
+    for where, value in json_stream(path, limits.max_bytes):
         obj = as_object(value, where, "(record)")
         unknown.check(obj, JOB_FIELDS, where)
         job_id = text_field(obj, "jobID", where)
@@ -92,6 +96,7 @@ def read(path: Path, default_pool: str = "") -> Trace:
                     host = attempt.get("hostName")
                     if isinstance(host, str):
                         hosts.add(host)
+                    budget.take(1, where, prefix[:-1], "each attempt is one")
                     job.add_task(cpu, mb / MIB_PER_GIB, (end_ms - start_ms) / 1000)
         if job.tasks:
             jobs.append(job)

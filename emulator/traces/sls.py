@@ -13,8 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from emulator.traces.model import (
+    DEFAULT_LIMITS,
     MIB_PER_GIB,
+    Limits,
     NodeGroup,
+    TaskBudget,
     Trace,
     TraceError,
     TraceJob,
@@ -44,11 +47,12 @@ NODE_FIELDS = frozenset({"node", "memory-mb", "vcores", "resource"})
 RACK_FIELDS = frozenset({"rack", "nodes"})
 
 
-def read(path: Path, default_pool: str = "") -> Trace:
+def read(path: Path, default_pool: str = "", limits: Limits = DEFAULT_LIMITS) -> Trace:
     unknown = Unknown(path)
+    budget = TaskBudget(path, limits.max_tasks)
     jobs: list[TraceJob] = []
     nodes: list[NodeGroup] = []
-    for where, value in json_stream(path):
+    for where, value in json_stream(path, limits.max_bytes):
         obj = as_object(value, where, "(record)")
         if "num.nodes" in obj and not (obj.keys() & JOB_FIELDS):
             unknown.check(obj, HEADER_FIELDS, where)
@@ -56,7 +60,7 @@ def read(path: Path, default_pool: str = "") -> Trace:
             nodes = [NodeGroup(count, DEFAULT_NODE_VCORES, DEFAULT_NODE_MB / MIB_PER_GIB)]
             continue
         unknown.check(obj, JOB_FIELDS, where)
-        jobs.extend(_jobs(obj, where, unknown, len(jobs), default_pool))
+        jobs.extend(_jobs(obj, where, unknown, len(jobs), default_pool, budget))
     if not jobs:
         raise TraceError(f"{path}: no jobs (expected a stream of SLS job objects with `job.tasks`)")
     notes = ["SLS: AM containers, locality (container.host), priorities and task start offsets ignored"]
@@ -64,31 +68,37 @@ def read(path: Path, default_pool: str = "") -> Trace:
 
 
 def _jobs(
-    obj: dict[str, Any], where: Where, unknown: Unknown, seen: int, default_pool: str
+    obj: dict[str, Any], where: Where, unknown: Unknown, seen: int, default_pool: str, budget: TaskBudget
 ) -> list[TraceJob]:
     start_ms = number(obj, "job.start.ms", where)
     queue = text_field(obj, "job.queue.name", where, default_pool or "default")
     copies = int(number(obj, "job.count", where, 1, positive=True))
     job_id = text_field(obj, "job.id", where, "")
     tasks = as_list(obj.get("job.tasks"), where, "job.tasks")
+    sizes: list[tuple[int, float, float, float]] = []  # (count, vcores, GiB, duration s)
+    for i, t in enumerate(tasks):
+        task = as_object(t, where, f"job.tasks[{i}]")
+        prefix = f"job.tasks[{i}]."
+        unknown.check(task, TASK_FIELDS, where, "job.tasks[].")
+        n = int(number(task, "count", where, 1, prefix=prefix))
+        mem = task.get("container.memory-mb", task.get("container.memory"))
+        key = "container.memory-mb" if "container.memory-mb" in task else "container.memory"
+        mb = number({key: mem}, key, where, DEFAULT_CONTAINER_MB, positive=True, prefix=prefix)
+        vcores = number(task, "container.vcores", where, DEFAULT_CONTAINER_VCORES, positive=True,
+                        prefix=prefix)
+        sizes.append((n, vcores, mb / MIB_PER_GIB, _duration_s(task, where, prefix)))
+    per_copy = sum(n for n, *_ in sizes)
+    # Counted before anything is expanded: `job.count` and `count` multiply.
+    budget.take(copies * per_copy, where, "job.count" if copies > 1 else "job.tasks[].count",
+                f"{copies:,} x {per_copy:,}" if copies > 1 else "")
     out = []
     for c in range(copies):
         # SLS numbers jobs itself when there is no id or the job is copied.
         jid = job_id if job_id and copies == 1 else f"job_{seen + c}"
         job = TraceJob(jid, default_pool or queue, start_ms / 1000, [])
-        for i, t in enumerate(tasks):
-            task = as_object(t, where, f"job.tasks[{i}]")
-            prefix = f"job.tasks[{i}]."
-            unknown.check(task, TASK_FIELDS, where, "job.tasks[].")
-            n = int(number(task, "count", where, 1, prefix=prefix))
-            mem = task.get("container.memory-mb", task.get("container.memory"))
-            key = "container.memory-mb" if "container.memory-mb" in task else "container.memory"
-            mb = number({key: mem}, key, where, DEFAULT_CONTAINER_MB, positive=True, prefix=prefix)
-            vcores = number(task, "container.vcores", where, DEFAULT_CONTAINER_VCORES, positive=True,
-                            prefix=prefix)
-            duration_s = _duration_s(task, where, prefix)
+        for n, vcores, gib, duration_s in sizes:
             for _ in range(n):
-                job.add_task(vcores, mb / MIB_PER_GIB, duration_s)
+                job.add_task(vcores, gib, duration_s)
         out.append(job)
     return out
 
@@ -106,12 +116,12 @@ def _duration_s(task: dict[str, Any], where: Where, prefix: str) -> float:
     return (end - start) / 1000
 
 
-def read_nodes(path: Path) -> tuple[list[NodeGroup], list[str]]:
+def read_nodes(path: Path, limits: Limits = DEFAULT_LIMITS) -> tuple[list[NodeGroup], list[str]]:
     """SLS's topology file: racks of named nodes, each with its own size or NodeManager defaults
     (10240 MB, 10 vcores). Nodes of one size are one group."""
     unknown = Unknown(path)
     sizes: dict[tuple[float, float], int] = {}
-    for where, value in json_stream(path):
+    for where, value in json_stream(path, limits.max_bytes):
         rack = as_object(value, where, "(record)")
         unknown.check(rack, RACK_FIELDS, where)
         for i, n in enumerate(as_list(rack.get("nodes"), where, "nodes")):

@@ -17,8 +17,11 @@ from typing import Any
 
 from emulator.scenario.distributions import LogNormal
 from emulator.traces.model import (
+    DEFAULT_LIMITS,
     MIB_PER_GIB,
+    Limits,
     NodeGroup,
+    TaskBudget,
     Trace,
     TraceError,
     TraceJob,
@@ -44,6 +47,9 @@ CLASS_FIELDS = frozenset({
     "deadline_factor_avg", "deadline_factor_stddev",
 })
 TIME_FIELDS = frozenset({"time", "weight", "jobs"})
+# Bounds that keep every draw finite: a mean, and a deviation relative to it.
+MAX_AVG = 1e15
+MAX_SPREAD = 1e6
 
 
 def _lognormal(
@@ -51,19 +57,27 @@ def _lognormal(
 ) -> LogNormal:
     avg = number(obj, f"{name}_avg", where, default_avg, prefix=prefix)
     std = number(obj, f"{name}_stddev", where, 0.0, prefix=prefix)
+    if avg > MAX_AVG:
+        raise where.error(f"{prefix}{name}_avg", f"a number <= {MAX_AVG:g}", avg)
+    if std > MAX_SPREAD * avg and avg > 0:
+        raise where.error(f"{prefix}{name}_stddev", f"at most {MAX_SPREAD:g} x `{name}_avg` ({avg:g})", std)
     return LogNormal(mean=avg, stddev=std) if avg > 0 else LogNormal(mean=1e-9, stddev=0.0)
 
 
-def read(path: Path, default_pool: str = "", seed: int | None = None) -> Trace:
+def read(
+    path: Path, default_pool: str = "", seed: int | None = None, limits: Limits = DEFAULT_LIMITS
+) -> Trace:
     """``seed``: instead of the file's ``rand_seed``."""
     unknown = Unknown(path)
-    records = list(json_stream(path))
+    budget = TaskBudget(path, limits.max_tasks)
+    records = list(json_stream(path, limits.max_bytes))
     if len(records) != 1:
         raise TraceError(f"{path}: expected one JSON object (a SYNTH description), found {len(records)}")
     where, value = records[0]
     top = as_object(value, where, "(record)")
     unknown.check(top, TOP_FIELDS, where)
     num_jobs = int(number(top, "num_jobs", where, positive=True))
+    budget.take(num_jobs, where, "num_jobs", "a map task each at least")  # before anything is drawn
     num_nodes = int(number(top, "num_nodes", where, positive=True))
     if seed is None:
         seed = int(number(top, "rand_seed", where, 0))
@@ -77,7 +91,7 @@ def read(path: Path, default_pool: str = "", seed: int | None = None) -> Trace:
             cp = f"{wp}job_classes[{c_i}]."
             cls = as_object(c, where, cp[:-1])
             unknown.check(cls, CLASS_FIELDS, where, "workloads[].job_classes[].")
-            classes.append((number(cls, "class_weight", where, 1.0, prefix=cp), {
+            classes.append((number(cls, "class_weight", where, 1.0, prefix=cp), cp, {
                 "maps": _lognormal(cls, "mtasks", where, cp),
                 "reduces": _lognormal(cls, "rtasks", where, cp, 0.0),
                 "mtime": _lognormal(cls, "mtime", where, cp),
@@ -107,7 +121,7 @@ def read(path: Path, default_pool: str = "", seed: int | None = None) -> Trace:
     jobs = []
     for k in range(num_jobs):
         _, pool, classes, times = _weighted(rng, workloads)
-        _, cls = _weighted(rng, classes)
+        _, cp, cls = _weighted(rng, classes)
         submit = _submit_time(rng, times)
         job = TraceJob(f"job_{k}", pool, submit, [])
         for kind, count_d, time_d, mem_d, cpu_d in (
@@ -115,6 +129,9 @@ def read(path: Path, default_pool: str = "", seed: int | None = None) -> Trace:
             ("reduce", cls["reduces"], cls["rtime"], cls["rmem"], cls["rcpu"]),
         ):
             n = round(count_d.draw(rng)) if kind == "reduce" else max(1, round(count_d.draw(rng)))
+            # The map task each job has was counted with `num_jobs`.
+            budget.take(n - (kind == "map"), where, f"{cp}{'m' if kind == 'map' else 'r'}tasks_avg",
+                        f"job {k} draws {n:,} {kind} tasks")
             mb = max(1, round(mem_d.draw(rng)))
             vcores = max(1, round(cpu_d.draw(rng)))
             for _ in range(n):
