@@ -26,8 +26,8 @@ async def challenged(endpoint: str) -> tuple[asyncio.StreamReader, asyncio.Strea
     reader, writer = await asyncio.open_connection(*split_endpoint(endpoint))
     dec = FrameDecoder(auth.Challenge)
     async with asyncio.timeout(5):
-        while not (frames := dec.feed(await reader.read(4096))):
-            pass
+        while not (frames := dec.feed(chunk := await reader.read(4096))):
+            assert chunk, "closed before its challenge"
     ((_, challenge),) = frames
     return reader, writer, challenge.nonce
 

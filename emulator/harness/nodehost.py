@@ -225,9 +225,9 @@ async def host_nodes(cfg: HostConfig, clock: LoopClock, signals: bool = True) ->
             client.connect(node)
         if cfg.control is not None:
             w.control = ControlClient(log, w.handle)
-            hello = WorkerHello(worker=cfg.worker, pid=os.getpid(), credentials=cfg.credentials,
-                                nodes=[n.address for n in w.nodes], peer_endpoint=endpoint)
-            await w.control.connect(*split_endpoint(cfg.control), hello)
+            hello = WorkerHello(worker=cfg.worker, pid=os.getpid(), nodes=[n.address for n in w.nodes],
+                                peer_endpoint=endpoint)
+            await w.control.connect(*split_endpoint(cfg.control), hello, cfg.credentials)
         stack.enter_context(quiet_gc())
         for sig in (signal.SIGTERM, signal.SIGINT) if signals else ():
             loop.add_signal_handler(sig, w.stop.set)
