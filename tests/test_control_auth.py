@@ -110,8 +110,10 @@ def test_a_worker_proves_the_secret_without_sending_it() -> None:
 def test_an_honest_worker_joins_and_a_wrong_proof_is_refused() -> None:
     async def body(h: Harness, clock: LoopClock) -> None:
         client = h.client()
-        await client.connect(*h.server.address, hello(1), SECRET)
+        big = WorkerHello(worker=1, pid=1, nodes=[f"node-{i:05}" for i in range(2000)])
+        await client.connect(*h.server.address, big, SECRET)  # sent with its proof, > 4 KiB
         await eventually(clock, lambda: len(h.joined) == 1)
+        assert len(h.joined[0].nodes) == 2000
         intruder = h.client()
         await intruder.connect(*h.server.address, hello(2), "guess")
         assert intruder.lost is not None

@@ -219,7 +219,8 @@ async def host_nodes(cfg: HostConfig, clock: LoopClock, signals: bool = True) ->
         endpoint = await w.start_peers()
         w.build(endpoint)
         client = TcpClient(
-            cfg.host, cfg.port, clock, log, cfg.max_frame_bytes, Backoff(seed=cfg.seed), wrap=w.wrap
+            cfg.host, cfg.port, clock, log, cfg.max_frame_bytes, Backoff(seed=cfg.seed), wrap=w.wrap,
+            secret=cfg.credentials,
         )
         for node in w.nodes:
             client.connect(node)
