@@ -8,8 +8,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
+
 from emulator.scenario.loader import scenario_from_dict
 from emulator.scenario.schema import Scenario
+from emulator.web.guard import TOKEN_HEADER
 from emulator.web.serve import serve_scenario
 from emulator.web.state import LiveRun
 
@@ -46,6 +49,10 @@ class Served:
     url: str
     live: LiveRun
     task: asyncio.Task[Any]
+
+    def session(self) -> aiohttp.ClientSession:
+        """A client as the page is one: it sends the run's control token."""
+        return aiohttp.ClientSession(headers={TOKEN_HEADER: self.live.control_token})
 
 
 @contextlib.asynccontextmanager
