@@ -92,3 +92,16 @@ def test_a_wrong_proof_closes_that_connection_at_once_and_only_it() -> None:
             assert SECRET not in h.sink.getvalue()
 
     run(main, "realtime", speed=10)
+
+
+def test_the_abuse_insider_registers_by_proof() -> None:
+    """``emulator abuse``'s fake-container attacker holds the secret: it must prove it, as workers
+    do, or its attack measures nothing."""
+    from emulator.experiments.abuse import fake_container_flood
+
+    async def main(clock: LoopClock) -> None:
+        async with honest_cluster(clock, credentials=SECRET) as h:
+            counts = await fake_container_flood(*h.address, 1.0, SECRET, liars=1, per_heartbeat=1100)
+            assert counts.frames_sent >= 1
+
+    run(main, "realtime", speed=10)
