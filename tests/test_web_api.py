@@ -4,6 +4,7 @@ small scenario runs in paced real time."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from typing import Any
 
@@ -269,10 +270,12 @@ def test_run_serve_command_end_to_end(
     # the lag threshold, and the run (rightly) ends "overloaded" with exit status 4; at 100x a busy
     # 2-core machine's scheduling delays (3 ms) already reach it.
     code = main(["run", str(scenario), "--serve", "127.0.0.1:0", "--speed", "50", "--duration", "330",
-                 "--linger", "0", "--out", str(out), "--quiet"])
+                 "--linger", "0", "--out", str(out), "--quiet", "--allow-control"])
     assert code == 0
     err = capsys.readouterr().err
     assert "status page: http://127.0.0.1:" in err
+    # With control on, the terminal gets the run's control token, for scripts.
+    assert re.search(r"control token \(X-Control-Token header\): [\w-]{32}", err), err
     summary = msgspec.json.decode((out / "summary.json").read_bytes())
     assert summary["clock"] == "realtime" and summary["nodes_alive_end"] == 50
     assert (out / "report.html").is_file() and (out / "events.jsonl").stat().st_size > 0
