@@ -65,6 +65,17 @@ async def test_other_pages_cannot_control_the_run() -> None:
 
 
 @pytest.mark.asyncio
+async def test_a_configured_host_name_may_control() -> None:
+    async with served(small_scenario(), allow_control=True, allowed_hosts=frozenset({"Emu.Example"})) as srv:
+        port = srv.url.rstrip("/").rpartition(":")[2]
+        headers = {"Content-Type": "application/json", TOKEN_HEADER: srv.live.control_token}
+        got, body = await attempt(srv, {**headers, "Host": f"other.example:{port}"})
+        assert got == 403, body
+        got, body = await attempt(srv, {**headers, "Host": f"emu.example:{port}"})
+        assert got == 200 and body["phase"] == "paused", body
+
+
+@pytest.mark.asyncio
 async def test_stream_clients_are_capped() -> None:
     async with served(small_scenario(), push_interval_s=1.0) as srv, aiohttp.ClientSession() as s:
         streams = [await s.get(srv.url + "api/stream") for _ in range(MAX_STREAMS)]

@@ -57,7 +57,8 @@ class Served:
 
 @contextlib.asynccontextmanager
 async def served(scenario: Scenario, allow_control: bool = False, push_interval_s: float = 0.5,
-                 linger_s: float = 30.0) -> AsyncIterator[Served]:
+                 linger_s: float = 30.0,
+                 allowed_hosts: frozenset[str] = frozenset()) -> AsyncIterator[Served]:
     ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     live = LiveRun(scenario, allow_control=allow_control)
 
@@ -68,7 +69,7 @@ async def served(scenario: Scenario, allow_control: bool = False, push_interval_
         async with asyncio.timeout(MAX_WALL_S):
             return await serve_scenario(
                 scenario, "127.0.0.1", 0, on_ready=on_ready, linger_s=linger_s,
-                push_interval_s=push_interval_s, live=live,
+                push_interval_s=push_interval_s, live=live, allowed_hosts=allowed_hosts,
             )
 
     task = asyncio.create_task(main())

@@ -78,11 +78,6 @@ class Gate:
         self.connections.discard(conn)
         self.pending.pop(conn, None)
 
-    def close_all(self) -> None:
-        for conn in list(self.connections):
-            conn.close()
-        self.noisy.flush()
-
 
 class GuardedConnection(FramedConnection):
     """An accepted connection: challenged, then ``on_message`` once the peer proved the secret.

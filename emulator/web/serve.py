@@ -52,12 +52,15 @@ async def serve_scenario(
     linger_s: float | None = 0.0,
     push_interval_s: float = 1.0,
     live: LiveRun | None = None,
+    allowed_hosts: frozenset[str] = frozenset(),
 ) -> tuple[RunOutcome, LiveRun]:
     """Serve the page, run the scenario, then keep serving the final state for ``linger_s`` wall
     seconds (None: until cancelled, e.g. by Ctrl-C). ``live`` lets a caller watch the state too."""
     if live is None:
         live = LiveRun(scenario, allow_control=allow_control)
-    server = await start_server(make_app(live, push_interval_s, allowed_hosts_for(host)), host, port)
+    # Control requests may name loopback, the bound address or these (``web.guard``).
+    hosts = allowed_hosts_for(host) | {h.lower() for h in allowed_hosts}
+    server = await start_server(make_app(live, push_interval_s, hosts), host, port)
     try:
         if on_ready is not None:
             on_ready(server.url)
@@ -170,6 +173,6 @@ def run_served(args: Any, scenario: Scenario, out: Path, console: Any) -> int:
         serve_blocking(
             scenario, host, port, allow_control=args.allow_control, events_path=out / "events.jsonl",
             progress=None if args.quiet else bar.update, on_ready=ready, on_finished=finished,
-            linger_s=args.linger, live=live,
+            linger_s=args.linger, live=live, allowed_hosts=frozenset(args.allow_host or ()),
         )
     return codes[0] if codes else EXIT_STOPPED
