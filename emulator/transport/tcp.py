@@ -687,7 +687,11 @@ class TcpClient:
                     continue
                 assert isinstance(conn, _ClientConnection)
                 if self.secret:
-                    await self._prove(conn)
+                    try:
+                        await self._prove(conn)
+                    except BaseException:  # cancelled while waiting: the connection goes too
+                        conn.close()
+                        raise
                     if conn.closed:
                         continue  # lost before the proof: the next try, after the backoff
                 self._conn = conn
