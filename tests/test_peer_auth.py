@@ -124,3 +124,22 @@ def test_before_its_proof_a_connection_may_not_announce_a_large_frame() -> None:
         assert b.stats.bad_frames == 1
 
     drive(body, handshake_timeout_s=30.0)
+
+
+def test_a_channel_close_frame_closes_the_peer_connection_not_the_worker() -> None:
+    async def body(a: TcpPeers, b: TcpPeers, clock: LoopClock) -> None:
+        reader, writer, nonce = await challenged(b.endpoint)
+        enc = FrameEncoder()
+        writer.write(enc.encode(0, auth.prove(SECRET, nonce, auth.PEER)))
+        writer.write(enc.encode(0, PeerHello(endpoint="127.0.0.1:9")))
+        writer.write(HEADER.pack(0, 5))  # an empty frame: "close channel 5", which peers never send
+        await writer.drain()
+        assert await hung_up(reader, 2)
+        writer.close()
+        assert b.stats.bad_frames == 1
+        box = Box()
+        b.bind(2, box)
+        a.send(2, Liveness(sender=1, seq=0), b.endpoint)  # b still serves others
+        await eventually(clock, lambda: len(box.got) == 1)
+
+    drive(body)

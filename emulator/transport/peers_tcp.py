@@ -294,6 +294,11 @@ class TcpPeers(PeerBindings):
             conn.send(dst, msg)
 
     def arrived(self, conn: _PeerConnection, dst: int, msg: Any) -> None:
+        if msg is None:  # a channel close: peers never send one, the frame is malformed here
+            conn.stats.bad_frames += 1
+            self.gate.noisy.warning("transport.bad_frame", peer=conn.peer, error="a channel close")
+            conn.abort()
+            return
         if conn.remote is not None:
             self._learned[msg.sender] = conn.remote
         self._hand_over(dst, msg)
