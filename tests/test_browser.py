@@ -95,8 +95,10 @@ async def test_page_live_in_chromium(tmp_path: Path) -> None:
             await page.select_option("#speed-select", "20")
             await page.wait_for_function("$('speed').textContent === '20'", timeout=10_000)
             assert await page.input_value("#speed-select") == "20"
-            await page.evaluate("""fetch('/api/control/run', {method: 'POST',
-                body: JSON.stringify({action: 'speed', speed: 12})})""")
+            # As a script on the page would: the token first (same origin), then a JSON POST.
+            await page.evaluate("""fetch('/api/control/token').then(r => r.json()).then(t =>
+                fetch('/api/control/run', {method: 'POST', body: JSON.stringify({action: 'speed', speed: 12}),
+                    headers: {'Content-Type': 'application/json', 'X-Control-Token': t.token}}))""")
             await page.wait_for_function("$('speed-select').value === '12'", timeout=10_000)
             await page.select_option("#speed-select", "10")
             await page.wait_for_function("$('speed').textContent === '10'", timeout=10_000)

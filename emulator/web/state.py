@@ -9,6 +9,7 @@ Everything here is read on the run's own event loop, so no locking is needed.
 from __future__ import annotations
 
 import enum
+import secrets
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -95,6 +96,8 @@ class LiveRun(RMObserver):
     def __init__(self, scenario: Scenario, allow_control: bool = False) -> None:
         self.scenario = scenario
         self.allow_control = allow_control
+        # Control requests must carry it (``web.guard``); printed on the terminal, fetched by the page.
+        self.control_token = secrets.token_urlsafe(24) if allow_control else ""
         self.events = EventBuffer()
         self.run: Attached | None = None
         self.clock: PacedClock | None = None

@@ -368,9 +368,17 @@ async function loadNodes() {
 
 /* ---------------- control ---------------- */
 
+// The run's control token: control requests carry it (the server refuses them otherwise).
+let controlToken = null;
+
 async function control(path, body) {
+  if (controlToken === null) {
+    const t = await fetch("/api/control/token");
+    controlToken = t.ok ? (await t.json()).token : "";
+  }
   const res = await fetch("/api/control/" + path, {
-    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+    method: "POST", headers: { "Content-Type": "application/json", "X-Control-Token": controlToken },
+    body: JSON.stringify(body),
   });
   const d = await res.json();
   $("ctl-msg").textContent = res.ok
