@@ -206,7 +206,9 @@ def contexts(summary: dict[str, Any]) -> frozenset[Applies]:
         out.add("faults")
     if summary.get("failure_detector") not in (None, "rm_liveliness_monitor"):
         out.add("ring")
-    for key, ctx in (("jobs", "jobs"), ("usage", "usage"), ("tiers", "tiers"),
+    if lookup(summary, "jobs.count"):
+        out.add("jobs")
+    for key, ctx in (("usage", "usage"), ("tiers", "tiers"),
                      ("rm_restarts", "restarts"), ("tasks_lost", "invariants")):
         if summary.get(key) is not None:
             out.add(ctx)  # type: ignore[arg-type]
