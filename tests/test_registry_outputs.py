@@ -58,6 +58,6 @@ def test_jobs_show_completion_times_per_pool(tmp_path: Path) -> None:
 
 
 def test_every_whole_run_metric_names_a_context_the_summary_can_show() -> None:
-    everything = {"crashed_nodes": 1, "failure_detector": "kring", "jobs": {"count": 1}, "usage": {}, "tiers": {},
-                  "rm_restarts": [], "tasks_lost": 0}
+    everything = {"crashed_nodes": 1, "failure_detector": "kring", "jobs": {"count": 1}, "usage": {},
+                  "tiers": {}, "rm_restarts": [], "tasks_lost": 0}
     assert {m.applies for m in registry.REGISTRY} <= registry.contexts(everything)

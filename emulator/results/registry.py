@@ -46,15 +46,15 @@ def _m(name: str, label: str, unit: Unit, meaning: str, computed: str, applies: 
                      applies=applies, scope=scope, prom=prom)
 
 
-_WINDOW = "time mean over the samples after the warm-up"
+_WINDOW = "over the measurement window (after the warm-up), time-weighted:"
 _LATENCY = ("from the instant a fault crashed a node to the RM's removal of it, over the crashed "
             "nodes the RM removed")
 
 REGISTRY: tuple[MetricDef, ...] = (
     _m("cpu_utilization", "CPU utilisation", "frac", "Allocated CPU over schedulable CPU.",
-       f"{_WINDOW} of allocated / schedulable cores"),
+       f"{_WINDOW} allocated core-seconds / schedulable core-seconds"),
     _m("ram_utilization", "RAM utilisation", "frac", "Allocated RAM over schedulable RAM.",
-       f"{_WINDOW} of allocated / schedulable GiB"),
+       f"{_WINDOW} allocated GiB-seconds / schedulable GiB-seconds"),
     _m("heartbeats_sent", "heartbeats sent", "count", "Heartbeats the NodeManagers sent.",
        "the nodes' counter at the end of the run", prom="hbemu_heartbeats_sent"),
     _m("heartbeat_responses", "heartbeat responses", "count",
@@ -64,12 +64,14 @@ REGISTRY: tuple[MetricDef, ...] = (
        "Node-update events the scheduler processed.", "the RM's counter at the end of the run",
        prom="hbemu_scheduler_update_events"),
     _m("h1", "h1 (min m_i/n_i)", "num",
-       "Heartbeat processing efficiency: the worst interval's share of heartbeats answered. At most 1.",
-       "min over the sample intervals after the warm-up (n_i > 0; intervals a real-time run lagged in "
-       "set aside) of m_i / n_i, m_i the responses to the n_i heartbeats sent in interval i"),
+       "Heartbeat processing efficiency: the worst interval's share of heartbeats answered; 1 when "
+       "the RM kept up in every interval.",
+       "min over the sample intervals after the warm-up with n_i > 0 (intervals a real-time run "
+       "lagged in set aside) of m_i / n_i: n_i heartbeats sent, m_i responses received in interval "
+       "i (over TCP: responses to the heartbeats sent in i, within one interval)"),
     _m("h2", "h2 (min s_i/n_i)", "num",
        "Scheduler update efficiency: the worst interval's share of heartbeats that became a "
-       "scheduler update. At most 1.",
+       "scheduler update; 1 when the scheduler kept up in every interval.",
        "min over the same intervals as h1 of s_i / n_i, s_i the node-update events processed"),
     _m("allocations", "allocations", "count", "Containers allocated.",
        "the RM's counter (a resumed run adds the earlier processes')", prom="hbemu_allocations"),
@@ -100,7 +102,7 @@ REGISTRY: tuple[MetricDef, ...] = (
     _m("crashed_nodes", "nodes crashed", "count", "Nodes a fault crashed (the scenario's or the page's).",
        "distinct nodes crashed", "faults"),
     _m("crashed_removed", "crashed nodes removed", "count", "Crashed nodes the RM removed.",
-       "distinct crashed nodes with a removal after their crash", "faults"),
+       "crashed nodes the RM removed after their crash", "faults"),
     _m("crashed_by_scenario", "nodes crashed by the scenario", "count",
        "Nodes the scenario's own faults crashed.", "distinct nodes crashed by the scenario's faults",
        "faults"),
@@ -123,7 +125,7 @@ REGISTRY: tuple[MetricDef, ...] = (
     _m("ring_messages_per_node_minute", "ring messages / node / min", "num",
        "Liveness messages between nodes on the ring, per node per minute.",
        "ring messages / nodes / (duration / 60)", "ring"),
-    _m("ring_refuted", "ring suspicions refuted", "count", "Suspicions a node refuted before removal.",
+    _m("ring_refuted", "ring suspicions refuted", "count", "Ring suspicions refuted.",
        "the membership service's counter", "ring"),
     # Jobs (traces and job workloads).
     _m("jobs.count", "jobs", "count", "Jobs submitted.", "rows of jobs.csv", "jobs"),
@@ -145,7 +147,7 @@ REGISTRY: tuple[MetricDef, ...] = (
     _m("usage.ram_slack", "RAM slack", "frac", "Share of RAM limits the tasks did not use.",
        "(limit − usage) / limit, summed over task-time", "usage"),
     _m("usage.ooms", "OOM kills", "count", "Tasks killed for running out of memory.",
-       "kills over their limit plus kills of a node out of memory", "usage"),
+       "OOM kills over the task's limit and of nodes out of memory", "usage"),
     _m("usage.ooms_per_task_day", "OOMs per task-day", "num", "OOM kills per day of task time.",
        "OOM kills / task-days", "usage"),
     _m("usage.machine_overflow_fraction", "machine overflow", "frac",
@@ -153,11 +155,11 @@ REGISTRY: tuple[MetricDef, ...] = (
        "node-seconds over capacity / node-seconds sampled", "usage"),
     # RM restarts and the invariant checker.
     _m("recovery_s", "RM recovery", "s", "Longest time an RM restart took to recover.",
-       "max over restarts of restart → recovered", "restarts"),
+       "max over the RM restarts of their recovery time", "restarts"),
     _m("tasks_lost", "tasks lost", "count", "Tasks the invariant checker found lost.",
-       "tasks neither finished nor running nor queued at the end", "invariants"),
+       "the invariant checker's count at the end of the run", "invariants"),
     _m("tasks_duplicated", "tasks duplicated", "count", "Tasks the invariant checker found running twice.",
-       "tasks with more than one live instance", "invariants"),
+       "the invariant checker's count at the end of the run", "invariants"),
     # Values of one instant of a live run (the status page and /metrics gauges).
     _m("cpu_utilization_now", "CPU utilisation (now)", "frac", "Allocated / schedulable CPU now.",
        "the RM's snapshot", scope="now"),
@@ -176,7 +178,7 @@ REGISTRY: tuple[MetricDef, ...] = (
        "Nodes removed and not registered again: the ring's \"lost\".",
        "distinct removed nodes the RM does not hold now", scope="now"),
     _m("nodes_unregistered", "nodes not registered", "count",
-       "Nodes of the cluster the RM has never held (not joined yet).",
+       "Nodes of the cluster the RM neither holds nor removed (not joined yet).",
        "cluster size − registered − lost now", scope="now"),
     _m("running_tasks", "running tasks", "count", "Tasks running now.", "the RM's snapshot", scope="now"),
     _m("pending_tasks", "pending tasks", "count", "Tasks waiting now.", "the RM's snapshot", scope="now"),
@@ -253,3 +255,27 @@ def pool_jct_rows(summary: dict[str, Any]) -> list[tuple[str, list[str]]]:
 
 
 POOL_JCT_COLUMNS = ("pool", "jobs", "finished", "JCT p50", "JCT p90", "JCT p99")
+
+
+_UNITS = {"frac": "fraction", "count": "count", "s": "emulated s", "num": "number"}
+_WHEN = {"always": "every run", "faults": "faults or removals", "ring": "ring detector",
+         "jobs": "jobs", "usage": "usage models", "tiers": "tiers", "restarts": "RM restarts",
+         "invariants": "invariant checker"}
+
+
+def glossary_markdown() -> str:
+    """docs/metrics.md's glossary: one table of the whole-run figures, one of the live values."""
+    def table(metrics: Iterable[MetricDef]) -> list[str]:
+        lines = ["| name | label | unit | shown for | meaning | computed as | /metrics |",
+                 "|---|---|---|---|---|---|---|"]
+        for m in metrics:
+            prom = f"`{m.prom}_total`" if m.prom else ""
+            cells = (f"`{m.name}`", m.label, _UNITS[m.unit], _WHEN[m.applies], m.meaning, m.computed, prom)
+            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        return lines
+
+    out = ["**Whole-run figures** (summary.json, the terminal table, report.html; the status page "
+           "and /metrics once the run is over):", "", *table(WHOLE_RUN), "",
+           "**Values of one instant** (the status page's API while a run goes on):", "",
+           *table(m for m in REGISTRY if m.scope == "now")]
+    return "\n".join(out) + "\n"
