@@ -34,6 +34,9 @@ def cluster(live: LiveRun) -> dict[str, Any]:
         "nodes_total": sc.node_count,
         "allow_control": live.allow_control,
         "results_dir": live.results_dir,
+        # The cards' labels: the metrics registry's, so that the page names figures as the
+        # summary, the report and the terminal table do.
+        "labels": {m.name: m.label for m in registry.REGISTRY},
     }
     run = live.run
     if run is None:
