@@ -61,3 +61,12 @@ def test_every_whole_run_metric_names_a_context_the_summary_can_show() -> None:
     everything = {"crashed_nodes": 1, "failure_detector": "kring", "jobs": {"count": 1}, "usage": {},
                   "tiers": {}, "rm_restarts": [], "tasks_lost": 0}
     assert {m.applies for m in registry.REGISTRY} <= registry.contexts(everything)
+
+
+def test_compare_names_registry_figures_as_the_registry_does() -> None:
+    from emulator.results.metrics import METRICS
+
+    shared = [m for m in METRICS if m.key in registry.BY_NAME]
+    assert len(shared) >= 25
+    for m in shared:
+        assert (m.label, m.unit) == (registry.BY_NAME[m.key].label, registry.BY_NAME[m.key].unit), m.key
