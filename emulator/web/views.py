@@ -100,7 +100,7 @@ def cluster(live: LiveRun) -> dict[str, Any]:
 def final_figures(summary: dict[str, Any]) -> dict[str, Any]:
     """The registry's whole-run figures from the run's summary.json document, under its names:
     the page's figures at the end are exactly the summary's."""
-    out = {m.name: registry.lookup(summary, m.name) for m in registry.WHOLE_RUN if "." not in m.name}
+    out = {m.name: summary[m.name] for m in registry.WHOLE_RUN if "." not in m.name and m.name in summary}
     out["detection_latency_s"] = summary.get("detection_latency_s")
     return out
 
