@@ -129,8 +129,8 @@ class LiveRun(RMObserver):
 
     def finish(self, summary: dict[str, Any] | None = None) -> None:
         """The run is over; ``summary``: its summary.json document, whose whole-run figures the
-        page then shows (its own running figures are computed differently: h1/h2 without the
-        intervals a real-time run lagged in set aside, counters read before the nodes stopped)."""
+        page then shows (its running h1/h2 are computed apart: without the intervals a real-time
+        run lagged in set aside and, over TCP, without the workers' per-interval reports)."""
         self.summary = summary
         self.finished = True
 
