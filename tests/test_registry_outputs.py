@@ -70,3 +70,21 @@ def test_compare_names_registry_figures_as_the_registry_does() -> None:
     assert len(shared) >= 25
     for m in shared:
         assert (m.label, m.unit) == (registry.BY_NAME[m.key].label, registry.BY_NAME[m.key].unit), m.key
+
+
+def test_usage_figures_show_only_for_runs_with_usage_models(tmp_path: Path) -> None:
+    sc = scenario(run={"duration_s": 30})
+    summary = write_results(run_blocking(sc), tmp_path)
+    usage = {"cpu_slack": 0.25, "ram_slack": 0.5, "ooms": 3, "ooms_per_task_day": 1.5,
+             "machine_overflow_fraction": 0.0}
+    with_usage = {**summary, "usage": usage}
+
+    def table(s: dict[str, Any]) -> str:
+        buf = io.StringIO()
+        Console(file=buf, width=200).print(summary_table(s, 0.0))
+        return buf.getvalue()
+
+    shown, plain = table(with_usage), table(summary)
+    for label, value in (("CPU slack", "25.00%"), ("RAM slack", "50.00%"), ("OOM kills", "3")):
+        assert label in shown and value in shown, label
+        assert label not in plain, label
