@@ -19,6 +19,7 @@ from emulator.harness.outcome import RunOutcome
 from emulator.harness.quietgc import quiet_gc
 from emulator.harness.runner import ProgressHook, RunHandle, run_scenario
 from emulator.harness.tcprun import run_tcp_scenario
+from emulator.results.summary import full_summary
 from emulator.scenario.schema import Scenario
 from emulator.time.pacing import PacedClock
 from emulator.web.app import make_app, start_server
@@ -88,7 +89,8 @@ async def serve_scenario(
         if tap.dropped:  # the page shows it; the file is closed
             live.events.add({"t": live.now(), "event": "run.late_events_dropped", "level": "warning",
                              "count": tap.dropped})
-        live.finish()
+        # The page's end-of-run figures are summary.json's, computed once from the outcome.
+        live.finish(full_summary(outcome))
         if on_finished is not None:
             on_finished(outcome, live)
         if outcome.partial:
