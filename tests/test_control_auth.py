@@ -93,7 +93,8 @@ def test_a_worker_proves_the_secret_without_sending_it() -> None:
         server = await asyncio.start_server(fake_harness, "127.0.0.1", 0)
         client = ControlClient(make_logger(clock, None), lambda msg: None)
         try:
-            await client.connect(*server.sockets[0].getsockname()[:2], hello(1), SECRET)
+            host, port = server.sockets[0].getsockname()[:2]
+            await client.connect(host, port, hello(1), SECRET)
             await clock.sleep(1.2)
         finally:
             client.close()

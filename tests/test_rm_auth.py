@@ -50,7 +50,7 @@ def test_nodes_register_by_proof_and_no_frame_carries_the_secret() -> None:
             conn = next(iter(h.server.connections))
             assert conn.authenticated
             wire = bytearray()
-            conn_out = h.client._conn  # type: ignore[union-attr]
+            conn_out = h.client._conn
             assert conn_out is not None
             conn_out._transport = Tap(conn_out._transport, wire)
             for node in h.nodes:
