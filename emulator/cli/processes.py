@@ -296,7 +296,12 @@ def _registered(reports: list[HostReport], rm: str) -> int:
               "(its events.jsonl says why)", file=sys.stderr)
     if registered or not nodes:
         return 0
-    if refused:
+    proofs = sum(r.transport.get("proofs_refused", 0) for r in reports)
+    if proofs:
+        why = (f"it refused their proof of the shared secret ({proofs:,} connections closed after it): a "
+               "wrong shared secret (--credentials-file; an RM given none keeps its own in its --out "
+               "directory, rm-secret)")
+    elif refused:
         why = (f"it refused them ({refused:,} refusals): a wrong shared secret (--credentials-file; an "
                "RM given none keeps its own in its --out directory, rm-secret) or nodes it does not accept")
     else:

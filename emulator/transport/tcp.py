@@ -81,6 +81,8 @@ class TransportStats(msgspec.Struct):
     slow_readers: int = 0
     # Closed for a wrong (or unasked-for) proof of the secret.
     auth_failures: int = 0
+    # Client side: connections the RM closed after our proof with no word back (a wrong secret).
+    proofs_refused: int = 0
 
     def snapshot(self) -> dict[str, int]:
         counts: dict[str, int] = msgspec.structs.asdict(self)
@@ -585,6 +587,7 @@ class _ClientConnection(FramedConnection):
         self._nodes: dict[int, Any] = {}
         self._next_channel = 1
         self.challenged: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self.answered = False  # a frame came after the challenge: our proof passed
 
     def open(self, node: Any) -> TcpLink:
         channel = self._next_channel
@@ -602,6 +605,7 @@ class _ClientConnection(FramedConnection):
             if not self.challenged.done():
                 self.challenged.set_result(msg.nonce)
             return
+        self.answered = True
         node = self._nodes.get(channel)
         if node is not None and channel in self.links:
             node.receive(msg)
@@ -708,6 +712,10 @@ class TcpClient:
                 self._connected.set()
                 await conn.lost
                 self._connected.clear()
+                if conn.challenged.done() and not conn.answered:
+                    # Closed after our proof, before any answer: the RM's secret is not ours.
+                    self.stats.proofs_refused += 1
+                    self.log.warning("transport.proof_refused", host=self.host, port=self.port)
                 delay = self.backoff.next_delay()
                 self.log.warning("transport.reconnecting", host=self.host, port=self.port,
                                  retry_in_s=round(delay, 3))
