@@ -83,14 +83,27 @@ def cmd_run(args: argparse.Namespace) -> int:
     cluster = _cluster_options(args, scenario)
     console = Console(stderr=True, quiet=args.quiet)
     _print_notes(args.scenario, scenario)
-    out = Path(args.out) if args.out else Path("runs") / Path(args.scenario).stem
+    force = bool(getattr(args, "force", False))
+    out = _results_directory(Path(args.out) if args.out else Path("runs") / Path(args.scenario).stem, force)
     # `rerun` replays the original's choice (`check`), whatever HBEMU_CHECK_INVARIANTS says now.
     check = True if args.check_invariants else getattr(args, "check", None)
     served = args.serve is not None
-    with run_directory(out, args.scenario, scenario, given, adjusted, check, served) as rec:
+    with run_directory(out, args.scenario, scenario, given, adjusted, check, served, force) as rec:
         status = _run(args, scenario, out, console, check, cluster)
         rec.finish(status)
         return status
+
+
+def _results_directory(requested: Path, force: bool) -> Path:
+    """Never over an earlier run unasked: ``runs/quickstart`` holding one, the run goes to
+    ``runs/quickstart-2`` (said on stderr) unless ``--force`` replaces it."""
+    from emulator.results.rundir import fresh_directory
+
+    out = fresh_directory(requested, force)
+    if out != requested:
+        print(f"note: {requested}/ holds an earlier run; this run goes to {out}/ "
+              "(--force replaces the earlier one)", file=sys.stderr)
+    return out
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:
@@ -107,14 +120,15 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     if record.command == "rm":
         raise ScenarioError(f"{src}: made by `emulator {record.command}` (an RM serving nodes over TCP): "
                             f"start it again with `emulator {record.command} {src / SCENARIO_FILE}`")
-    out = Path(args.out) if args.out else src.with_name(src.resolve().name + "-rerun")
-    if out.resolve() == src.resolve():
-        raise ScenarioError(f"--out {out}: the rerun would overwrite the run it reproduces")
+    requested = Path(args.out) if args.out else src.with_name(src.resolve().name + "-rerun")
+    if requested.resolve() == src.resolve():
+        raise ScenarioError(f"--out {requested}: the rerun would overwrite the run it reproduces")
+    out = _results_directory(requested, args.force)
     # The recorded scenario already holds every override; the run's options are replayed as they were.
     run_args = argparse.Namespace(
         scenario=str(src / SCENARIO_FILE), out=str(out), seed=None, duration=None, set=None,
         quiet=args.quiet, check_invariants=False, check=record.check_invariants, serve=None,
-        allow_control=False, speed=None, linger=None,
+        allow_control=False, speed=None, linger=None, force=args.force,
     )
     if record.served:
         print(f"rerun: {src} was run on a status page (paced real time); this rerun is not served",
@@ -149,7 +163,10 @@ def _run(args: argparse.Namespace, scenario: Scenario, out: Path, console: Conso
     if args.serve is not None:
         from emulator.web.serve import run_served
 
-        return run_served(args, scenario, out, console)
+        status = run_served(args, scenario, out, console)
+        if args.quiet:  # the page's own lines are quiet; where the results are is always said
+            print(f"results in {out}/", file=sys.stderr)
+        return status
     console.print(
         f"[bold]{scenario.name or args.scenario}[/]: {scenario.node_count} nodes, "
         f"{scenario.heartbeat.mode} heartbeats every {scenario.heartbeat.interval_s:g}s, "
@@ -166,7 +183,9 @@ def _run(args: argparse.Namespace, scenario: Scenario, out: Path, console: Conso
         # Stopped by Ctrl-C / SIGTERM: one line, the partial results are on disk.
         return stopped(outcome, out)
     Console(quiet=args.quiet).print(summary_table(summary, outcome.wall_s))
-    console.print(f"results in {out}/ (summary.json, timeseries.csv, events.jsonl, report.html, *.png)")
+    # Said with --quiet too: a run may have gone to another directory than asked (runs/NAME-2).
+    print(f"results in {out}/ (summary.json, timeseries.csv, events.jsonl, report.html, *.png)",
+          file=sys.stderr)
     return verdict(outcome, console)
 
 
@@ -392,7 +411,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--set", action="append", metavar="KEY=VALUE",
         help="override a scenario field, e.g. --set scheduler.policy=fifo (repeatable)",
     )
-    r.add_argument("--quiet", action="store_true", help="no progress bar or table")
+    r.add_argument("--quiet", action="store_true", help="no progress bar or table (where the results "
+                   "are is still said)")
+    r.add_argument("--force", action="store_true", help="replace the run already in the results directory "
+                   "(default: a directory holding a run is kept and this run goes to DIR-2, DIR-3, ...)")
     r.add_argument(
         "--check-invariants", action="store_true",
         help="check capacity, exactly-once tasks and RM/node agreement; stop on a violation",
@@ -418,7 +440,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "that the results match")
     rr.add_argument("dir", help="results directory of `emulator run` (scenario.toml and run.json inside)")
     rr.add_argument("--out", help="results directory of the rerun (default DIR-rerun)")
-    rr.add_argument("--quiet", action="store_true", help="no progress bar or table")
+    rr.add_argument("--quiet", action="store_true", help="no progress bar or table (where the results "
+                    "are is still said)")
+    rr.add_argument("--force", action="store_true", help="replace a run already in the rerun's directory "
+                    "(default: it goes to DIR-rerun-2, ...)")
     rr.set_defaults(func=cmd_rerun)
 
     rp = sub.add_parser("report", help="write report.html for one results directory, or a "
