@@ -18,7 +18,7 @@ PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["
 
 
 def pins() -> dict[str, str]:
-    out = {}
+    out: dict[str, str] = {}
     for line in (ROOT / "constraints.txt").read_text(encoding="utf-8").splitlines():
         line = line.split("#", 1)[0].strip()
         if line:
