@@ -17,6 +17,7 @@ from emulator.cli.args import count, non_negative, positive
 from emulator.cli.figures import add_command as add_figures_command
 from emulator.cli.fuzz import add_command as add_fuzz_command
 from emulator.cli.processes import add_commands as add_tcp_commands
+from emulator.cli.schema import add_command as add_schema_command
 from emulator.cli.traces import add_command as add_import_command
 from emulator.experiments.e1 import add_command as add_e1_command
 from emulator.experiments.e4 import add_command as add_e4_command
@@ -374,7 +375,7 @@ COMMAND_GROUPS = {
     "experiments": ("e1", "e3", "e3-tcp", "sweep", "efficiency", "recovery", "reliability", "abuse",
                     "traces", "e4", "e5", "baselines", "usage-messages"),
     "processes": ("rm", "nodes"),
-    "tools": ("bench", "figures", "fuzz", "import"),
+    "tools": ("bench", "figures", "fuzz", "import", "schema"),
 }
 
 
@@ -523,6 +524,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_figures_command(sub)
     add_fuzz_command(sub)
     add_import_command(sub)
+    add_schema_command(sub)
     _group_commands(p, sub)
     return p
 

@@ -424,7 +424,7 @@ class SweepConfig(Base, kw_only=True, frozen=True):
     modes: Annotated[list[Literal["periodic", "delta"]], msgspec.Meta(min_length=1)] = msgspec.field(
         default_factory=lambda: ["periodic", "delta"]
     )
-    # Scale every operation's job_count with the node count (E2: t = n·c·l/a tasks per job).
+    # Scale every operation's `tasks` with the node count (E2: t = n·c·l/a tasks per job).
     scale_workload: bool = True
     threshold: Annotated[float, msgspec.Meta(gt=0, le=1)] = 0.99
 
