@@ -82,12 +82,12 @@ e3: $(STAMP)
 e3-tcp: $(STAMP)
 	$(BIN)/emulator e3-tcp --nodes 7500 --kill-worker --out runs/e3-tcp
 
-# E4 (design.md §3b): Autopilot vs hard and soft limits, slack and OOMs per task-day (~1 min).
+# E4 (the Borg lecture): Autopilot vs hard and soft limits, slack and OOMs per task-day (~1 min).
 # Table: emulator e4 --table docs/e4.json
 e4: $(STAMP)
 	$(BIN)/emulator e4 scenarios/e4-autopilot.toml --out docs/e4.json --runs runs/e4
 
-# E5 (design.md §3b): stochastic bin packing, machines and overflow per admission method (~20 s).
+# E5 (the Borg lecture): stochastic bin packing, machines and overflow per admission method (~20 s).
 # Tables: emulator e5 --table docs/e5.json
 e5: $(STAMP)
 	$(BIN)/emulator e5 scenarios/e5-sbp.toml --out docs/e5.json

@@ -57,3 +57,15 @@ def test_schema_prints_a_json_schema_the_shipped_scenarios_fit(capsys: pytest.Ca
             assert set(data) <= set(top["properties"]), path.name
     assert main(["schema", "--markdown"]) == 0
     assert capsys.readouterr().out == markdown()
+
+
+def test_the_misspelt_field_error_in_usage_md_is_what_validate_prints(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("my.toml").write_text("[cluster]\nnodes = [{ count = 2, cpus = 8, ram_gib = 16 }]\n"
+                               "[run]\nduration_s = 60\n")
+    assert main(["validate", "my.toml"]) == 2
+    line = capsys.readouterr().err.strip()
+    assert line.startswith("error: my.toml: at `cluster.nodes[0].cpus`: unknown field; did you mean `cpu`?")
+    assert f"\n{line}\n" in (ROOT / "docs" / "usage.md").read_text(encoding="utf-8")
