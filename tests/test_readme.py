@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from pathlib import Path
 
@@ -55,3 +56,12 @@ def test_the_readme_is_short_and_says_its_two_commands() -> None:
     assert "make run" in text and "make test" in text
     assert "make test" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert text.index("## Glossary") < text.index("## Development")
+
+
+def test_every_shipped_scenario_is_in_the_readme_table() -> None:
+    text = README.read_text(encoding="utf-8")
+    table = text.split("## Shipped scenarios", 1)[1].split("\n## ", 1)[0]
+    named = re.findall(r"`([\w*./-]+\.toml)`", table)
+    for path in sorted((ROOT / "scenarios").rglob("*.toml")):
+        name = path.relative_to(ROOT / "scenarios").as_posix()
+        assert any(fnmatch.fnmatch(name, n) for n in named), f"scenarios/{name}: not in the README's table"
