@@ -177,7 +177,10 @@ def markdown() -> str:
         doc = t.cls.__dict__.get("__doc__")
         if doc:
             out += [_public(" ".join(doc.split())), ""]
-        comments = _comments(t.cls)
+        comments: dict[str, str] = {}
+        for base in reversed(t.cls.__mro__):  # a field's comment where it is declared (a base class)
+            if isinstance(base, type) and issubclass(base, msgspec.Struct) and base is not msgspec.Struct:
+                comments.update(_comments(base))
         out += ["| field | type | default | meaning |", "|---|---|---|---|"]
         for f in t.fields:
             out.append(f"| `{f.encode_name}` | {_cell(_type(f.type))} | {_default(f)} | "
