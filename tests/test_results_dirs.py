@@ -85,3 +85,12 @@ def test_rerun_never_overwrites_an_earlier_rerun(tmp_path: Path, scenario: Path,
     err = _run(capsys, "rerun", str(out))
     assert f"results in {tmp_path / 'r-rerun-2'}/" in err and "results match" in err
     assert (tmp_path / "r-rerun" / "summary.json").exists()
+
+
+def test_the_api_never_overwrites_an_earlier_run(tmp_path: Path, scenario: Path) -> None:
+    import emulator
+
+    first = emulator.run(scenario, out=tmp_path / "api")
+    second = emulator.run(scenario, out=tmp_path / "api", seed=4)
+    assert first.run_dir == tmp_path / "api" and second.run_dir == tmp_path / "api-2"
+    assert emulator.load(tmp_path / "api").summary == first.summary
