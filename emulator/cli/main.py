@@ -463,7 +463,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("dirs", nargs="*", metavar="DIR", help="results directories (summary.json inside)")
     c.add_argument(
         "--reference", choices=["thesis-e1"],
-        help="add reference columns (thesis-e1: seed 000 Table 4.3, without / with packing)",
+        help="add reference columns (thesis-e1: the thesis's Table 4.3, without / with packing)",
     )
     c.add_argument("--operations", action="store_true", help="also the per-operation shares")
     c.add_argument("--metrics", metavar="GROUP[,GROUP...]",
