@@ -85,7 +85,10 @@ class RingMonitor:
         stall_age: Callable[[], float] = lambda: 0.0,
         on_removed: Callable[[], None] | None = None,
         phase_s: float = 0.0,
+        can_sleep: bool = False,
     ) -> None:
+        """``can_sleep`` (kring): the host calls ``loop_stalled`` when the node's loop stalls, so
+        a monitor with nothing to send or watch by itself may skip its ticks (``settle``)."""
         self._cfg = config
         self._clock = clock
         self._peers = peers
@@ -118,6 +121,11 @@ class RingMonitor:
         # until that version or our state changes.
         self._told: set[int] = set()
         self._told_version = -2
+        # Asleep since this tick time (-1: awake): every successor holds our liveness as a
+        # promise, every predecessor's is one, we advertise the ring we hold and are not
+        # stalled; the ticks that do nothing are counted, not run (``settle``).
+        self._can_sleep = can_sleep and config.detector != "ring"
+        self._asleep_at = -1.0
         self._tick_timer: Timer | None = None
         self._check_timer: Timer | None = None
         self._check_at = float("inf")
@@ -140,6 +148,7 @@ class RingMonitor:
         k = (now - self._phase) // self._interval + 1
         self._next_tick = self._phase + k * self._interval
         self._tick_timer = self._clock.call_later(self._next_tick - now, self._tick)
+        self._asleep_at = -1.0
         self._joined_at = now
         if ring is not None:
             self._joined_version = ring.version
@@ -147,6 +156,8 @@ class RingMonitor:
 
     def leave(self) -> None:
         """Stop sending and watching (crash, resync, shutdown). Sends nothing."""
+        self.settle()
+        self._asleep_at = -1.0
         if self.machine_id >= 0:
             self._peers.unbind(self.machine_id, self)
             last = self._next_tick - self._interval
@@ -175,7 +186,6 @@ class RingMonitor:
         late = now - self._next_tick
         while self._next_tick <= now + _EPS:
             self._next_tick += self._interval
-        self._tick_timer = self._clock.call_later(self._next_tick - now, self._tick)
         if (
             not self.member
             and self.view is not None
@@ -218,6 +228,39 @@ class RingMonitor:
                 w.last = now
                 w.pinged_at = -1.0
             self._arm(now + self._suspect_s)
+        elif (
+            self._can_sleep and self.member and self.successors and len(self._told) == len(self.successors)
+            and self.view is not None and self._told_version == self.view.version
+            and all(w.vouched for w in self.watching.values())
+        ):
+            self._asleep_at = self._next_tick
+            return
+        self._tick_timer = self._clock.call_later(self._next_tick - now, self._tick)
+
+    def settle(self) -> None:
+        """Count the ticks a sleeping monitor skipped up to now as the liveness they would have
+        sent (what a reader of the counters sees is as if it had ticked)."""
+        if self._asleep_at < 0:
+            return
+        now = self._clock.now()
+        if now + _EPS < self._asleep_at:
+            return
+        ticks = int((now - self._asleep_at + _EPS) // self._interval) + 1
+        self._seq += ticks
+        self.stats.liveness_sent += ticks * len(self.successors)
+        self._asleep_at += ticks * self._interval
+        self._next_tick = self._asleep_at
+
+    def _wake(self) -> None:
+        if self._asleep_at < 0:
+            return
+        self.settle()
+        self._asleep_at = -1.0
+        self._tick_timer = self._clock.call_later(self._next_tick - self._clock.now(), self._tick)
+
+    def loop_stalled(self) -> None:
+        """The node's event loop has stalled: tick again, to put the stall's age in liveness."""
+        self._wake()
 
     def _arm(self, at: float) -> None:
         if self._in_loop or at >= self._check_at - _EPS:
@@ -307,6 +350,7 @@ class RingMonitor:
                 if w.vouched:  # as a message it may stop without notice: our timer watches
                     w.vouched = False
                     self._arm(now + self._suspect_s)
+                    self._wake()
                 if (
                     not self._in_loop
                     and stalled > self._cfg.grace_s
@@ -354,8 +398,10 @@ class RingMonitor:
             w.vouched = False
             w.last = max(w.last, last_s)  # its last tick: when its liveness would have come
             self._arm(w.last + self._suspect_s)
+            self._wake()
 
     def liveness_lossy(self) -> None:
+        self._wake()
         self._told.clear()  # as a sender: our liveness must go as messages, which may be lost
         now, interval = self._clock.now(), self._interval
         for w in self.watching.values():
@@ -439,6 +485,7 @@ class RingMonitor:
     # ---- ring changes ------------------------------------------------------------------
 
     def _adopt(self, view: RingView) -> None:
+        self._wake()  # counted with the successors we had; a new ring is news to tell
         was_member = self.member
         if self.view is not None:
             self._prev_version = self._advertised()

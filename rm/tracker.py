@@ -6,6 +6,7 @@ tells the life's outcomes (``TrackerHost``) what happened, and answers through `
 
 from __future__ import annotations
 
+import hmac
 from typing import Protocol
 
 from rm.cluster import Allocation, Cluster, NodeRecord
@@ -47,6 +48,17 @@ class TrackerHost(Protocol):
         ...
 
 
+def authorised(link: Link, msg: Register, secret: str) -> bool:
+    """Whether a registration may join with ``secret`` configured. A transport with a wire proves
+    the secret per connection itself (challenge-response: it never crosses the wire) and says so on
+    the link (``authenticated``); there what the message carries does not count. Without a wire
+    (in memory) the registration carries the secret."""
+    verdict = getattr(link, "authenticated", None)
+    if verdict is not None:
+        return bool(verdict)
+    return hmac.compare_digest(msg.credentials.encode(), secret.encode())
+
+
 class ResourceTracker:
     def __init__(self, ctx: RMContext, cluster: Cluster, ledger: ContainerLedger, host: TrackerHost) -> None:
         self._ctx = ctx
@@ -61,7 +73,7 @@ class ResourceTracker:
         cfg = ctx.config
         counters = ctx.counters
         reason = ""
-        if cfg.credentials and msg.credentials != cfg.credentials:
+        if cfg.credentials and not authorised(link, msg, cfg.credentials):
             reason = "bad credentials"
         elif problem := resources_problem(msg.resources):
             reason = problem

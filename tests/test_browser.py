@@ -95,8 +95,10 @@ async def test_page_live_in_chromium(tmp_path: Path) -> None:
             await page.select_option("#speed-select", "20")
             await page.wait_for_function("$('speed').textContent === '20'", timeout=10_000)
             assert await page.input_value("#speed-select") == "20"
-            await page.evaluate("""fetch('/api/control/run', {method: 'POST',
-                body: JSON.stringify({action: 'speed', speed: 12})})""")
+            # As a script on the page would: the token first (same origin), then a JSON POST.
+            await page.evaluate("""fetch('/api/control/token').then(r => r.json()).then(t =>
+                fetch('/api/control/run', {method: 'POST', body: JSON.stringify({action: 'speed', speed: 12}),
+                    headers: {'Content-Type': 'application/json', 'X-Control-Token': t.token}}))""")
             await page.wait_for_function("$('speed-select').value === '12'", timeout=10_000)
             await page.select_option("#speed-select", "10")
             await page.wait_for_function("$('speed').textContent === '10'", timeout=10_000)
@@ -233,5 +235,33 @@ async def test_usage_beside_allocation_and_tiers_on_the_page() -> None:
             assert used > 0
             assert "OOM kills" in await text(page, "#usage-sub")
             assert problems == [], problems
+        finally:
+            await browser.close()
+
+
+@pytest.mark.asyncio
+async def test_finished_page_shows_the_whole_run_figures() -> None:
+    """Once the run is over the h1 / h2 card shows the run's own figures (summary.json's), and the
+    cards carry the metrics registry's labels."""
+    from emulator.results import registry
+
+    scenario = small_scenario(nodes=8, duration_s=40.0, speed=20.0, warmup_s=5.0)
+    async with served(scenario, push_interval_s=0.5) as srv, async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True,
+                                           timeout=30_000)
+        try:
+            page = await browser.new_page()
+            await page.goto(srv.url)
+            await page.wait_for_function("$('phase').textContent === 'running'", timeout=15_000)
+            await page.wait_for_function("$('k-h-label').textContent === 'h1 / h2, last interval'",
+                                         timeout=10_000)
+            await page.wait_for_function("$('phase').textContent === 'finished'", timeout=20_000)
+            await page.wait_for_function("$('k-h-label').textContent === 'h1 / h2, whole run'",
+                                         timeout=10_000)
+            summary = srv.live.summary
+            assert summary is not None
+            assert await text(page, "#k-h") == f"{summary['h1']:.3f} / {summary['h2']:.3f}"
+            label = page.locator("#k-lost + .l")
+            assert await label.text_content() == registry.BY_NAME["nodes_lost"].label
         finally:
             await browser.close()

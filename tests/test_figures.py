@@ -5,17 +5,20 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from emulator.cli.main import main
 from emulator.experiments.sweep import headline_table
 from emulator.experiments.sweep import markdown_table as sweep_table
+from emulator.results import registry
 from emulator.results.figures import FIGURES, refresh, stale
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS_WITH_FIGURES = [ROOT / "README.md", ROOT / "docs" / "results.md", ROOT / "docs" / "compare.md",
                      ROOT / "docs" / "traces.md",
-                     ROOT / "docs" / "borg.md", ROOT / "docs" / "packing.md", ROOT / "docs" / "scale.md"]
+                     ROOT / "docs" / "borg.md", ROOT / "docs" / "packing.md", ROOT / "docs" / "scale.md",
+                     ROOT / "docs" / "metrics.md"]
 
 
 @pytest.mark.parametrize("path", DOCS_WITH_FIGURES, ids=lambda p: p.name)
@@ -34,6 +37,20 @@ def test_a_changed_result_file_makes_its_table_stale(tmp_path: Path) -> None:
     data = (tmp_path / FIGURES["e3"].source).read_text().replace('"removals": 375', '"removals": 376', 1)
     (tmp_path / FIGURES["e3"].source).write_text(data)
     assert stale(doc, tmp_path) == ["e3"]
+
+
+def test_the_glossary_goes_stale_when_the_registry_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    doc = tmp_path / "metrics.md"
+    doc.write_text(refresh("<!-- figure: metrics-glossary -->\n<!-- /figure -->\n", tmp_path))
+    assert stale(doc, tmp_path) == [] and "| `h1_now` |" in doc.read_text()
+    h1 = registry.BY_NAME["h1"]
+    changed = tuple(msgspec.structs.replace(m, label="h1 renamed") if m is h1 else m
+                    for m in registry.REGISTRY)
+    monkeypatch.setattr(registry, "REGISTRY", changed)
+    monkeypatch.setattr(registry, "WHOLE_RUN", tuple(m for m in changed if m.scope == "run"))
+    assert stale(doc, tmp_path) == ["metrics-glossary"]
 
 
 def test_unknown_figure_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -28,8 +28,7 @@ async def scrape(s: aiohttp.ClientSession, url: str) -> dict[str, dict[tuple[tup
 
 @pytest.mark.asyncio
 async def test_metrics_follow_conventions_and_move() -> None:
-    async with served(small_scenario(expiry_s=4.0), allow_control=True) as srv, \
-            aiohttp.ClientSession() as s:
+    async with served(small_scenario(expiry_s=4.0), allow_control=True) as srv, srv.session() as s:
 
         async def registered() -> bool:
             m = await scrape(s, srv.url)
@@ -58,7 +57,8 @@ async def test_metrics_follow_conventions_and_move() -> None:
         await wait_for(more_heartbeats)
 
         async with s.post(srv.url + "api/control/nodes",
-                          data=msgspec.json.encode({"action": "crash", "nodes": ["n-0-00002"]})) as resp:
+                          data=msgspec.json.encode({"action": "crash", "nodes": ["n-0-00002"]}),
+                          headers={"Content-Type": "application/json"}) as resp:
             assert resp.status == 200
 
         async def removed() -> bool:

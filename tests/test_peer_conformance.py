@@ -13,11 +13,23 @@ import pytest
 
 from emulator.harness.eventlog import make_logger
 from emulator.time.clock import LoopClock, run
-from emulator.transport.framing import HEADER, FrameEncoder
+from emulator.transport import auth
+from emulator.transport.framing import HEADER, FrameDecoder, FrameEncoder
 from emulator.transport.peers import MemoryPeers
 from emulator.transport.peers_tcp import PeerHello, TcpPeers, split_endpoint
 from ringmon.protocol import Liveness, LivenessPing
 from tests.test_transport_conformance import eventually
+
+
+async def challenged(endpoint: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, bytes]:
+    """Connect to a peer port and read its challenge (its first frame, and all it sends)."""
+    reader, writer = await asyncio.open_connection(*split_endpoint(endpoint))
+    dec = FrameDecoder(auth.Challenge)
+    async with asyncio.timeout(5):
+        while not (frames := dec.feed(chunk := await reader.read(4096))):
+            assert chunk, "closed before its challenge"
+    ((_, challenge),) = frames
+    return reader, writer, challenge.nonce
 
 
 class Box:
@@ -222,14 +234,16 @@ def test_tcp_a_bad_peer_connection_is_closed_alone(bad: str) -> None:
         p.b.bind(2, box)
         p.a.send(2, Liveness(sender=1, seq=0), p.b.endpoint)  # an honest connection a -> b
         await eventually(clock, lambda: len(box.got) == 1)
-        reader, writer = await asyncio.open_connection(*split_endpoint(p.b.endpoint))
+        reader, writer, nonce = await challenged(p.b.endpoint)
         enc = FrameEncoder()
         if bad == "garbage":
             writer.write(b"\x00\x00\x00\x05\x00\x00\x00\x00hello")
         elif bad == "wrong_secret":
-            writer.write(enc.encode(0, PeerHello(endpoint="x:1", credentials="guess")))
+            writer.write(enc.encode(0, auth.prove("guess", nonce, auth.PEER)))
+            writer.write(enc.encode(0, PeerHello(endpoint="x:1")))
         elif bad == "malformed_after_hello":
-            writer.write(enc.encode(0, PeerHello(endpoint="x:1", credentials=p.secret)))
+            writer.write(enc.encode(0, auth.prove(p.secret, nonce, auth.PEER)))
+            writer.write(enc.encode(0, PeerHello(endpoint="x:1")))
             writer.write(HEADER.pack(3, 2) + b"\xc1\xc1\xc1")
         await writer.drain()
         async with asyncio.timeout(5):  # closed by b (no_hello: after its handshake timeout)

@@ -297,3 +297,38 @@ def test_the_papers_ring_keeps_a_timestamp_each_tick() -> None:
         assert clock.pending() == 100
 
     drive(body)
+
+
+def test_an_idle_monitor_sleeps_yet_counts_wakes_on_a_stall_and_a_crash_is_found() -> None:
+    """With nothing to send or watch by itself (every link a promise) a monitor whose host reports
+    stalls arms no timer at all; its skipped ticks still count as liveness; a stall wakes it to
+    send the stall's age; a crash is found as before."""
+
+    def body(clock: FakeClock) -> None:
+        net = Net(clock, 100)
+        for m in net.mon.values():
+            m._can_sleep = True  # as NodeProcess builds it (its pause calls loop_stalled)
+        clock.advance_to(clock.now() + 5.0)
+        assert clock.pending() == 0  # asleep, every one
+        logical = net.stats.liveness_sent
+        clock.advance_to(clock.now() + 30.0)
+        for m in net.mon.values():
+            m.settle()
+        assert net.stats.liveness_sent - logical >= 1.5 * 100 * 30  # counted as if it ticked
+
+        sent = net.peers.counters.sent
+        net.stall[20] = 0.5  # node 20's loop stalls: its host says so
+        net.mon[20].loop_stalled()
+        clock.advance_to(clock.now() + 1.0)
+        assert net.peers.counters.sent >= sent + 2  # the stall's age to both watchers, as messages
+        net.stall[20] = 0.0
+        clock.advance_to(clock.now() + 5.0)
+        assert clock.pending() == 0
+
+        net.mon[10].leave()  # crash
+        t0 = clock.now()
+        clock.advance_to(clock.now() + 1.5)
+        assert {i for i in net.mon if any(r.suspect == 10 for r in net.reports(i))} == {11, 74}
+        assert clock.now() - t0 <= 1.5
+
+    drive(body)

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from emulator.time.clock import LoopClock, run
+from emulator.transport import auth
 from emulator.transport.framing import FrameDecoder, FrameEncoder
 from rm.cluster import NodeRecord
 from rm.config import RMConfig, ServiceTimeConfig
@@ -43,17 +44,25 @@ class RawPeer:
         self.reader = reader
         self.writer = writer
         self.enc = FrameEncoder()
-        self.dec = FrameDecoder(NodeInbound)
+        self.dec = FrameDecoder(NodeInbound | auth.Challenge)
+        self.nonce = b""
 
     @classmethod
-    async def open(cls, address: tuple[str, int], rcvbuf: int | None = None) -> RawPeer:
+    async def open(cls, address: tuple[str, int], rcvbuf: int | None = None, secret: str = "") -> RawPeer:
+        """``secret``: answer the RM's challenge with a proof of it first (an RM with a secret
+        challenges every connection)."""
         if rcvbuf is None:
-            return cls(*await asyncio.open_connection(*address))
-        sock = socket.socket()
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)  # before connect: a small window
-        sock.setblocking(False)
-        await asyncio.get_running_loop().sock_connect(sock, address)
-        return cls(*await asyncio.open_connection(sock=sock))
+            peer = cls(*await asyncio.open_connection(*address))
+        else:
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)  # before connect: a small window
+            sock.setblocking(False)
+            await asyncio.get_running_loop().sock_connect(sock, address)
+            peer = cls(*await asyncio.open_connection(sock=sock))
+        if secret:
+            await peer.receive()
+            await peer.send(0, auth.prove(secret, peer.nonce, auth.RM))
+        return peer
 
     async def send(self, channel: int, *msgs: Any) -> None:
         self.writer.write(b"".join(self.enc.encode(channel, m) for m in msgs))
@@ -63,8 +72,11 @@ class RawPeer:
         async with asyncio.timeout(within_s):
             while True:
                 frames = self.dec.feed(await self.reader.read(65536))
+                for _, m in frames:
+                    if isinstance(m, auth.Challenge):
+                        self.nonce = m.nonce
                 if frames:
-                    return [m for _, m in frames]
+                    return [m for _, m in frames if not isinstance(m, auth.Challenge)]
 
     def close(self) -> None:
         self.writer.close()
@@ -180,7 +192,7 @@ def test_fake_container_ids_are_answered_once_and_not_stored() -> None:
 
     async def main(clock: LoopClock) -> None:
         async with honest_cluster(clock, credentials=SECRET, rm_config=config) as h:
-            liar = await RawPeer.open(h.address)
+            liar = await RawPeer.open(h.address, secret=SECRET)
             await liar.send(1, Register(address="liar", resources=Resources(8, 16), credentials=SECRET))
             [reg] = await liar.receive()
             assert isinstance(reg, RegisterResponse) and reg.action == "normal"
@@ -223,7 +235,7 @@ def test_a_slow_reader_is_disconnected_not_buffered() -> None:
 
     async def main(clock: LoopClock) -> None:
         async with honest_cluster(clock, credentials=SECRET, max_write_buffer_bytes=limit) as h:
-            peer = await RawPeer.open(h.address, rcvbuf=4096)
+            peer = await RawPeer.open(h.address, rcvbuf=4096, secret=SECRET)
             await peer.send(1, Register(address="sloth", resources=Resources(8, 16), credentials=SECRET))
             [reg] = await peer.receive()
             # Each heartbeat's answer lists 20,000 ids to kill (~100 KB); the peer never reads them.
@@ -299,7 +311,7 @@ def test_a_loopback_rm_without_a_secret_makes_one(tmp_path: Path) -> None:
         assert len(secret) >= 32 and secret not in said
 
         async def register(credentials: str) -> RegisterResponse:
-            peer = await RawPeer.open(address)
+            peer = await RawPeer.open(address, secret=credentials)
             try:
                 await peer.send(1, Register(address="n", resources=Resources(8, 16), credentials=credentials))
                 [answer] = await peer.receive(within_s=15)

@@ -72,10 +72,12 @@ async def honest_cluster(
     log = make_logger(clock, sink)
     config = rm_config or RMConfig(credentials=credentials)
     rm = ResourceManager(clock, log, config, heartbeat_mode="periodic")
-    server = TcpServer(rm.receive, log, handshake_timeout_s=handshake_s, **server_kw)
+    server = TcpServer(rm.receive, log, handshake_timeout_s=handshake_s, secret=config.credentials,
+                       **server_kw)
     host, port = await server.start("127.0.0.1", 0)
     stats = NodeCounters()
-    client = TcpClient(host, port, clock, log, backoff=Backoff(initial_s=0.5, seed=1))
+    client = TcpClient(host, port, clock, log, backoff=Backoff(initial_s=0.5, seed=1),
+                       secret=config.credentials)
     nodes = [
         NodeProcess(f"honest-{i}", Resources(8, 16), HeartbeatConfig(interval_s=1.0), clock, stats, log,
                     credentials=credentials)

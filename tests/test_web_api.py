@@ -4,6 +4,7 @@ small scenario runs in paced real time."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from typing import Any
 
@@ -14,6 +15,8 @@ import pytest
 from emulator.web.app import parse_bind
 from tests.webrun import served, small_scenario, wait_for
 
+JSON = {"Content-Type": "application/json"}
+
 
 async def get(session: aiohttp.ClientSession, url: str) -> Any:
     async with session.get(url) as resp:
@@ -22,13 +25,13 @@ async def get(session: aiohttp.ClientSession, url: str) -> Any:
 
 
 async def post(session: aiohttp.ClientSession, url: str, body: Any) -> tuple[int, Any]:
-    async with session.post(url, data=msgspec.json.encode(body)) as resp:
+    async with session.post(url, data=msgspec.json.encode(body), headers=JSON) as resp:
         return resp.status, await resp.json()
 
 
 @pytest.mark.asyncio
 async def test_api_documents_follow_the_run() -> None:
-    async with served(small_scenario(nodes=12)) as srv, aiohttp.ClientSession() as s:
+    async with served(small_scenario(nodes=12)) as srv, srv.session() as s:
         base = srv.url + "api/"
 
         async def registered() -> Any:
@@ -88,7 +91,7 @@ async def _rows_beyond(s: aiohttp.ClientSession, base: str, n: int) -> bool:
 
 @pytest.mark.asyncio
 async def test_stream_pushes_changing_ticks_at_least_once_a_second() -> None:
-    async with served(small_scenario(), push_interval_s=1.0) as srv, aiohttp.ClientSession() as s:
+    async with served(small_scenario(), push_interval_s=1.0) as srv, srv.session() as s:
         ticks: list[dict[str, Any]] = []
         started = time.monotonic()
         async with s.get(srv.url + "api/stream") as resp:
@@ -118,7 +121,7 @@ async def test_stream_pushes_changing_ticks_at_least_once_a_second() -> None:
 
 @pytest.mark.asyncio
 async def test_control_is_off_without_the_flag() -> None:
-    async with served(small_scenario()) as srv, aiohttp.ClientSession() as s:
+    async with served(small_scenario()) as srv, srv.session() as s:
         status, body = await post(s, srv.url + "api/control/run", {"action": "pause"})
         assert status == 403 and "--allow-control" in body["error"]
         status, body = await post(s, srv.url + "api/control/nodes", {"action": "crash", "count": 1})
@@ -128,7 +131,7 @@ async def test_control_is_off_without_the_flag() -> None:
 
 @pytest.mark.asyncio
 async def test_pause_freezes_emulated_time_and_resume_continues() -> None:
-    async with served(small_scenario(), allow_control=True) as srv, aiohttp.ClientSession() as s:
+    async with served(small_scenario(), allow_control=True) as srv, srv.session() as s:
         base = srv.url + "api/"
         await wait_for(lambda: _t_above(s, base, 2.0))
         status, body = await post(s, base + "control/run", {"action": "pause"})
@@ -154,7 +157,7 @@ async def _t_above(s: aiohttp.ClientSession, base: str, t: float) -> bool:
 @pytest.mark.asyncio
 async def test_crashed_node_is_detected_removed_and_shown_everywhere() -> None:
     async with served(small_scenario(expiry_s=4.0), allow_control=True) as srv, \
-            aiohttp.ClientSession() as s:
+            srv.session() as s:
         base = srv.url + "api/"
         await wait_for(lambda: _registered(s, base, 12))
         status, body = await post(s, base + "control/nodes", {"action": "crash", "nodes": ["n-0-00004"]})
@@ -193,7 +196,7 @@ async def _registered(s: aiohttp.ClientSession, base: str, n: int) -> bool:
 @pytest.mark.asyncio
 async def test_paused_node_is_removed_then_rejoins_after_the_pause() -> None:
     async with served(small_scenario(expiry_s=4.0), allow_control=True) as srv, \
-            aiohttp.ClientSession() as s:
+            srv.session() as s:
         base = srv.url + "api/"
         await wait_for(lambda: _registered(s, base, 12))
         status, body = await post(s, base + "control/nodes",
@@ -222,7 +225,7 @@ async def _has(kinds: Any, name: str) -> bool:
 
 @pytest.mark.asyncio
 async def test_bad_requests_get_clear_errors() -> None:
-    async with served(small_scenario(), allow_control=True) as srv, aiohttp.ClientSession() as s:
+    async with served(small_scenario(), allow_control=True) as srv, srv.session() as s:
         base = srv.url + "api/"
         await wait_for(lambda: _registered(s, base, 12))
         async with s.get(base + "nodes?page=two") as resp:
@@ -235,7 +238,7 @@ async def test_bad_requests_get_clear_errors() -> None:
         assert status == 400 and "fraction" in body["error"]
         status, body = await post(s, base + "control/run", {"action": "pause", "extra": 1})
         assert status == 400 and "extra" in body["error"]
-        async with s.post(base + "control/run", data=b"{not json") as resp:
+        async with s.post(base + "control/run", data=b"{not json", headers=JSON) as resp:
             assert resp.status == 400
         # Nothing above touched the run.
         c = await get(s, base + "cluster")
@@ -267,10 +270,12 @@ def test_run_serve_command_end_to_end(
     # the lag threshold, and the run (rightly) ends "overloaded" with exit status 4; at 100x a busy
     # 2-core machine's scheduling delays (3 ms) already reach it.
     code = main(["run", str(scenario), "--serve", "127.0.0.1:0", "--speed", "50", "--duration", "330",
-                 "--linger", "0", "--out", str(out), "--quiet"])
+                 "--linger", "0", "--out", str(out), "--quiet", "--allow-control"])
     assert code == 0
     err = capsys.readouterr().err
     assert "status page: http://127.0.0.1:" in err
+    # With control on, the terminal gets the run's control token, for scripts.
+    assert re.search(r"control token \(X-Control-Token header\): [\w-]{32}", err), err
     summary = msgspec.json.decode((out / "summary.json").read_bytes())
     assert summary["clock"] == "realtime" and summary["nodes_alive_end"] == 50
     assert (out / "report.html").is_file() and (out / "events.jsonl").stat().st_size > 0
@@ -286,7 +291,7 @@ async def test_fault_buttons_work_over_tcp_and_the_page_shows_the_lag() -> None:
         heartbeat=msgspec.structs.replace(small_scenario().heartbeat, mode="delta"),
         transport=msgspec.structs.replace(small_scenario().transport, kind="tcp", workers=2),
     )
-    async with served(sc, allow_control=True) as srv, aiohttp.ClientSession() as s:
+    async with served(sc, allow_control=True) as srv, srv.session() as s:
         base = srv.url + "api/"
         await wait_for(lambda: _registered(s, base, 12))
         status, body = await post(s, base + "control/nodes", {"action": "crash", "nodes": ["n-0-00009"]})

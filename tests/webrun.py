@@ -8,8 +8,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
+
 from emulator.scenario.loader import scenario_from_dict
 from emulator.scenario.schema import Scenario
+from emulator.web.guard import TOKEN_HEADER
 from emulator.web.serve import serve_scenario
 from emulator.web.state import LiveRun
 
@@ -47,10 +50,15 @@ class Served:
     live: LiveRun
     task: asyncio.Task[Any]
 
+    def session(self) -> aiohttp.ClientSession:
+        """A client as the page is one: it sends the run's control token."""
+        return aiohttp.ClientSession(headers={TOKEN_HEADER: self.live.control_token})
+
 
 @contextlib.asynccontextmanager
 async def served(scenario: Scenario, allow_control: bool = False, push_interval_s: float = 0.5,
-                 linger_s: float = 30.0) -> AsyncIterator[Served]:
+                 linger_s: float = 30.0,
+                 allowed_hosts: frozenset[str] = frozenset()) -> AsyncIterator[Served]:
     ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     live = LiveRun(scenario, allow_control=allow_control)
 
@@ -61,7 +69,7 @@ async def served(scenario: Scenario, allow_control: bool = False, push_interval_
         async with asyncio.timeout(MAX_WALL_S):
             return await serve_scenario(
                 scenario, "127.0.0.1", 0, on_ready=on_ready, linger_s=linger_s,
-                push_interval_s=push_interval_s, live=live,
+                push_interval_s=push_interval_s, live=live, allowed_hosts=allowed_hosts,
             )
 
     task = asyncio.create_task(main())

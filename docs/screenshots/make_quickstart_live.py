@@ -23,7 +23,11 @@ URL = f"http://127.0.0.1:{PORT}"
 
 
 def _post(path: str, body: dict[str, object]) -> None:
-    req = urllib.request.Request(URL + path, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    # Control requests carry the run's token, which the page (and we) fetch from the server.
+    with urllib.request.urlopen(URL + "/api/control/token", timeout=5) as resp:
+        token = json.loads(resp.read())["token"]
+    req = urllib.request.Request(URL + path, json.dumps(body).encode(),
+                                 {"Content-Type": "application/json", "X-Control-Token": token})
     urllib.request.urlopen(req, timeout=5).read()
 
 

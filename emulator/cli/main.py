@@ -60,7 +60,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-SERVE_ONLY = (("allow_control", "--allow-control"), ("speed", "--speed"), ("linger", "--linger"))
+SERVE_ONLY = (("allow_control", "--allow-control"), ("allow_host", "--allow-host"), ("speed", "--speed"),
+              ("linger", "--linger"))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -129,7 +130,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     run_args = argparse.Namespace(
         scenario=str(src / SCENARIO_FILE), out=str(out), seed=None, duration=None, set=None,
         quiet=args.quiet, check_invariants=False, check=record.check_invariants, serve=None,
-        allow_control=False, speed=None, linger=None, force=args.force,
+        allow_control=False, allow_host=None, speed=None, linger=None, force=args.force,
     )
     if record.served:
         print(f"rerun: {src} was run on a status page (paced real time); this rerun is not served",
@@ -424,6 +425,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="watch the run live on a status page (real time; default host 127.0.0.1)")
     r.add_argument("--allow-control", action="store_true",
                    help="with --serve: let the page pause the run and crash or pause nodes")
+    r.add_argument("--allow-host", action="append", metavar="NAME",
+                   help="with --allow-control: a host name the page may be reached by for control, "
+                   "besides loopback and the --serve address (repeatable; guards against DNS rebinding)")
     r.add_argument("--speed", type=positive,
                    help="with --serve: emulated seconds per wall second (default: the scenario's "
                    "speed for a realtime scenario, else 20)")

@@ -103,7 +103,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     return cmd_run(argparse.Namespace(
         scenario=str(args.out), out=str(args.run), seed=None, duration=None, set=None, quiet=False,
-        check_invariants=False, check=None, serve=None, allow_control=False, speed=None, linger=None))
+        check_invariants=False, check=None, serve=None, allow_control=False, allow_host=None, speed=None,
+        linger=None))
 
 
 def cmd_traces(args: argparse.Namespace) -> int:

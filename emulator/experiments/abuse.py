@@ -39,6 +39,7 @@ from emulator.harness.tcprun import run_tcp_scenario
 from emulator.scenario.credentials import with_run_secret
 from emulator.scenario.schema import Scenario
 from emulator.time.clock import LoopClock, run, wall_time
+from emulator.transport import auth
 from emulator.transport.framing import HEADER, FrameDecoder, FrameEncoder
 from rm.protocol import (
     ContainerStatus,
@@ -204,7 +205,7 @@ async def spoof_flood(host: str, port: int, seconds: float, conns: int = 64, fra
 async def _liar(host: str, port: int, secret: str, name: str, until: float, counts: AttackCounts,
                 per_heartbeat: int, next_fake: list[int]) -> None:
     enc = FrameEncoder()
-    dec = FrameDecoder(NodeInbound)
+    dec = FrameDecoder(NodeInbound | auth.Challenge)
     reader, writer = await asyncio.open_connection(host, port)
     counts.connections += 1
 
@@ -225,6 +226,9 @@ async def _liar(host: str, port: int, secret: str, name: str, until: float, coun
         return int(reg.machine_id)
 
     try:
+        # An insider proves the secret as an honest worker does (it is never sent in clear).
+        challenge = await answer(auth.Challenge)
+        writer.write(enc.encode(0, auth.prove(secret, challenge.nonce, auth.RM)))
         machine_id = await register()
     except ConnectionError:
         writer.close()

@@ -1,12 +1,17 @@
 """The harness's control channel to its node-hosting worker processes.
 
 The RM side of a TCP run (``tcprun.TcpRM``) listens on a control endpoint; each worker connects,
-says hello (its id, the shared secret, the addresses it hosts, its peer endpoint), and from then
-on takes commands: node faults to apply at an emulated time, liveness loss, and requests for its
-nodes' real state (``NodeReality``) for the invariant checker. A worker whose control connection
-drops without having been told to stop has died (``kill -9``): the harness treats its nodes as
-crashed together. This is the harness's business, not the emulated system's: the NodeManager
-protocol (``rm.protocol``) knows nothing of it.
+answers the harness's challenge with a proof that it holds the run's secret (``transport.auth``:
+the secret never goes on the wire), says hello (its id, the addresses it hosts, its peer
+endpoint), and from then on takes commands: node faults to apply at an emulated time, liveness
+loss, and requests for its nodes' real state (``NodeReality``) for the invariant checker. A
+worker whose control connection drops without having been told to stop has died (``kill -9``):
+the harness treats its nodes as crashed together. This is the harness's business, not the
+emulated system's: the NodeManager protocol (``rm.protocol``) knows nothing of it.
+
+The port has the limits of every authenticated port (``transport.gate``): a handshake timeout,
+small frames before the proof, a connection cap. A worker id that has joined and is connected
+cannot be claimed by a second connection: the newcomer is refused, the worker keeps its link.
 """
 
 from __future__ import annotations
@@ -20,15 +25,23 @@ from typing import Any, Literal
 import msgspec
 
 from emulator.harness.hosting import NodeReality
+from emulator.transport import auth
 from emulator.transport.framing import DEFAULT_MAX_FRAME_BYTES
+from emulator.transport.gate import (
+    DEFAULT_HANDSHAKE_TIMEOUT_S,
+    DEFAULT_MAX_CONNECTIONS,
+    Gate,
+    GuardedConnection,
+)
 from emulator.transport.tcp import FramedConnection, TransportStats
 from rm.ports import Log
 
 
 class WorkerHello(msgspec.Struct, tag=True, frozen=True):
+    """A worker's first message after its proof."""
+
     worker: int
     pid: int
-    credentials: str
     nodes: list[str]
     peer_endpoint: str = ""
 
@@ -88,20 +101,21 @@ class WorkerLink:
         self._conn.send(0, msg)
 
 
-class _ServerSide(FramedConnection):
+class _ServerSide(GuardedConnection):
     def __init__(self, server: ControlServer) -> None:
-        super().__init__(FromWorker, server.max_frame_bytes, server.log, server.stats)
+        super().__init__(FromWorker, server.gate, server.max_frame_bytes)
         self._server = server
         self.link: WorkerLink | None = None
 
-    def on_frame(self, channel: int, msg: Any) -> None:
+    def on_message(self, channel: int, msg: Any) -> None:
         server = self._server
         match msg:
             case WorkerHello() if self.link is None:
-                if msg.credentials != server.credentials:
-                    self._log.warning("control.rejected", peer=self.peer, reason="bad credentials")
-                    self.abort()
+                known = server.workers.get(msg.worker)
+                if known is not None and known.alive:
+                    self.refuse("worker id already joined")
                     return
+                self.identified()
                 self.link = WorkerLink(self, msg)
                 server.joined(self.link)
             case Realities() if self.link is not None:
@@ -128,11 +142,15 @@ class ControlServer:
         on_join: Callable[[WorkerLink], None],
         on_death: Callable[[WorkerLink], None],
         max_frame_bytes: int = 64 * DEFAULT_MAX_FRAME_BYTES,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        handshake_timeout_s: float = DEFAULT_HANDSHAKE_TIMEOUT_S,
     ) -> None:
+        """``max_frame_bytes``: after a worker's proof (its nodes' state is one frame)."""
         self.log = log
-        self.credentials = credentials
         self.max_frame_bytes = max_frame_bytes
         self.stats = TransportStats()
+        self.gate = Gate("control", log, credentials, auth.CONTROL, self.stats, max_connections,
+                         handshake_timeout_s)
         self._on_join = on_join
         self._on_death = on_death
         self.workers: dict[int, WorkerLink] = {}
@@ -151,6 +169,7 @@ class ControlServer:
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
+            self.gate.noisy.flush()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(5):
                     await self._server.wait_closed()
@@ -216,11 +235,22 @@ class ControlServer:
 
 class _ClientSide(FramedConnection):
     def __init__(self, client: ControlClient) -> None:
-        super().__init__(ToWorker, client.max_frame_bytes, client.log, client.stats)
+        super().__init__(ToWorker | auth.Challenge, client.max_frame_bytes, client.log, client.stats)
         self._client = client
+        self.challenged: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
 
     def on_frame(self, channel: int, msg: Any) -> None:
-        self._client.handle(msg)
+        if isinstance(msg, auth.Challenge):
+            if self.challenged.done():
+                self._log.warning("control.unexpected", peer=self.peer, type="Challenge")
+                self.abort()
+            else:
+                self.challenged.set_result(msg.nonce)
+        elif self.challenged.done():
+            self._client.handle(msg)
+        else:
+            self._log.warning("control.unexpected", peer=self.peer, type=type(msg).__name__)
+            self.abort()
 
 
 class ControlClient:
@@ -236,12 +266,20 @@ class ControlClient:
         self.stats = TransportStats()
         self._conn: _ClientSide | None = None
 
-    async def connect(self, host: str, port: int, hello: WorkerHello, timeout_s: float = 10.0) -> None:
+    async def connect(self, host: str, port: int, hello: WorkerHello, secret: str,
+                      timeout_s: float = 10.0) -> None:
+        """Connect, prove ``secret`` (it is not sent) and say ``hello``, within ``timeout_s``."""
         loop = asyncio.get_running_loop()
         async with asyncio.timeout(timeout_s):
             _, conn = await loop.create_connection(lambda: _ClientSide(self), host, port)
-        assert isinstance(conn, _ClientSide)
-        self._conn = conn
+            assert isinstance(conn, _ClientSide)
+            self._conn = conn
+            waits: list[asyncio.Future[Any]] = [conn.challenged, conn.lost]
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        if not conn.challenged.done():
+            raise ConnectionError("the harness closed the control connection before challenging it")
+        nonce = conn.challenged.result()
+        conn.send(0, auth.prove(secret, nonce, auth.CONTROL))
         conn.send(0, hello)
 
     def send(self, msg: FromWorker) -> None:

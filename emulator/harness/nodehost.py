@@ -220,15 +220,16 @@ async def host_nodes(cfg: HostConfig, clock: LoopClock, signals: bool = True) ->
         endpoint = await w.start_peers()
         w.build(endpoint)
         client = TcpClient(
-            cfg.host, cfg.port, clock, log, cfg.max_frame_bytes, Backoff(seed=cfg.seed), wrap=w.wrap
+            cfg.host, cfg.port, clock, log, cfg.max_frame_bytes, Backoff(seed=cfg.seed), wrap=w.wrap,
+            secret=cfg.credentials,
         )
         for node in w.nodes:
             client.connect(node)
         if cfg.control is not None:
             w.control = ControlClient(log, w.handle)
-            hello = WorkerHello(worker=cfg.worker, pid=os.getpid(), credentials=cfg.credentials,
-                                nodes=[n.address for n in w.nodes], peer_endpoint=endpoint)
-            await w.control.connect(*split_endpoint(cfg.control), hello)
+            hello = WorkerHello(worker=cfg.worker, pid=os.getpid(), nodes=[n.address for n in w.nodes],
+                                peer_endpoint=endpoint)
+            await w.control.connect(*split_endpoint(cfg.control), hello, cfg.credentials)
         stack.enter_context(quiet_gc())
         for sig in (signal.SIGTERM, signal.SIGINT) if signals else ():
             loop.add_signal_handler(sig, w.stop.set)

@@ -186,6 +186,16 @@ class RingParts:
         self.peers = peers
         self.views = ViewCache()
         self.counters = RingCounters()
+        self.monitors: list[RingMonitor] = []
+
+    def settled(self) -> RingCounters:
+        """The counters up to now, sleeping monitors' skipped ticks counted."""
+        for m in self.monitors:
+            m.settle()
+        return self.counters
+
+    def peer_messages(self) -> int:
+        return self.settled().peer_messages
 
 
 class NodeProcess:
@@ -222,7 +232,9 @@ class NodeProcess:
                 GatedPeers(ring.peers, self.gate) if self._monitor_in_loop else ring.peers,
                 self.send_to_rm, ring.views, ring.counters, log,
                 stall_age=self.gate.stalled_for, on_removed=self._ring_removed, phase_s=phase_s,
+                can_sleep=True,  # ``pause`` tells it
             )
+            ring.monitors.append(self.monitor)
         probe = _PauseAwareTiming(timing, self.gate) if timing is not None else None
         self.node = NodeManager(
             address, resources, heartbeat, inner, self.send_to_rm, counters, log, credentials,
@@ -288,6 +300,8 @@ class NodeProcess:
         handled until then (containers, being processes, do finish)."""
         if self.node.state is not NodeState.STOPPED and seconds > 0:
             self.gate.pause(seconds)
+            if self.monitor is not None:
+                self.monitor.loop_stalled()
 
     def set_healthy(self, healthy: bool) -> None:
         self.gate.run(self.node.set_healthy, healthy)

@@ -155,8 +155,7 @@ async def _run(
     sampler = side.sampler
     sampler.counters.update(to_rm_messages=lambda: to_rm.messages, to_rm_bytes=lambda: to_rm.bytes)
     if ring is not None:
-        ring_counters = ring.counters
-        sampler.counters["ring_messages"] = lambda: ring_counters.peer_messages
+        sampler.counters["ring_messages"] = ring.peer_messages
     meter: RMCostMeter | None = None
     if sc.run.clock == "realtime":
         meter = RMCostMeter(side.rm)
@@ -210,7 +209,7 @@ async def _run(
                     side.detector_timeout_s, clock.now(), side.removal_times())
     if realities is not None:
         side.end_check(realities, lag)
-    out = outcome(side, counters, timing, to_rm, wall_s, plan, ring.counters if ring else None,
+    out = outcome(side, counters, timing, to_rm, wall_s, plan, ring.settled() if ring else None,
                   peers.counters.lost if peers is not None else 0, costs)
     if lag is not None:
         out.lag = lag

@@ -92,7 +92,7 @@ class TcpRM:
         self.plan = message_fault_plan(scenario, clock)
         self.server = TcpServer(
             self._receive, self.log, tc.max_frame_bytes, tc.handshake_timeout_s, tc.max_connections,
-            wrap=lambda link: self.plan.wrap(link, "to_node"),
+            wrap=lambda link: self.plan.wrap(link, "to_node"), secret=scenario.rm.credentials,
         )
         # Nodes may connect well before the epoch; their registrations are answered from t = 0.
         self.server.handshake_hold = True

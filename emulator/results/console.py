@@ -12,6 +12,7 @@ from rich.table import Table
 
 from emulator.harness.outcome import RunOutcome
 from emulator.harness.runner import Tick, run_blocking
+from emulator.results import registry
 from emulator.scenario.schema import Scenario
 from emulator.time.clock import wall_time
 
@@ -73,20 +74,9 @@ def summary_table(summary: dict[str, Any], wall_s: float) -> Table:
               caption=f"utilisation: mean over {window}\ncounts: whole run")
     t.add_column("metric")
     t.add_column("value", justify="right")
-    keys: tuple[str, ...] = (
-        "cpu_utilization", "ram_utilization", "heartbeats_sent", "heartbeat_responses",
-        "update_events", "h1", "h2", "nodes_lost", "allocations", "containers_completed",
-        "tasks_requeued", "rm_queue_depth_max", "rm_wait_p99_s", "messages_to_rm_per_node_minute",
-    )
-    # Shown only when the run had them: RM restarts, and the invariant checker's task accounting.
-    keys += tuple(k for k in ("recovery_s", "tasks_lost", "tasks_duplicated") if k in summary)
-    for k in keys:
-        v = summary.get(k)
-        if isinstance(v, float):
-            text = f"{v:.2%}" if k.endswith("utilization") else f"{v:,.4g}"
-        else:
-            text = "n/a" if v is None else f"{v:,}"
-        t.add_row(k, text)
+    # The registry's whole-run metrics that apply to this scenario (faults, jobs, usage ...).
+    for metric, text in registry.rows(summary):
+        t.add_row(metric.label, text)
     t.add_row("wall time (s)", f"{wall_s:.2f}")
     ops = Table(title="operations", caption=f"shares: means over {window}; running: at the end")
     for col in ("name", "pool", "running", "completed", "dominant share", "fair share"):
@@ -100,6 +90,13 @@ def summary_table(summary: dict[str, Any], wall_s: float) -> Table:
     grid.add_row(t)
     if summary["operations"]:
         grid.add_row(ops)
+    if pools := registry.pool_jct_rows(summary):
+        jobs = Table(title="jobs by pool", caption="job completion time (JCT): finished jobs")
+        for col in registry.POOL_JCT_COLUMNS:
+            jobs.add_column(col, justify="left" if col == "pool" else "right")
+        for pool, cells in pools:
+            jobs.add_row(pool, *cells)
+        grid.add_row(jobs)
     return grid
 
 

@@ -137,6 +137,9 @@ FIGURES: dict[str, Figure] = {
     "baselines": Figure("docs/baselines.json", "emulator.experiments.e5:baselines_table", "make baselines"),
     "abuse": Figure("docs/abuse-results.json", "emulator.experiments.abuse:markdown_table",
                     "emulator abuse scenarios/abuse.toml --out docs/abuse-results.json"),
+    # Not from a result file: generated from the metrics registry itself.
+    "metrics-glossary": Figure("", "emulator.results.registry:glossary_markdown",
+                               "emulator figures --write docs/metrics.md"),
     "fuzz": Figure("docs/fuzz.json", "emulator.cli.fuzz:markdown_table",
                    "emulator fuzz --examples 20000 --seed 0 --json > docs/fuzz.json"),
 }
@@ -152,6 +155,11 @@ def render(name: str, root: Path = Path(".")) -> str:
     fig = FIGURES.get(name)
     if fig is None:
         raise FigureError(f"unknown figure {name!r} (known: {', '.join(sorted(FIGURES))})")
+    module, func = fig.renderer.split(":")
+    if not fig.source:  # rendered from code (the metrics registry), not from a result file
+        make: Callable[[], str] = getattr(importlib.import_module(module), func)
+        note = f"<sub>Generated from `{module}`; regenerate with `{fig.command}`.</sub>"
+        return make().rstrip("\n") + f"\n\n{note}\n"
     docs = []
     for source in (fig.source, *fig.extra):
         path = root / source
@@ -159,7 +167,6 @@ def render(name: str, root: Path = Path(".")) -> str:
             docs.append(msgspec.json.decode(path.read_bytes()))
         except (OSError, msgspec.DecodeError) as e:
             raise FigureError(f"figure {name}: cannot read {path}: {e} (regenerate: {fig.command})") from e
-    module, func = fig.renderer.split(":")
     table: Callable[..., str] = getattr(importlib.import_module(module), func)
     sources = ", ".join(f"`{s}`" for s in (fig.source, *fig.extra))
     note = f"<sub>From {sources}; regenerate with `{fig.command}`.</sub>"

@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from emulator.results import registry
+
 # How a value is shown: a fraction as a percentage ("frac"), a signed fraction in percentage
 # points ("pp"), a whole count, seconds, any other number, or text (no delta, no ratio).
 Unit = Literal["frac", "pp", "count", "s", "num", "text"]
@@ -45,7 +47,13 @@ ALIASES = {"utilization": "utilisation", "rm": "heartbeats", "failure-detection"
 
 
 def _m(group: str, rows: Iterable[tuple[str, str, Unit, Better]]) -> list[Metric]:
-    return [Metric(group, key, label, unit, better) for key, label, unit, better in rows]
+    out = []
+    for key, label, unit, better in rows:
+        known = registry.BY_NAME.get(key)
+        if known is not None:  # a figure of the metrics registry: its label and unit, as everywhere
+            label, unit = known.label, known.unit
+        out.append(Metric(group, key, label, unit, better))
+    return out
 
 
 def _percentiles(group: str, key: str, label: str, unit: Unit = "s") -> list[Metric]:
@@ -100,7 +108,7 @@ METRICS: tuple[Metric, ...] = (
         ("h2", "h2 (min s_i/n_i)", "num", "higher"),
         ("rm_busy_fraction", "RM busy fraction", "frac", "lower"),
         ("rm_queue_depth_max", "RM queue depth max", "count", "lower"),
-        ("rm_wait_p99_s", "RM wait p99 (s)", "s", "lower"),
+        ("rm_wait_p99_s", "RM wait p99", "s", "lower"),
         ("scheduler_busy_fraction", "scheduler busy fraction", "frac", "lower"),
         ("ring_messages_per_node_minute", "ring messages / node / min", "num", "lower"),
         ("costs.rm_cpu_percent", "RM CPU % (real time)", "num", "lower"),
@@ -116,9 +124,9 @@ METRICS: tuple[Metric, ...] = (
         ("false_removals", "false removals", "count", "lower"),
         ("false_removed_nodes", "nodes falsely removed", "count", "lower"),
         ("stalled_removals", "stalled nodes removed", "count", None),
-        ("detection_latency_s.p50", "detection latency p50 (s)", "s", "lower"),
-        ("detection_latency_s.p99", "detection latency p99 (s)", "s", "lower"),
-        ("detection_latency_s.max", "detection latency max (s)", "s", "lower"),
+        ("detection_latency_s.p50", "detection latency p50", "s", "lower"),
+        ("detection_latency_s.p99", "detection latency p99", "s", "lower"),
+        ("detection_latency_s.max", "detection latency max", "s", "lower"),
         ("tasks_requeued", "tasks requeued", "count", "lower"),
         ("resyncs", "node resyncs", "count", "lower"),
         ("ring_reports", "ring reports", "count", None),
@@ -129,13 +137,13 @@ METRICS: tuple[Metric, ...] = (
         ("jobs.count", "jobs", "count", None),
         ("jobs.finished", "jobs finished", "count", "higher"),
     ]),
-    *_percentiles("jobs", "jobs.jct_s", "job completion time (s)"),
-    *_percentiles("jobs", "jobs.queue_delay_s", "job queueing delay (s)"),
+    *_percentiles("jobs", "jobs.jct_s", "job completion time"),
+    *_percentiles("jobs", "jobs.queue_delay_s", "job queueing delay"),
     *_percentiles("jobs", "jobs.slowdown", "job slowdown", "num"),
-    *_percentiles("jobs", "jobs.task_wait_s", "task wait (s)"),
+    *_percentiles("jobs", "jobs.task_wait_s", "task wait"),
     *_m("jobs", [
-        ("jobs.per_pool.*.jct_s.p50", "pool {}: job completion time p50 (s)", "s", "lower"),
-        ("jobs.per_pool.*.jct_s.p99", "pool {}: job completion time p99 (s)", "s", "lower"),
+        ("jobs.per_pool.*.jct_s.p50", "pool {}: job completion time p50", "s", "lower"),
+        ("jobs.per_pool.*.jct_s.p99", "pool {}: job completion time p99", "s", "lower"),
     ]),
 )
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 
+from emulator.results import registry
 from emulator.results.chartspec import charts_for
 from emulator.results.palette import as_js
 from emulator.results.plots import write_plots
@@ -27,42 +28,12 @@ STATIC = Path(__file__).parent.parent / "web" / "static"
 # Charts get at most this many points per series (a long run is decimated by striding).
 MAX_POINTS = 2000
 
-SUMMARY_KEYS = (
-    ("nodes", "nodes", "int"),
-    ("heartbeat_mode", "heartbeat mode", "str"),
-    ("policy", "policy", "str"),
+# What each run is; its metrics follow from the registry (those that apply to its scenario).
+RUN_KEYS = (
+    ("nodes", "nodes", "count"),
+    ("heartbeat_mode", "heartbeat mode", "text"),
+    ("policy", "policy", "text"),
     ("duration_s", "emulated duration (s)", "num"),
-    ("cpu_utilization", "CPU utilisation", "pct"),
-    ("cpu_utilization_excl_preempted", "CPU utilisation excl. preempted", "pct"),
-    ("ram_utilization", "RAM utilisation", "pct"),
-    ("heartbeats_sent", "heartbeats sent", "int"),
-    ("heartbeat_responses", "heartbeat responses", "int"),
-    ("update_events", "scheduler update events", "int"),
-    ("h1", "h1 (min m_i/n_i)", "num"),
-    ("h2", "h2 (min s_i/n_i)", "num"),
-    ("rm_busy_fraction", "RM busy fraction", "pct"),
-    ("rm_queue_depth_max", "RM queue depth max", "int"),
-    ("rm_wait_p99_s", "RM wait p99 (s)", "num"),
-    ("messages_to_rm_per_node_minute", "messages to RM / node / min", "num"),
-    ("nodes_lost", "nodes lost", "int"),
-    ("crashed_by_scenario", "nodes crashed by the scenario", "int"),
-    ("crashed_removed_by_scenario", "… of them removed", "int"),
-    ("crashed_from_page", "nodes crashed from the status page", "int"),
-    ("crashed_removed_from_page", "… of them removed", "int"),
-    ("false_removals", "false removals", "int"),
-    ("allocations", "allocations", "int"),
-    ("containers_completed", "containers completed", "int"),
-    ("tasks_requeued", "tasks requeued", "int"),
-    ("refusals", "refusals", "int"),
-    ("fallback_allocations", "fallback allocations", "int"),
-    ("preemptions", "preemptions", "int"),
-    # Runs with usage models: real usage against limits (summary.json `usage`).
-    ("usage.cpu_slack", "CPU slack (limit − usage) / limit", "pct"),
-    ("usage.ram_slack", "RAM slack (limit − usage) / limit", "pct"),
-    ("usage.ooms", "OOM kills", "int"),
-    ("usage.ooms_per_task_day", "OOMs per task-day", "num"),
-    ("usage.machine_overflow_fraction", "machine overflow (node-time over capacity)", "pct"),
-    ("usage.throttle_slowdown", "CPU throttling slowdown", "num"),
 )
 
 
@@ -92,21 +63,32 @@ def _fmt(value: Any, kind: str) -> str:
     return html.escape(str(value))
 
 
-def _get(summary: dict[str, Any], path: str) -> Any:
-    value: Any = summary
-    for part in path.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    return value
-
-
 def summary_rows(runs: list[RunData]) -> list[tuple[str, list[str]]]:
-    rows = []
-    for key, label, kind in SUMMARY_KEYS:
-        values = [_get(r.summary, key) for r in runs]
+    """The run rows, then each registry metric that applies to one of the runs (n/a in the others)."""
+    rows = [(label, [_fmt(r.summary.get(key), "int" if kind == "count" else kind) for r in runs])
+            for key, label, kind in RUN_KEYS]
+    wanted = {m.name for r in runs for m in registry.applicable(r.summary)}
+    for metric in registry.WHOLE_RUN:
+        if metric.name not in wanted:
+            continue
+        values = [registry.lookup(r.summary, metric.name) for r in runs]
         if all(v is None for v in values):
             continue  # a metric no run has (a feature this build or those runs lack)
-        rows.append((label, [_fmt(v, kind) for v in values]))
+        rows.append((metric.label, [html.escape(registry.fmt(v, metric.unit)) for v in values]))
     return rows
+
+
+def _jobs_tables(runs: list[RunData]) -> str:
+    """Runs with jobs: per pool, job completion time percentiles."""
+    parts = []
+    for run in runs:
+        pools = registry.pool_jct_rows(run.summary)
+        if not pools:
+            continue
+        title = f"<h3>{html.escape(run.label)}</h3>" if len(runs) > 1 else ""
+        parts.append(title + _table(list(registry.POOL_JCT_COLUMNS),
+                                    [[html.escape(p), *cells] for p, cells in pools], "num"))
+    return "".join(parts)
 
 
 def _table(headers: list[str], rows: list[list[str]], cls: str = "") -> str:
@@ -175,6 +157,7 @@ all times are emulated seconds</p></header>
 <section><h2>Charts</h2><p class="note">Shaded: the warm-up (left out of the averages); dashed
 red lines: faults.</p><div id="charts" class="charts"></div></section>
 <section><h2>Operations</h2>{_operations_tables(runs) or "<p>no operations</p>"}</section>
+{f"<section><h2>Jobs</h2>{jobs}</section>" if (jobs := _jobs_tables(runs)) else ""}
 {f"<section><h2>Usage by tier</h2>{tiers}</section>" if (tiers := _tiers_tables(runs)) else ""}
 <section class="pngs"><h2>PNG plots</h2><p>Next to this report: {links or "none"}</p></section>
 </main>

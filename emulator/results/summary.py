@@ -1,4 +1,5 @@
-"""Turning a finished run into summary.json and timeseries.csv (metric names of design.md §6)."""
+"""Turning a finished run into summary.json and timeseries.csv (metric names: the registry,
+``emulator.results.registry``)."""
 
 from __future__ import annotations
 
@@ -255,8 +256,9 @@ def truth_summary(outcome: RunOutcome) -> dict[str, Any]:
 TIMING_FILE = "timing.json"
 
 
-def write_results(outcome: RunOutcome, out_dir: Path) -> dict[str, Any]:
-    out_dir.mkdir(parents=True, exist_ok=True)
+def full_summary(outcome: RunOutcome) -> dict[str, Any]:
+    """summary.json's document: ``build_summary`` with the sections only some runs have. The
+    status page takes its end-of-run figures from it too."""
     summary = build_summary(outcome)
     # Real-time runs: the RM's measured costs and the node workers (wall-clock figures).
     if outcome.costs is not None:
@@ -271,6 +273,12 @@ def write_results(outcome: RunOutcome, out_dir: Path) -> dict[str, Any]:
         summary["binpack"] = binpack_summary(outcome.scenario)
         if outcome.machines_used is not None:
             summary["binpack"]["machines_used"] = outcome.machines_used
+    return summary
+
+
+def write_results(outcome: RunOutcome, out_dir: Path) -> dict[str, Any]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summary = full_summary(outcome)
     # Wall-clock figures of any run go to timing.json, so that in virtual time summary.json stays
     # byte-identical for a scenario and seed.
     timing: dict[str, Any] = {"wall_s": round(outcome.wall_s, 3)}

@@ -76,6 +76,11 @@ class FaultyLink:
     def closed(self) -> bool:
         return bool(self._inner.closed)
 
+    @property
+    def authenticated(self) -> bool | None:
+        """What the wrapped link's transport proved of its peer (None: it has no wire)."""
+        return getattr(self._inner, "authenticated", None)
+
     def close(self) -> None:
         self._inner.close()
 

@@ -30,6 +30,7 @@ from typing import Any
 import msgspec
 
 from emulator.time.clock import LoopClock, wall_time
+from emulator.transport import auth
 from emulator.transport.backoff import Backoff
 from emulator.transport.framing import (
     DEFAULT_MAX_FRAME_BYTES,
@@ -78,6 +79,8 @@ class TransportStats(msgspec.Struct):
     # reading what was sent to them.
     admission_closed: int = 0
     slow_readers: int = 0
+    # Closed for a wrong (or unasked-for) proof of the secret.
+    auth_failures: int = 0
 
     def snapshot(self) -> dict[str, int]:
         counts: dict[str, int] = msgspec.structs.asdict(self)
@@ -97,6 +100,11 @@ class TcpLink:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def authenticated(self) -> bool:
+        """The peer proved it holds the secret (``auth``); the RM's registration check asks."""
+        return self._conn.authenticated
 
     def send(self, msg: Any) -> None:
         if not self._closed:
@@ -138,6 +146,7 @@ class FramedConnection(asyncio.Protocol):
         self._reading_paused = False
         self.peer = "?"
         self.closed = False
+        self.authenticated = False
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     # ---- asyncio.Protocol ---------------------------------------------------------------
@@ -338,9 +347,10 @@ class _ServerConnection(FramedConnection):
     """
 
     def __init__(self, server: TcpServer) -> None:
-        super().__init__(RMInbound, server.max_frame_bytes, server.log, server.stats, server.noisy,
-                         server.max_write_buffer_bytes)
+        super().__init__(RMInbound | auth.Proof, server.max_frame_bytes, server.log, server.stats,
+                         server.noisy, server.max_write_buffer_bytes)
         self._server = server
+        self._challenge: auth.Challenge | None = None
         self._budget = server.admission_frames
         self._receive = server.receive
         # The RM's end of each channel (the link, or its wrapper), one object per channel.
@@ -372,6 +382,11 @@ class _ServerConnection(FramedConnection):
         server.connections.add(self)
         server.unadmitted[self] = None
         self._noisy.info("transport.connected", peer=self.peer)
+        if server.secret:
+            # Prove it, never send it: small frames, one at a time, until the proof checks out.
+            self._challenge = auth.new_challenge()
+            self._decoder.max_frame_bytes = min(auth.PRE_AUTH_MAX_FRAME_BYTES, server.max_frame_bytes)
+            self.send(0, self._challenge)
         if server.handshake_timeout_s is not None:
             # Wall time on purpose: this protects the socket, whatever the emulated clock does.
             self._handshake_timer = asyncio.get_running_loop().call_later(
@@ -414,8 +429,11 @@ class _ServerConnection(FramedConnection):
         return self.admitted
 
     def decode_batch(self) -> int | None:
-        # Until a node registers, a few frames at a time: the budget may close the connection.
-        return None if self.admitted else UNADMITTED_DECODE_BATCH
+        # Until a node registers, a few frames at a time: the budget may close the connection;
+        # before a proof is due, one at a time (the frames after it may be bigger).
+        if self.admitted:
+            return None
+        return 1 if self._challenge is not None and not self.authenticated else UNADMITTED_DECODE_BATCH
 
     def send(self, channel: int, msg: Any) -> None:
         if self.admitted or not isinstance(msg, RegisterResponse):
@@ -455,6 +473,9 @@ class _ServerConnection(FramedConnection):
         return frames
 
     def on_frame(self, channel: int, msg: Any) -> None:
+        if type(msg) is auth.Proof:
+            self._proved(msg)
+            return
         # Registrations and channel closes are free: a worker sends one per node it hosts.
         if not self.admitted and msg is not None and not isinstance(msg, Register) and not self._spend():
             return
@@ -471,6 +492,22 @@ class _ServerConnection(FramedConnection):
             end = self._ends[channel] = link if wrap is None else wrap(link)
         self._receive(end, msg)
 
+    def _proved(self, proof: auth.Proof) -> None:
+        """A proof: unasked for or wrong, the connection is closed; right, its links are
+        authenticated (registrations on them pass the RM's secret check)."""
+        challenge = self._challenge
+        if challenge is None or self.authenticated:
+            reason = "unexpected proof"
+        elif auth.verify(self._server.secret, challenge, auth.RM, proof):
+            self.authenticated = True
+            self._decoder.max_frame_bytes = self._server.max_frame_bytes
+            return
+        else:
+            reason = "bad proof"
+        self.stats.auth_failures += 1
+        self._noisy.warning("transport.auth_failed", peer=self.peer, reason=reason)
+        self.abort()
+
 
 class TcpServer:
     """Accepts node connections and hands every message to ``receive(link, msg)`` (the RM)."""
@@ -485,9 +522,12 @@ class TcpServer:
         wrap: Callable[[TcpLink], Any] | None = None,
         admission_frames: int = DEFAULT_ADMISSION_FRAMES,
         max_write_buffer_bytes: int = DEFAULT_MAX_WRITE_BUFFER_BYTES,
+        secret: str = "",
     ) -> None:
-        """``wrap(link)`` may decorate the RM's end of each node channel (message faults)."""
+        """``wrap(link)`` may decorate the RM's end of each node channel (message faults);
+        ``secret``: challenge every connection to prove it (``auth``; empty: no challenge)."""
         self.receive = receive
+        self.secret = secret
         self.wrap = wrap
         self.log = log
         # Events any peer can cause at will (connections, bad frames, ...) are logged on a budget.
@@ -541,9 +581,10 @@ class _ClientConnection(FramedConnection):
     yield_every = NODE_HOST_DELIVERY_BATCH
 
     def __init__(self, client: TcpClient) -> None:
-        super().__init__(NodeInbound, client.max_frame_bytes, client.log, client.stats)
+        super().__init__(NodeInbound | auth.Challenge, client.max_frame_bytes, client.log, client.stats)
         self._nodes: dict[int, Any] = {}
         self._next_channel = 1
+        self.challenged: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
 
     def open(self, node: Any) -> TcpLink:
         channel = self._next_channel
@@ -557,6 +598,10 @@ class _ClientConnection(FramedConnection):
             self._remote_close(channel)
             self._nodes.pop(channel, None)
             return
+        if type(msg) is auth.Challenge:
+            if not self.challenged.done():
+                self.challenged.set_result(msg.nonce)
+            return
         node = self._nodes.get(channel)
         if node is not None and channel in self.links:
             node.receive(msg)
@@ -564,6 +609,12 @@ class _ClientConnection(FramedConnection):
     def close_channel(self, channel: int) -> None:
         super().close_channel(channel)
         self._nodes.pop(channel, None)
+
+    def send(self, channel: int, msg: Any) -> None:
+        if type(msg) is Register and msg.credentials:
+            # The secret is proved (``TcpClient.secret``), never sent, whatever the node says.
+            msg = msgspec.structs.replace(msg, credentials="")
+        super().send(channel, msg)
 
 
 class TcpClient:
@@ -582,8 +633,15 @@ class TcpClient:
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         backoff: Backoff | None = None,
         wrap: Callable[[TcpLink], Any] | None = None,
+        secret: str = "",
+        challenge_timeout_s: float = 10.0,
     ) -> None:
-        """``wrap(link)`` may decorate each node's link before the node gets it (message faults)."""
+        """``wrap(link)`` may decorate each node's link before the node gets it (message faults);
+        ``secret``: proved to the RM when it challenges a new connection (nodes register only
+        after that); if it does not within ``challenge_timeout_s`` (an RM with no secret), the
+        nodes register unproved."""
+        self.secret = secret
+        self.challenge_timeout_s = challenge_timeout_s
         self.host = host
         self.port = port
         self.clock = clock
@@ -628,6 +686,14 @@ class TcpClient:
                     await self.clock.sleep(delay)
                     continue
                 assert isinstance(conn, _ClientConnection)
+                if self.secret:
+                    try:
+                        await self._prove(conn)
+                    except BaseException:  # cancelled while waiting: the connection goes too
+                        conn.close()
+                        raise
+                    if conn.closed:
+                        continue  # lost before the proof: the next try, after the backoff
                 self._conn = conn
                 self.backoff.reset()
                 for node in self._nodes:
@@ -649,6 +715,17 @@ class TcpClient:
         finally:
             if self._conn is not None:
                 self._conn.close()
+
+    async def _prove(self, conn: _ClientConnection) -> None:
+        waits: list[asyncio.Future[Any]] = [conn.challenged, conn.lost]
+        await asyncio.wait(waits, timeout=self.challenge_timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        if conn.challenged.done():
+            conn.send(0, auth.prove(self.secret, conn.challenged.result(), auth.RM))
+        elif not conn.closed:
+            self.log.warning("transport.no_challenge", host=self.host, port=self.port,
+                             waited_s=self.challenge_timeout_s)
+        else:
+            await self.clock.sleep(self.backoff.next_delay())
 
     def close(self) -> None:
         if self._conn is not None:

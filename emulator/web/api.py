@@ -4,7 +4,9 @@ GET  /api/cluster | /api/nodes | /api/operations | /api/ring | /api/events | /ap
 POST /api/control/run     {"action": "pause" | "resume" | "speed", "speed": 50}
 POST /api/control/nodes   {"action": "crash" | "pause", "nodes": [...] | "fraction": f | "count": n,
                            "duration_s": s}
-Control answers 403 unless the server was started with ``--allow-control``.
+GET  /api/control/token   {"token": ...}: what control requests carry in ``X-Control-Token``
+Control answers 403 unless the server was started with ``--allow-control``, and then only to
+requests that pass ``guard`` (loopback or bound Host, same origin, JSON body, the token).
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from emulator.web import ringview, views
+from emulator.web import guard, ringview, views
 from emulator.web.control import ControlError, Controller
-from emulator.web.keys import CONTROLLER, LIVE
+from emulator.web.keys import ALLOWED_HOSTS, CONTROLLER, LIVE
 
 
 def _json(doc: Any, status: int = 200) -> web.Response:
@@ -112,9 +114,26 @@ async def _body(request: web.Request, kind: type[Any]) -> Any:
         raise ControlError(f"bad request body: {err}") from None
 
 
-async def post_run(request: web.Request) -> web.Response:
-    if not request.app[LIVE].allow_control:
+def _refused(request: web.Request, need_token: bool = True) -> web.Response | None:
+    live = request.app[LIVE]
+    if not live.allow_control:
         return _error(403, "control is off: start the server with --allow-control")
+    why = guard.refusal(request, live.control_token, request.app[ALLOWED_HOSTS], need_token)
+    if why.startswith("415 "):
+        return _error(415, why[4:])
+    return _error(403, why) if why else None
+
+
+async def get_token(request: web.Request) -> web.Response:
+    refused = _refused(request, need_token=False)
+    if refused is not None:
+        return refused
+    return _json({"token": request.app[LIVE].control_token})
+
+
+async def post_run(request: web.Request) -> web.Response:
+    if (refused := _refused(request)) is not None:
+        return refused
     ctl: Controller = request.app[CONTROLLER]
     try:
         body = await _body(request, RunControl)
@@ -133,8 +152,8 @@ async def post_run(request: web.Request) -> web.Response:
 
 
 async def post_nodes(request: web.Request) -> web.Response:
-    if not request.app[LIVE].allow_control:
-        return _error(403, "control is off: start the server with --allow-control")
+    if (refused := _refused(request)) is not None:
+        return refused
     ctl: Controller = request.app[CONTROLLER]
     try:
         body = await _body(request, NodeControl)
@@ -158,5 +177,6 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/api/ring", get_ring)
     app.router.add_get("/api/events", get_events)
     app.router.add_get("/api/timeseries", get_timeseries)
+    app.router.add_get("/api/control/token", get_token)
     app.router.add_post("/api/control/run", post_run)
     app.router.add_post("/api/control/nodes", post_nodes)

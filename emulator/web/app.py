@@ -12,7 +12,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from emulator.results.palette import as_js
 from emulator.web import api, live
 from emulator.web.control import Controller
-from emulator.web.keys import CONTROLLER, LIVE, PUSH_INTERVAL_S, REGISTRY, STOPPING
+from emulator.web.guard import StreamSlots
+from emulator.web.keys import ALLOWED_HOSTS, CONTROLLER, LIVE, PUSH_INTERVAL_S, REGISTRY, STOPPING, STREAMS
 from emulator.web.prom import make_registry
 from emulator.web.state import LiveRun
 
@@ -37,9 +38,13 @@ async def _stop_streams(app: web.Application) -> None:
     app[STOPPING].set()
 
 
-def make_app(run: LiveRun, push_interval_s: float = 1.0) -> web.Application:
+def make_app(run: LiveRun, push_interval_s: float = 1.0,
+             allowed_hosts: frozenset[str] = frozenset()) -> web.Application:
+    """``allowed_hosts``: ``Host`` names control requests may use besides loopback (``guard``)."""
     app = web.Application()
     app[LIVE] = run
+    app[ALLOWED_HOSTS] = allowed_hosts
+    app[STREAMS] = StreamSlots()
     app[CONTROLLER] = Controller(run)
     app[REGISTRY] = make_registry(run)
     app[STOPPING] = asyncio.Event()

@@ -15,10 +15,22 @@ import msgspec
 from aiohttp import web
 
 from emulator.web import ringview, views
-from emulator.web.keys import LIVE, PUSH_INTERVAL_S, STOPPING
+from emulator.web.keys import LIVE, PUSH_INTERVAL_S, STOPPING, STREAMS
 
 
 async def stream(request: web.Request) -> web.StreamResponse:
+    slots = request.app[STREAMS]
+    if slots.active >= slots.limit:
+        slots.refused += 1
+        return web.json_response({"error": f"too many stream clients (at most {slots.limit})"}, status=503)
+    slots.active += 1
+    try:
+        return await _stream(request)
+    finally:
+        slots.active -= 1
+
+
+async def _stream(request: web.Request) -> web.StreamResponse:
     live = request.app[LIVE]
     stopping = request.app[STOPPING]
     interval = request.app[PUSH_INTERVAL_S]

@@ -19,6 +19,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from emulator.measure.decisions import BUCKETS_US
+from emulator.results import registry
 from emulator.web.state import LiveRun
 
 
@@ -46,24 +47,22 @@ class RunCollector(Collector):
         snap = run.side.rm.snapshot()
         c = snap.counters
         ns = run.side.hosting.counters()
-        yield _counter("hbemu_heartbeats_sent", "Heartbeats sent by NodeManagers.", ns.heartbeats_sent)
-        yield _counter("hbemu_heartbeat_responses", "Heartbeat responses received by NodeManagers.",
-                       ns.heartbeat_responses)
-        yield _counter("hbemu_scheduler_update_events", "Node-update events processed by the scheduler.",
-                       c.update_events)
-        yield _counter("hbemu_allocations", "Containers allocated.", c.allocations)
-        yield _counter("hbemu_containers_completed", "Containers completed successfully.",
-                       c.containers_completed)
-        yield _counter("hbemu_tasks_requeued", "Running tasks requeued (node lost, preempted).",
-                       c.tasks_requeued)
-        yield _counter("hbemu_nodes_removed", "Nodes the RM declared lost.", c.nodes_lost)
-        yield _counter("hbemu_false_removals", "Removed nodes that no fault had touched.",
-                       live.false_removals)
-        yield _counter("hbemu_refusals", "Offers refused by operations (packing).", snap.policy.refusals)
-        yield _counter("hbemu_fallback_allocations", "Allocations made ignoring packing (all refused).",
-                       snap.policy.fallback_allocations)
-        if snap.preemption is not None:
-            yield _counter("hbemu_preemptions", "Tasks preempted.", snap.preemption.preemptions)
+        # The registry's counters, under its /metrics names and meanings; once the run is over,
+        # summary.json's values (the page's API gives the same).
+        now: dict[str, float | None] = {
+            "heartbeats_sent": ns.heartbeats_sent, "heartbeat_responses": ns.heartbeat_responses,
+            "update_events": c.update_events, "allocations": c.allocations,
+            "containers_completed": c.containers_completed, "tasks_requeued": c.tasks_requeued,
+            "nodes_lost": c.nodes_lost, "false_removals": live.false_removals,
+            "refusals": snap.policy.refusals, "fallback_allocations": snap.policy.fallback_allocations,
+            "preemptions": snap.preemption.preemptions if snap.preemption is not None else None,
+        }
+        for metric in registry.REGISTRY:
+            value = now.get(metric.name)
+            if metric.prom is None or value is None:
+                continue  # e.g. preemptions with preemption off: left out, not a misleading zero
+            final = registry.lookup(live.summary, metric.name) if live.summary is not None else None
+            yield _counter(metric.prom, metric.meaning, value if final is None else float(final))
         busy = CounterMetricFamily("hbemu_rm_busy_seconds", "Emulated service time spent by an RM queue's "
                                    "worker.", labels=["queue"])
         depth = GaugeMetricFamily("hbemu_rm_queue_depth", "Items waiting in an RM queue.", labels=["queue"])
@@ -79,11 +78,15 @@ class RunCollector(Collector):
         yield util
         yield _gauge("hbemu_capacity_cpu_cores", "Schedulable CPU cores.", snap.capacity.cpu)
         yield _gauge("hbemu_capacity_ram_bytes", "Schedulable RAM.", snap.capacity.ram_gib * 2**30)
-        nodes = GaugeMetricFamily("hbemu_nodes", "NodeManagers by state.", labels=["state"])
+        # A partition of the cluster: the states add up to its size. "lost" is the nodes removed
+        # and not registered again now (the removals themselves are hbemu_nodes_removed_total).
+        nodes = GaugeMetricFamily("hbemu_nodes", "NodeManagers by state now (they add up to the "
+                                  "cluster size).", labels=["state"])
+        gone = len(live.gone)
         nodes.add_metric(["running"], snap.nodes - snap.nodes_unhealthy)
         nodes.add_metric(["unhealthy"], snap.nodes_unhealthy)
-        nodes.add_metric(["lost"], c.nodes_lost)
-        nodes.add_metric(["unregistered"], max(0, live.scenario.node_count - snap.nodes))
+        nodes.add_metric(["lost"], gone)
+        nodes.add_metric(["unregistered"], max(0, live.scenario.node_count - snap.nodes - gone))
         yield nodes
         tasks = GaugeMetricFamily("hbemu_tasks", "Tasks of active operations by state.", labels=["state"])
         tasks.add_metric(["running"], snap.running_tasks)

@@ -19,10 +19,12 @@ from emulator.harness.outcome import RunOutcome
 from emulator.harness.quietgc import quiet_gc
 from emulator.harness.runner import ProgressHook, RunHandle, run_scenario
 from emulator.harness.tcprun import run_tcp_scenario
+from emulator.results.summary import full_summary
 from emulator.scenario.schema import Scenario
 from emulator.time.pacing import PacedClock
 from emulator.web.app import make_app, start_server
 from emulator.web.events import EventTap
+from emulator.web.guard import TOKEN_HEADER, allowed_hosts_for
 from emulator.web.state import LiveRun
 
 # Emulated seconds per wall second for a virtual-time scenario served live: the quick-start's
@@ -51,12 +53,15 @@ async def serve_scenario(
     linger_s: float | None = 0.0,
     push_interval_s: float = 1.0,
     live: LiveRun | None = None,
+    allowed_hosts: frozenset[str] = frozenset(),
 ) -> tuple[RunOutcome, LiveRun]:
     """Serve the page, run the scenario, then keep serving the final state for ``linger_s`` wall
     seconds (None: until cancelled, e.g. by Ctrl-C). ``live`` lets a caller watch the state too."""
     if live is None:
         live = LiveRun(scenario, allow_control=allow_control)
-    server = await start_server(make_app(live, push_interval_s), host, port)
+    # Control requests may name loopback, the bound address or these (``web.guard``).
+    hosts = allowed_hosts_for(host) | {h.lower() for h in allowed_hosts}
+    server = await start_server(make_app(live, push_interval_s, hosts), host, port)
     try:
         if on_ready is not None:
             on_ready(server.url)
@@ -84,7 +89,8 @@ async def serve_scenario(
         if tap.dropped:  # the page shows it; the file is closed
             live.events.add({"t": live.now(), "event": "run.late_events_dropped", "level": "warning",
                              "count": tap.dropped})
-        live.finish()
+        # The page's end-of-run figures are summary.json's, computed once from the outcome.
+        live.finish(full_summary(outcome))
         if on_finished is not None:
             on_finished(outcome, live)
         if outcome.partial:
@@ -140,11 +146,15 @@ def run_served(args: Any, scenario: Scenario, out: Path, console: Any) -> int:
         f"(real time x{scenario.run.speed:g}: {scenario.run.duration_s / scenario.run.speed:,.0f} s to watch)"
     )
 
+    live = LiveRun(scenario, allow_control=args.allow_control)
+
     def ready(url: str) -> None:
         control = "control on" if args.allow_control else "read-only; --allow-control to inject faults"
         # Printed even with --quiet: without the address the page cannot be found.
-        Console(stderr=True).print(f"[bold green]status page:[/] {url}  ({control}; "
-                                   f"{scenario.run.speed:g}x real time)")
+        err = Console(stderr=True)
+        err.print(f"[bold green]status page:[/] {url}  ({control}; {scenario.run.speed:g}x real time)")
+        if live.control_token:  # for scripts; the page fetches it itself
+            err.print(f"control token ({TOKEN_HEADER} header): {live.control_token}", highlight=False)
 
     codes: list[int] = []
 
@@ -165,6 +175,6 @@ def run_served(args: Any, scenario: Scenario, out: Path, console: Any) -> int:
         serve_blocking(
             scenario, host, port, allow_control=args.allow_control, events_path=out / "events.jsonl",
             progress=None if args.quiet else bar.update, on_ready=ready, on_finished=finished,
-            linger_s=args.linger,
+            linger_s=args.linger, live=live, allowed_hosts=frozenset(args.allow_host or ()),
         )
     return codes[0] if codes else EXIT_STOPPED

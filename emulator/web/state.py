@@ -9,6 +9,7 @@ Everything here is read on the run's own event loop, so no locking is needed.
 from __future__ import annotations
 
 import enum
+import secrets
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -95,14 +96,19 @@ class LiveRun(RMObserver):
     def __init__(self, scenario: Scenario, allow_control: bool = False) -> None:
         self.scenario = scenario
         self.allow_control = allow_control
+        # Control requests must carry it (``web.guard``); printed on the terminal, fetched by the page.
+        self.control_token = secrets.token_urlsafe(24) if allow_control else ""
         self.events = EventBuffer()
         self.run: Attached | None = None
         self.clock: PacedClock | None = None
         self.finished = False
+        self.summary: dict[str, Any] | None = None
         self.series: list[tuple[float, ...]] = []
         self.injected: dict[str, Injected] = {}
         self.removals: deque[Removal] = deque(maxlen=2000)
         self.removals_total = 0
+        # Nodes removed and not registered again since (the ring's "lost", /metrics' lost now).
+        self.gone: set[str] = set()
         self.false_removals = 0
         # Nodes the scenario's own faults hit, by kind (the page's are in ``injected``).
         self.scenario_faults: dict[str, int] = {"crashed": 0, "paused": 0}
@@ -124,7 +130,11 @@ class LiveRun(RMObserver):
         side.rm.observe(self)
         self.events.listeners.append(self._on_event)
 
-    def finish(self) -> None:
+    def finish(self, summary: dict[str, Any] | None = None) -> None:
+        """The run is over; ``summary``: its summary.json document, whose whole-run figures the
+        page then shows (its running h1/h2 are computed apart: without the intervals a real-time
+        run lagged in set aside and, over TCP, without the workers' per-interval reports)."""
+        self.summary = summary
         self.finished = True
 
     @property
@@ -166,6 +176,9 @@ class LiveRun(RMObserver):
         real = msgspec.structs.astuple(usage.rows[-1])[1:] if usage is not None and usage.rows else ()
         self.series.append((*_values(row), *extra, *shares, *real))
 
+    def node_registered(self, ev: NodeEvent) -> None:
+        self.gone.discard(ev.address)
+
     def node_lost(self, ev: NodeEvent) -> None:
         # The run's removal log (an earlier observer) has judged this removal already: the page
         # takes its verdict and latency, so page and summary.json count each removal once alike.
@@ -173,6 +186,7 @@ class LiveRun(RMObserver):
         now = self.now()
         hit = self.injected.get(ev.address)
         self.removals_total += 1
+        self.gone.add(ev.address)
         log = self.run.side.removals
         record = log.removals[-1] if log.removals and log.removals[-1].address == ev.address else None
         if record is not None:

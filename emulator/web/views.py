@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from emulator.results import registry
 from emulator.results.usage import usage_summary
 from emulator.web.state import LiveRun
 
@@ -33,6 +34,9 @@ def cluster(live: LiveRun) -> dict[str, Any]:
         "nodes_total": sc.node_count,
         "allow_control": live.allow_control,
         "results_dir": live.results_dir,
+        # The cards' labels: the metrics registry's, so that the page names figures as the
+        # summary, the report and the terminal table do.
+        "labels": {m.name: m.label for m in registry.REGISTRY},
     }
     run = live.run
     if run is None:
@@ -55,8 +59,12 @@ def cluster(live: LiveRun) -> dict[str, Any]:
         capacity={"cpu": _r(cap.cpu), "ram_gib": _r(cap.ram_gib)},
         allocated={"cpu": _r(used.cpu), "ram_gib": _r(used.ram_gib)},
         registered_resources={"cpu": _r(snap.registered.cpu), "ram_gib": _r(snap.registered.ram_gib)},
-        cpu_utilization=_r(snap.cpu_utilization),
-        ram_utilization=_r(snap.ram_utilization),
+        # Whole-run names hold whole-run figures (so far); the values of this instant are *_now.
+        cpu_utilization=_r(snap.window.cpu_utilization),
+        ram_utilization=_r(snap.window.ram_utilization),
+        cpu_utilization_now=_r(snap.cpu_utilization),
+        ram_utilization_now=_r(snap.ram_utilization),
+        nodes_gone=len(live.gone),
         operations=snap.operations,
         running_tasks=snap.running_tasks,
         pending_tasks=snap.pending_tasks,
@@ -71,6 +79,7 @@ def cluster(live: LiveRun) -> dict[str, Any]:
         preemptions=snap.preemption.preemptions if snap.preemption is not None else None,
         h1=None if h1 is None else _r(h1),
         h2=None if h2 is None else _r(h2),
+        **_efficiency_now(live),
         rm_queue_depth=snap.inbound.depth,
         rm_queue_depth_max=snap.inbound.depth_max,
         rm_busy_s=_r(snap.inbound.busy_s),
@@ -83,7 +92,26 @@ def cluster(live: LiveRun) -> dict[str, Any]:
         usage=usage_summary(nodes) if run.side.usage is not None else None,
         lag=_lag(live),
     )
+    if live.summary is not None:
+        doc.update(final_figures(live.summary))
     return doc
+
+
+def final_figures(summary: dict[str, Any]) -> dict[str, Any]:
+    """The registry's whole-run figures from the run's summary.json document, under its names:
+    the page's figures at the end are exactly the summary's."""
+    out = {m.name: summary[m.name] for m in registry.WHOLE_RUN if "." not in m.name and m.name in summary}
+    out["detection_latency_s"] = summary.get("detection_latency_s")
+    return out
+
+
+def _efficiency_now(live: LiveRun) -> dict[str, float | None]:
+    """m_i/n_i and s_i/n_i of the last sample interval (None before one with heartbeats)."""
+    if not live.series:
+        return {"h1_now": None, "h2_now": None}
+    row = dict(zip(live.columns, live.series[-1], strict=False))
+    n = row.get("n_i") or 0
+    return {"h1_now": _r(row["m_i"] / n) if n else None, "h2_now": _r(row["s_i"] / n) if n else None}
 
 
 def _lag(live: LiveRun) -> dict[str, Any] | None:

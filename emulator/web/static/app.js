@@ -213,7 +213,14 @@ function renderCluster(c) {
   $("k-running").textContent = fmtInt(c.running_tasks);
   $("k-pending").textContent = fmtInt(c.pending_tasks);
   $("k-hb").textContent = fmtInt(c.heartbeats_sent);
-  $("k-h").textContent = `${fmtNum(c.h1, 3)} / ${fmtNum(c.h2, 3)}`;
+  // Labels from the metrics registry. h1 / h2: the last interval's while the run goes on, the
+  // whole run's (summary.json's) once it is over.
+  for (const el of document.querySelectorAll("[data-metric]")) el.textContent = c.labels[el.dataset.metric];
+  const ended = c.phase === "finished";
+  const [h1, h2] = ended ? ["h1", "h2"] : ["h1_now", "h2_now"];
+  $("k-h").textContent = `${fmtNum(c[h1], 3)} / ${fmtNum(c[h2], 3)}`;
+  $("k-h-label").textContent = ended ? "h1 / h2, whole run" : "h1 / h2, last interval";
+  $("k-h-label").title = `${c.labels[h1]} / ${c.labels[h2]}`;
   renderUsage(c.usage);
   const dec = c.scheduler_decision_us;
   $("k-decision").textContent = dec && dec.count ? `${fmtNum(dec.p50, 1)} / ${fmtNum(dec.p99, 1)}` : "–";
@@ -368,9 +375,17 @@ async function loadNodes() {
 
 /* ---------------- control ---------------- */
 
+// The run's control token: control requests carry it (the server refuses them otherwise).
+let controlToken = null;
+
 async function control(path, body) {
+  if (controlToken === null) {
+    const t = await fetch("/api/control/token");
+    controlToken = t.ok ? (await t.json()).token : "";
+  }
   const res = await fetch("/api/control/" + path, {
-    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+    method: "POST", headers: { "Content-Type": "application/json", "X-Control-Token": controlToken },
+    body: JSON.stringify(body),
   });
   const d = await res.json();
   $("ctl-msg").textContent = res.ok

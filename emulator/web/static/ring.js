@@ -6,7 +6,7 @@
 
 const STATE_LABELS = {
   alive: "alive", unhealthy: "unhealthy", suspected: "suspected by the RM", paused: "paused (injected)",
-  crashed: "crashed, not yet removed", joining: "registered, not yet on the ring", lost: "lost (removed)",
+  crashed: "crashed, not yet removed", joining: "registered, not yet on the ring", lost: "removed, not back (nodes lost now)",
 };
 
 /* The RM's ring in its own order, as arcs (one per member on a small ring, a few hundred at
