@@ -10,13 +10,19 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 WORKDIR /app
-# The package first (its layer is reused while only scenarios change).
-COPY pyproject.toml README.md ./
+# The dependencies first, in a layer of their own that a change to the code does not rebuild: the
+# versions in constraints.txt (what CI tested) of those pyproject.toml lists.
+COPY pyproject.toml constraints.txt ./
+RUN python -c "import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies'], sep='\n')" \
+        > /tmp/requirements.txt \
+    && pip install -c constraints.txt -r /tmp/requirements.txt && rm /tmp/requirements.txt
+# Then the package, its dependencies already installed (its layer is reused while only scenarios change).
+COPY README.md ./
 COPY emulator ./emulator
 COPY rm ./rm
 COPY nodemanager ./nodemanager
 COPY ringmon ./ringmon
-RUN pip install . && rm -rf build *.egg-info
+RUN pip install . --no-deps && rm -rf build *.egg-info
 COPY scenarios ./scenarios
 
 # Not root: results go to /runs, the one directory this user owns (mount a volume there to keep them).

@@ -1,24 +1,40 @@
-# Two entry points (see README): `make run` and `make test`. Both create .venv on first use.
+# Two entry points (see README): `make run` and `make test`. Both create .venv on first use; `make run`
+# installs what the emulator needs, `make test` adds the test tools (the `test` extra). Both install the
+# versions in constraints.txt (what CI tested); pyproject.toml holds the ranges a library install takes.
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+PIP := PYTHONWARNINGS=ignore $(BIN)/pip install --quiet -c constraints.txt
+# One stamp per install: the runtime dependencies, those and the test tools, those and Dask.
+STAMP := $(VENV)/.installed-run
+TEST_STAMP := $(VENV)/.installed-test
+CLUSTER_STAMP := $(VENV)/.installed-cluster
 
 .PHONY: run test lint bench e1 e2 e2-w2 e2-dask e2-many-core e3 e3-tcp e4 e5 e5-cluster baselines recovery soak fuzz clean chromium traces
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or run: make PYTHON=python3 ...)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	@# setuptools warns on every editable install that a folder named like a package may shadow it
-	@# (here they are the same folders); the build's warnings say nothing a user can act on.
-	PYTHONWARNINGS=ignore $(BIN)/pip install --quiet -e '.[test]'
+
+# setuptools warns on every editable install that a folder named like a package may shadow it
+# (here they are the same folders); the build's warnings say nothing a user can act on (PYTHONWARNINGS).
+$(STAMP): pyproject.toml constraints.txt | $(BIN)/python
+	$(PIP) -e .
 	touch $(STAMP)
+
+$(TEST_STAMP): pyproject.toml constraints.txt | $(BIN)/python
+	$(PIP) -e '.[test]'
+	touch $(STAMP) $(TEST_STAMP)
+
+$(CLUSTER_STAMP): pyproject.toml constraints.txt | $(BIN)/python
+	$(PIP) -e '.[cluster]'
+	touch $(STAMP) $(CLUSTER_STAMP)
 
 run: $(STAMP)
 	$(BIN)/emulator run scenarios/quickstart.toml --out runs/quickstart
 
-test: $(STAMP) chromium
+test: $(TEST_STAMP) chromium
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
@@ -48,7 +64,7 @@ e2-w2: $(STAMP)
 	$(BIN)/emulator sweep scenarios/e2-scale-sweep.toml --duration 400 --workers 2 --out runs/e2-sweep-w2
 
 # E2 with the node hosts as tasks on a Dask LocalCluster (one worker process per slice), the RM here.
-e2-dask: $(STAMP)
+e2-dask: $(CLUSTER_STAMP)
 	$(BIN)/emulator sweep scenarios/e2-scale-sweep.toml --duration 400 --cluster local --out runs/e2-sweep-dask
 
 # E2 on a many-core machine: one node-host process per core less the RM's, at 12,000-48,000 nodes;
@@ -66,12 +82,12 @@ e3: $(STAMP)
 e3-tcp: $(STAMP)
 	$(BIN)/emulator e3-tcp --nodes 7500 --kill-worker --out runs/e3-tcp
 
-# E4 (design.md §3b): Autopilot vs hard and soft limits, slack and OOMs per task-day (~1 min).
+# E4 (the Borg lecture): Autopilot vs hard and soft limits, slack and OOMs per task-day (~1 min).
 # Table: emulator e4 --table docs/e4.json
 e4: $(STAMP)
 	$(BIN)/emulator e4 scenarios/e4-autopilot.toml --out docs/e4.json --runs runs/e4
 
-# E5 (design.md §3b): stochastic bin packing, machines and overflow per admission method (~20 s).
+# E5 (the Borg lecture): stochastic bin packing, machines and overflow per admission method (~20 s).
 # Tables: emulator e5 --table docs/e5.json
 e5: $(STAMP)
 	$(BIN)/emulator e5 scenarios/e5-sbp.toml --out docs/e5.json

@@ -145,6 +145,7 @@ def _prepare(scenario: str | Path | Scenario, out: str | Path | None, given: dic
     from emulator.cli.execute import execute, run_directory
     from emulator.results.console import EXIT_FAILED, EXIT_OVERLOADED, EXIT_STOPPED
     from emulator.results.recording import fit_warmup
+    from emulator.results.rundir import fresh_directory
     from emulator.scenario.loader import ScenarioError, load_scenario, with_overrides
     from emulator.scenario.schema import Scenario
 
@@ -160,7 +161,8 @@ def _prepare(scenario: str | Path | Scenario, out: str | Path | None, given: dic
         raise ScenarioError(f"emulator.run: expected a scenario file path or a Scenario, "
                             f"got {type(scenario).__name__}")
     temporary = out is None
-    directory = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="hbemu-run-"))
+    # Never over an earlier run: `out` holding one, the run goes to OUT-2, ... (result.run_dir says).
+    directory = fresh_directory(Path(out)) if out is not None else Path(tempfile.mkdtemp(prefix="hbemu-run-"))
 
     def job() -> Result:
         try:

@@ -59,7 +59,7 @@ def test_short_duration_scales_the_warmup(tmp_path: Path, capsys: pytest.Capture
     assert "run.warmup_s scaled from 300 to 1.66667 s" in err and "--duration 10" in err
     summary = msgspec.json.decode((out / "summary.json").read_bytes())
     assert (summary["duration_s"], summary["warmup_s"]) == (10.0, 1.666667)
-    assert load_record(out).adjustments == [err.split(": ", 2)[2].strip()]
+    assert load_record(out).adjustments == [err.splitlines()[0].split(": ", 2)[2].strip()]
 
 
 def test_short_duration_with_a_warmup_set_by_hand(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

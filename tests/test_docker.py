@@ -155,3 +155,14 @@ def test_image_builds_and_its_cli_runs() -> None:
     who = subprocess.run(["docker", "run", "--rm", tag, "id", "-u"], capture_output=True, text=True,
                          timeout=300)
     assert who.stdout.strip() == "10001"
+
+
+def test_dependencies_are_installed_in_a_layer_before_the_code() -> None:
+    steps = instructions()
+    code = min(i for i, (w, a) in enumerate(steps) if w == "COPY" and a.split()[0] in ("emulator", "rm"))
+    deps = [i for i, (w, a) in enumerate(steps) if w == "RUN" and "-c constraints.txt" in a]
+    assert deps and deps[0] < code, "a change to the code would reinstall every dependency"
+    copied_before = {src for w, a in steps[: deps[0]] if w == "COPY" for src in a.split()[:-1]}
+    assert copied_before == {"pyproject.toml", "constraints.txt"}
+    package = [a for w, a in steps[code:] if w == "RUN" and "pip install ." in a]
+    assert package and "--no-deps" in package[0]  # the versions of the dependency layer stay

@@ -34,8 +34,13 @@ def write(tmp_path: Path, text: str) -> Path:
         ),
         (
             GOOD.replace("cpu = 8", "cpu = 8, gpus = 1"),
-            "at `cluster.nodes[0]`: object contains unknown field `gpus`",
+            "at `cluster.nodes[0].gpus`: unknown field (expected one of `count`, `cpu`, `name`, `ram_gib`)",
         ),
+        (  # a typo gets the field it was probably meant to be
+            GOOD.replace("cpu = 8", "cpus = 8"),
+            "at `cluster.nodes[0].cpus`: unknown field; did you mean `cpu`? (expected one of `count`, `cpu`,",
+        ),
+        (GOOD + "[run2]\n", "at `run2`: unknown field; did you mean `run`? (expected one of `cluster`,"),
         (
             GOOD + "[heartbeat]\nmode = 'sometimes'\n",
             "at `heartbeat.mode`: invalid enum value 'sometimes'; expected one of `periodic`, `delta`",

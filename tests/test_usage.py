@@ -192,7 +192,7 @@ def test_a_usage_scenario_retries_oom_killed_tasks_to_completion(tmp_path: Path)
         ("usage.ram = { mean = -1 }", "at `workload.operations[0].usage.ram.mean`: expected `float` > 0"),
         ('usage.ram_limit = "medium"', "at `workload.operations[0].usage.ram_limit`"),
         ('tier = "gold"', "at `workload.operations[0].tier`"),
-        ("usage.disk = {}", "unknown field `disk`"),
+        ("usage.disk = {}", "at `workload.operations[0].usage.disk`: unknown field (expected one of"),
     ],
 )
 def test_bad_usage_values_name_the_field(

@@ -15,18 +15,22 @@ from emulator.harness.guard import StopRequest
 from emulator.harness.outcome import RunOutcome
 from emulator.harness.runner import ProgressHook, invariants_wanted, run_blocking
 from emulator.results.recording import Recorder, recorded
-from emulator.results.rundir import claim
+from emulator.results.rundir import claim, clear_run
 from emulator.results.summary import write_results
 from emulator.scenario.schema import Scenario
 
 
 @contextmanager
 def run_directory(out: Path, source: str, scenario: Scenario, given: dict[str, Any], adjusted: list[str],
-                  check: bool | None, served: bool = False) -> Iterator[Recorder]:
-    """``out`` claimed by this process and its run record written; ``Recorder.finish`` ends it."""
-    with claim(out), recorded(out, "run", source, scenario, given, adjusted,
-                              check_invariants=invariants_wanted(check), served=served) as rec:
-        yield rec
+                  check: bool | None, served: bool = False, force: bool = False) -> Iterator[Recorder]:
+    """``out`` claimed by this process and its run record written; ``Recorder.finish`` ends it.
+    ``force``: an earlier run in ``out`` is removed first (else its files would mix with this one's)."""
+    with claim(out):
+        if force:
+            clear_run(out)
+        with recorded(out, "run", source, scenario, given, adjusted,
+                      check_invariants=invariants_wanted(check), served=served) as rec:
+            yield rec
 
 
 def execute(scenario: Scenario, out: Path, progress: ProgressHook | None = None, check: bool | None = None,

@@ -17,6 +17,7 @@ from emulator.cli.args import count, non_negative, positive
 from emulator.cli.figures import add_command as add_figures_command
 from emulator.cli.fuzz import add_command as add_fuzz_command
 from emulator.cli.processes import add_commands as add_tcp_commands
+from emulator.cli.schema import add_command as add_schema_command
 from emulator.cli.traces import add_command as add_import_command
 from emulator.experiments.e1 import add_command as add_e1_command
 from emulator.experiments.e4 import add_command as add_e4_command
@@ -84,14 +85,27 @@ def cmd_run(args: argparse.Namespace) -> int:
     cluster = _cluster_options(args, scenario)
     console = Console(stderr=True, quiet=args.quiet)
     _print_notes(args.scenario, scenario)
-    out = Path(args.out) if args.out else Path("runs") / Path(args.scenario).stem
+    force = bool(getattr(args, "force", False))
+    out = _results_directory(Path(args.out) if args.out else Path("runs") / Path(args.scenario).stem, force)
     # `rerun` replays the original's choice (`check`), whatever HBEMU_CHECK_INVARIANTS says now.
     check = True if args.check_invariants else getattr(args, "check", None)
     served = args.serve is not None
-    with run_directory(out, args.scenario, scenario, given, adjusted, check, served) as rec:
+    with run_directory(out, args.scenario, scenario, given, adjusted, check, served, force) as rec:
         status = _run(args, scenario, out, console, check, cluster)
         rec.finish(status)
         return status
+
+
+def _results_directory(requested: Path, force: bool) -> Path:
+    """Never over an earlier run unasked: ``runs/quickstart`` holding one, the run goes to
+    ``runs/quickstart-2`` (said on stderr) unless ``--force`` replaces it."""
+    from emulator.results.rundir import fresh_directory
+
+    out = fresh_directory(requested, force)
+    if out != requested:
+        print(f"note: {requested}/ holds an earlier run; this run goes to {out}/ "
+              "(--force replaces the earlier one)", file=sys.stderr)
+    return out
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:
@@ -108,14 +122,15 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     if record.command == "rm":
         raise ScenarioError(f"{src}: made by `emulator {record.command}` (an RM serving nodes over TCP): "
                             f"start it again with `emulator {record.command} {src / SCENARIO_FILE}`")
-    out = Path(args.out) if args.out else src.with_name(src.resolve().name + "-rerun")
-    if out.resolve() == src.resolve():
-        raise ScenarioError(f"--out {out}: the rerun would overwrite the run it reproduces")
+    requested = Path(args.out) if args.out else src.with_name(src.resolve().name + "-rerun")
+    if requested.resolve() == src.resolve():
+        raise ScenarioError(f"--out {requested}: the rerun would overwrite the run it reproduces")
+    out = _results_directory(requested, args.force)
     # The recorded scenario already holds every override; the run's options are replayed as they were.
     run_args = argparse.Namespace(
         scenario=str(src / SCENARIO_FILE), out=str(out), seed=None, duration=None, set=None,
         quiet=args.quiet, check_invariants=False, check=record.check_invariants, serve=None,
-        allow_control=False, allow_host=None, speed=None, linger=None,
+        allow_control=False, allow_host=None, speed=None, linger=None, force=args.force,
     )
     if record.served:
         print(f"rerun: {src} was run on a status page (paced real time); this rerun is not served",
@@ -150,7 +165,10 @@ def _run(args: argparse.Namespace, scenario: Scenario, out: Path, console: Conso
     if args.serve is not None:
         from emulator.web.serve import run_served
 
-        return run_served(args, scenario, out, console)
+        status = run_served(args, scenario, out, console)
+        if args.quiet:  # the page's own lines are quiet; where the results are is always said
+            print(f"results in {out}/", file=sys.stderr)
+        return status
     console.print(
         f"[bold]{scenario.name or args.scenario}[/]: {scenario.node_count} nodes, "
         f"{scenario.heartbeat.mode} heartbeats every {scenario.heartbeat.interval_s:g}s, "
@@ -167,7 +185,9 @@ def _run(args: argparse.Namespace, scenario: Scenario, out: Path, console: Conso
         # Stopped by Ctrl-C / SIGTERM: one line, the partial results are on disk.
         return stopped(outcome, out)
     Console(quiet=args.quiet).print(summary_table(summary, outcome.wall_s))
-    console.print(f"results in {out}/ (summary.json, timeseries.csv, events.jsonl, report.html, *.png)")
+    # Said with --quiet too: a run may have gone to another directory than asked (runs/NAME-2).
+    print(f"results in {out}/ (summary.json, timeseries.csv, events.jsonl, report.html, *.png)",
+          file=sys.stderr)
     return verdict(outcome, console)
 
 
@@ -356,7 +376,7 @@ COMMAND_GROUPS = {
     "experiments": ("e1", "e3", "e3-tcp", "sweep", "efficiency", "recovery", "reliability", "abuse",
                     "traces", "e4", "e5", "baselines", "usage-messages"),
     "processes": ("rm", "nodes"),
-    "tools": ("bench", "figures", "fuzz", "import"),
+    "tools": ("bench", "figures", "fuzz", "import", "schema"),
 }
 
 
@@ -393,7 +413,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--set", action="append", metavar="KEY=VALUE",
         help="override a scenario field, e.g. --set scheduler.policy=fifo (repeatable)",
     )
-    r.add_argument("--quiet", action="store_true", help="no progress bar or table")
+    r.add_argument("--quiet", action="store_true", help="no progress bar or table (where the results "
+                   "are is still said)")
+    r.add_argument("--force", action="store_true", help="replace the run already in the results directory "
+                   "(default: a directory holding a run is kept and this run goes to DIR-2, DIR-3, ...)")
     r.add_argument(
         "--check-invariants", action="store_true",
         help="check capacity, exactly-once tasks and RM/node agreement; stop on a violation",
@@ -422,7 +445,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "that the results match")
     rr.add_argument("dir", help="results directory of `emulator run` (scenario.toml and run.json inside)")
     rr.add_argument("--out", help="results directory of the rerun (default DIR-rerun)")
-    rr.add_argument("--quiet", action="store_true", help="no progress bar or table")
+    rr.add_argument("--quiet", action="store_true", help="no progress bar or table (where the results "
+                    "are is still said)")
+    rr.add_argument("--force", action="store_true", help="replace a run already in the rerun's directory "
+                    "(default: it goes to DIR-rerun-2, ...)")
     rr.set_defaults(func=cmd_rerun)
 
     rp = sub.add_parser("report", help="write report.html for one results directory, or a "
@@ -441,7 +467,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("dirs", nargs="*", metavar="DIR", help="results directories (summary.json inside)")
     c.add_argument(
         "--reference", choices=["thesis-e1"],
-        help="add reference columns (thesis-e1: seed 000 Table 4.3, without / with packing)",
+        help="add reference columns (thesis-e1: the thesis's Table 4.3, without / with packing)",
     )
     c.add_argument("--operations", action="store_true", help="also the per-operation shares")
     c.add_argument("--metrics", metavar="GROUP[,GROUP...]",
@@ -461,7 +487,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also run the first design (asyncio core, ring liveness as messages) and give ratios")
     b.add_argument("--json", action="store_true", help="also print the figures as JSON")
     b.add_argument("--out", metavar="JSON", help="write the figures to this file (docs/bench.json)")
-    b.add_argument("--table", metavar="JSON", help="only print the README table of a bench.json")
+    b.add_argument("--table", metavar="JSON", help="only print the docs/results.md table of a bench.json")
     b.set_defaults(func=cmd_bench)
 
     e = sub.add_parser("e3", help="the crash experiment (E3) in every failure-detection mode, with a plot")
@@ -474,7 +500,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--nodes", type=count(), help="scale the cluster (and the jobs) to this many nodes")
     e.add_argument("--scenarios", default="scenarios", help="directory holding the e3-*.toml files")
     e.add_argument("--quiet", action="store_true")
-    e.add_argument("--table", metavar="JSON", help="only print the README table of an e3.json")
+    e.add_argument("--table", metavar="JSON", help="only print the docs/results.md table of an e3.json")
     e.set_defaults(func=cmd_e3)
     et = sub.add_parser("e3-tcp", help="E3 over TCP in real time: the largest cluster that keeps up")
     et.add_argument("--nodes", default="5000,7500", help="cluster sizes, comma-separated (default 5000,7500)")
@@ -482,7 +508,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="then kill one worker (SIGKILL) at the largest size that kept up")
     et.add_argument("--out", default="runs/e3-tcp", help="results directory (default runs/e3-tcp)")
     et.add_argument("--scenarios", default="scenarios", help="directory holding e3-tcp.toml")
-    et.add_argument("--table", metavar="JSON", help="only print the README table of an e3-tcp.json")
+    et.add_argument("--table", metavar="JSON", help="only print the docs/results.md table of an e3-tcp.json")
     et.add_argument("--quiet", action="store_true")
     et.set_defaults(func=cmd_e3_tcp)
     a = sub.add_parser("abuse", help="honest TCP nodes' h1 without vs with a hostile client")
@@ -502,6 +528,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_figures_command(sub)
     add_fuzz_command(sub)
     add_import_command(sub)
+    add_schema_command(sub)
     _group_commands(p, sub)
     return p
 

@@ -117,5 +117,5 @@ def add_command(sub: Any) -> None:
                    help="scenario with an rm_restart fault and a [sweep] table")
     s.add_argument("--out", help="results directory (default runs/recovery-<file>)")
     s.add_argument("--nodes", help="override sweep.nodes, e.g. 1000,10000")
-    s.add_argument("--table", metavar="JSON", help="only print the README table of a recovery.json")
+    s.add_argument("--table", metavar="JSON", help="only print the docs/results.md table of a recovery.json")
     s.set_defaults(func=cmd_recovery)

@@ -223,6 +223,6 @@ def add_command(sub: Any) -> None:
     s.add_argument("--cases", help="comma-separated case names (default all: " +
                    ", ".join(c.name for c, _ in CASES) + ")")
     s.add_argument("--fuzz", type=int, default=5000, help="scenario files to fuzz at the end (0: none)")
-    s.add_argument("--table", metavar="JSON", help="only print the README table of a reliability.json")
+    s.add_argument("--table", metavar="JSON", help="only print the results.md table of a reliability.json")
     s.add_argument("--quiet", action="store_true")
     s.set_defaults(func=cmd_reliability)

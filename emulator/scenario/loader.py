@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 import sys
 import tomllib
@@ -78,7 +79,27 @@ def _explain(err: msgspec.ValidationError) -> str:
         choices = _choices(path)
         if choices:
             msg = f"{msg}; {choices}"
+    unknown = _UNKNOWN.match(msg)
+    if unknown:
+        return _printable(_unknown_field(path or "", unknown.group(1)))
     return _printable(f"at `{where}`: {msg}")
+
+
+_UNKNOWN = re.compile(r"^object contains unknown field `(.*)`$", re.S)
+
+
+def _unknown_field(path: str, name: str) -> str:
+    """``at `cluster.nodes[0].cpus`: unknown field; did you mean `cpu`? (expected one of ...)``."""
+    where = f"{path.lstrip('.')}.{name}" if path.lstrip(".") else name
+    t = _field_type(path) if path else Scenario
+    members = t if isinstance(t, list) else [t]
+    fields = sorted({f for m in members if isinstance(m, type) and issubclass(m, msgspec.Struct)
+                     for f in m.__struct_fields__})
+    if not fields:
+        return f"at `{where}`: unknown field"
+    close = difflib.get_close_matches(name, fields, n=1, cutoff=0.6)
+    hint = f"; did you mean `{close[0]}`?" if close else ""
+    return f"at `{where}`: unknown field{hint} (expected one of {', '.join(f'`{f}`' for f in fields)})"
 
 
 def _printable(text: str) -> str:

@@ -71,14 +71,15 @@ def largest(value: float | Dist) -> float:
 class NodeGroup(Base, kw_only=True, frozen=True):
     """``count`` nodes; a fixed value per resource or a seeded distribution."""
 
-    count: Count = 1
-    cpu: ResourceValue
-    ram_gib: ResourceValue
+    count: Count = 1  # nodes in the group
+    cpu: ResourceValue  # cores per node
+    ram_gib: ResourceValue  # memory per node, GiB
+    # Node addresses are NAME-GROUP-NUMBER.
     name: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.-]+$")] = "node"
 
 
 class ClusterConfig(Base, kw_only=True, frozen=True):
-    nodes: Annotated[list[NodeGroup], msgspec.Meta(min_length=1)]
+    nodes: Annotated[list[NodeGroup], msgspec.Meta(min_length=1)]  # groups of identical nodes
     # Nodes register at random times over this many seconds (a cluster coming up; kwok's node
     # creation rate) instead of within the first heartbeat interval; each then beats on its own phase.
     join_over_s: Annotated[float, msgspec.Meta(ge=0, le=86400)] = 0.0
@@ -86,8 +87,9 @@ class ClusterConfig(Base, kw_only=True, frozen=True):
 
 class PoolConfig(Base, kw_only=True, frozen=True):
     name: Annotated[str, msgspec.Meta(min_length=1)]
-    weight: Positive = 1.0
-    parent: str = "root"
+    weight: Positive = 1.0  # DRF divides the pool's dominant share by this
+    parent: str = "root"  # the pool above it in the hierarchy
+    # Min share: a pool below it is served first (YARN's "needy" pools).
     min_cpu: NonNegative = 0.0
     min_ram_gib: NonNegative = 0.0
 
@@ -248,9 +250,9 @@ class WorkloadConfig(Base, kw_only=True, frozen=True):
 class NodeSelector(Base, kw_only=True, frozen=True):
     """Which nodes a fault hits: explicit addresses, a seeded random fraction, or a count."""
 
-    nodes: list[str] = []
-    fraction: Fraction | None = None
-    count: Count | None = None
+    nodes: list[str] = []  # node addresses, e.g. "node-0-00003"
+    fraction: Fraction | None = None  # a seeded random fraction of the nodes
+    count: Count | None = None  # this many seeded random nodes
 
     def __post_init__(self) -> None:
         if sum(x is not None and x != [] for x in (self.nodes, self.fraction, self.count)) != 1:
@@ -260,14 +262,14 @@ class NodeSelector(Base, kw_only=True, frozen=True):
 class HealthFault(NodeSelector, kw_only=True, tag_field="kind", tag="health", frozen=True):
     """Flip the health flag of the selected nodes at ``at_s``."""
 
-    at_s: NonNegative
+    at_s: NonNegative  # when, in emulated seconds from the start
     healthy: bool = False
 
 
 class MessageFault(Base, kw_only=True, tag_field="kind", tag="messages", frozen=True):
     """Between ``at_s`` and ``at_s + duration_s``, disturb messages (of ``types``, or all)."""
 
-    at_s: NonNegative
+    at_s: NonNegative  # when, in emulated seconds from the start
     duration_s: Positive
     loss: Fraction = 0.0
     duplicate: Fraction = 0.0
@@ -286,7 +288,7 @@ class CrashFault(NodeSelector, kw_only=True, tag_field="kind", tag="crash", froz
     ``consecutive``: ``count`` nodes with consecutive machine ids (a rack), from ``first_id`` or a
     seeded start. ``rejoin_after_s``: each restarts as a fresh process that long afterwards."""
 
-    at_s: NonNegative
+    at_s: NonNegative  # when, in emulated seconds from the start
     consecutive: bool = False
     first_id: Annotated[int, msgspec.Meta(ge=1)] | None = None
     rejoin_after_s: Positive | None = None
@@ -303,7 +305,7 @@ class PauseFault(NodeSelector, kw_only=True, tag_field="kind", tag="pause", froz
     """The selected nodes' event loops stall at ``at_s`` for ``duration_s`` (or a seeded uniform
     duration in [duration_s, duration_max_s] per node)."""
 
-    at_s: NonNegative
+    at_s: NonNegative  # when, in emulated seconds from the start
     duration_s: Positive
     duration_max_s: Positive | None = None
 
@@ -317,7 +319,7 @@ class LivenessLossFault(Base, kw_only=True, tag_field="kind", tag="liveness_loss
     """From ``at_s`` (for ``duration_s``, or to the end) drop this fraction of ring liveness
     messages between nodes (seeded)."""
 
-    at_s: NonNegative
+    at_s: NonNegative  # when, in emulated seconds from the start
     fraction: Fraction
     duration_s: Positive | None = None
 
@@ -325,7 +327,7 @@ class LivenessLossFault(Base, kw_only=True, tag_field="kind", tag="liveness_loss
 class RMStallFault(Base, kw_only=True, tag_field="kind", tag="rm_stall", frozen=True):
     """The RM handles no node message for ``duration_s`` (they queue)."""
 
-    at_s: NonNegative
+    at_s: NonNegative  # when, in emulated seconds from the start
     duration_s: Positive
 
 
@@ -333,7 +335,7 @@ class RMOverloadFault(Base, kw_only=True, tag_field="kind", tag="rm_overload", f
     """Multiply the RM's ``[rm.service_time]`` costs by ``factor`` from ``at_s`` (for
     ``duration_s``, or to the end). Needs non-zero service-time costs."""
 
-    at_s: NonNegative
+    at_s: NonNegative  # when, in emulated seconds from the start
     factor: Positive
     duration_s: Positive | None = None
 
@@ -342,7 +344,7 @@ class RMRestartFault(Base, kw_only=True, tag_field="kind", tag="rm_restart", fro
     """The RM process dies at ``at_s`` and a new one starts ``downtime_s`` later from the journal;
     nodes keep their containers, reconnect and resync (work-preserving restart)."""
 
-    at_s: NonNegative
+    at_s: NonNegative  # when, in emulated seconds from the start
     downtime_s: NonNegative = 5.0
 
 
@@ -350,7 +352,7 @@ class WorkerKillFault(Base, kw_only=True, tag_field="kind", tag="worker_kill", f
     """TCP: the node-hosting process ``worker`` (0-based) is killed with SIGKILL at ``at_s``, all
     its nodes with it (a correlated crash, as when a machine fails); the ring must find them."""
 
-    at_s: NonNegative
+    at_s: NonNegative  # when, in emulated seconds from the start
     worker: Annotated[int, msgspec.Meta(ge=0)] = 0
 
 
@@ -398,11 +400,12 @@ def auto_workers() -> int:
 
 
 class RunConfig(Base, kw_only=True, frozen=True):
-    duration_s: Positive
+    duration_s: Positive  # emulated seconds the run lasts
+    # virtual: deterministic, as fast as the CPU allows; realtime: paced by the wall clock (uvloop).
     clock: Literal["virtual", "realtime"] = "virtual"
     # Emulated seconds per wall second, realtime clock only.
     speed: Positive = 1.0
-    seed: int = 0
+    seed: int = 0  # every random draw of the run follows from it
     # Averages (utilisation, h1/h2, shares) exclude [0, warmup_s).
     warmup_s: NonNegative = 0.0
     # Time-series row period; None means the heartbeat interval.
@@ -424,14 +427,14 @@ class SweepConfig(Base, kw_only=True, frozen=True):
     modes: Annotated[list[Literal["periodic", "delta"]], msgspec.Meta(min_length=1)] = msgspec.field(
         default_factory=lambda: ["periodic", "delta"]
     )
-    # Scale every operation's job_count with the node count (E2: t = n·c·l/a tasks per job).
+    # Scale every operation's `tasks` with the node count (E2: t = n·c·l/a tasks per job).
     scale_workload: bool = True
     threshold: Annotated[float, msgspec.Meta(gt=0, le=1)] = 0.99
 
 
 class Scenario(Base, kw_only=True, frozen=True):
-    name: str = ""
-    description: str = ""
+    name: str = ""  # shown in the summary, the report and the status page
+    description: str = ""  # what the scenario shows, for its readers
     cluster: ClusterConfig
     heartbeat: HeartbeatConfig = msgspec.field(default_factory=HeartbeatConfig)
     scheduler: SchedulerConfig = msgspec.field(default_factory=SchedulerConfig)
