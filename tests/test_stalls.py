@@ -70,6 +70,26 @@ def test_stall_windows_merge_and_the_share_of_time_late_is_judged() -> None:
     assert reasons[1].startswith("2 node removals during or right after a stall")
 
 
+def test_the_warm_up_is_not_judged_but_its_removals_are() -> None:
+    """Like h1/h2, the verdict judges the measured window: a stall while nodes register (the
+    warm-up) voids nothing by itself, one across its end counts for its part after it; a node
+    removal it caused is in the results, so it still voids the run."""
+    log = StallLog(floor_s=0.1)
+    log.add(4.0, 12.0)  # 8 s, in a 15 s warm-up
+    log.add(14.0, 18.0)  # 4 s, of which 3 s after it
+    reasons: list[str] = []
+    v = judge_stalls(0.1, {"the RM process": log}, 3.75, 400.0, [], reasons, measured_from_s=15.0)
+    assert v.longest_stall_s == pytest.approx(3.0) and reasons == []
+    assert v.late_share == pytest.approx(3.0 / 385.0, abs=1e-6)
+    reasons = []
+    v = judge_stalls(0.1, {"the RM process": log}, 3.75, 400.0, [], reasons)  # no warm-up
+    assert v.longest_stall_s == pytest.approx(8.0) and reasons
+    reasons = []
+    v = judge_stalls(0.1, {"the RM process": log}, 3.75, 400.0, [10.0], reasons, measured_from_s=15.0)
+    assert v.removals_in_stalls == 1
+    assert reasons == ["1 node removals during or right after a stall are the emulator's, not the nodes'"]
+
+
 def test_a_worker_frozen_with_sigstop_is_reported_with_the_removals_it_caused(tmp_path: Path) -> None:
     proc, out = start_run(tmp_path, "tcp", nodes=40, duration=50)
     try:

@@ -57,7 +57,7 @@ def host_configs(
             credentials=scenario.rm.credentials if credentials is None else credentials,
             speed=scenario.run.speed, epoch=epoch,
             duration_s=scenario.run.duration_s if duration_s is None else duration_s,
-            sample_interval_s=scenario.sample_interval_s,
+            sample_interval_s=scenario.sample_interval_s, measure_from_s=scenario.run.warmup_s,
             seed=scenario.run.seed + first + i,  # hosts of one run back off differently
             max_frame_bytes=scenario.transport.max_frame_bytes,
             events_path=str(events_dir / f"events.worker-{i}.jsonl") if events_dir else None,

@@ -80,6 +80,8 @@ class HostConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, froze
     # Emulated seconds to run; None: until stopped.
     duration_s: Annotated[float, msgspec.Meta(gt=0)] | None = None
     sample_interval_s: Annotated[float, msgspec.Meta(gt=0)] = 3.0
+    # Emulated s from which lateness counts (the warm-up: registration is not measured).
+    measure_from_s: Annotated[float, msgspec.Meta(ge=0)] = 0.0
     seed: int = 0
     max_frame_bytes: Annotated[int, msgspec.Meta(ge=64)] = DEFAULT_MAX_FRAME_BYTES
     events_path: str | None = None
@@ -241,6 +243,8 @@ async def host_nodes(cfg: HostConfig, clock: LoopClock, signals: bool = True) ->
             # Phases count from when a node starts running: start them all at the epoch.
             await clock.sleep_until(0.0)
             lag.start()
+            if cfg.measure_from_s > 0:
+                clock.call_later(cfg.measure_from_s, _warmed_up, lag, w.timing)
             for n in w.nodes:
                 n.start()
             ends: list[asyncio.Task[Any]] = [tg.create_task(w.stop.wait())]
@@ -283,6 +287,11 @@ async def host_nodes(cfg: HostConfig, clock: LoopClock, signals: bool = True) ->
         peers=w.peers.counters if w.peers is not None else None,
         message_faults=w.plan.counters if w.plan.windows else None,
     )
+
+
+def _warmed_up(lag: LoopLag, timing: HeartbeatTiming) -> None:
+    lag.restart()
+    timing.restart_lateness()
 
 
 async def _wait(fut: asyncio.Future[None]) -> None:

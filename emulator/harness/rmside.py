@@ -110,6 +110,7 @@ class RMSide:
         self._realities = realities or (lambda: None)
         # Real time: how far this process's event loop falls behind (emulated s).
         self.lag: LoopLag | None = None
+        self.on_warmed_up: list[Callable[[], None]] = []  # e.g. the nodes' lateness, in memory
         self.lag_threshold_s = sc.run.lag_threshold * sc.heartbeat.interval_s
         if sc.run.clock == "realtime":
             loop = asyncio.get_running_loop()
@@ -149,9 +150,15 @@ class RMSide:
         self.workload.start()
         self.faults.start(resumed=self._resumed_from is not None)
         if sc.run.warmup_s > 0:
-            self.clock.call_later(
-                sc.run.warmup_s - self.clock.now(), self.rm.start_measurement, sc.run.warmup_s
-            )
+            self.clock.call_later(sc.run.warmup_s - self.clock.now(), self._warmed_up, sc.run.warmup_s)
+
+    def _warmed_up(self, at: float) -> None:
+        """The measurement window starts: registration's lag is not the run's (as for h1/h2)."""
+        self.rm.start_measurement(at)
+        if self.lag is not None:
+            self.lag.restart()
+        for hook in self.on_warmed_up:
+            hook()
 
     def finish(self) -> None:
         """The end of the run: a final sample, no more submissions, nothing more fires."""

@@ -182,6 +182,7 @@ async def _run(
     if meter is not None:
         meter.start()
     with guard:
+        side.on_warmed_up.append(timing.restart_lateness)
         side.start()
         for proc in processes:
             proc.start()
@@ -206,7 +207,7 @@ async def _run(
         probe = side.lag
         lag = judge(side.lag_threshold_s, probe.summary(), [], timing.own_summary(), None,
                     probe.worst_by_interval, last, {"the emulator's process": probe.stalls},
-                    side.detector_timeout_s, clock.now(), side.removal_times())
+                    side.detector_timeout_s, clock.now(), side.removal_times(), sc.run.warmup_s)
     if realities is not None:
         side.end_check(realities, lag)
     out = outcome(side, counters, timing, to_rm, wall_s, plan, ring.settled() if ring else None,

@@ -243,6 +243,7 @@ class TcpRM:
             max(0, last - first + 1),
             {"the RM process": probe.stalls, **{f"worker {r.worker}": r.loop_stalls for r in reports}},
             self.side.detector_timeout_s, self.clock.now(), self.side.removal_times(),
+            self.scenario.run.warmup_s,
         )
         if self._final is not None:
             self.side.end_check(self._final, lag)

@@ -109,6 +109,11 @@ class LoopLag:
         self._due = wall + self._period
         self._handle = self._loop.call_at(self._due, self._tick)
 
+    def restart(self) -> None:
+        """Lateness samples from now on only (the end of the warm-up); stall windows are kept,
+        to explain removals."""
+        self.lateness = LogHistogram()
+
     def summary(self) -> LatenessSummary:
         h = self.lateness
         return LatenessSummary(h.count, h.mean(), h.quantile(0.5), h.quantile(0.99), h.max)
@@ -158,12 +163,15 @@ def judge(
     detector_timeout_s: float | None = None,
     duration_s: float | None = None,
     removal_times: Sequence[float] = (),
+    measured_from_s: float = 0.0,
 ) -> LagReport:
     """A real-time run is overloaded (its results are not valid) when a process's event loop, or
     the nodes' heartbeats, run late by more than the threshold at the 99th percentile, or a node
     fault was applied more than the threshold after its time; or, judged by time (``stalls`` per
     process), one process spent more than LATE_SHARE_MAX of the run late past the threshold, or
-    stalled longer than the failure detector's timeout (``detector_timeout_s``)."""
+    stalled longer than the failure detector's timeout (``detector_timeout_s``). Only what came
+    after ``measured_from_s`` (the warm-up, as for h1/h2: registration) counts for the verdict;
+    removals during any stall are still put down to it."""
     reasons: list[str] = []
     if rm_loop is not None and rm_loop.p99 > threshold_s:
         reasons.append(f"the RM process ran {rm_loop.p99:.3g} s late (p99)")
@@ -175,7 +183,8 @@ def judge(
     if fault_injection is not None and fault_injection.count and fault_injection.max > threshold_s:
         reasons.append(f"a fault was applied {fault_injection.max:.3g} s after its time")
     lagged = sorted(k for k, v in worst_by_interval.items() if v > threshold_s)
-    by_time = judge_stalls(threshold_s, stalls or {}, detector_timeout_s, duration_s, removal_times, reasons)
+    by_time = judge_stalls(threshold_s, stalls or {}, detector_timeout_s, duration_s, removal_times, reasons,
+                           measured_from_s)
     return LagReport(
         threshold_s=threshold_s, rm_loop_s=rm_loop, worker_loop_s=worst, heartbeat_send_s=heartbeat_send,
         fault_injection_s=fault_injection, lagged_intervals=lagged, measured_intervals=measured_intervals,
@@ -199,21 +208,28 @@ def judge_stalls(
     duration_s: float | None,
     removal_times: Sequence[float],
     reasons: list[str],
+    measured_from_s: float = 0.0,
 ) -> StallVerdict:
-    """The verdict by time (``stalls``: per process name): appends its reasons to ``reasons``."""
+    """The verdict by time (``stalls``: per process name): appends its reasons to ``reasons``.
+    Stalls are judged from ``measured_from_s`` on (a stall across it, for its part after it)."""
     windows = [(who, w.start_s, w.end_s) for who, log in stalls.items() for w in log.stalls
                if w.end_s - w.start_s > threshold_s]
     windows.sort(key=lambda x: x[1])
-    longest = max(windows, key=lambda x: x[2] - x[1], default=None)
+    judged = [(who, max(s, measured_from_s), e) for who, s, e in windows if e > measured_from_s]
+    longest = max(judged, key=lambda x: x[2] - x[1], default=None)
     longest_s = longest[2] - longest[1] if longest is not None else 0.0
     share, latest = 0.0, ""
-    if duration_s:
+    measured = (duration_s or 0.0) - measured_from_s
+    if measured > 0:
         for who, log in stalls.items():
             # Only past the threshold: a loop a little late all the time is what p99 is for.
-            late = sum(w.end_s - w.start_s for w in log.stalls if w.end_s - w.start_s > threshold_s)
-            late = max(late, log.late_s) if log.floor_s >= threshold_s else late
-            if late / duration_s > share:
-                share, latest = late / duration_s, who
+            parts = [(max(w.start_s, measured_from_s), w.end_s) for w in log.stalls
+                     if w.end_s - w.start_s > threshold_s and w.end_s > measured_from_s]
+            late = sum(e - s for s, e in parts)
+            if log.floor_s >= threshold_s and not measured_from_s:
+                late = max(late, log.late_s)  # the windows kept are the longest; the total is exact
+            if late / measured > share:
+                share, latest = late / measured, who
     if share > LATE_SHARE_MAX:
         reasons.append(f"{latest} ran more than {threshold_s:g} s late for {share:.1%} of the run")
     removed = 0
@@ -221,6 +237,8 @@ def judge_stalls(
         who, start, _ = longest
         reasons.append(f"{who} stalled for {longest_s:.3g} s at t={start:.1f} s, longer than the failure "
                        f"detector's timeout ({detector_timeout_s:g} s)")
+    if detector_timeout_s is not None and any(e - s > detector_timeout_s for _, s, e in windows):
+        # Warm-up or not: a removal a stall caused is in the results, and is the emulator's.
         removed = sum(1 for t in removal_times
                       if any(s <= t <= e + detector_timeout_s for _, s, e in windows))
         if removed:

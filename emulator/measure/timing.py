@@ -39,6 +39,11 @@ class HeartbeatTiming:
         self.lateness.add(late_s)
         self.own_lateness.add(late_s)
 
+    def restart_lateness(self) -> None:
+        """Lateness from now on only (the end of the warm-up: registration is not measured)."""
+        self.lateness = LogHistogram()
+        self.own_lateness = LogHistogram()
+
     def held_tick(self, late_s: float) -> None:
         """A tick an injected pause of its process held back (late by design)."""
         self.lateness.add(late_s)
