@@ -1,4 +1,5 @@
-"""The status page's aiohttp application and its server lifecycle (AppRunner + TCPSite)."""
+"""The status page's aiohttp application and its server lifecycle (AppRunner, served through a
+``ConnectionGate``: a connection cap and a first-byte deadline)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from emulator.results.palette import as_js
 from emulator.web import api, live
+from emulator.web.connections import FIRST_BYTE_S, MAX_CONNECTIONS, ConnectionGate
 from emulator.web.control import Controller
 from emulator.web.guard import StreamSlots
 from emulator.web.keys import ALLOWED_HOSTS, CONTROLLER, LIVE, PUSH_INTERVAL_S, REGISTRY, STOPPING, STREAMS
@@ -75,6 +77,8 @@ class Server:
     runner: web.AppRunner
     host: str
     port: int
+    listener: asyncio.Server
+    gate: ConnectionGate
 
     @property
     def url(self) -> str:
@@ -82,21 +86,25 @@ class Server:
         return f"http://{host}:{self.port}/"
 
     async def close(self) -> None:
-        await self.runner.cleanup()
+        self.listener.close()
+        await self.runner.cleanup()  # closes aiohttp's connections too
+        async with asyncio.timeout(5):
+            await self.listener.wait_closed()
 
 
-async def start_server(app: web.Application, host: str = "127.0.0.1", port: int = 0) -> Server:
-    """Serve ``app``; port 0 picks a free port (see ``Server.port``)."""
+async def start_server(app: web.Application, host: str = "127.0.0.1", port: int = 0,
+                       max_connections: int = MAX_CONNECTIONS, first_byte_s: float = FIRST_BYTE_S) -> Server:
+    """Serve ``app``; port 0 picks a free port (see ``Server.port``); at most ``max_connections``
+    at once, each closed if it sends nothing within ``first_byte_s`` (``connections``)."""
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
+    factory = runner.server
+    assert factory is not None  # set up above
+    gate = ConnectionGate(factory, max_connections, first_byte_s)
     try:
-        await site.start()
+        listener = await asyncio.get_running_loop().create_server(gate, host, port)
     except OSError:
         await runner.cleanup()
         raise
-    bound = port
-    for sock in runner.addresses:
-        bound = int(sock[1])
-        break
-    return Server(runner, host, bound)
+    bound = int(listener.sockets[0].getsockname()[1]) if listener.sockets else port
+    return Server(runner, host, bound, listener, gate)
