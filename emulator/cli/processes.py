@@ -6,6 +6,7 @@ import argparse
 import errno
 import os
 import random
+import shlex
 import socket
 import sys
 from pathlib import Path
@@ -133,8 +134,19 @@ def _serve_rm(args: argparse.Namespace, scenario: Scenario, out: Path, host: str
     from emulator.time.clock import run
 
     epoch, resumed_from = _takeover(args, scenario, out)
-    if not scenario.rm.credentials:
+    made_secret = not scenario.rm.credentials
+    if made_secret:
         scenario = with_run_secret(scenario, _loopback_secret(out, resumed_from is not None))
+
+    def announce(rm_host: str, rm_port: int) -> None:
+        # The exact command that starts this run's nodes (the secret by file, never on a command line).
+        where = socket.gethostname() if rm_host in ("0.0.0.0", "::", "") else rm_host
+        where = f"[{where}]" if ":" in where else where
+        secret = f" --credentials-file {shlex.quote(str(out / SECRET_FILE))}" if made_secret else ""
+        duration = f" --duration {args.duration:g}" if args.duration is not None else ""
+        print(f"start its nodes: emulator nodes --connect {where}:{rm_port} --scenario "
+              f"{shlex.quote(args.scenario)} --start-at {epoch:.3f}{duration}{secret}",
+              file=sys.stderr, flush=True)
 
     async def main(_: Any) -> RunOutcome:
         live = server = None
@@ -157,7 +169,8 @@ def _serve_rm(args: argparse.Namespace, scenario: Scenario, out: Path, host: str
             with (out / "events.jsonl").open(mode, encoding="utf-8") as sink:
                 tap: Any = sink if live is None else EventTap(live.events, sink)
                 proc, wall, finished = await serve_rm(scenario, host, port, epoch, out, tap,
-                                                      on_start=attach, resumed_from=resumed_from)
+                                                      on_start=attach, resumed_from=resumed_from,
+                                                      announce=announce)
         finally:
             if live is not None:
                 live.finish()
@@ -223,8 +236,8 @@ def node_configs(args: argparse.Namespace, host: str, port: int) -> list[HostCon
                 peer_host=args.peer_host or local_address(host),
             )
         except NodeRangeError as err:
-            raise ScenarioError(f"{args.scenario}: --first-id {args.first_id} --count {args.count}: "
-                                f"{err}") from None
+            given = f" --count {args.count}" if args.count is not None else ""
+            raise ScenarioError(f"{args.scenario}: --first-id {args.first_id}{given}: {err}") from None
     hb = HeartbeatConfig(mode=args.mode, interval_s=args.interval)
     if hb.mode == "delta":
         print("warning: --mode delta without --scenario: these nodes carry no ring monitor, and an RM "
@@ -274,6 +287,8 @@ def cmd_nodes(args: argparse.Namespace) -> int:
     host, port = parse_address(args.connect, "--connect")
     if port == 0:
         raise ScenarioError("--connect: the RM's port is needed (it prints it when it starts)")
+    if args.count is None and not args.scenario:
+        raise ScenarioError("--count: how many NodeManagers to host (or --scenario FILE, for its nodes)")
     configs = node_configs(args, host, port)
     try:
         reports = run_workers(configs)
@@ -358,7 +373,8 @@ def add_commands(sub: Any) -> None:
 
     n = sub.add_parser("nodes", help="host NodeManagers in worker processes, connecting to an RM")
     n.add_argument("--connect", required=True, help="the RM's HOST:PORT")
-    n.add_argument("--count", type=count(), required=True, help="number of NodeManagers")
+    n.add_argument("--count", type=count(), help="number of NodeManagers (with --scenario: default, "
+                   "the scenario's from --first-id on)")
     n.add_argument("--workers", type=count(high=1024), default=1, help="worker processes (default 1)")
     n.add_argument("--first-id", type=int, default=0, help="index of the first node (several hosts)")
     n.add_argument("--scenario", help="take nodes first-id.. and heartbeat/run settings from this file")

@@ -404,7 +404,8 @@ def run_tcp_blocking(
 async def serve_rm(scenario: Scenario, host: str, port: int, epoch: float, run_dir: Path,
                    events: TextSink | None,
                    on_start: Callable[[TcpRM], None] | None = None,
-                   resumed_from: float | None = None) -> tuple[TcpRM, float, bool]:
+                   resumed_from: float | None = None,
+                   announce: Callable[[str, int], None] | None = None) -> tuple[TcpRM, float, bool]:
     """``emulator rm``: the RM alone, for ``run.duration_s`` emulated seconds from the epoch
     (Unix time), keeping its journal and its clients' submissions in ``run_dir``;
     ``resumed_from``: take over from the run's earlier RM process, which died then. ``on_start(proc)``
@@ -423,6 +424,8 @@ async def serve_rm(scenario: Scenario, host: str, port: int, epoch: float, run_d
         address = await proc.start_servers(host, port)
         print(f"rm listening on {address[0]}:{address[1]} (control {proc.control.address[0]}:"
               f"{proc.control.address[1]})", file=sys.stderr, flush=True)
+        if announce is not None:
+            announce(address[0], address[1])
         started = wall_time()
         try:
             finished = await proc.run(scenario.run.duration_s)
