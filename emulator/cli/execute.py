@@ -5,7 +5,7 @@ events.jsonl (and, when asked, report.html with its plots)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -35,12 +35,16 @@ def run_directory(out: Path, source: str, scenario: Scenario, given: dict[str, A
 
 def execute(scenario: Scenario, out: Path, progress: ProgressHook | None = None, check: bool | None = None,
             report: bool = True, cluster: ClusterOptions | None = None,
-            stop: StopRequest | None = None) -> tuple[RunOutcome, dict[str, Any]]:
+            stop: StopRequest | None = None,
+            emulated: Callable[[RunOutcome], None] | None = None) -> tuple[RunOutcome, dict[str, Any]]:
     """Run on this thread's own fresh loop and write the results (and the report) into ``out``;
     ``cluster``: the node hosts on a Dask cluster; ``stop``: another thread's way to end the run
-    early (its results are then partial)."""
+    early (its results are then partial); ``emulated``: told when the run is over, before the
+    results are written (a progress bar's last phase)."""
     outcome = run_blocking(scenario, out / "events.jsonl", progress, check_invariants=check, cluster=cluster,
                            stop=stop)
+    if emulated is not None:
+        emulated(outcome)
     summary = write_results(outcome, out)
     if report:
         from emulator.results.report import write_run_report

@@ -179,8 +179,10 @@ def _run(args: argparse.Namespace, scenario: Scenario, out: Path, console: Conso
     if args.quiet:
         outcome, summary = execute(scenario, out, check=check, cluster=cluster)
     else:
-        with RunProgress(scenario.run.duration_s, console) as bar:
-            outcome, summary = execute(scenario, out, bar.update, check, cluster=cluster)
+        speed = scenario.run.speed if scenario.run.clock == "realtime" else None
+        with RunProgress(scenario.run.duration_s, console, speed) as bar:
+            outcome, summary = execute(scenario, out, bar.update, check, cluster=cluster,
+                                       emulated=bar.emulated)
     if outcome.partial:
         # Stopped by Ctrl-C / SIGTERM: one line, the partial results are on disk.
         return stopped(outcome, out)

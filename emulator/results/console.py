@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from emulator.harness.outcome import RunOutcome
@@ -18,7 +18,13 @@ from emulator.time.clock import wall_time
 
 
 class RunProgress:
-    def __init__(self, duration_s: float, console: Console) -> None:
+    """Emulated time against wall time: "emulating" with an ETA, then "writing results" at 100%;
+    a real-time run that falls behind says so once, with what to change, while it runs."""
+
+    def __init__(self, duration_s: float, console: Console, speed: float | None = None) -> None:
+        """``speed``: a real-time run's speed, named in the advice when it falls behind."""
+        self._speed = speed
+        self._warned = False
         self._progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -27,6 +33,7 @@ class RunProgress:
             TextColumn("now: cpu {task.fields[cpu]:6.1%} ram {task.fields[ram]:6.1%}"),
             TextColumn("{task.fields[lag]}"),
             TimeElapsedColumn(),
+            TimeRemainingColumn(),
             console=console,
             transient=False,
         )
@@ -56,6 +63,21 @@ class RunProgress:
         self._progress.update(
             self._task, completed=row.t_s, hb=rate, cpu=row.cpu_utilization, ram=row.ram_utilization, lag=lag
         )
+        if tick.lag_s is not None and tick.lag_s > tick.lag_threshold_s and not self._warned:
+            self._warned = True
+            speed = f" (now {self._speed:g})" if self._speed is not None else ""
+            self._progress.console.print(
+                f"[bold red]falling behind real time[/] at t={row.t_s:,.0f}s (lag {tick.lag_s:.2f}s, "
+                f"threshold {tick.lag_threshold_s:.2f}s): if it goes on, the run will be marked overloaded; "
+                f"lower `run.speed`{speed} or the number of nodes (--set run.speed=..., "
+                "--set cluster.nodes=...), or close what else runs on this machine"
+            )
+
+    def emulated(self, outcome: RunOutcome) -> None:
+        """The run is over (or stopped): the bar to where it got, and the results being written."""
+        task = self._progress.tasks[0]
+        end = outcome.ended_at_s if outcome.partial and outcome.ended_at_s is not None else task.total
+        self._progress.update(self._task, completed=end, description="writing results")
 
 
 def run_with_progress(scenario: Scenario, console: Console, events_path: Path | None = None,

@@ -157,8 +157,11 @@ def run_served(args: Any, scenario: Scenario, out: Path, console: Any) -> int:
             err.print(f"control token ({TOKEN_HEADER} header): {live.control_token}", highlight=False)
 
     codes: list[int] = []
+    bars: list[RunProgress] = []
 
     def finished(outcome: RunOutcome, live: LiveRun) -> None:
+        for bar in bars:
+            bar.emulated(outcome)
         summary = write_results(outcome, out)
         report = write_run_report(out)
         live.results_dir = str(out)
@@ -171,7 +174,8 @@ def run_served(args: Any, scenario: Scenario, out: Path, console: Any) -> int:
         if args.linger is None:
             console.print(f"run finished; results in {out}/ — still serving the final state, Ctrl-C to quit")
 
-    with RunProgress(scenario.run.duration_s, console) as bar:
+    with RunProgress(scenario.run.duration_s, console, scenario.run.speed) as bar:
+        bars.append(bar)
         serve_blocking(
             scenario, host, port, allow_control=args.allow_control, events_path=out / "events.jsonl",
             progress=None if args.quiet else bar.update, on_ready=ready, on_finished=finished,
