@@ -187,9 +187,10 @@ def test_a_standalone_rm_whose_journal_fills_stops_with_one_error_and_exit_5(tmp
     nodes = None
     try:
         assert rm.stderr is not None
-        said = rm.stderr.readline() + rm.stderr.readline()
+        # The secret it made, where it listens, and the command that starts its nodes.
+        said = rm.stderr.readline() + rm.stderr.readline() + rm.stderr.readline()
         m = re.search(r"listening on (\S+:\d+)", said)
-        assert m, said
+        assert m and "start its nodes: emulator nodes" in said, said
         nodes = subprocess.Popen(
             [sys.executable, "-m", "emulator", "nodes", "--connect", m[1], "--scenario", str(sc), "--count",
              "20", "--start-at", str(epoch), "--credentials-file", str(out / "rm-secret"), "--quiet"],

@@ -89,13 +89,17 @@ def test_a_killed_rm_process_restarted_on_its_directory_takes_its_run_over(tmp_p
         time.sleep(epoch + 4 - time.time())  # t = 80 s: the batch half done
         rm1.send_signal(signal.SIGKILL)
         rm1.wait(timeout=10)
-        # The same run directory: a second RM process refuses to share it while one runs.
+        # The same run directory: a second RM process takes it over; another run never shares it
+        # (it goes to a directory of its own, as every run into one that holds a run does).
         time.sleep(1)
         rm2, _, said = start_rm(sc, out, address, "--recover")
         assert "resuming the run" in said
-        busy = subprocess.run(emulator("run", str(sc), "--out", str(out), "--quiet"), capture_output=True,
-                              text=True, timeout=60, check=False)
-        assert busy.returncode == 2 and "in use by another emulator process" in busy.stderr, busy.stderr
+        other = subprocess.run(emulator("run", str(sc), "--out", str(out), "--quiet", "--duration", "30"),
+                               capture_output=True, text=True, timeout=60, check=False)
+        assert f"this run goes to {out}-2/" in other.stderr, other.stderr
+        forced = subprocess.run(emulator("run", str(sc), "--out", str(out), "--quiet", "--force"),
+                                capture_output=True, text=True, timeout=60, check=False)
+        assert forced.returncode == 2 and "in use by another emulator process" in forced.stderr, forced.stderr
         _, err = rm2.communicate(timeout=60)
         assert rm2.returncode == 0, err
         _, nodes_err = nodes.communicate(timeout=60)
