@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoints, entry_points
 from typing import Any
 
 
@@ -76,20 +76,31 @@ class Registry:
         return obj
 
 
-def discover(group: str, what: str, builtins: Mapping[str, str]) -> Registry:
-    """The built-ins plus every installed entry point of ``group``."""
+def installed() -> EntryPoints:
+    """Every installed entry point: one scan of every distribution's metadata on sys.path (about
+    10 ms with 70 packages), to share between the registries one validation reads."""
+    everything = entry_points()
+    if isinstance(everything, EntryPoints):  # Python 3.12+
+        return everything
+    # Python 3.11: a mapping by group (its dict methods are deprecated; `select` is not).
+    return EntryPoints(ep for g in sorted(everything.groups) for ep in everything.select(group=g))
+
+
+def discover(
+    group: str, what: str, builtins: Mapping[str, str], found: EntryPoints | None = None,
+) -> Registry:
+    """The built-ins plus every entry point of ``group`` (in ``found``, default: a fresh scan)."""
     entries = {name: Entry(name, value, "built-in") for name, value in builtins.items()}
     claims: dict[str, list[Entry]] = {}
-    for ep in entry_points(group=group):
+    for ep in (found if found is not None else installed()).select(group=group):
         dist = ep.dist.name if ep.dist is not None else "an unnamed distribution"
         claims.setdefault(ep.name, []).append(Entry(ep.name, ep.value, dist))
     conflicts: dict[str, tuple[Entry, ...]] = {}
-    for name, found in sorted(claims.items()):
+    for name, claimed in sorted(claims.items()):
         if name in builtins:
             continue  # hbemu's own metadata, or a plug-in trying to replace a built-in: the built-in wins
-        values = {e.value for e in found}
-        if len(values) > 1:
-            conflicts[name] = tuple(found)
+        if len({e.value for e in claimed}) > 1:
+            conflicts[name] = tuple(claimed)
         else:
-            entries[name] = found[0]
+            entries[name] = claimed[0]
     return Registry(group, what, entries, conflicts)

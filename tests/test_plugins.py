@@ -5,6 +5,7 @@ that cannot be used."""
 from __future__ import annotations
 
 import tomllib
+from importlib.metadata import EntryPoints
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,7 @@ def test_pyproject_declares_the_built_in_tables() -> None:
 
 def test_built_ins_need_no_installed_metadata(monkeypatch: pytest.MonkeyPatch) -> None:
     # A checkout whose installed metadata predates the entry points (or has none) still runs them.
-    monkeypatch.setattr("rm.plugins.entry_points", lambda group: [])
+    monkeypatch.setattr("rm.plugins.entry_points", lambda: EntryPoints(()))
     assert policies().names() == ["drf", "drfh", "fifo", "packing", "tetris"]
     assert all(load_policy(n).__module__.startswith("rm.scheduler.") for n in BUILTIN_POLICIES)
 

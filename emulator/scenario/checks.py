@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 
 from emulator.scenario.footprint import estimate, machine_memory
-from emulator.scenario.names import detector_problem, mode_problem, policy_problem
+from emulator.scenario.names import problem as name_problem
 from emulator.scenario.schema import (
     LivenessLossFault,
     MessageFault,
@@ -27,10 +27,9 @@ class Problem:
 def first_problem(sc: Scenario, machine_bytes: int | None = None) -> Problem | None:
     """The first thing that makes ``sc`` unusable; ``machine_bytes``: the memory to fit in
     (default: what this machine has available)."""
-    for named in (policy_problem, mode_problem, detector_problem):
-        found = named(sc)
-        if found is not None:
-            return Problem(*found)
+    named = name_problem(sc)
+    if named is not None:
+        return Problem(*named)
     for check in (_pool_cycles, _tasks_fit, _faults_in_run, _liveness_loss_has_ring, _expiry):
         problem = check(sc)
         if problem is not None:

@@ -5,21 +5,28 @@ that validate field by field but would silently not run what they name."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from importlib.metadata import EntryPoints
 
 from emulator.scenario.schema import Scenario
 from nodemanager.config import BUILTIN_HEARTBEATS
 from ringmon.config import BUILTIN_DETECTORS
-from rm.plugins import PluginError, discover
+from rm.plugins import PluginError, discover, installed
 from rm.scheduler.plugin import ParamsError, decode_params, load_policy, policies
 
 # A Problem is (field path, message); checks.py wraps it.
 Found = tuple[str, str]
 
 
-def policy_problem(sc: Scenario) -> Found | None:
+def problem(sc: Scenario) -> Found | None:
+    """The first unusable name, or combination, of ``sc``."""
+    found = installed()  # one scan of the installed metadata for the three registries
+    return policy_problem(sc, found) or mode_problem(sc, found) or detector_problem(sc, found)
+
+
+def policy_problem(sc: Scenario, found: EntryPoints | None = None) -> Found | None:
     scheduler = sc.scheduler
     try:
-        cls = load_policy(scheduler.policy, policies())
+        cls = load_policy(scheduler.policy, policies(found))
         decode_params(cls, scheduler.params, scheduler.policy)
     except ParamsError as err:
         return err.path, err.message
@@ -37,10 +44,12 @@ def policy_problem(sc: Scenario) -> Found | None:
     return None
 
 
-def _builtin_only(path: str, what: str, name: str, group: str, builtins: Mapping[str, str]) -> Found | None:
+def _builtin_only(
+    path: str, what: str, name: str, group: str, builtins: Mapping[str, str], found: EntryPoints | None,
+) -> Found | None:
     """A name of a registry whose implementations are built in: a plug-in's name is known (and
     said so) but cannot run yet."""
-    registry = discover(group, what, builtins)
+    registry = discover(group, what, builtins, found)
     try:
         entry = registry.entry(name)
     except PluginError as err:
@@ -54,11 +63,11 @@ def _builtin_only(path: str, what: str, name: str, group: str, builtins: Mapping
     return None
 
 
-def mode_problem(sc: Scenario) -> Found | None:
+def mode_problem(sc: Scenario, found: EntryPoints | None = None) -> Found | None:
     return _builtin_only("heartbeat.mode", "heartbeat mode", sc.heartbeat.mode, "hbemu.heartbeats",
-                         BUILTIN_HEARTBEATS)
+                         BUILTIN_HEARTBEATS, found)
 
 
-def detector_problem(sc: Scenario) -> Found | None:
+def detector_problem(sc: Scenario, found: EntryPoints | None = None) -> Found | None:
     return _builtin_only("ring.detector", "failure detector", sc.ring.detector, "hbemu.detectors",
-                         BUILTIN_DETECTORS)
+                         BUILTIN_DETECTORS, found)
