@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Annotated, Literal
 
 import msgspec
 
 HeartbeatMode = Literal["periodic", "delta"]
+# The heartbeat modes by name, for the `hbemu.heartbeats` entry-point group (docs/extending.md):
+# both are branches of the NodeManager (and of the RM's tracker), so a plug-in can register a
+# name but not yet an implementation; validation says so.
+BUILTIN_HEARTBEATS: Mapping[str, str] = MappingProxyType({
+    "periodic": "nodemanager.node:NodeManager",
+    "delta": "nodemanager.node:NodeManager",
+})
 
 
 class HeartbeatConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
-    # periodic: full report every interval (stock YARN); delta: only changes, nothing if none.
-    mode: HeartbeatMode = "periodic"
+    # A registered heartbeat mode (docs/extending.md). periodic: full report every interval (stock
+    # YARN); delta: only changes, nothing if none.
+    mode: str = "periodic"
     interval_s: Annotated[float, msgspec.Meta(gt=0, le=86400)] = 3.0
     # Also heartbeat as soon as a container completes (the YT scheduler's behaviour).
     on_completion: bool = False

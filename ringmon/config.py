@@ -2,21 +2,31 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Annotated, Literal
 
 import msgspec
 
 Detector = Literal["ring", "kring"]
+# The failure detectors by name, for the `hbemu.detectors` entry-point group (docs/extending.md):
+# both are modes of the ring monitor and of the RM's membership service, so a plug-in can register
+# a name but not yet an implementation; validation says so.
+BUILTIN_DETECTORS: Mapping[str, str] = MappingProxyType({
+    "ring": "ringmon.monitor:RingMonitor",
+    "kring": "ringmon.monitor:RingMonitor",
+})
 Positive = Annotated[float, msgspec.Meta(gt=0)]
 
 
 class RingConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
     # None: on in delta heartbeat mode (the ring is then the only failure detector), off in periodic.
     enabled: bool | None = None
-    # ring: the paper's design (one successor, report after one silent interval, remove on one
-    # report). kring: one ring per stride, a watchdog-sent liveness carrying the loop's stall age,
-    # a ping before reporting, removal only after the RM's own probe goes unanswered.
-    detector: Detector = "kring"
+    # A registered failure detector (docs/extending.md). ring: the paper's design (one successor,
+    # report after one silent interval, remove on one report). kring: one ring per stride, a
+    # watchdog-sent liveness carrying the loop's stall age, a ping before reporting, removal only
+    # after the RM's own probe goes unanswered.
+    detector: str = "kring"
     interval_s: Positive = 3.0
     # kring: one ring per stride (1 = ascending ids); watchers per node = len(strides).
     strides: Annotated[list[Annotated[int, msgspec.Meta(ge=1)]], msgspec.Meta(min_length=1)] = (

@@ -28,7 +28,7 @@ from rm.protocol import (
 )
 from rm.recovery import Recovery, journal_snapshot
 from rm.scheduler.borg import borg_policy
-from rm.scheduler.registry import make_policy
+from rm.scheduler.plugin import make_policy
 from rm.scheduling import NodeUpdate, SchedulePass, SchedulerItem, SchedulingLoop
 from rm.tiers import TierPreemptor
 from rm.tracker import ResourceTracker

@@ -43,7 +43,8 @@ def write(tmp_path: Path, text: str) -> Path:
         (GOOD + "[run2]\n", "at `run2`: unknown field; did you mean `run`? (expected one of `cluster`,"),
         (
             GOOD + "[heartbeat]\nmode = 'sometimes'\n",
-            "at `heartbeat.mode`: invalid enum value 'sometimes'; expected one of `periodic`, `delta`",
+            "at `heartbeat.mode`: unknown heartbeat mode `sometimes`; expected one of the registered ones: "
+            "`delta`, `periodic`",
         ),
         (GOOD + "[heartbeat]\ninterval_s = 0\n", "at `heartbeat.interval_s`: expected `float` > 0"),
         (
@@ -52,7 +53,14 @@ def write(tmp_path: Path, text: str) -> Path:
         ),
         (
             GOOD.replace("[run]", "[scheduler]\npolicy = 'lottery'\n[run]"),
-            "at `scheduler.policy`: invalid enum value 'lottery'; expected one of",
+            "at `scheduler.policy`: unknown scheduling policy `lottery`; expected one of the registered "
+            "ones: `drf`, `drfh`, `fifo`, `packing`, `tetris`",
+        ),
+        (  # issue 31: validated, then packing silently never ran
+            GOOD.replace(
+                "[run]", "[scheduler]\npolicy = 'packing'\n[scheduler.placement]\npolicy = 'best-fit'\n[run]"
+            ),
+            "at `scheduler.policy`: `packing` would never run: `scheduler.placement.policy = \"best-fit\"`",
         ),
         (GOOD.replace("duration_s = 10", ""), "at `run`: object missing required field `duration_s`"),
         (

@@ -1,7 +1,7 @@
 """Checks across sections of a scenario, each about one field path: what the per-section schema
-cannot see (a task larger than every node, a fault after the end, timeouts shorter than the
-configured delays, intervals so short that the run's work has no bound, more memory than the
-machine has)."""
+cannot see (names from a registry and their parameters, a task larger than every node, a fault
+after the end, timeouts shorter than the configured delays, intervals so short that the run's work
+has no bound, more memory than the machine has)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass
 
 from emulator.scenario.footprint import estimate, machine_memory
+from emulator.scenario.names import problem as name_problem
 from emulator.scenario.schema import (
     LivenessLossFault,
     MessageFault,
@@ -26,6 +27,9 @@ class Problem:
 def first_problem(sc: Scenario, machine_bytes: int | None = None) -> Problem | None:
     """The first thing that makes ``sc`` unusable; ``machine_bytes``: the memory to fit in
     (default: what this machine has available)."""
+    named = name_problem(sc)
+    if named is not None:
+        return Problem(*named)
     for check in (_pool_cycles, _tasks_fit, _faults_in_run, _liveness_loss_has_ring, _expiry):
         problem = check(sc)
         if problem is not None:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
 from rm.autopilot import AutopilotConfig
 from rm.scheduler.borg_config import AdmissionConfig, PlacementConfig, TiersConfig
 
-PolicyName = Literal["drf", "fifo", "packing", "tetris", "drfh"]
+# A registered policy's name (rm/scheduler/plugin.py: the built-ins and the `hbemu.policies` entry
+# points); the scenario's validation checks it against the registry.
+PolicyName = str
 HeuristicName = Literal["angle", "angle_length", "drfh", "tetris"]
 PresetName = Literal["thesis", "yt", "fit", "fit-fair"]
 # How cores and GiB are made comparable before a heuristic looks at them.
@@ -175,7 +177,12 @@ class PreemptionConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True,
 
 
 class SchedulerConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    # A registered scheduling policy: the built-ins `drf`, `drfh`, `fifo`, `packing`, `tetris`, or
+    # a plug-in's (docs/extending.md).
     policy: PolicyName = "drf"
+    # The policy's own parameters, checked against its `Params` struct (the built-ins have none
+    # here: packing's are `[scheduler.packing]`, tetris's `tetris_f`).
+    params: dict[str, Any] = {}
     # Continuous scheduling: when demand appears (submission, requeue) the RM places tasks on every
     # node with free resources and pushes launches, instead of waiting for each node's heartbeat.
     # None: on in delta heartbeat mode (idle nodes are silent there), off in periodic mode.

@@ -9,6 +9,7 @@ earliest-submitted live operation -- pools and operations alike, at any depth.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import ClassVar
 
 from rm.cluster import EPS, NodeRecord
 from rm.operations import Operation, Pool
@@ -39,6 +40,8 @@ def start_time(e: Pool | Operation) -> tuple[float, int]:
 
 
 class DRFPolicy(PolicyBase):
+    honours_min_share: ClassVar[bool] = True  # needy siblings sort first (drf_key)
+
     def _key(self, e: Pool | Operation) -> tuple[int, float, float, float, tuple[float, int]]:
         return (*drf_key(
             e.usage_cpu, e.usage_ram, e.weight, e.min_share.cpu, e.min_share.ram_gib,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import msgspec
+
 from rm.cluster import EPS, Cluster, NodeRecord
 from rm.operations import Operation, Pool
 from rm.ports import Clock
@@ -13,9 +15,10 @@ from rm.scheduler.policy import PolicyBase, PolicyCounters
 
 class FIFOPolicy(PolicyBase):
     def __init__(
-        self, root: Pool, cluster: Cluster, config: SchedulerConfig, clock: Clock, counters: PolicyCounters
+        self, root: Pool, cluster: Cluster, config: SchedulerConfig, clock: Clock, counters: PolicyCounters,
+        params: msgspec.Struct | None = None,
     ) -> None:
-        super().__init__(root, cluster, config, clock, counters)
+        super().__init__(root, cluster, config, clock, counters, params)
         self.queue: list[Operation] = []
 
     def on_submitted(self, op: Operation) -> None:

@@ -21,6 +21,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
+from typing import ClassVar
+
+import msgspec
 
 from rm.cluster import EPS, Cluster, NodeRecord
 from rm.operations import Operation, Pool
@@ -35,10 +38,14 @@ from rm.scheduler.policy import OfferCounts, PolicyCounters
 
 
 class PackingPolicy(DRFPolicy):
+    # A needy operation's controller may refuse an offer (warm-up, a better fit seen), passing it on.
+    honours_min_share: ClassVar[bool] = False
+
     def __init__(
-        self, root: Pool, cluster: Cluster, config: SchedulerConfig, clock: Clock, counters: PolicyCounters
+        self, root: Pool, cluster: Cluster, config: SchedulerConfig, clock: Clock, counters: PolicyCounters,
+        params: msgspec.Struct | None = None,
     ) -> None:
-        super().__init__(root, cluster, config, clock, counters)
+        super().__init__(root, cluster, config, clock, counters, params)
         self.params = config.packing.resolve()
         self._heuristic = HEURISTICS[self.params.heuristic]
         self._disabled_pools = frozenset(config.packing.disabled_pools)

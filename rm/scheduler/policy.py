@@ -31,14 +31,23 @@ class PolicyCounters(msgspec.Struct):
     by_group: dict[str, OfferCounts] = msgspec.field(default_factory=dict)
 
 
+class NoParams(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """The parameters of a policy that has none of its own: ``[scheduler.params]`` must be empty."""
+
+
 class Policy(Protocol):
+    """What the RM's scheduling loop runs: a registered policy (``RegisteredPolicy``), or the
+    layer wrapped around one (tiers) or put in its place (placement; rm/scheduler/borg.py)."""
+
     # True: the scheduler asks ``place`` for (operation, node) pairs over the whole cluster
     # instead of filling one node at a time with ``assign``.
     chooses_nodes: ClassVar[bool]
 
     def __init__(
-        self, root: Pool, cluster: Cluster, config: SchedulerConfig, clock: Clock, counters: PolicyCounters
-    ) -> None: ...
+        self, root: Pool, cluster: Cluster, config: SchedulerConfig, clock: Clock, counters: PolicyCounters,
+        params: msgspec.Struct | None = None,
+    ) -> None:
+        """``params``: an instance of ``Params`` (None: ``Params()``, its defaults)."""
 
     def candidates(self, node: NodeRecord) -> Iterator[Operation]:
         """Operations with a pending task that fits ``node``, most deserving first."""
@@ -59,19 +68,34 @@ class Policy(Protocol):
     def begin_fill(self, node: NodeRecord) -> None: ...
 
 
+class RegisteredPolicy(Policy, Protocol):
+    """A policy the RM finds by name (``scheduler.policy``): a built-in or a plug-in registered
+    under the entry-point group ``hbemu.policies`` (rm/scheduler/plugin.py, docs/extending.md)."""
+
+    # The policy's own parameters, decoded from ``[scheduler.params]`` (unknown fields refused).
+    Params: ClassVar[type[msgspec.Struct]]
+    # True: a pool or operation below its min share is always offered resources first (the
+    # conformance suite, tests/test_policy_conformance.py, holds the policy to it).
+    honours_min_share: ClassVar[bool]
+
+
 class PolicyBase:
     """Fill-one-node policies: ``assign`` takes the first candidate."""
 
     chooses_nodes: ClassVar[bool] = False
+    Params: ClassVar[type[msgspec.Struct]] = NoParams
+    honours_min_share: ClassVar[bool] = False
 
     def __init__(
-        self, root: Pool, cluster: Cluster, config: SchedulerConfig, clock: Clock, counters: PolicyCounters
+        self, root: Pool, cluster: Cluster, config: SchedulerConfig, clock: Clock, counters: PolicyCounters,
+        params: msgspec.Struct | None = None,
     ) -> None:
         self.root = root
         self.cluster = cluster
         self.config = config
         self.clock = clock
         self.counters = counters
+        self.options = params if params is not None else self.Params()
 
     def candidates(self, node: NodeRecord) -> Iterator[Operation]:  # pragma: no cover - abstract
         raise NotImplementedError

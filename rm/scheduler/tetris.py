@@ -9,6 +9,7 @@ same under the per-node mean, which differs by one common factor).
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 from rm.cluster import NodeRecord
 from rm.operations import Operation
@@ -17,6 +18,9 @@ from rm.scheduler.heuristics import scales, tetris
 
 
 class TetrisPolicy(DRFPolicy):
+    # The best packer among the head of the fairness order may be a sibling above its min share.
+    honours_min_share: ClassVar[bool] = False
+
     def assign(self, node: NodeRecord) -> Operation | None:
         ops = list(self.candidates(node))
         if len(ops) <= 1:

@@ -1,0 +1,73 @@
+"""Checks of the names a scenario picks from a registry (docs/extending.md): the scheduling policy
+and its ``[scheduler.params]``, the heartbeat mode, the failure detector; and the combinations
+that validate field by field but would silently not run what they name."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from importlib.metadata import EntryPoints
+
+from emulator.scenario.schema import Scenario
+from nodemanager.config import BUILTIN_HEARTBEATS
+from ringmon.config import BUILTIN_DETECTORS
+from rm.plugins import PluginError, discover, installed
+from rm.scheduler.plugin import ParamsError, decode_params, load_policy, policies
+
+# A Problem is (field path, message); checks.py wraps it.
+Found = tuple[str, str]
+
+
+def problem(sc: Scenario) -> Found | None:
+    """The first unusable name, or combination, of ``sc``."""
+    found = installed()  # one scan of the installed metadata for the three registries
+    return policy_problem(sc, found) or mode_problem(sc, found) or detector_problem(sc, found)
+
+
+def policy_problem(sc: Scenario, found: EntryPoints | None = None) -> Found | None:
+    scheduler = sc.scheduler
+    try:
+        cls = load_policy(scheduler.policy, policies(found))
+        decode_params(cls, scheduler.params, scheduler.policy)
+    except ParamsError as err:
+        return err.path, err.message
+    except PluginError as err:
+        return "scheduler.policy", str(err)
+    placement = scheduler.placement.policy
+    if placement != "default" and scheduler.policy != "drf":
+        # rm/scheduler/borg.py: a placement policy replaces the configured one altogether.
+        return "scheduler.policy", (
+            f"`{scheduler.policy}` would never run: `scheduler.placement.policy = \"{placement}\"` chooses "
+            "the nodes and orders the operations itself (tier, then dominant share, as `drf`); expected "
+            '`scheduler.policy = "drf"` (the default) with a placement policy, or '
+            '`scheduler.placement.policy = "default"` to run this one'
+        )
+    return None
+
+
+def _builtin_only(
+    path: str, what: str, name: str, group: str, builtins: Mapping[str, str], found: EntryPoints | None,
+) -> Found | None:
+    """A name of a registry whose implementations are built in: a plug-in's name is known (and
+    said so) but cannot run yet."""
+    registry = discover(group, what, builtins, found)
+    try:
+        entry = registry.entry(name)
+    except PluginError as err:
+        return path, str(err)
+    if entry.origin != "built-in":
+        names = ", ".join(f"`{n}`" for n in sorted(builtins))
+        return path, (
+            f"{what} `{name}` is registered by {entry.origin} ({entry.value}), but {what}s cannot be "
+            f"plugged in yet: this version implements only {names} (docs/extending.md, \"Limits\")"
+        )
+    return None
+
+
+def mode_problem(sc: Scenario, found: EntryPoints | None = None) -> Found | None:
+    return _builtin_only("heartbeat.mode", "heartbeat mode", sc.heartbeat.mode, "hbemu.heartbeats",
+                         BUILTIN_HEARTBEATS, found)
+
+
+def detector_problem(sc: Scenario, found: EntryPoints | None = None) -> Found | None:
+    return _builtin_only("ring.detector", "failure detector", sc.ring.detector, "hbemu.detectors",
+                         BUILTIN_DETECTORS, found)
