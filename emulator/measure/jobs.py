@@ -2,8 +2,10 @@
 and slowdown; per task the wait from its job's submission to its first container.
 
 A job is one submitted operation, or, for a replayed trace job whose tasks differ in size, the
-operations sharing its ``job`` label. Ideal completion time: the longest task, as on an empty
-cluster where every task starts at once (slowdown = completion time / ideal). Task waits count a
+operations sharing its ``job`` label. Ideal completion time: as on an empty cluster where every
+task starts once it is requested: the longest task, or, for a job whose operations wait for others
+(reduces for maps, tasks for the AM), the end of its critical path (slowdown = completion time /
+ideal). Task waits count a
 task's first container only (a rerun after a lost node is not a wait); tasks that never started
 by the end are not in the waits (``tasks_never_started`` counts them).
 """

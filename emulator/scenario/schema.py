@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from emulator.scenario.distributions import Arrivals, Distribution, Empirical
+from emulator.scenario.order import check_order
 from emulator.scenario.usage import OperationUsage, TierName
 from nodemanager.config import HeartbeatConfig
 from ringmon.config import RingConfig
@@ -124,6 +125,10 @@ class OperationConfig(Base, kw_only=True, frozen=True):
     # The job this operation belongs to in jobs.csv (a replayed job whose tasks differ in size is
     # several operations); empty: the operation is its own job.
     job: str = ""
+    # Order within a job: submitted once every task of the `after` operations completed and each
+    # `after_start` operation has a task running (a job's AM container), not before submit_at_s.
+    after: list[str] = []
+    after_start: list[str] = []
     # Borg priority tier and real usage (design.md §3b; emulator/scenario/usage.py).
     tier: TierName = "batch"
     usage: OperationUsage | None = None
@@ -210,6 +215,13 @@ class TraceConfig(Base, kw_only=True, frozen=True):
     span_s: Positive | None = None
     max_jobs: Count | None = None
     offset_s: NonNegative = 0.0
+    # Submit times as the trace gives them (false: SLS and SYNTH keep them absolute; Rumen's count
+    # from its first job as SLS reads them), or the first kept job at `offset_s` (true; the
+    # default for Google 2011).
+    rebase: bool | None = None
+    # An AM container per job (SLS, Rumen, SYNTH: 1 vcore / 1 GiB, as SLS runs one): it is
+    # requested first, and the job's tasks once it runs.
+    am: bool = True
     # Multiply trace times (submits and durations) by this (0.1: ten times faster).
     time_scale: Positive = 1.0
     # SYNTH: generate with this seed instead of the file's `rand_seed`.
@@ -245,6 +257,7 @@ class WorkloadConfig(Base, kw_only=True, frozen=True):
         dup = {n for n in ops if ops.count(n) > 1}
         if dup:
             raise ValueError(f"operation names must be unique: {sorted(dup)}")
+        check_order(self.operations)
 
 
 class NodeSelector(Base, kw_only=True, frozen=True):
