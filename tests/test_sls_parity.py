@@ -23,7 +23,8 @@ HADOOP = Path(__file__).parent / "data" / "traces" / "hadoop-sls"
 
 def records(path: Path) -> list[Any]:
     """The JSON objects of a file holding several one after another, read without the project."""
-    text, pos, out = path.read_text(), 0, []
+    text, pos = path.read_text(), 0
+    out: list[Any] = []
     decoder = json.JSONDecoder()
     while True:
         while pos < len(text) and text[pos].isspace():
@@ -82,7 +83,8 @@ def test_container_duration_ms_comes_first(tmp_path: Path) -> None:
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"job.start.ms": 0, "job.tasks": [
         {"container.duration.ms": 7000},
-        {"container.duration.ms": 4000, "duration.ms": 3000, "container.start.ms": 0, "container.end.ms": 1000},
+        {"container.duration.ms": 4000, "duration.ms": 3000, "container.start.ms": 0,
+         "container.end.ms": 1000},
         {"duration.ms": 3000, "container.start.ms": 0, "container.end.ms": 1000},
     ]}))
     t = sls.read(path)
@@ -242,7 +244,8 @@ def test_replay_keeps_maps_before_reduces_and_writes_slss_job_file(tmp_path: Pat
     for job_id, real_start, real_end, sim_start, sim_end in sls_rows[1:]:
         r = rows[job_id]
         assert int(sim_start) == round(float(r["submit_s"]) * 1000) and int(sim_start) >= 1000
-        assert int(sim_end) == round(float(r["finish_s"]) * 1000) and (real_start, real_end) == (sim_start, sim_end)
+        assert int(sim_end) == round(float(r["finish_s"]) * 1000)
+        assert (real_start, real_end) == (sim_start, sim_end)
     assert len(sls_rows) - 1 == sum(1 for r in rows.values() if r["finish_s"])
 
 
@@ -261,7 +264,8 @@ def test_an_sls_trace_without_a_nodes_file_imports_with_its_hosts(tmp_path: Path
     ('name = "a"\nafter = ["b"]\n[[workload.operations]]\nname = "b"\ncpu = 1\nram_gib = 1\ntasks = 1\n'
      'seconds_mean = 1\nafter_start = ["a"]', "cycle: a -> b -> a"),
     ('name = "a"\nafter = ["b"]\n[[workload.operations]]\nname = "b"\ncpu = 1\nram_gib = 1\ntasks = 1\n'
-     'seconds_mean = 1\nrepeat = 2', "operation `b`: operation `a` waits for it, so it must be submitted once"),
+     'seconds_mean = 1\nrepeat = 2',
+     "operation `b`: operation `a` waits for it, so it must be submitted once"),
 ])
 def test_bad_order_is_one_clear_error(tmp_path: Path, ops: str, expected: str) -> None:
     path = tmp_path / "s.toml"

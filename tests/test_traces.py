@@ -86,7 +86,8 @@ def test_google() -> None:
     (sls.read, '{"job.start.ms": 0, "job.tasks": [{"duration.ms": 5}]}\n{"job.start.ms": "soon"',
      "record 2: not valid JSON at line 2"),
     (sls.read, '{"job.start.ms": 0, "job.tasks": [{"container.start.ms": 5}]}',
-     "record 1 (line 1): `job.tasks[0].duration.ms`: expected `duration.ms`, or both"),
+     "record 1 (line 1): `job.tasks[0].container.duration.ms`: expected `container.duration.ms` (or "
+     "`duration.ms`), or both"),
     (sls.read, '{"job.start.ms": 0,\n "job.tasks": [{"duration.ms": 5, "container.vcores": -1}]}',
      "record 1 (line 1): `job.tasks[0].container.vcores`: expected a number > 0, got -1"),
     (sls.read, '{"job.tasks": []}', "`job.start.ms`: expected a number (the field is required)"),
@@ -130,8 +131,8 @@ def test_selection_and_time_scale() -> None:
     # A job split by size: named after the job, tied by `job`.
     ops = operations(sls.read(DATA / "sls.json"), TraceConfig(format="sls", path="x", pool="q"))
     assert [(o["name"], o.get("job"), o["pool"]) for o in ops] == [
-        ("job_1.am", "job_1", "q"), ("job_1", "job_1", "q"), ("job_1.1", "job_1", "q"), ("job_2.am", "job_2", "q"),
-        ("job_2", "job_2", "q")]
+        ("job_1.am", "job_1", "q"), ("job_1", "job_1", "q"), ("job_1.1", "job_1", "q"),
+        ("job_2.am", "job_2", "q"), ("job_2", "job_2", "q")]
 
 
 def test_trace_in_a_scenario_with_generated_operations(tmp_path: Path) -> None:

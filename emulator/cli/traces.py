@@ -72,8 +72,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     cfg = TraceConfig(
         format=args.format, path=str(args.file), pool=args.pool, sample=args.sample, start_s=args.start_s,
-        span_s=args.span_s, max_jobs=args.max_jobs, time_scale=args.time_scale, rebase=args.rebase, am=args.am,
-        machine_cpu=args.machine_cpu,
+        span_s=args.span_s, max_jobs=args.max_jobs, time_scale=args.time_scale, rebase=args.rebase,
+        am=args.am, machine_cpu=args.machine_cpu,
         machine_ram_gib=args.machine_ram_gib, max_tasks=args.max_tasks, max_bytes=args.max_bytes,
     )
     try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import random
+from collections.abc import Iterable
 from pathlib import Path
 from typing import IO
 
@@ -97,7 +98,11 @@ class WorkloadDriver(RMObserver):
         # Order within jobs: operations waiting for others, what has started / finished among those
         # waited for, and each ordered operation's ideal (uncontended) start and end.
         self._waiting = {o.name: o for o in config.operations if o.after or o.after_start}
-        self._watched = {n for o in self._waiting.values() for n in (*o.after, *o.after_start)}
+        self._waiters: dict[str, list[OperationConfig]] = {}  # name -> the operations waiting for it
+        for o in self._waiting.values():
+            for n in {*o.after, *o.after_start}:
+                self._waiters.setdefault(n, []).append(o)
+        self._watched = set(self._waiters)
         self._started: set[str] = set()
         self._finished: set[str] = set()
         self._ideal: dict[str, tuple[float, float]] = {}
@@ -231,22 +236,25 @@ class WorkloadDriver(RMObserver):
         if ev.group in self._watched:
             self._started.add(ev.group)  # an operation of no tasks finishes without starting one
             self._finished.add(ev.group)
-            self._release()
+            self._release(self._waiters.get(ev.group, []))
 
     def task_started(self, ev: TaskStarted) -> None:
         if ev.group in self._watched and ev.group not in self._started:
             self._started.add(ev.group)
-            self._release()
+            self._release(self._waiters.get(ev.group, []))
 
-    def _release(self) -> None:
-        """Schedule each waiting operation whose wait is over, at its time at the earliest (never
-        from inside the RM's call: the RM is told of it once this event is handled)."""
+    def _release(self, candidates: Iterable[OperationConfig] | None = None) -> None:
+        """Schedule each waiting operation (of ``candidates``, else all) whose wait is over, at its
+        time at the earliest: never from inside the RM's call that told of the event."""
         if not self._waiting:
             return
         now = self._clock.now()
-        for name, cfg in list(self._waiting.items()):
-            if all(a in self._finished for a in cfg.after) and all(a in self._started for a in cfg.after_start):
-                del self._waiting[name]
+        for cfg in list(self._waiting.values()) if candidates is None else candidates:
+            if cfg.name not in self._waiting:
+                continue
+            if all(a in self._finished for a in cfg.after) and all(
+                    a in self._started for a in cfg.after_start):
+                del self._waiting[cfg.name]
                 self._clock.call_later(max(0.0, cfg.submit_at_s - now), self._submit, cfg, True)
 
     def _ideal_s(self, cfg: OperationConfig, durations: list[float]) -> float:

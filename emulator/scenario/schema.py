@@ -208,16 +208,15 @@ class TraceConfig(Base, kw_only=True, frozen=True):
     path: Annotated[str, msgspec.Meta(min_length=1)]  # relative to the scenario file
     # Pool for jobs without one (Google: tiers map to pools unless `pool` is given).
     pool: str = ""
-    # Keep every n-th job / only jobs submitted in [start_s, start_s + span_s) of the trace, and
-    # at most max_jobs of them; the first kept job is submitted at `offset_s`.
+    # Keep every n-th job / only jobs submitted in [start_s, start_s + span_s) after the trace's
+    # first job, and at most max_jobs of them; `offset_s` is added to every submit time.
     sample: Count = 1
     start_s: NonNegative = 0.0
     span_s: Positive | None = None
     max_jobs: Count | None = None
     offset_s: NonNegative = 0.0
-    # Submit times as the trace gives them (false: SLS and SYNTH keep them absolute; Rumen's count
-    # from its first job as SLS reads them), or the first kept job at `offset_s` (true; the
-    # default for Google 2011).
+    # true: the first kept job is submitted at `offset_s` (the default for Google 2011); false:
+    # submit times as SLS reads the trace (SLS and SYNTH absolute, Rumen's from its first job).
     rebase: bool | None = None
     # An AM container per job (SLS, Rumen, SYNTH: 1 vcore / 1 GiB, as SLS runs one): it is
     # requested first, and the job's tasks once it runs.

@@ -85,7 +85,8 @@ def _spread(avg: float, std: float, where: Where, avg_name: str, std_name: str) 
     if avg > MAX_AVG:
         raise where.error(avg_name, f"a number <= {MAX_AVG:g}", avg)
     if std > MAX_SPREAD * avg and avg > 0:
-        raise where.error(std_name, f"at most {MAX_SPREAD:g} x `{avg_name.rsplit('.', 1)[-1]}` ({avg:g})", std)
+        short = avg_name.rsplit(".", 1)[-1]
+        raise where.error(std_name, f"at most {MAX_SPREAD:g} x `{short}` ({avg:g})", std)
 
 
 def _lognormal(
@@ -146,9 +147,10 @@ def _task_defs(cls: dict[str, Any], where: Where, cp: str, unknown: Unknown) -> 
         tp = f"{cp}tasks[{t_i}]."
         task = as_object(t, where, tp[:-1])
         unknown.check(task, TASK_FIELDS, where, "workloads[].job_classes[].tasks[].")
-        defs.append((text_field(task, "type", where, "map", prefix=tp), _sample(task, "count", where, tp, 1.0),
-                     _sample(task, "time", where, tp, 0.0), _sample(task, "max_memory", where, tp, 1024.0),
-                     _sample(task, "max_vcores", where, tp, 1.0), 0))
+        defs.append((text_field(task, "type", where, "map", prefix=tp),
+                     _sample(task, "count", where, tp, 1.0), _sample(task, "time", where, tp, 0.0),
+                     _sample(task, "max_memory", where, tp, 1024.0), _sample(task, "max_vcores", where, tp, 1.0),
+                     0))
     return text_field(cls, "type", where, "mapreduce", prefix=cp), defs
 
 
