@@ -112,6 +112,9 @@ class WorkloadDriver(RMObserver):
             if o.name in ordered:
                 label = o.job or o.name
                 self._job_base[label] = min(self._job_base.get(label, o.submit_at_s), o.submit_at_s)
+        if jobs is not None:
+            for o in self._waiting.values():
+                jobs.hold(o.job or o.name)
         rm.observe(self)
 
     def install_pools(self) -> None:
@@ -139,8 +142,10 @@ class WorkloadDriver(RMObserver):
         for op in self._config.operations:
             done = self._timed_done.get(op.name, 0)
             if op.name in self._waiting:
-                if done:
+                if done:  # submitted by an earlier RM process
                     del self._waiting[op.name]
+                    if self._jobs is not None:
+                        self._jobs.hold(op.job or op.name, -1)
                 continue
             times = submit_times(op, self._seed)
             for k in range(done, len(times)):
@@ -196,6 +201,8 @@ class WorkloadDriver(RMObserver):
         if self._jobs is not None:
             job = cfg.job or cfg.name
             self._jobs.expect(name, job if name == cfg.name else f"{job}#{k}", self._ideal_s(cfg, durations))
+            if cfg.after or cfg.after_start:
+                self._jobs.hold(job, -1)
         self._send(
             OperationSpec(
                 name=name,
