@@ -20,7 +20,8 @@ name = "am"
 job = "j"
 cpu = 1
 ram_gib = 1
-durations_s = [14]
+durations_s = [%(am_s)s]
+lasts_for_job = %(lasts)s
 [[workload.operations]]
 name = "maps"
 job = "j"
@@ -43,9 +44,10 @@ submit_at_s = %(reduce_at)s
 Times = dict[str, dict[str, float]]
 
 
-def _run(tmp_path: Path, duration: int, reduce_at: float) -> tuple[Times, dict[str, str]]:
+def _run(tmp_path: Path, duration: int, reduce_at: float, am_s: float = 14,
+         lasts: str = "false") -> tuple[Times, dict[str, str]]:
     sc = tmp_path / "s.toml"
-    sc.write_text(SCENARIO % {"duration": duration, "reduce_at": reduce_at})
+    sc.write_text(SCENARIO % {"duration": duration, "reduce_at": reduce_at, "am_s": am_s, "lasts": lasts})
     run = tmp_path / "run"
     assert main(["run", str(sc), "--out", str(run), "--quiet"]) == 0
     times: dict[str, dict[str, float]] = {}
@@ -75,3 +77,12 @@ def test_a_job_whose_operation_is_still_held_back_is_not_finished(tmp_path: Path
     t, row = _run(tmp_path, 60, 500)
     assert "reduce" not in t["submitted"] and "maps" in t["finished"] and "am" in t["finished"]
     assert row["finish_s"] == "" and row["jct_s"] == ""
+
+
+def test_an_am_holds_its_container_until_the_rest_of_its_job_completed(tmp_path: Path) -> None:
+    # Its ideal time is 1 s, but it lasts for the job: it ends when the reduce does, not before.
+    t, row = _run(tmp_path, 60, 0, am_s=1, lasts="true")
+    assert t["finished"]["am"] >= t["finished"]["reduce"] >= t["started"]["am"] + 12
+    assert t["finished"]["am"] - t["finished"]["reduce"] < 1.0  # ended at once, not after 10^6 s
+    assert float(row["ideal_s"]) == 12.0  # the AM's start, the longest map, the reduce
+    assert float(row["finish_s"]) == t["finished"]["am"]

@@ -115,7 +115,8 @@ def test_reduces_wait_for_maps_and_tasks_for_the_am(tmp_path: Path) -> None:
     assert (reduce["ram_gib"], maps["durations_s"]) == (2.0, [10.0, 10.0, 10.0])
     assert reduce["after"] == ["mr.1"] and "after" not in maps
     assert reduce["after_start"] == maps["after_start"] == ["mr.am"]
-    assert ops["mr.am"]["durations_s"] == [40.0]  # the AM lasts the job's critical path
+    assert ops["mr.am"]["durations_s"] == [40.0]  # ideally, the job's critical path
+    assert ops["mr.am"]["lasts_for_job"] is True  # in fact, until the job's other tasks are done
     plain = operations(sls.read(path), TraceConfig(format="sls", path="x", am=False))
     assert [o["name"] for o in plain] == ["mr", "mr.1"] and all("after_start" not in o for o in plain)
 

@@ -30,6 +30,11 @@ from rm.operations import OperationSpec
 from rm.protocol import Resources
 
 
+# A job's AM (`lasts_for_job`) is submitted for this long; its client ends it once the job's other
+# operations completed.
+AM_HOLD_S = 1e6
+
+
 class Submission(msgspec.Struct, frozen=True, array_like=True):
     group: str
     instance: int  # the group's k-th operation
@@ -115,6 +120,13 @@ class WorkloadDriver(RMObserver):
         if jobs is not None:
             for o in self._waiting.values():
                 jobs.hold(o.job or o.name)
+        # AM containers: each job's AM, its other operations not finished yet, where its AM runs.
+        self._am = {o.job: o.name for o in config.operations if o.lasts_for_job}
+        self._member = {o.name: o.job for o in config.operations if o.job in self._am and not o.lasts_for_job}
+        self._open: dict[str, int] = {}
+        for job in self._member.values():
+            self._open[job] = self._open.get(job, 0) + 1
+        self._am_runs_on: dict[str, tuple[int, int]] = {}  # AM -> (machine id, container id)
         rm.observe(self)
 
     def install_pools(self) -> None:
@@ -179,6 +191,9 @@ class WorkloadDriver(RMObserver):
             elif self._instances.get(name, 0):  # submitted, and no longer live: finished
                 self._started.add(name)
                 self._finished.add(name)
+        for name, job in self._member.items():
+            if name not in states and self._instances.get(name, 0):
+                self._open[job] -= 1  # finished before the restart (its AM's place is not known)
         for cfg in self._config.operations:
             if cfg.loop:
                 # Each looping user has one live operation; one whose operation finished while
@@ -203,6 +218,8 @@ class WorkloadDriver(RMObserver):
             self._jobs.expect(name, job if name == cfg.name else f"{job}#{k}", self._ideal_s(cfg, durations))
             if cfg.after or cfg.after_start:
                 self._jobs.hold(job, -1)
+        if cfg.lasts_for_job:
+            durations = [max(AM_HOLD_S, *durations)]
         self._send(
             OperationSpec(
                 name=name,
@@ -244,11 +261,28 @@ class WorkloadDriver(RMObserver):
             self._started.add(ev.group)  # an operation of no tasks finishes without starting one
             self._finished.add(ev.group)
             self._release(self._waiters.get(ev.group, []))
+        job = self._member.get(ev.group)
+        if job is not None:
+            self._open[job] -= 1
+            if self._open[job] == 0:
+                self._clock.call_soon(self._end_am, self._am[job])
 
     def task_started(self, ev: TaskStarted) -> None:
         if ev.group in self._watched and ev.group not in self._started:
             self._started.add(ev.group)
             self._release(self._waiters.get(ev.group, []))
+        cfg = self._by_group.get(ev.group)
+        if cfg is not None and cfg.lasts_for_job:
+            self._am_runs_on[cfg.name] = (ev.machine_id, ev.container_id)
+            if self._open.get(cfg.job, 0) <= 0:  # its job is done already (or has nothing else)
+                self._clock.call_soon(self._end_am, cfg.name)
+
+    def _end_am(self, name: str) -> None:
+        """The job is done: its AM container ends (not from inside the RM's call that said so). A
+        stale place (the AM was moved since, or ended) is refused by the RM, harmlessly."""
+        where = self._am_runs_on.get(name)
+        if where is not None and not self._stopped:
+            self._rm.end_container(*where)
 
     def _release(self, candidates: Iterable[OperationConfig] | None = None) -> None:
         """Schedule each waiting operation (of ``candidates``, else all) whose wait is over, at its

@@ -1,4 +1,4 @@
-"""Order within a job: the checks on operations' ``after`` / ``after_start``."""
+"""Order within a job: the checks on operations' ``after`` / ``after_start`` / ``lasts_for_job``."""
 
 from __future__ import annotations
 
@@ -13,6 +13,13 @@ def check_order(operations: Sequence[OperationConfig]) -> None:
     """Every name in ``after``/``after_start`` is another operation, submitted once (no `repeat`,
     `loop` or `arrivals` on either side), and the order has no cycle."""
     by_name = {o.name: o for o in operations}
+    for am in operations:
+        if am.lasts_for_job:
+            if not am.job or am.task_count != 1:
+                raise ValueError(f"operation `{am.name}`: `lasts_for_job` needs a `job` and one task")
+            for o in operations:
+                if o.job == am.job:
+                    _once(o, f"its job `{am.job}` has an AM (`lasts_for_job`)")
     ordered = [o for o in operations if o.after or o.after_start]
     if not ordered:
         return

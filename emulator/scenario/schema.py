@@ -129,6 +129,9 @@ class OperationConfig(Base, kw_only=True, frozen=True):
     # `after_start` operation has a task running (a job's AM container), not before submit_at_s.
     after: list[str] = []
     after_start: list[str] = []
+    # A job's AM container: its one task runs until every other operation of its `job` completed
+    # (its `durations_s` is then its ideal time only).
+    lasts_for_job: bool = False
     # Borg priority tier and real usage (design.md §3b; emulator/scenario/usage.py).
     tier: TierName = "batch"
     usage: OperationUsage | None = None

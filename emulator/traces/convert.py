@@ -64,7 +64,7 @@ def operations(trace: Trace, cfg: TraceConfig, taken: set[str] | None = None) ->
         if am is not None and job.am is not None:
             ops.append({"name": am, "pool": cfg.pool or job.pool, "cpu": job.am[0], "ram_gib": job.am[1],
                         "durations_s": [round(max(_critical_path_s(job) * scale, 1e-6), 6)],
-                        "submit_at_s": submit})
+                        "submit_at_s": submit, "lasts_for_job": True})
         for k, g in enumerate(job.groups):
             op: dict[str, Any] = {
                 "name": names[k], "pool": cfg.pool or job.pool, "cpu": g.cpu, "ram_gib": round(g.ram_gib, 6),
@@ -76,7 +76,7 @@ def operations(trace: Trace, cfg: TraceConfig, taken: set[str] | None = None) ->
             if am is not None:
                 op["after_start"] = [am]
             ops.append(op)
-        if len(ops) > 1:
+        if len(ops) > 1 or am is not None:
             for op in ops:
                 op["job"] = base
         out.extend(ops)
