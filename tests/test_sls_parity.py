@@ -71,7 +71,7 @@ def test_sls_samples_read_as_sls_reads_them(name: str) -> None:
 def test_the_dag_sample_requests_each_container_after_its_delay() -> None:
     ops = operations(sls.read(HADOOP / "sls_dag.json"), TraceConfig(format="sls", path="x"))
     first = [o for o in ops if o["job"] == "job_1"]
-    assert [o["name"] for o in first][0] == "job_1.am"
+    assert first[0]["name"] == "job_1.am"
     by_delay = sorted((o["submit_at_s"], o["durations_s"]) for o in first[1:])
     assert by_delay == [(0.0, [17.843]), (1.0, [17.043]), (1.5, [14.928])]
     assert all(o["after_start"] == ["job_1.am"] for o in first[1:])

@@ -29,7 +29,6 @@ from rm.observer import OperationEvent, RMObserver, TaskStarted
 from rm.operations import OperationSpec
 from rm.protocol import Resources
 
-
 # A job's AM (`lasts_for_job`) is submitted for this long; its client ends it once the job's other
 # operations completed.
 AM_HOLD_S = 1e6

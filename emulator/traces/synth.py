@@ -149,8 +149,8 @@ def _task_defs(cls: dict[str, Any], where: Where, cp: str, unknown: Unknown) -> 
         unknown.check(task, TASK_FIELDS, where, "workloads[].job_classes[].tasks[].")
         defs.append((text_field(task, "type", where, "map", prefix=tp),
                      _sample(task, "count", where, tp, 1.0), _sample(task, "time", where, tp, 0.0),
-                     _sample(task, "max_memory", where, tp, 1024.0), _sample(task, "max_vcores", where, tp, 1.0),
-                     0))
+                     _sample(task, "max_memory", where, tp, 1024.0),
+                     _sample(task, "max_vcores", where, tp, 1.0), 0))
     return text_field(cls, "type", where, "mapreduce", prefix=cp), defs
 
 
