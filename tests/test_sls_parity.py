@@ -258,6 +258,13 @@ def test_an_sls_trace_without_a_nodes_file_imports_with_its_hosts(tmp_path: Path
     assert main(["import", "sls", str(HADOOP / "inputsls.json"), "--nodes", str(HADOOP / "nodes.json"),
                  "-o", str(out)]) == 0
     assert "20 nodes" in capsys.readouterr().out
+    # SYNTH's submits stay in its [1, 60) s window; --rebase moves the first to 0; --no-am: no AMs.
+    assert main(["import", "synth", str(HADOOP / "syn.json"), "-o", str(out)]) == 0
+    ops = load_scenario(out).workload.operations
+    assert min(o.submit_at_s for o in ops) >= 1 and sum(o.lasts_for_job for o in ops) == 10
+    assert main(["import", "synth", str(HADOOP / "syn.json"), "-o", str(out), "--rebase", "--no-am"]) == 0
+    ops = load_scenario(out).workload.operations
+    assert min(o.submit_at_s for o in ops) == 0 and not any(o.lasts_for_job or o.after_start for o in ops)
 
 
 @pytest.mark.parametrize(("ops", "expected"), [
