@@ -101,7 +101,9 @@ class RMLife:
         if first:
             ctx.log.info("operation.started", operation=op.name, pool=op.pool.name)
         if ctx.observers:
-            ctx.observers.task_started(TaskStarted(op.id, op.group, task.index, task.attempts))
+            ctx.observers.task_started(
+                TaskStarted(op.id, op.group, task.index, task.attempts, cid, node.machine_id)
+            )
         return launch_for(cid, op, task, ctx.autopilot)
 
     def preempt_on(self, node: NodeRecord) -> int:
@@ -179,6 +181,17 @@ class RMLife:
         ctx.groups[op.group].requeued += 1
         if ctx.continuous:
             self.request_pass()
+
+    def end_container(self, machine_id: int, cid: int) -> bool:
+        """A client ends a running container early (a job's AM once the job is done): its task
+        completes now and the node is told to stop it. False: no such running container."""
+        node = self.cluster.nodes.get(machine_id)
+        alloc = node.containers.get(cid) if node is not None else None
+        if node is None or alloc is None:
+            return False
+        self.container_finished(alloc, EXIT_SUCCESS)
+        self.send_kill(node, [cid])
+        return True
 
     def kill_container(self, alloc: Allocation, exit_code: int) -> None:
         """Take a running task back (preemption): the node kills it, the task is pending again."""

@@ -307,6 +307,12 @@ class ResourceManager:
             life.request_pass()
         return op.id
 
+    def end_container(self, machine_id: int, container_id: int) -> bool:
+        """A client is done with a running container before its task's time is up (a job's AM
+        container once the job's other tasks completed): the task completes now and the node is
+        told to stop the container. False if the RM is down or does not run that container."""
+        return self.up and self._life.end_container(machine_id, container_id)
+
     def request_pass(self) -> None:
         """Queue a continuous-scheduling pass over every node with free resources."""
         self._life.request_pass()

@@ -31,6 +31,8 @@ class TaskStarted(msgspec.Struct, frozen=True, gc=False):
     group: str
     task: int
     attempt: int  # 1 for its first container; more after a lost or preempted one
+    container_id: int = 0
+    machine_id: int = 0  # the node it runs on
 
 
 class NodeEvent(msgspec.Struct, frozen=True, gc=False):

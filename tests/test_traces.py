@@ -32,7 +32,10 @@ def test_sls() -> None:
     # Defaults: 1024 MB, 1 vcore.
     assert (b.job_id, b.pool, b.submit_s) == ("job_2", "sls_queue_2", 105.204)
     assert groups(b) == [(1.0, 1.0, [22.163, 19.589])]
-    assert t.nodes == [NodeGroup(3, 10.0, 10.0)] and t.warnings == []
+    # The cluster, as SLS builds it: the header's 3 nodes and the 3 distinct container hosts.
+    assert t.nodes == [NodeGroup(6, 10.0, 10.0)] and t.warnings == []
+    # Reduces after maps (a MapReduce AM), and an AM container per job.
+    assert [g.after for g in a.groups] == [[], [0]] and a.am == b.am == (1.0, 1.0)
 
 
 def test_sls_nodes() -> None:
@@ -43,9 +46,9 @@ def test_sls_nodes() -> None:
 def test_rumen() -> None:
     t = rumen.read(DATA / "rumen.json")
     a, b = t.jobs
-    # Both attempts of the first map (failed 10 s, then 20 s), the second map 25 s, at jobMapMB;
-    # the reduce at jobReduceMB with 2 vcores from jobProperties.
-    assert groups(a) == [(1.0, 1.5, [10.0, 20.0, 25.0]), (2.0, 3.0, [55.0])]
+    # Both attempts of the first map (failed 10 s, then 20 s), the second map 25 s; every container
+    # of SLS's default size (jobMapMB/jobReduceMB are the heap, jobProperties' vcores unread by SLS).
+    assert groups(a) == [(1.0, 1.0, [10.0, 20.0, 25.0]), (1.0, 1.0, [55.0])]
     assert (a.pool, b.pool, b.submit_s) == ("research", "prod", 30.0)
     assert groups(b) == [(1.0, 1.0, [30.0])]  # the attempt with -1 times never ran
     assert t.nodes == [NodeGroup(3, 10.0, 10.0)]  # three hosts seen
@@ -83,7 +86,8 @@ def test_google() -> None:
     (sls.read, '{"job.start.ms": 0, "job.tasks": [{"duration.ms": 5}]}\n{"job.start.ms": "soon"',
      "record 2: not valid JSON at line 2"),
     (sls.read, '{"job.start.ms": 0, "job.tasks": [{"container.start.ms": 5}]}',
-     "record 1 (line 1): `job.tasks[0].duration.ms`: expected `duration.ms`, or both"),
+     "record 1 (line 1): `job.tasks[0].container.duration.ms`: expected `container.duration.ms` (or "
+     "`duration.ms`), or both"),
     (sls.read, '{"job.start.ms": 0,\n "job.tasks": [{"duration.ms": 5, "container.vcores": -1}]}',
      "record 1 (line 1): `job.tasks[0].container.vcores`: expected a number > 0, got -1"),
     (sls.read, '{"job.tasks": []}', "`job.start.ms`: expected a number (the field is required)"),
@@ -127,7 +131,8 @@ def test_selection_and_time_scale() -> None:
     # A job split by size: named after the job, tied by `job`.
     ops = operations(sls.read(DATA / "sls.json"), TraceConfig(format="sls", path="x", pool="q"))
     assert [(o["name"], o.get("job"), o["pool"]) for o in ops] == [
-        ("job_1", "job_1", "q"), ("job_1.1", "job_1", "q"), ("job_2", None, "q")]
+        ("job_1.am", "job_1", "q"), ("job_1", "job_1", "q"), ("job_1.1", "job_1", "q"),
+        ("job_2.am", "job_2", "q"), ("job_2", "job_2", "q")]
 
 
 def test_trace_in_a_scenario_with_generated_operations(tmp_path: Path) -> None:
@@ -149,7 +154,7 @@ path = "{DATA / 'sls.json'}"
 """)
     sc = load_scenario(sc_file)
     names = [o.name for o in sc.workload.operations]
-    assert names == ["job_1", "job_1~2", "job_1~2.1", "job_2"]  # the trace's job_1 renamed
+    assert names == ["job_1", "job_1~2.am", "job_1~2", "job_1~2.1", "job_2.am", "job_2"]  # job_1 renamed
     assert sc.workload.trace is None  # replaced by its operations
     bad = tmp_path / "bad.toml"
     bad.write_text(sc_file.read_text().replace('format = "sls"', 'format = "rumen"'))

@@ -28,6 +28,11 @@ def add_command(sub: Any) -> None:
     i.add_argument("--start-s", type=non_negative, default=0.0, help="skip the trace's first seconds")
     i.add_argument("--span-s", type=positive, help="keep jobs submitted within this many seconds")
     i.add_argument("--max-jobs", type=count(), help="keep at most this many jobs")
+    i.add_argument("--rebase", action="store_true", default=None,
+                   help="submit the first kept job at 0 (default: SLS and SYNTH keep their absolute submit "
+                   "times, Rumen's count from its first job, Google 2011's are re-based)")
+    i.add_argument("--no-am", dest="am", action="store_false",
+                   help="no AM container per job (SLS, Rumen, SYNTH run one: 1 vcore / 1 GiB)")
     i.add_argument("--scale", type=positive, default=1.0, dest="time_scale",
                    help="multiply trace times by this (0.1: ten times faster)")
     i.add_argument("--machine-cpu", type=positive, default=32.0,
@@ -67,7 +72,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     cfg = TraceConfig(
         format=args.format, path=str(args.file), pool=args.pool, sample=args.sample, start_s=args.start_s,
-        span_s=args.span_s, max_jobs=args.max_jobs, time_scale=args.time_scale, machine_cpu=args.machine_cpu,
+        span_s=args.span_s, max_jobs=args.max_jobs, time_scale=args.time_scale, rebase=args.rebase,
+        am=args.am, machine_cpu=args.machine_cpu,
         machine_ram_gib=args.machine_ram_gib, max_tasks=args.max_tasks, max_bytes=args.max_bytes,
     )
     try:

@@ -1,5 +1,7 @@
 """The workload's clients: they submit the scenario's operations to the RM at their times, and
-looping users resubmit when their operation finishes.
+looping users resubmit when their operation finishes, and an operation that waits for others of
+its job (``after``: all their tasks complete; ``after_start``: one of their tasks runs, as a job's
+tasks wait for its AM container) is submitted once they allow it (and not before its time).
 
 With a ``SubmissionLog`` the clients remember what they submitted (``workload.jsonl`` in the run
 directory), so that a standalone RM process restarted on its run directory resumes the workload
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import random
+from collections.abc import Iterable
 from pathlib import Path
 from typing import IO
 
@@ -22,9 +25,13 @@ from emulator.scenario.usage import tier_number
 from emulator.time.clock import LoopClock
 from rm.journal import JournalCorrupt, JournalWriteFailed
 from rm.manager import ResourceManager, RMUnavailable
-from rm.observer import OperationEvent, RMObserver
+from rm.observer import OperationEvent, RMObserver, TaskStarted
 from rm.operations import OperationSpec
 from rm.protocol import Resources
+
+# A job's AM (`lasts_for_job`) is submitted for this long; its client ends it once the job's other
+# operations completed.
+AM_HOLD_S = 1e6
 
 
 class Submission(msgspec.Struct, frozen=True, array_like=True):
@@ -92,6 +99,33 @@ class WorkloadDriver(RMObserver):
         self._timed_done: dict[str, int] = {}
         self._stopped = False
         self._held: list[tuple[OperationSpec, Submission]] = []
+        # Order within jobs: operations waiting for others, what has started / finished among those
+        # waited for, and each ordered operation's ideal (uncontended) start and end.
+        self._waiting = {o.name: o for o in config.operations if o.after or o.after_start}
+        self._waiters: dict[str, list[OperationConfig]] = {}  # name -> the operations waiting for it
+        for o in self._waiting.values():
+            for n in {*o.after, *o.after_start}:
+                self._waiters.setdefault(n, []).append(o)
+        self._watched = set(self._waiters)
+        self._started: set[str] = set()
+        self._finished: set[str] = set()
+        self._ideal: dict[str, tuple[float, float]] = {}
+        ordered = self._watched | set(self._waiting)
+        self._job_base: dict[str, float] = {}
+        for o in config.operations:
+            if o.name in ordered:
+                label = o.job or o.name
+                self._job_base[label] = min(self._job_base.get(label, o.submit_at_s), o.submit_at_s)
+        if jobs is not None:
+            for o in self._waiting.values():
+                jobs.hold(o.job or o.name)
+        # AM containers: each job's AM, its other operations not finished yet, where its AM runs.
+        self._am = {o.job: o.name for o in config.operations if o.lasts_for_job}
+        self._member = {o.name: o.job for o in config.operations if o.job in self._am and not o.lasts_for_job}
+        self._open: dict[str, int] = {}
+        for job in self._member.values():
+            self._open[job] = self._open.get(job, 0) + 1
+        self._am_runs_on: dict[str, tuple[int, int]] = {}  # AM -> (machine id, container id)
         rm.observe(self)
 
     def install_pools(self) -> None:
@@ -118,9 +152,16 @@ class WorkloadDriver(RMObserver):
         now = self._clock.now()
         for op in self._config.operations:
             done = self._timed_done.get(op.name, 0)
+            if op.name in self._waiting:
+                if done:  # submitted by an earlier RM process
+                    del self._waiting[op.name]
+                    if self._jobs is not None:
+                        self._jobs.hold(op.job or op.name, -1)
+                continue
             times = submit_times(op, self._seed)
             for k in range(done, len(times)):
                 self._clock.call_later(max(0.0, times[k] - now), self._submit, op, True)
+        self._release()  # a resumed workload: what it waited for may be done already
 
     def resume(self) -> None:
         """Take up the workload of an earlier RM process from the log and the recovered RM: no
@@ -141,6 +182,17 @@ class WorkloadDriver(RMObserver):
             if k >= self._instances.get(view.group, 0):
                 self._instances[view.group] = k + 1
                 self._timed_done[view.group] = self._timed_done.get(view.group, 0) + int(not cfg.loop)
+        states = {v.group: v.state for v in self._rm.operations_view()}
+        for name in self._watched:
+            if name in states:
+                if states[name] != "pending":
+                    self._started.add(name)
+            elif self._instances.get(name, 0):  # submitted, and no longer live: finished
+                self._started.add(name)
+                self._finished.add(name)
+        for name, job in self._member.items():
+            if name not in states and self._instances.get(name, 0):
+                self._open[job] -= 1  # finished before the restart (its AM's place is not known)
         for cfg in self._config.operations:
             if cfg.loop:
                 # Each looping user has one live operation; one whose operation finished while
@@ -162,7 +214,11 @@ class WorkloadDriver(RMObserver):
         name = cfg.name if (cfg.instance_count == 1 and not cfg.loop) else f"{cfg.name}#{k}"
         if self._jobs is not None:
             job = cfg.job or cfg.name
-            self._jobs.expect(name, job if name == cfg.name else f"{job}#{k}", max(durations, default=0.0))
+            self._jobs.expect(name, job if name == cfg.name else f"{job}#{k}", self._ideal_s(cfg, durations))
+            if cfg.after or cfg.after_start:
+                self._jobs.hold(job, -1)
+        if cfg.lasts_for_job:
+            durations = [max(AM_HOLD_S, *durations)]
         self._send(
             OperationSpec(
                 name=name,
@@ -200,6 +256,61 @@ class WorkloadDriver(RMObserver):
         cfg = self._by_group.get(ev.group)
         if cfg is not None and cfg.loop and not self._stopped:
             self._submit(cfg, False)
+        if ev.group in self._watched:
+            self._started.add(ev.group)  # an operation of no tasks finishes without starting one
+            self._finished.add(ev.group)
+            self._release(self._waiters.get(ev.group, []))
+        job = self._member.get(ev.group)
+        if job is not None:
+            self._open[job] -= 1
+            if self._open[job] == 0:
+                self._clock.call_soon(self._end_am, self._am[job])
+
+    def task_started(self, ev: TaskStarted) -> None:
+        if ev.group in self._watched and ev.group not in self._started:
+            self._started.add(ev.group)
+            self._release(self._waiters.get(ev.group, []))
+        cfg = self._by_group.get(ev.group)
+        if cfg is not None and cfg.lasts_for_job:
+            self._am_runs_on[cfg.name] = (ev.machine_id, ev.container_id)
+            if self._open.get(cfg.job, 0) <= 0:  # its job is done already (or has nothing else)
+                self._clock.call_soon(self._end_am, cfg.name)
+
+    def _end_am(self, name: str) -> None:
+        """The job is done: its AM container ends (not from inside the RM's call that said so). A
+        stale place (the AM was moved since, or ended) is refused by the RM, harmlessly."""
+        where = self._am_runs_on.get(name)
+        if where is not None and not self._stopped:
+            self._rm.end_container(*where)
+
+    def _release(self, candidates: Iterable[OperationConfig] | None = None) -> None:
+        """Schedule each waiting operation (of ``candidates``, else all) whose wait is over, at its
+        time at the earliest: never from inside the RM's call that told of the event."""
+        if not self._waiting:
+            return
+        now = self._clock.now()
+        for cfg in list(self._waiting.values()) if candidates is None else candidates:
+            if cfg.name not in self._waiting:
+                continue
+            if all(a in self._finished for a in cfg.after) and all(
+                    a in self._started for a in cfg.after_start):
+                del self._waiting[cfg.name]
+                self._clock.call_later(max(0.0, cfg.submit_at_s - now), self._submit, cfg, True)
+
+    def _ideal_s(self, cfg: OperationConfig, durations: list[float]) -> float:
+        """The operation's ideal completion time within its job: its longest task, or for an
+        ordered operation its uncontended end (after what it waits for) from its job's submit."""
+        longest = max(durations, default=0.0)
+        base = self._job_base.get(cfg.job or cfg.name)
+        if base is None:
+            return longest
+        start = cfg.submit_at_s
+        for dep in cfg.after:
+            start = max(start, self._ideal.get(dep, (0.0, 0.0))[1])
+        for dep in cfg.after_start:
+            start = max(start, self._ideal.get(dep, (0.0, 0.0))[0])
+        self._ideal[cfg.name] = (start, start + longest)
+        return start + longest - base
 
 
 def submit_times(op: OperationConfig, seed: int) -> list[float]:

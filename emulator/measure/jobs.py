@@ -2,10 +2,12 @@
 and slowdown; per task the wait from its job's submission to its first container.
 
 A job is one submitted operation, or, for a replayed trace job whose tasks differ in size, the
-operations sharing its ``job`` label. Ideal completion time: the longest task, as on an empty
-cluster where every task starts at once (slowdown = completion time / ideal). Task waits count a
-task's first container only (a rerun after a lost node is not a wait); tasks that never started
-by the end are not in the waits (``tasks_never_started`` counts them).
+operations sharing its ``job`` label. Ideal completion time: as on an empty cluster where every
+task starts once it is requested: the longest task, or, for a job whose operations wait for others
+(reduces for maps, tasks for the AM), the end of its critical path (slowdown = completion time /
+ideal); such a job is not finished while one of its operations waits to be submitted. Task waits
+count a task's first container only (a rerun after a lost node is not a wait); tasks that never
+started by the end are not in the waits (``tasks_never_started`` counts them).
 """
 
 from __future__ import annotations
@@ -101,9 +103,15 @@ class JobRecorder(RMObserver):
         self._order: list[int] = []
         self._waits: dict[str, array[float]] = {}
         self._started: dict[int, int] = {}  # op id -> tasks that got a first container
+        self._held: dict[str, int] = {}  # job -> its operations the clients hold back (waiting)
 
     def expect(self, operation: str, job: str, ideal_s: float) -> None:
         self._expected[operation] = (job, ideal_s)
+
+    def hold(self, job: str, n: int = 1) -> None:
+        """``n`` more (or, negative, fewer) of ``job``'s operations wait to be submitted: until
+        they are, the job is not finished."""
+        self._held[job] = self._held.get(job, 0) + n
 
     def operation_submitted(self, ev: OperationEvent) -> None:
         job, ideal = self._expected.pop(ev.name, (ev.name, 0.0))
@@ -137,7 +145,7 @@ class JobRecorder(RMObserver):
         for job, ops in by_job.items():
             starts = [o.first_start for o in ops if o.first_start is not None]
             finishes = [o.finished_at for o in ops]
-            done = all(f is not None for f in finishes)
+            done = all(f is not None for f in finishes) and not self._held.get(job)
             rows.append(JobRow(
                 job_id=job, pool=ops[0].pool, submit_s=min(o.submitted_at for o in ops),
                 first_start_s=min(starts) if starts else None,

@@ -1,5 +1,5 @@
-"""Job-level results: the ``jobs`` section of summary.json and ``jobs.csv`` (one row per job, like
-SLS's job runtime file)."""
+"""Job-level results: the ``jobs`` section of summary.json, ``jobs.csv`` (one row per job) and
+``jobruntime.csv`` (SLS's job runtime file, in its columns, for scripts written for SLS)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import msgspec
 from emulator.measure.jobs import JobRow, JobsReport, stats
 
 JOBS_FILE = "jobs.csv"
+SLS_JOBS_FILE = "jobruntime.csv"
+SLS_COLUMNS = ("JobID", "real_start_time", "real_end_time", "simulate_start_time", "simulate_end_time")
 CSV_COLUMNS = (
     "job_id", "pool", "submit_s", "first_start_s", "finish_s", "jct_s", "queue_delay_s", "ideal_s",
     "slowdown", "tasks",
@@ -59,3 +61,17 @@ def write_jobs_csv(report: JobsReport, path: Path) -> None:
                 r.job_id, r.pool, _cell(r.submit_s), _cell(r.first_start_s), _cell(r.finish_s),
                 _cell(r.jct_s), _cell(r.queue_delay_s), _cell(r.ideal_s), _cell(r.slowdown), r.tasks,
             ])
+
+
+def write_sls_jobs_csv(report: JobsReport, path: Path) -> None:
+    """SLS's ``jobruntime.csv``: a row per finished job (SLS writes one when a job ends), start =
+    submission and end = finish in integer ms from the run's start. The emulator keeps no wall
+    clock per job, so the ``real_*`` columns hold the same times as ``simulate_*``."""
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(SLS_COLUMNS)
+        for r in report.rows:
+            if r.finish_s is None:
+                continue
+            start, end = round(r.submit_s * 1000), round(r.finish_s * 1000)
+            w.writerow([r.job_id, start, end, start, end])

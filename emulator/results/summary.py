@@ -12,7 +12,13 @@ import msgspec
 from emulator.harness.outcome import RunOutcome
 from emulator.measure.sampler import COLUMNS
 from emulator.measure.usage import USAGE_COLUMNS
-from emulator.results.jobs import JOBS_FILE, jobs_summary, write_jobs_csv
+from emulator.results.jobs import (
+    JOBS_FILE,
+    SLS_JOBS_FILE,
+    jobs_summary,
+    write_jobs_csv,
+    write_sls_jobs_csv,
+)
 from emulator.results.usage import binpack_summary, usage_summary
 
 
@@ -289,6 +295,7 @@ def write_results(outcome: RunOutcome, out_dir: Path) -> dict[str, Any]:
     (out_dir / TIMING_FILE).write_bytes(msgspec.json.format(msgspec.json.encode(timing)) + b"\n")
     if outcome.jobs is not None:
         write_jobs_csv(outcome.jobs, out_dir / JOBS_FILE)
+        write_sls_jobs_csv(outcome.jobs, out_dir / SLS_JOBS_FILE)
     (out_dir / "summary.json").write_bytes(msgspec.json.format(msgspec.json.encode(summary)) + b"\n")
     with (out_dir / "timeseries.csv").open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from emulator.scenario.distributions import Arrivals, Distribution, Empirical
+from emulator.scenario.order import check_order
 from emulator.scenario.usage import OperationUsage, TierName
 from nodemanager.config import HeartbeatConfig
 from ringmon.config import RingConfig
@@ -124,6 +125,13 @@ class OperationConfig(Base, kw_only=True, frozen=True):
     # The job this operation belongs to in jobs.csv (a replayed job whose tasks differ in size is
     # several operations); empty: the operation is its own job.
     job: str = ""
+    # Order within a job: submitted once every task of the `after` operations completed and each
+    # `after_start` operation has a task running (a job's AM container), not before submit_at_s.
+    after: list[str] = []
+    after_start: list[str] = []
+    # A job's AM container: its one task runs until every other operation of its `job` completed
+    # (its `durations_s` is then its ideal time only).
+    lasts_for_job: bool = False
     # Borg priority tier and real usage (design.md §3b; emulator/scenario/usage.py).
     tier: TierName = "batch"
     usage: OperationUsage | None = None
@@ -203,13 +211,19 @@ class TraceConfig(Base, kw_only=True, frozen=True):
     path: Annotated[str, msgspec.Meta(min_length=1)]  # relative to the scenario file
     # Pool for jobs without one (Google: tiers map to pools unless `pool` is given).
     pool: str = ""
-    # Keep every n-th job / only jobs submitted in [start_s, start_s + span_s) of the trace, and
-    # at most max_jobs of them; the first kept job is submitted at `offset_s`.
+    # Keep every n-th job / only jobs submitted in [start_s, start_s + span_s) after the trace's
+    # first job, and at most max_jobs of them; `offset_s` is added to every submit time.
     sample: Count = 1
     start_s: NonNegative = 0.0
     span_s: Positive | None = None
     max_jobs: Count | None = None
     offset_s: NonNegative = 0.0
+    # true: the first kept job is submitted at `offset_s` (the default for Google 2011); false:
+    # submit times as SLS reads the trace (SLS and SYNTH absolute, Rumen's from its first job).
+    rebase: bool | None = None
+    # An AM container per job (SLS, Rumen, SYNTH: 1 vcore / 1 GiB, as SLS runs one): it is
+    # requested first, and the job's tasks once it runs.
+    am: bool = True
     # Multiply trace times (submits and durations) by this (0.1: ten times faster).
     time_scale: Positive = 1.0
     # SYNTH: generate with this seed instead of the file's `rand_seed`.
@@ -245,6 +259,7 @@ class WorkloadConfig(Base, kw_only=True, frozen=True):
         dup = {n for n in ops if ops.count(n) > 1}
         if dup:
             raise ValueError(f"operation names must be unique: {sorted(dup)}")
+        check_order(self.operations)
 
 
 class NodeSelector(Base, kw_only=True, frozen=True):

@@ -43,28 +43,59 @@ def select(jobs: list[TraceJob], cfg: TraceConfig) -> list[TraceJob]:
 
 
 def operations(trace: Trace, cfg: TraceConfig, taken: set[str] | None = None) -> list[dict[str, Any]]:
-    """One operation table per task size of each selected job (named after the job, ``.1``, ``.2``
-    for further sizes; ``job`` ties them together). ``taken``: names already in use."""
+    """Per selected job: its AM container (``JOB.am``, when the format has one and ``cfg.am``),
+    then one operation table per task group (named after the job, ``.1``, ``.2`` for further
+    groups; ``job`` ties them together). A group waits for its AM to run (``after_start``) and
+    for the groups it depends on to complete (``after``). ``taken``: names already in use."""
     jobs = select(trace.jobs, cfg)
     if not jobs:
         return []
     used = set(taken or ())
-    t0 = jobs[0].submit_s
+    rebase = cfg.rebase if cfg.rebase is not None else cfg.format == "google2011"
+    t0 = jobs[0].submit_s if rebase else 0.0
     scale = cfg.time_scale
     out = []
     for job in jobs:
         base = _unique(_UNSAFE.sub("_", job.job_id) or "job", used)
         submit = round(cfg.offset_s + (job.submit_s - t0) * scale, 6)
+        names = [base if k == 0 else _unique(f"{base}.{k}", used) for k in range(len(job.groups))]
+        am = _unique(f"{base}.am", used) if cfg.am and job.am is not None else None
+        ops: list[dict[str, Any]] = []
+        if am is not None and job.am is not None:
+            ops.append({"name": am, "pool": cfg.pool or job.pool, "cpu": job.am[0], "ram_gib": job.am[1],
+                        "durations_s": [round(max(_critical_path_s(job) * scale, 1e-6), 6)],
+                        "submit_at_s": submit, "lasts_for_job": True})
         for k, g in enumerate(job.groups):
-            name = base if k == 0 else _unique(f"{base}.{k}", used)
             op: dict[str, Any] = {
-                "name": name, "pool": cfg.pool or job.pool, "cpu": g.cpu, "ram_gib": round(g.ram_gib, 6),
-                "durations_s": [round(max(d * scale, 1e-6), 6) for d in g.durations_s], "submit_at_s": submit,
+                "name": names[k], "pool": cfg.pool or job.pool, "cpu": g.cpu, "ram_gib": round(g.ram_gib, 6),
+                "durations_s": [round(max(d * scale, 1e-6), 6) for d in g.durations_s],
+                "submit_at_s": round(submit + g.delay_s * scale, 6),
             }
-            if len(job.groups) > 1:
+            if g.after:
+                op["after"] = [names[i] for i in g.after]
+            if am is not None:
+                op["after_start"] = [am]
+            ops.append(op)
+        if len(ops) > 1 or am is not None:
+            for op in ops:
                 op["job"] = base
-            out.append(op)
+        out.extend(ops)
     return out
+
+
+def _critical_path_s(job: TraceJob) -> float:
+    """How long the job runs on an empty cluster from its submission: each group starts at its
+    request delay or when the groups it waits for end, whichever is later (an AM lasts as long)."""
+    ends: dict[int, float] = {}
+
+    def end(k: int) -> float:
+        if k not in ends:
+            g = job.groups[k]
+            start = max([g.delay_s, *(end(i) for i in g.after)])  # readers order groups without cycles
+            ends[k] = start + max(g.durations_s, default=0.0)
+        return ends[k]
+
+    return max((end(k) for k in range(len(job.groups))), default=0.0)
 
 
 def _unique(name: str, used: set[str]) -> str:
@@ -85,8 +116,20 @@ def cluster(nodes: list[NodeGroup]) -> dict[str, Any]:
 
 
 def horizon_s(ops: list[dict[str, Any]]) -> float:
-    """A run length that lets the last job finish on an uncontended cluster, with room to queue."""
-    end = max((op["submit_at_s"] + max(op["durations_s"], default=0.0) for op in ops), default=60.0)
+    """A run length that lets the last job finish on an uncontended cluster (each operation after
+    what it waits for), with room to queue."""
+    by_name = {op["name"]: op for op in ops}
+    times: dict[str, tuple[float, float]] = {}
+
+    def ideal(name: str) -> tuple[float, float]:
+        if name not in times:
+            op = by_name[name]
+            start = max([op["submit_at_s"], *(ideal(a)[1] for a in op.get("after", [])),
+                         *(ideal(a)[0] for a in op.get("after_start", []))])
+            times[name] = (start, start + max(op["durations_s"], default=0.0))
+        return times[name]
+
+    end = max((ideal(op["name"])[1] for op in ops), default=60.0)
     return float(max(60, math.ceil(end * 1.5 / 60) * 60))
 
 

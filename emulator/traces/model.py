@@ -30,9 +30,17 @@ class TraceError(Exception):
 
 @dataclass
 class TaskGroup:
+    """Tasks of one size and kind. ``after``: indices (in the job's ``groups``) of the groups whose
+    every task must complete before this group's tasks are requested (a MapReduce job's reduces
+    wait for its maps); ``delay_s``: requested this long after the job's submission at the
+    earliest (SLS's per-container request delay)."""
+
     cpu: float
     ram_gib: float
     durations_s: list[float] = field(default_factory=list)
+    kind: str = ""
+    after: list[int] = field(default_factory=list)
+    delay_s: float = 0.0
 
 
 @dataclass
@@ -41,13 +49,25 @@ class TraceJob:
     pool: str
     submit_s: float
     groups: list[TaskGroup]
+    # The job's application master container (vcores, GiB), as SLS runs one per job: it runs
+    # first, and the job's tasks are requested once it runs. None: the format has none.
+    am: tuple[float, float] | None = None
 
-    def add_task(self, cpu: float, ram_gib: float, duration_s: float) -> None:
+    def add_task(self, cpu: float, ram_gib: float, duration_s: float, kind: str = "",
+                 delay_s: float = 0.0) -> None:
         for g in self.groups:
-            if g.cpu == cpu and g.ram_gib == ram_gib:
+            if g.cpu == cpu and g.ram_gib == ram_gib and g.kind == kind and g.delay_s == delay_s:
                 g.durations_s.append(duration_s)
                 return
-        self.groups.append(TaskGroup(cpu, ram_gib, [duration_s]))
+        self.groups.append(TaskGroup(cpu, ram_gib, [duration_s], kind, [], delay_s))
+
+    def reduces_after_maps(self) -> None:
+        """Every ``reduce`` group waits for every ``map`` group (SLS's MapReduce AM asks for its
+        reducers once all its maps are done)."""
+        maps = [i for i, g in enumerate(self.groups) if g.kind == "map"]
+        for g in self.groups:
+            if g.kind == "reduce":
+                g.after = list(maps)
 
     @property
     def tasks(self) -> int:

@@ -1,10 +1,12 @@
 """Rumen job-history traces (a stream of LoggedJob objects), read as SLS's converter reads them.
 
 Every task attempt is a container (failed attempts used resources too) running from its
-``startTime`` to its ``finishTime``; attempts without both are skipped. Submit times are made
-relative to the first job's. Container sizes: the job's ``jobMapMB``/``jobReduceMB``, else its
-``jobProperties`` (``mapreduce.{map,reduce}.memory.mb`` and ``.cpu.vcores``), else SLS's defaults
-(1024 MB, 1 vcore). Ignored: host names (locality), map/reduce ordering, counters.
+``startTime`` to its ``finishTime``; attempts without both are skipped, and a job left with none
+is skipped with a warning (SLS logs it). Submit times are relative to the first job's, as SLS
+takes them. Every container has SLS's default size (1024 MB, 1 vcore: ``yarn.sls.container.*``),
+as SLS gives them; ``jobMapMB``/``jobReduceMB`` are the JVM heap (``-Xmx``), not the container.
+Reduces are requested once every map is done, after the job's AM container (1024 MB, 1 vcore)
+runs. The cluster: the attempts' host names. Ignored: locality, counters.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from emulator.traces.model import (
     TraceError,
     TraceJob,
     Unknown,
-    Where,
     as_list,
     as_object,
     json_stream,
@@ -30,6 +31,7 @@ from emulator.traces.model import (
     text_field,
 )
 from emulator.traces.sls import (
+    AM_SIZE,
     DEFAULT_CONTAINER_MB,
     DEFAULT_CONTAINER_VCORES,
     DEFAULT_NODE_MB,
@@ -74,10 +76,11 @@ def read(path: Path, default_pool: str = "", limits: Limits = DEFAULT_LIMITS) ->
         if baseline is None:
             baseline = submit
         queue = text_field(obj, "queue", where, "default")
-        job = TraceJob(job_id, default_pool or queue, max(0.0, submit - baseline) / 1000, [])
+        job = TraceJob(job_id, default_pool or queue, max(0.0, submit - baseline) / 1000, [], am=AM_SIZE)
+        as_object(obj.get("jobProperties") or {}, where, "jobProperties")
         for kind in ("map", "reduce"):
             key = f"{kind}Tasks"
-            cpu, mb = _size(obj, kind, where)
+            cpu, mb = DEFAULT_CONTAINER_VCORES, DEFAULT_CONTAINER_MB
             for i, t in enumerate(as_list(obj.get(key, []), where, key)):
                 task = as_object(t, where, f"{key}[{i}]")
                 unknown.check(task, TASK_FIELDS, where, f"{key}[].")
@@ -97,30 +100,22 @@ def read(path: Path, default_pool: str = "", limits: Limits = DEFAULT_LIMITS) ->
                     if isinstance(host, str):
                         hosts.add(host)
                     budget.take(1, where, prefix[:-1], "each attempt is one")
-                    job.add_task(cpu, mb / MIB_PER_GIB, (end_ms - start_ms) / 1000)
+                    job.add_task(cpu, mb / MIB_PER_GIB, (end_ms - start_ms) / 1000, kind)
         if job.tasks:
+            job.reduces_after_maps()
             jobs.append(job)
+        else:
+            outcome = obj.get("outcome")
+            unknown.warnings.append(
+                f"{path}: record {where.record} (line {where.line}): job {job_id}"
+                f"{f' ({outcome})' if isinstance(outcome, str) else ''} has no finished task attempt: "
+                "skipped, as SLS skips it")
     if not jobs:
         raise TraceError(f"{path}: no job with a finished task attempt (expected Rumen LoggedJob objects)")
     nodes = [NodeGroup(len(hosts), DEFAULT_NODE_VCORES, DEFAULT_NODE_MB / MIB_PER_GIB)] if hosts else []
-    notes = ["Rumen: each attempt is a container; host names (locality) and map/reduce order ignored"]
+    notes = ["Rumen: each attempt is a container of SLS's default size; locality ignored"]
     return Trace(jobs, nodes, unknown.warnings, notes)
 
 
 def _time(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool) and v >= 0
-
-
-def _size(job: dict[str, Any], kind: str, where: Where) -> tuple[float, float]:
-    """(vcores, MB) of the job's ``kind`` tasks."""
-    props = job.get("jobProperties") or {}
-    props = as_object(props, where, "jobProperties")
-    field = "jobMapMB" if kind == "map" else "jobReduceMB"
-    mb = DEFAULT_CONTAINER_MB
-    if isinstance(job.get(field), int | float) and job[field] > 0:
-        mb = number(job, field, where, positive=True)
-    elif f"mapreduce.{kind}.memory.mb" in props:
-        mb = number(props, f"mapreduce.{kind}.memory.mb", where, positive=True, prefix="jobProperties.")
-    vcores = number(props, f"mapreduce.{kind}.cpu.vcores", where, DEFAULT_CONTAINER_VCORES, positive=True,
-                    prefix="jobProperties.")
-    return vcores, mb

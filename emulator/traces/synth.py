@@ -1,12 +1,17 @@
-"""SLS's synthetic generator (SYNTH): ``workloads`` of weighted ``job_classes``, LogNormal task
-counts, durations and sizes from their avg/stddev, submit times from ``time_distribution``.
+"""SLS's synthetic generator (SYNTH): ``workloads`` of weighted ``job_classes``, submit times from
+``time_distribution``, each class's tasks in either of SLS's two forms.
 
 Reproducible from ``rand_seed`` (Python's generator, not Java's: the same file gives the same jobs
 here every time, not the same jobs as in SLS). Per job: a workload by ``workload_weight``, a class
 by ``class_weight``, a submit time (a ``time_distribution`` bucket by weight, uniform within it, in
-seconds), map and reduce counts, one size per task kind (MB and vcores, rounded up to integers) and
-a duration per task (seconds). Ignored: ``dur_*`` (the job's nominal duration), reservations and
-deadlines.
+seconds, absolute as SLS keeps it), then per task type a count, one size (MB and vcores, rounded,
+at least 1) and a duration per task (seconds). The legacy form gives LogNormal map and reduce
+counts, durations and sizes by ``*_avg``/``*_stddev``; the generic form a ``tasks`` list whose
+``count``, ``time``, ``max_memory`` and ``max_vcores`` are samples: ``{val}`` (a constant),
+``{val, std, dist}`` (``LOGNORM``, the default, or ``NORM``) or ``{discrete, weights}``. A
+``mapreduce`` class (the default) asks for its reduces once its maps are done; a ``stream`` class
+(or any other) asks for every task at once. Each job has an AM container (1024 MB, 1 vcore).
+Ignored: the job's nominal ``duration``/``dur_*``, reservations, deadlines, priorities.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from emulator.scenario.distributions import LogNormal
+from emulator.scenario.distributions import LogNormal, Normal
 from emulator.traces.model import (
     DEFAULT_LIMITS,
     MIB_PER_GIB,
@@ -33,35 +38,120 @@ from emulator.traces.model import (
     number,
     text_field,
 )
-from emulator.traces.sls import DEFAULT_NODE_MB, DEFAULT_NODE_VCORES
+from emulator.traces.sls import AM_SIZE, DEFAULT_NODE_MB, DEFAULT_NODE_VCORES
 
 TOP_FIELDS = frozenset({"description", "num_nodes", "nodes_per_rack", "num_jobs", "rand_seed", "workloads"})
 WORKLOAD_FIELDS = frozenset({
-    "workload_name", "workload_weight", "queue_name", "job_classes", "time_distribution",
+    "workload_name", "workload_weight", "queue_name", "job_classes", "time_distribution", "description",
 })
 CLASS_FIELDS = frozenset({
     "class_name", "class_weight", "mtasks_avg", "mtasks_stddev", "rtasks_avg", "rtasks_stddev", "dur_avg",
     "dur_stddev", "mtime_avg", "mtime_stddev", "rtime_avg", "rtime_stddev", "map_max_memory_avg",
     "map_max_memory_stddev", "reduce_max_memory_avg", "reduce_max_memory_stddev", "map_max_vcores_avg",
     "map_max_vcores_stddev", "reduce_max_vcores_avg", "reduce_max_vcores_stddev", "chance_of_reservation",
-    "deadline_factor_avg", "deadline_factor_stddev",
+    "deadline_factor_avg", "deadline_factor_stddev", "user_name", "type", "deadline_factor", "duration",
+    "reservation", "tasks", "params", "map_execution_type", "reduce_execution_type",
 })
+TASK_FIELDS = frozenset({"type", "count", "time", "max_memory", "max_vcores", "priority", "execution_type"})
+SAMPLE_FIELDS = frozenset({"val", "std", "dist", "discrete", "weights"})
 TIME_FIELDS = frozenset({"time", "weight", "jobs"})
 # Bounds that keep every draw finite: a mean, and a deviation relative to it.
 MAX_AVG = 1e15
 MAX_SPREAD = 1e6
 
 
+class Const:
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+    def draw(self, rng: random.Random) -> float:
+        return self.value
+
+
+class Discrete:
+    def __init__(self, values: list[float], weights: list[float]) -> None:
+        self.items = list(zip(weights, values, strict=True))
+
+    def draw(self, rng: random.Random) -> float:
+        return float(_weighted(rng, self.items)[1])
+
+
+Draw = Const | Discrete | LogNormal | Normal
+# A task type of a class: (type, count, duration s, memory MB, vcores, at least this many).
+TaskDef = tuple[str, Draw, Draw, Draw, Draw, int]
+
+
+def _spread(avg: float, std: float, where: Where, avg_name: str, std_name: str) -> None:
+    if avg > MAX_AVG:
+        raise where.error(avg_name, f"a number <= {MAX_AVG:g}", avg)
+    if std > MAX_SPREAD * avg and avg > 0:
+        short = avg_name.rsplit(".", 1)[-1]
+        raise where.error(std_name, f"at most {MAX_SPREAD:g} x `{short}` ({avg:g})", std)
+
+
 def _lognormal(
     obj: dict[str, Any], name: str, where: Where, prefix: str, default_avg: float | None = None
-) -> LogNormal:
+) -> Draw:
     avg = number(obj, f"{name}_avg", where, default_avg, prefix=prefix)
     std = number(obj, f"{name}_stddev", where, 0.0, prefix=prefix)
-    if avg > MAX_AVG:
-        raise where.error(f"{prefix}{name}_avg", f"a number <= {MAX_AVG:g}", avg)
-    if std > MAX_SPREAD * avg and avg > 0:
-        raise where.error(f"{prefix}{name}_stddev", f"at most {MAX_SPREAD:g} x `{name}_avg` ({avg:g})", std)
+    _spread(avg, std, where, f"{prefix}{name}_avg", f"{prefix}{name}_stddev")
     return LogNormal(mean=avg, stddev=std) if avg > 0 else LogNormal(mean=1e-9, stddev=0.0)
+
+
+def _sample(obj: dict[str, Any], key: str, where: Where, prefix: str, default: float) -> Draw:
+    """A generic-form sample: ``{val}``, ``{val, std, dist}`` or ``{discrete, weights}``."""
+    p = f"{prefix}{key}"
+    if obj.get(key) is None:
+        return Const(default)
+    s = as_object(obj[key], where, p)
+    for k in s:
+        if k not in SAMPLE_FIELDS:
+            raise where.error(f"{p}.{k}", "one of `val`, `std`, `dist`, `discrete`, `weights`")
+    if s.get("val") is None:
+        if s.get("discrete") is None:
+            raise where.error(p, "`val` (with `std` and `dist`) or `discrete`", s)
+        values = [number({"discrete": v}, "discrete", where, prefix=f"{p}.")
+                  for v in as_list(s["discrete"], where, f"{p}.discrete")]
+        weights = [number({"weights": w}, "weights", where, prefix=f"{p}.")
+                   for w in as_list(s.get("weights", [1.0] * len(values)), where, f"{p}.weights")]
+        if not values or len(weights) != len(values) or sum(weights) <= 0:
+            raise where.error(f"{p}.weights", f"{len(values)} weights with a positive sum (one per value)")
+        return Discrete(values, weights)
+    val = number(s, "val", where, prefix=f"{p}.")
+    if s.get("std") is None:
+        _spread(val, 0.0, where, f"{p}.val", f"{p}.std")
+        return Const(val)
+    std = number(s, "std", where, prefix=f"{p}.")
+    _spread(val, std, where, f"{p}.val", f"{p}.std")
+    dist = text_field(s, "dist", where, "LOGNORM", prefix=f"{p}.")
+    if dist not in ("LOGNORM", "NORM"):
+        raise where.error(f"{p}.dist", "`LOGNORM` or `NORM`", dist)
+    if val <= 0:
+        return Const(val)
+    return LogNormal(mean=val, stddev=std) if dist == "LOGNORM" else Normal(mean=val, stddev=std)
+
+
+def _task_defs(cls: dict[str, Any], where: Where, cp: str, unknown: Unknown) -> tuple[str, list[TaskDef]]:
+    """The class's AM type and task types, from either form."""
+    if cls.get("tasks") is None:
+        return "mapreduce", [
+            ("map", _lognormal(cls, "mtasks", where, cp), _lognormal(cls, "mtime", where, cp),
+             _lognormal(cls, "map_max_memory", where, cp, 1024.0),
+             _lognormal(cls, "map_max_vcores", where, cp, 1.0), 1),
+            ("reduce", _lognormal(cls, "rtasks", where, cp, 0.0), _lognormal(cls, "rtime", where, cp, 0.0),
+             _lognormal(cls, "reduce_max_memory", where, cp, 1024.0),
+             _lognormal(cls, "reduce_max_vcores", where, cp, 1.0), 0),
+        ]
+    defs: list[TaskDef] = []
+    for t_i, t in enumerate(as_list(cls["tasks"], where, cp + "tasks")):
+        tp = f"{cp}tasks[{t_i}]."
+        task = as_object(t, where, tp[:-1])
+        unknown.check(task, TASK_FIELDS, where, "workloads[].job_classes[].tasks[].")
+        defs.append((text_field(task, "type", where, "map", prefix=tp),
+                     _sample(task, "count", where, tp, 1.0), _sample(task, "time", where, tp, 0.0),
+                     _sample(task, "max_memory", where, tp, 1024.0),
+                     _sample(task, "max_vcores", where, tp, 1.0), 0))
+    return text_field(cls, "type", where, "mapreduce", prefix=cp), defs
 
 
 def read(
@@ -77,7 +167,8 @@ def read(
     top = as_object(value, where, "(record)")
     unknown.check(top, TOP_FIELDS, where)
     num_jobs = int(number(top, "num_jobs", where, positive=True))
-    budget.take(num_jobs, where, "num_jobs", "a map task each at least")  # before anything is drawn
+    budget.take(num_jobs, where, "num_jobs", "a task each at least")  # before anything is drawn
+    budget.used = 0
     num_nodes = int(number(top, "num_nodes", where, positive=True))
     if seed is None:
         seed = int(number(top, "rand_seed", where, 0))
@@ -91,16 +182,8 @@ def read(
             cp = f"{wp}job_classes[{c_i}]."
             cls = as_object(c, where, cp[:-1])
             unknown.check(cls, CLASS_FIELDS, where, "workloads[].job_classes[].")
-            classes.append((number(cls, "class_weight", where, 1.0, prefix=cp), cp, {
-                "maps": _lognormal(cls, "mtasks", where, cp),
-                "reduces": _lognormal(cls, "rtasks", where, cp, 0.0),
-                "mtime": _lognormal(cls, "mtime", where, cp),
-                "rtime": _lognormal(cls, "rtime", where, cp, 0.0),
-                "mmem": _lognormal(cls, "map_max_memory", where, cp, 1024.0),
-                "rmem": _lognormal(cls, "reduce_max_memory", where, cp, 1024.0),
-                "mcpu": _lognormal(cls, "map_max_vcores", where, cp, 1.0),
-                "rcpu": _lognormal(cls, "reduce_max_vcores", where, cp, 1.0),
-            }))
+            classes.append((number(cls, "class_weight", where, 1.0, prefix=cp), cp,
+                            *_task_defs(cls, where, cp, unknown)))
         if not classes:
             raise where.error(wp + "job_classes", "at least one job class")
         times = []
@@ -121,26 +204,31 @@ def read(
     jobs = []
     for k in range(num_jobs):
         _, pool, classes, times = _weighted(rng, workloads)
-        _, cp, cls = _weighted(rng, classes)
+        _, cp, am_type, defs = _weighted(rng, classes)
         submit = _submit_time(rng, times)
-        job = TraceJob(f"job_{k}", pool, submit, [])
-        for kind, count_d, time_d, mem_d, cpu_d in (
-            ("map", cls["maps"], cls["mtime"], cls["mmem"], cls["mcpu"]),
-            ("reduce", cls["reduces"], cls["rtime"], cls["rmem"], cls["rcpu"]),
-        ):
-            n = round(count_d.draw(rng)) if kind == "reduce" else max(1, round(count_d.draw(rng)))
-            # The map task each job has was counted with `num_jobs`.
-            budget.take(n - (kind == "map"), where, f"{cp}{'m' if kind == 'map' else 'r'}tasks_avg",
-                        f"job {k} draws {n:,} {kind} tasks")
+        job = TraceJob(f"job_{k}", pool, submit, [], am=AM_SIZE)
+        for kind, count_d, time_d, mem_d, cpu_d, least in defs:
+            n = max(least, round(count_d.draw(rng)))
+            budget.take(n, where, _count_field(cp, kind, defs), f"job {k} draws {n:,} {kind} tasks")
             mb = max(1, round(mem_d.draw(rng)))
             vcores = max(1, round(cpu_d.draw(rng)))
             for _ in range(n):
-                job.add_task(float(vcores), mb / MIB_PER_GIB, max(0.001, time_d.draw(rng)))
+                job.add_task(float(vcores), mb / MIB_PER_GIB, max(0.001, time_d.draw(rng)), kind)
+        if am_type == "mapreduce":
+            job.reduces_after_maps()
         jobs.append(job)
     nodes = [NodeGroup(num_nodes, DEFAULT_NODE_VCORES, DEFAULT_NODE_MB / MIB_PER_GIB)]
     notes = ["SYNTH: regenerated with Python's generator from rand_seed (not SLS's Java draws); "
-             "dur_*, reservations and deadlines ignored"]
+             "the job's nominal duration, reservations and deadlines ignored"]
     return Trace(jobs, nodes, unknown.warnings, notes)
+
+
+def _count_field(cp: str, kind: str, defs: list[TaskDef]) -> str:
+    legacy = any(least for *_, least in defs)
+    if legacy:
+        return f"{cp}{'m' if kind == 'map' else 'r'}tasks_avg"
+    index = next(i for i, d in enumerate(defs) if d[0] == kind)
+    return f"{cp}tasks[{index}].count"
 
 
 def _weighted(rng: random.Random, items: list[Any]) -> Any:
