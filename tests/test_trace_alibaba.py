@@ -42,18 +42,23 @@ def write(path: Path, rows: list[tuple[object, ...]], extra: str = "") -> Path:
     return path
 
 
+def num(v: object) -> float:
+    return float(str(v)) if v != "" else 0.0
+
+
 def expected(instances: bool) -> dict[str, tuple[float, list[tuple[float, float, float]]]]:
     """job -> (submit, sorted (cpu, GiB, duration) of each task), read from the rows independently."""
     out: dict[str, tuple[float, list[tuple[float, float, float]]]] = {}
     for name, n, job, _, _, start, end, cpu, mem in TASKS:
-        if not (isinstance(start, int) and isinstance(end, int) and 0 < start < end):
+        s, e = num(start), num(end)
+        if not 0 < s < e:
             continue
-        size = (max((cpu or 0) / 100, 0.01), round(max((mem or 0) / 100, 0.001) * RAM, 6))  # type: ignore[operator]
-        runs = [float(e - s) for _, t, jn, _, _, s, e, *_ in INSTANCES  # type: ignore[operator]
-                if instances and (jn, t) == (job, name) and 0 < s < e]  # type: ignore[operator]
-        runs = runs or [float(end - start)] * n  # type: ignore[operator]
-        submit, tasks = out.get(job, (float(start), []))  # type: ignore[arg-type]
-        out[job] = (min(submit, float(start)), sorted(tasks + [(*size, d) for d in runs]))
+        size = (max(num(cpu) / 100, 0.01), round(max(num(mem) / 100, 0.001) * RAM, 6))
+        runs = [num(ie) - num(i_s) for _, t, jn, _, _, i_s, ie, *_ in INSTANCES
+                if instances and (jn, t) == (job, name) and 0 < num(i_s) < num(ie)]
+        runs = runs or [e - s] * int(num(n))
+        submit, tasks = out.get(str(job), (s, []))
+        out[str(job)] = (min(submit, s), sorted(tasks + [(*size, d) for d in runs]))
     return out
 
 
@@ -92,7 +97,8 @@ def test_window(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("text, expected", [
     ("M1,2,j_1,1,Terminated,100,160,50\n", "line 1: expected 9 comma-separated columns"),
-    ("M1,two,j_1,1,Terminated,100,160,50,1\n", "line 1: column 2 `instance_num`: expected a number, got 'two'"),
+    ("M1,two,j_1,1,Terminated,100,160,50,1\n",
+     "line 1: column 2 `instance_num`: expected a number, got 'two'"),
     ("M1,2,j_1,1,Terminated,100,160,50,101\n", "column 9 `plan_mem`: expected a number in [0, 100]"),
     ("M1,2,j_1,1,Terminated,100,-160,50,1\n", "column 7 `end_time`: expected a number in 0..1e+12"),
     ("M1,2,,1,Terminated,100,160,50,1\n", "column 3 `job_name`: expected a name"),

@@ -73,12 +73,14 @@ def test_machine_events_are_the_cluster(tmp_path: Path) -> None:
     events.write_text("\n".join(EVENTS) + "\n")
     out = tmp_path / "s.toml"
     assert main(["import", "google2011", str(events), "--machine-events", str(path), "-o", str(out)]) == 0
-    assert [(g.count, g.cpu, g.ram_gib) for g in load_scenario(out).cluster.nodes] == [(2, 16, 32), (1, 32, 128)]
+    nodes_ = [(g.count, g.cpu, g.ram_gib) for g in load_scenario(out).cluster.nodes]
+    assert nodes_ == [(2, 16, 32), (1, 32, 128)]
 
 
 @pytest.mark.parametrize("text, expected", [
     ("0,m1,0,p,0.5\n", "line 1: expected 6 comma-separated columns"),
-    ("0,m1,3,p,0.5,0.5\n", "line 1: column 3 `event_type`: expected 0 (ADD), 1 (REMOVE) or 2 (UPDATE), got '3'"),
+    ("0,m1,3,p,0.5,0.5\n",
+     "line 1: column 3 `event_type`: expected 0 (ADD), 1 (REMOVE) or 2 (UPDATE), got '3'"),
     ("0,m1,0,p,2,0.5\n", "line 1: column 5 `cpus`: expected a number in (0, 1]"),
     ("0,,0,p,1,0.5\n", "line 1: column 2 `machine_id`: expected a value"),
     ("# nothing\n", "no machine with a capacity"),

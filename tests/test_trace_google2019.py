@@ -37,7 +37,8 @@ def ev(t: float, kind: str, cid: int, index: int, cpus: float | None = None, mem
 
 EVENTS = [
     ev(0, "SUBMIT", 1, 0, 0.1, 0.05, 200), ev(0, "SUBMIT", 1, 1, 0.1, 0.05, 200),
-    ev(5, "SCHEDULE", 1, 0, 0.1, 0.05, 200, machine=101), ev(6, "SCHEDULE", 1, 1, 0.1, 0.05, 200, machine=102),
+    ev(5, "SCHEDULE", 1, 0, 0.1, 0.05, 200, machine=101),
+    ev(6, "SCHEDULE", 1, 1, 0.1, 0.05, 200, machine=102),
     ev(20, "UPDATE_RUNNING", 1, 1, 0.2, 0.1, 200, machine=102),  # does not resize the run going on
     ev(30, "EVICT", 1, 1, machine=102), ev(35, "SCHEDULE", 1, 1, 0.2, 0.1, 200, machine=103),
     ev(40, "SUBMIT", 2, 0, 0.05, 0.02, 25), ev(41, "SCHEDULE", 2, 0, 0.05, 0.02, 25, machine=101),
@@ -71,13 +72,15 @@ def csv_export(path: Path, events: list[dict[str, Any]]) -> Path:
         w.writerow(cols)
         for e in events:
             req = e.get("resource_request", {})
-            w.writerow([e["time"], e["type"], e["collection_id"], 2, e["instance_index"], e.get("machine_id", ""),
-                        e.get("priority", ""), req.get("cpus", ""), req.get("memory", "")])
+            w.writerow([e["time"], e["type"], e["collection_id"], 2, e["instance_index"],
+                        e.get("machine_id", ""), e.get("priority", ""), req.get("cpus", ""),
+                        req.get("memory", "")])
     return path
 
 
 def seen(t: Trace) -> dict[str, tuple[str, float, list[tuple[float, float, float]]]]:
-    return {j.job_id: (j.pool, j.submit_s, sorted((g.cpu, g.ram_gib, d) for g in j.groups for d in g.durations_s))
+    return {j.job_id: (j.pool, j.submit_s,
+                       sorted((g.cpu, g.ram_gib, d) for g in j.groups for d in g.durations_s))
             for j in t.jobs}
 
 
@@ -95,7 +98,8 @@ def test_runs_sizes_tiers_and_cluster(tmp_path: Path, name: str) -> None:
 
 
 def test_collection_events_give_submit_times(tmp_path: Path) -> None:
-    t = google2019.read(json_lines(tmp_path / "i.json", EVENTS), cfg(), json_lines(tmp_path / "c.json", COLLECTIONS))
+    t = google2019.read(json_lines(tmp_path / "i.json", EVENTS), cfg(),
+                        json_lines(tmp_path / "c.json", COLLECTIONS))
     assert {j: (p, s) for j, (p, s, _) in seen(t).items()} == {"1": ("production", 0.0), "2": ("free", 38.0)}
     assert any("1 alloc set(s)" in w for w in t.warnings)
 
@@ -107,16 +111,21 @@ def test_window(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("text, expected", [
-    ('{"time": "0", "type": 0, "collection_id": "1", "instance_index": 0}\n[1]\n', "line 2: expected a JSON object"),
+    ('{"time": "0", "type": 0, "collection_id": "1", "instance_index": 0}\n[1]\n',
+     "line 2: expected a JSON object"),
     ('{"time": "0", "type": 11, "collection_id": "1", "instance_index": 0}\n',
      "line 1: `type`: expected an event type 0..10 or its name, got '11'"),
     ('{"time": "0", "type": 3, "collection_id": "1", "instance_index": 0, "resource_request": {"cpus": 2}}\n',
      "line 1: `resource_request.cpus`: expected a number in [0, 1]"),
-    ('{"time": "-3", "type": 3, "collection_id": "1", "instance_index": 0}\n', "line 1: `time`: expected microseconds"),
-    ('{"time": "0", "type": 3, "collection_id": "1"}\n', "line 1: `instance_index`: expected an integer (the field"),
-    ('{"time": "0", "type": 3, "collection_id": "1", "instance_index": 0\n', "line 1: expected a JSON object"),
+    ('{"time": "-3", "type": 3, "collection_id": "1", "instance_index": 0}\n',
+     "line 1: `time`: expected microseconds"),
+    ('{"time": "0", "type": 3, "collection_id": "1"}\n',
+     "line 1: `instance_index`: expected an integer (the field"),
+    ('{"time": "0", "type": 3, "collection_id": "1", "instance_index": 0\n',
+     "line 1: expected a JSON object"),
     ("time,type,instance_index\n0,0,0\n", "line 1: expected a header row naming the columns"),
-    ("time,type,collection_id,instance_index\n0,SUBMIT,1\n", "line 2: expected 4 columns as the header names"),
+    ("time,type,collection_id,instance_index\n0,SUBMIT,1\n",
+     "line 2: expected 4 columns as the header names"),
     ("", "no instance events"),
 ])
 def test_bad_input_named(tmp_path: Path, text: str, expected: str) -> None:

@@ -16,7 +16,7 @@ from emulator.traces.model import TraceError
 from tests.test_trace_bounds import emulator, one_error_line
 
 DATA = Path(__file__).parent / "data" / "traces"
-ALLOCATIONS = """<?xml version="1.0"?>
+ALLOCATIONS = """<?xml version="1.0" encoding="UTF-8"?>
 <allocations>
   <queue name="sls_queue_1">
     <minResources>10240 mb, 4 vcores</minResources>
@@ -61,7 +61,8 @@ def test_tree_weights_minimums_policy_and_warnings(tmp_path: Path) -> None:
     for ignored in ("<maxResources> (sls_queue_1)", "<aclSubmitApps> (research.ml)", "<user> (allocations)",
                     "<colour (unknown)> (allocations)"):
         assert ignored in text, text
-    with pytest.raises(TraceError, match=r"queue `research.etl` <minResources>: '25% cpu, 50% memory' is a share"):
+    share = r"queue `research.etl` <minResources>: '25% cpu, 50% memory' is a share"
+    with pytest.raises(TraceError, match=share):
         queues.read(path)  # no cluster to take the share of
 
 
@@ -75,7 +76,8 @@ def test_root_queue_and_fair_policy(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("text, expected", [
-    ('<?xml version="1.0"?>\n<!DOCTYPE a [<!ENTITY x "yy">]>\n<allocations/>', "line 2: a <!DOCTYPE> declaration"),
+    ('<?xml version="1.0"?>\n<!DOCTYPE a [<!ENTITY x "yy">]>\n<allocations/>',
+     "line 2: a <!DOCTYPE> declaration"),
     ("<allocations><queue name='a'><weight>heavy</weight></queue></allocations>",
      "queue `a` <weight>: expected a number > 0, got 'heavy'"),
     ("<allocations><queue name='a'><minResources>lots</minResources></queue></allocations>",
@@ -85,7 +87,8 @@ def test_root_queue_and_fair_policy(tmp_path: Path) -> None:
      "expected fair, drf or fifo, got 'lottery'"),
     ("<allocations>\n<queue name='a'>\n</allocations>", "line 3 column"),
     ("<configuration/>", "the document element is <configuration>; expected <allocations>"),
-    ("<allocations>" + "<queue name='q'>" * 40 + "</queue>" * 40 + "</allocations>", "nested more than 32 deep"),
+    ("<allocations>" + "<queue name='q'>" * 40 + "</queue>" * 40 + "</allocations>",
+     "nested more than 32 deep"),
 ])
 def test_bad_files_named(tmp_path: Path, text: str, expected: str) -> None:
     path = tmp_path / "q.xml"

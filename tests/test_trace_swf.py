@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import csv
 import gzip
+import io
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -106,7 +108,8 @@ def test_window_applied_while_reading(tmp_path: Path) -> None:
                                                   "known), got 'x'"),
     ("1 0 0 10 4 -1 -1", "line 1: expected 18 whitespace-separated fields"),
     ("1 -5 0 10 4 -1 -1 4 -1 -1 1 1 1 1 1 1 -1 -1", "line 1: field 2 `submit_time`: expected a time >= 0"),
-    ("1 0 0 10 2.5 -1 -1 4 -1 -1 1 1 1 1 1 1 -1 -1", "field 5 `allocated_processors`: expected a whole number"),
+    ("1 0 0 10 2.5 -1 -1 4 -1 -1 1 1 1 1 1 1 -1 -1",
+     "field 5 `allocated_processors`: expected a whole number"),
     ("1 0 0 10 4 -1 -1 4 -1 -1 1 1 1 1 1 1 -1 nan", "field 18 `think_time`: expected a finite number"),
     ("; only a comment\n", "no job lines"),
 ])
@@ -149,6 +152,34 @@ def test_imported_swf_replays(tmp_path: Path) -> None:
     want = expected(ROWS)
     assert set(rows) == set(want)
     for job, (pool, submit, tasks, duration, _) in want.items():
-        assert (rows[job]["pool"], float(rows[job]["submit_s"]), int(rows[job]["tasks"])) == (pool, submit, tasks)
+        row_ = rows[job]
+        assert (row_["pool"], float(row_["submit_s"]), int(row_["tasks"])) == (pool, submit, tasks)
         assert float(rows[job]["ideal_s"]) == duration
     assert json.loads((run / "summary.json").read_text())["jobs"]["finished"] == len(want)
+
+
+def test_progress_follows_the_bytes_read_and_is_quiet_off_a_terminal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from emulator.cli.traces import progress_bar
+
+    rows = [(k, k, 10, 1, -1, 1, -1, 1, 1) for k in range(1, 60_001)]  # ~3 MB
+    path = write(tmp_path / "big.swf", rows)
+    calls: list[tuple[int, int]] = []
+    assert len(swf.read(path, cfg(), lambda done, total: calls.append((done, total))).jobs) == 60_000
+    size = path.stat().st_size
+    assert len(calls) >= 3 and calls[-1] == (size, size)
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls) and {t for _, t in calls} == {size}
+    with progress_bar("reading big.swf") as bar:  # pytest's stderr is no terminal
+        assert bar is None
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    term = Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    with progress_bar("reading big.swf") as bar:
+        assert bar is not None
+        bar(size // 2, size)
+    assert "reading big.swf" in term.getvalue()

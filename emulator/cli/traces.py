@@ -16,8 +16,8 @@ from emulator.traces import FORMATS
 
 
 def add_command(sub: Any) -> None:
-    i = sub.add_parser("import", help="convert a trace (SLS, Rumen, SYNTH, Google 2011/2019, SWF, Alibaba 2018) "
-                       "into a scenario file")
+    i = sub.add_parser("import", help="convert a trace (SLS, Rumen, SYNTH, Google 2011/2019, SWF, "
+                       "Alibaba 2018) into a scenario file")
     i.add_argument("format", choices=FORMATS, help="the trace format")
     i.add_argument("file", type=Path, help="the trace file")
     i.add_argument("-o", "--out", type=Path, required=True, help="the scenario file to write")
@@ -44,7 +44,8 @@ def add_command(sub: Any) -> None:
     i.add_argument("--collections", type=Path, metavar="FILE",
                    help="Google 2019: collection_events, the jobs' submit times and priorities")
     i.add_argument("--queues", type=Path, metavar="FILE",
-                   help="a YARN fair-scheduler.xml: its queues become pools (and root's policy the scheduler's)")
+                   help="a YARN fair-scheduler.xml: its queues become pools (and root's policy the "
+                   "scheduler's)")
     i.add_argument("--max-tasks", type=count(high=100_000_000), default=MAX_TRACE_TASKS,
                    help=f"refuse a trace of more tasks than this, before expanding it ({MAX_TRACE_TASKS:,})")
     i.add_argument("--max-bytes", type=count(high=1 << 40), default=MAX_TRACE_BYTES,
@@ -97,7 +98,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         if args.queues is not None:
             from emulator.traces import queues
 
-            queue_warnings = queues.apply(data, queues.read(args.queues, queues.cluster_total(data)), args.queues)
+            allocations = queues.read(args.queues, queues.cluster_total(data))
+            queue_warnings = queues.apply(data, allocations, args.queues)
     except TraceError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -41,7 +41,9 @@ class _Task:
     runs: list[float] = field(default_factory=list)
 
 
-def read(path: Path, cfg: TraceConfig, instances: Path | None = None, progress: Progress | None = None) -> Trace:
+def read(
+    path: Path, cfg: TraceConfig, instances: Path | None = None, progress: Progress | None = None
+) -> Trace:
     limits = Limits(cfg.max_tasks, cfg.max_bytes)
     budget = TaskBudget(path, cfg.max_tasks)
     window = Window(cfg.start_s, cfg.span_s, cfg.sample, cfg.max_jobs)
@@ -85,7 +87,8 @@ def read(path: Path, cfg: TraceConfig, instances: Path | None = None, progress: 
             job.add_task(task.cpu, task.ram_gib, d)
     out = finish(list(jobs.values()))
     if not out:
-        raise TraceError(f"{path}: no task that ran in the window (start {cfg.start_s:g} s, span {cfg.span_s} s); "
+        raise TraceError(f"{path}: no task that ran in the window (start {cfg.start_s:g} s, span "
+                         f"{cfg.span_s} s); "
                          "expected batch_task rows with end_time after start_time")
     warnings = []
     if not_run:
@@ -125,7 +128,8 @@ def _rows(path: Path, lines: Lines, columns: tuple[str, ...]) -> Iterator[list[s
         try:
             row = next(reader, None)
         except csv.Error as err:
-            raise TraceError(f"{path}: line {lines.line_no}: expected comma-separated values: {err}") from None
+            raise TraceError(f"{path}: line {lines.line_no}: expected comma-separated values: {err}") \
+                from None
         if row is None:
             return
         if not row or (len(row) == 1 and not row[0].strip()):

@@ -216,8 +216,9 @@ def read_machines(
             except ValueError:
                 v = -1.0
             if not 0 < v <= 1:
-                raise TraceError(f"{path}: line {line}: column {col + 1} `{MACHINE_COLUMNS[col]}`: expected a "
-                                 f"number in (0, 1] (normalised to the largest machine), got {row[col][:40]!r}")
+                raise TraceError(f"{path}: line {line}: column {col + 1} `{MACHINE_COLUMNS[col]}`: expected "
+                                 "a number in (0, 1] (normalised to the largest machine), got "
+                                 f"{row[col][:40]!r}")
             cap.append(v)
         if machine not in size and len(size) >= 10_000_000:
             raise TraceError(f"{path}: line {line}: expected at most 10,000,000 machines")

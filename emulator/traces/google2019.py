@@ -89,6 +89,7 @@ def read(path: Path, cfg: TraceConfig, collections: Path | None = None,
             raise TraceError(f"{collections}: no job (collection_type 0) SUBMIT event in the window; "
                              "expected collection_events as exported")
     budget = TaskBudget(path, cfg.max_tasks)
+    held = TaskBudget(path, cfg.max_tasks)
     passed_over: set[str] = set()
     machines: set[str] = set()
     last_s = 0.0
@@ -102,6 +103,9 @@ def read(path: Path, cfg: TraceConfig, collections: Path | None = None,
         cid = _id(rec, "collection_id", where)
         index = _int(rec, "instance_index", where)
         last_s = max(last_s, t)
+        machine = rec.get("machine_id")
+        if machine not in (None, "", 0, "0") and len(machines) < 1_000_000:
+            machines.add(str(machine))  # the cluster: every machine of the file
         job = jobs.get(cid)
         if job is None:
             if collections is not None or cid in passed_over or window.full:
@@ -110,15 +114,12 @@ def read(path: Path, cfg: TraceConfig, collections: Path | None = None,
                 passed_over.add(cid)
                 continue
             job = jobs[cid] = _Job(t)
-        machine = rec.get("machine_id")
-        if machine not in (None, "", 0, "0") and len(machines) < 1_000_000:
-            machines.add(str(machine))
         inst = job.instances.get(index)
-        if inst is None:
+        if inst is None:  # counted as it is met: a file of instances that never run is bounded too
+            held.take(1, f"line {where[1]}", "instance_index", "each instance kept is one")
             inst = job.instances[index] = _Instance()
-        if event != SCHEDULE and event not in ENDS:
-            if rec.get("priority") not in (None, ""):
-                job.priority = max(job.priority, _int(rec, "priority", where))
+        if rec.get("priority") not in (None, ""):
+            job.priority = max(job.priority, _int(rec, "priority", where))
         cpu, mem = _request(rec, where)
         if cpu is not None:
             inst.cpu = cpu
@@ -127,8 +128,6 @@ def read(path: Path, cfg: TraceConfig, collections: Path | None = None,
         if event == SUBMIT and collections is None:
             job.submit_s = min(job.submit_s, t)
         elif event == SCHEDULE:
-            if rec.get("priority") not in (None, ""):
-                job.priority = max(job.priority, _int(rec, "priority", where))
             inst.running_since = t
             inst.size_at_start = (inst.cpu, inst.mem)
         elif event in ENDS and inst.running_since is not None:
@@ -199,7 +198,8 @@ def _records(path: Path, limits: Limits, progress: Progress | None) -> Iterator[
         try:
             row = next(csv.reader([text]))
         except csv.Error as err:
-            raise TraceError(f"{path}: line {lines.line_no}: expected comma-separated values: {err}") from None
+            raise TraceError(f"{path}: line {lines.line_no}: expected comma-separated values: {err}") \
+                from None
         if header is None:
             header = [_ALIASES.get(h.strip(), h.strip()) for h in row]
             missing = [c for c in ("time", "type", "collection_id") if c not in header]

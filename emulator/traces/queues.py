@@ -94,7 +94,8 @@ def read(path: Path, cluster: tuple[float, float] | None = None) -> Queues:
         out.warnings.append(f"{path}: queues with their own schedulingPolicy ({', '.join(others[:10])}): the "
                             f"emulator schedules every pool with one policy, `{out.policy or 'drf'}`")
     if reader.ignored:
-        named = "; ".join(f"<{tag}> ({', '.join(sorted(qs)[:5])})" for tag, qs in sorted(reader.ignored.items()))
+        named = "; ".join(f"<{tag}> ({', '.join(sorted(qs)[:5])})"
+                          for tag, qs in sorted(reader.ignored.items()))
         out.warnings.append(f"{path}: not modelled, ignored: {named}")
     return out
 
@@ -136,7 +137,8 @@ class _Reader:
                 if ram:
                     pool["min_ram_gib"] = ram
             elif tag == "schedulingPolicy":
-                self.queue_policies[full] = _policy_text(child, self.path, f"queue `{full}` <schedulingPolicy>")
+                self.queue_policies[full] = _policy_text(child, self.path,
+                                                         f"queue `{full}` <schedulingPolicy>")
             elif tag.startswith(("max", "min", "acl", "allow", "fairShare", "reservation")) or tag in (
                     "maxAMShare", "maxChildResources", "maxContainerAllocation"):
                 self.unsupported(full, tag)
@@ -203,7 +205,8 @@ def _policy_text(el: ET.Element, path: Path, where: str) -> str:
     key = text.rsplit(".", 1)[-1].lower()
     if key not in POLICIES:
         raise TraceError(f"{path}: {where}: expected fair, drf or fifo, got {text[:60]!r}")
-    return {"fairsharepolicy": "fair", "dominantresourcefairnesspolicy": "drf", "fifopolicy": "fifo"}.get(key, key)
+    long_names = {"fairsharepolicy": "fair", "dominantresourcefairnesspolicy": "drf", "fifopolicy": "fifo"}
+    return long_names.get(key, key)
 
 
 def _policy(el: ET.Element, path: Path, queue: str) -> str | None:
@@ -239,7 +242,8 @@ def apply(data: dict[str, Any], queues: Queues, source: Path, set_policy: bool =
         data["scheduler"] = {**scheduler, "policy": queues.policy}
     warnings = list(queues.warnings)
     if unmatched and names:
-        warnings.append(f"{source}: jobs in pools that are not its queues ({', '.join(sorted(unmatched)[:10])}): "
+        warnings.append(f"{source}: jobs in pools that are not its queues "
+                        f"({', '.join(sorted(unmatched)[:10])}): "
                         "created under root with weight 1")
     return warnings
 

@@ -29,6 +29,7 @@ FIELDS = (
 )
 SUBMIT, RUN, PROCS, USED_MEM, REQ_PROCS, REQ_MEM, QUEUE = 1, 3, 4, 6, 7, 9, 14
 DEFAULT_RAM_GIB = 1.0
+MIN_RAM_GIB = 1 / 1024  # a task's memory is at least 1 MiB
 KB_PER_GIB = 1024.0 * 1024.0
 _HEADER = re.compile(r";\s*([A-Za-z]+)\s*:\s*(.*)")
 _LEADING_INT = re.compile(r"\d+")
@@ -74,7 +75,7 @@ def read(path: Path, cfg: TraceConfig, progress: Progress | None = None) -> Trac
             continue
         budget.take(int(procs), f"line {lines.line_no}", FIELDS[PROCS], "a task per processor")
         kb = row[USED_MEM] if row[USED_MEM] > 0 else row[REQ_MEM]
-        ram = round(kb / KB_PER_GIB, 6) if kb > 0 else DEFAULT_RAM_GIB
+        ram = round(max(kb / KB_PER_GIB, MIN_RAM_GIB), 6) if kb > 0 else DEFAULT_RAM_GIB
         queue = int(row[QUEUE])
         pool = cfg.pool or (f"queue{queue}" if queue >= 0 else "default")
         job = TraceJob(values[0], pool, submit, [])
@@ -119,4 +120,5 @@ def _number(values: list[str], i: int, path: Path, line: int) -> float:
 
 
 def _err(path: Path, line: int, i: int, expected: str, got: str) -> TraceError:
-    return TraceError(f"{path}: line {line}: field {i + 1} `{FIELDS[i]}`: expected {expected}, got {got[:40]!r}")
+    return TraceError(f"{path}: line {line}: field {i + 1} `{FIELDS[i]}`: expected {expected}, "
+                      f"got {got[:40]!r}")
