@@ -138,3 +138,19 @@ def test_imported_alibaba_replays(tmp_path: Path) -> None:
     for job, (submit, tasks_) in want.items():
         assert float(rows[job]["submit_s"]) == submit - first and int(rows[job]["tasks"]) == len(tasks_)
     assert json.loads((run / "summary.json").read_text())["jobs"]["finished"] == len(want)
+
+
+def test_a_scenario_reads_the_instances_beside_it(tmp_path: Path) -> None:
+    from emulator.scenario.loader import load_scenario
+
+    (tmp_path / "trace").mkdir()
+    write(tmp_path / "trace" / "batch_task.csv.gz", TASKS)
+    write(tmp_path / "trace" / "batch_instance.csv", INSTANCES)
+    sc_file = tmp_path / "s.toml"
+    sc_file.write_text('[cluster]\nnodes = [{ count = 4, cpu = 32, ram_gib = 128 }]\n'
+                       '[run]\nduration_s = 600\n'
+                       '[workload.trace]\nformat = "alibaba2018"\npath = "trace/batch_task.csv.gz"\n'
+                       'instances = "trace/batch_instance.csv"\n')
+    ops = load_scenario(sc_file).workload.operations
+    durations = sorted(d for o in ops for d in (o.durations_s or []))
+    assert durations == sorted(d for _, tasks in expected(instances=True).values() for *_, d in tasks)

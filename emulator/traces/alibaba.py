@@ -51,35 +51,35 @@ def read(
     tasks: dict[tuple[str, str], _Task] = {}
     passed_over: set[str] = set()  # jobs met and not kept (grows only until the window is full)
     not_run = unplanned = 0
-    lines = Lines(path, limits, progress)
-    for row in _rows(path, lines, TASK_COLUMNS):
-        where = lines.line_no
-        count = _int(row, 1, path, where, TASK_COLUMNS)
-        start, end = _num(row, 5, path, where, TASK_COLUMNS), _num(row, 6, path, where, TASK_COLUMNS)
-        if start <= 0 or end <= start or count == 0:
-            not_run += 1
-            continue
-        job_name = _text(row, 2, path, where, TASK_COLUMNS)
-        job = jobs.get(job_name)
-        if job is None:
-            if job_name in passed_over or window.full:
+    with Lines(path, limits, progress) as lines:
+        for row in _rows(path, lines, TASK_COLUMNS):
+            where = lines.line_no
+            count = _int(row, 1, path, where, TASK_COLUMNS)
+            start, end = _num(row, 5, path, where, TASK_COLUMNS), _num(row, 6, path, where, TASK_COLUMNS)
+            if start <= 0 or end <= start or count == 0:
+                not_run += 1
                 continue
-            if not window.keep(start):
-                passed_over.add(job_name)
-                continue
-            job = jobs[job_name] = TraceJob(job_name, cfg.pool or "batch", start, [])
-        job.submit_s = min(job.submit_s, start)
-        budget.take(count, f"line {where}", "instance_num", "a task per instance")
-        cpu_plan = _num(row, 7, path, where, TASK_COLUMNS, missing=0.0)
-        mem_plan = _num(row, 8, path, where, TASK_COLUMNS, missing=0.0)
-        if mem_plan > 100:
-            raise _err(path, where, 8, TASK_COLUMNS, "a number in [0, 100] (percent of a machine's memory)",
-                       row[8])
-        if cpu_plan == 0 or mem_plan == 0:
-            unplanned += 1
-        task = _Task(round(max(cpu_plan / 100, MIN_CPU), 6),
-                     round(max(mem_plan / 100, MIN_MEM) * cfg.machine_ram_gib, 6), count, end - start)
-        tasks[(job_name, _text(row, 0, path, where, TASK_COLUMNS))] = task
+            job_name = _text(row, 2, path, where, TASK_COLUMNS)
+            job = jobs.get(job_name)
+            if job is None:
+                if job_name in passed_over or window.full:
+                    continue
+                if not window.keep(start):
+                    passed_over.add(job_name)
+                    continue
+                job = jobs[job_name] = TraceJob(job_name, cfg.pool or "batch", start, [])
+            job.submit_s = min(job.submit_s, start)
+            budget.take(count, f"line {where}", "instance_num", "a task per instance")
+            cpu_plan = _num(row, 7, path, where, TASK_COLUMNS, missing=0.0)
+            mem_plan = _num(row, 8, path, where, TASK_COLUMNS, missing=0.0)
+            if mem_plan > 100:
+                raise _err(path, where, 8, TASK_COLUMNS,
+                           "a number in [0, 100] (percent of a machine's memory)", row[8])
+            if cpu_plan == 0 or mem_plan == 0:
+                unplanned += 1
+            task = _Task(round(max(cpu_plan / 100, MIN_CPU), 6),
+                         round(max(mem_plan / 100, MIN_MEM) * cfg.machine_ram_gib, 6), count, end - start)
+            tasks[(job_name, _text(row, 0, path, where, TASK_COLUMNS))] = task
     machines = _read_instances(instances, cfg, tasks, progress) if instances is not None else set()
     for (job_name, _), task in tasks.items():
         job = jobs[job_name]
@@ -107,18 +107,19 @@ def _read_instances(path: Path, cfg: TraceConfig, tasks: dict[tuple[str, str], _
     """Each instance of a kept task that ran becomes one of its runs; the machines of all."""
     budget = TaskBudget(path, cfg.max_tasks)
     machines: set[str] = set()
-    lines = Lines(path, Limits(cfg.max_tasks, cfg.max_bytes), progress)
-    for row in _rows(path, lines, INSTANCE_COLUMNS):
-        if row[7].strip() and len(machines) < 1_000_000:
-            machines.add(row[7].strip())
-        task = tasks.get((row[2].strip(), row[1].strip()))
-        if task is None:
-            continue
-        where = lines.line_no
-        start, end = _num(row, 5, path, where, INSTANCE_COLUMNS), _num(row, 6, path, where, INSTANCE_COLUMNS)
-        if start > 0 and end > start:
-            budget.take(1, f"line {where}", "instance_name", "each instance that ran is one")
-            task.runs.append(end - start)
+    with Lines(path, Limits(cfg.max_tasks, cfg.max_bytes), progress) as lines:
+        for row in _rows(path, lines, INSTANCE_COLUMNS):
+            if row[7].strip() and len(machines) < 1_000_000:
+                machines.add(row[7].strip())
+            task = tasks.get((row[2].strip(), row[1].strip()))
+            if task is None:
+                continue
+            where = lines.line_no
+            start = _num(row, 5, path, where, INSTANCE_COLUMNS)
+            end = _num(row, 6, path, where, INSTANCE_COLUMNS)
+            if start > 0 and end > start:
+                budget.take(1, f"line {where}", "instance_name", "each instance that ran is one")
+                task.runs.append(end - start)
     return machines
 
 

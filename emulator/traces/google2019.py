@@ -21,6 +21,7 @@ import csv
 import json
 import math
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,17 +75,18 @@ def read(path: Path, cfg: TraceConfig, collections: Path | None = None,
     jobs: dict[str, _Job] = {}
     alloc_sets = 0
     if collections is not None:
-        for where, rec in _records(collections, limits, progress):
-            if _time(rec, where) is None or _type(rec, where) != SUBMIT:
-                continue
-            cid = _id(rec, "collection_id", where)
-            if _int(rec, "collection_type", where, 0) == ALLOC_SET:
-                alloc_sets += 1
-                continue
-            t = _time(rec, where)
-            assert t is not None
-            if cid not in jobs and not window.full and window.keep(t):
-                jobs[cid] = _Job(t, _int(rec, "priority", where, 0))
+        with closing(_records(collections, limits, progress)) as records:
+            for where, rec in records:
+                if _time(rec, where) is None or _type(rec, where) != SUBMIT:
+                    continue
+                cid = _id(rec, "collection_id", where)
+                if _int(rec, "collection_type", where, 0) == ALLOC_SET:
+                    alloc_sets += 1
+                    continue
+                t = _time(rec, where)
+                assert t is not None
+                if cid not in jobs and not window.full and window.keep(t):
+                    jobs[cid] = _Job(t, _int(rec, "priority", where, 0))
         if not jobs:
             raise TraceError(f"{collections}: no job (collection_type 0) SUBMIT event in the window; "
                              "expected collection_events as exported")
@@ -94,46 +96,47 @@ def read(path: Path, cfg: TraceConfig, collections: Path | None = None,
     machines: set[str] = set()
     last_s = 0.0
     events = 0
-    for where, rec in _records(path, limits, progress):
-        t = _time(rec, where)
-        if t is None:
-            continue
-        events += 1
-        event = _type(rec, where)
-        cid = _id(rec, "collection_id", where)
-        index = _int(rec, "instance_index", where)
-        last_s = max(last_s, t)
-        machine = rec.get("machine_id")
-        if machine not in (None, "", 0, "0") and len(machines) < 1_000_000:
-            machines.add(str(machine))  # the cluster: every machine of the file
-        job = jobs.get(cid)
-        if job is None:
-            if collections is not None or cid in passed_over or window.full:
+    with closing(_records(path, limits, progress)) as records:
+        for where, rec in records:
+            t = _time(rec, where)
+            if t is None:
                 continue
-            if not window.keep(t):
-                passed_over.add(cid)
-                continue
-            job = jobs[cid] = _Job(t)
-        inst = job.instances.get(index)
-        if inst is None:  # counted as it is met: a file of instances that never run is bounded too
-            held.take(1, f"line {where[1]}", "instance_index", "each instance kept is one")
-            inst = job.instances[index] = _Instance()
-        if rec.get("priority") not in (None, ""):
-            job.priority = max(job.priority, _int(rec, "priority", where))
-        cpu, mem = _request(rec, where)
-        if cpu is not None:
-            inst.cpu = cpu
-        if mem is not None:
-            inst.mem = mem
-        if event == SUBMIT and collections is None:
-            job.submit_s = min(job.submit_s, t)
-        elif event == SCHEDULE:
-            inst.running_since = t
-            inst.size_at_start = (inst.cpu, inst.mem)
-        elif event in ENDS and inst.running_since is not None:
-            budget.take(1, f"line {where[1]}", "type", "each run of an instance is one")
-            inst.runs.append((t - inst.running_since, *inst.size_at_start))
-            inst.running_since = None
+            events += 1
+            event = _type(rec, where)
+            cid = _id(rec, "collection_id", where)
+            index = _int(rec, "instance_index", where)
+            last_s = max(last_s, t)
+            machine = rec.get("machine_id")
+            if machine not in (None, "", 0, "0") and len(machines) < 1_000_000:
+                machines.add(str(machine))  # the cluster: every machine of the file
+            job = jobs.get(cid)
+            if job is None:
+                if collections is not None or cid in passed_over or window.full:
+                    continue
+                if not window.keep(t):
+                    passed_over.add(cid)
+                    continue
+                job = jobs[cid] = _Job(t)
+            inst = job.instances.get(index)
+            if inst is None:  # counted as it is met: a file of instances that never run is bounded too
+                held.take(1, f"line {where[1]}", "instance_index", "each instance kept is one")
+                inst = job.instances[index] = _Instance()
+            if rec.get("priority") not in (None, ""):
+                job.priority = max(job.priority, _int(rec, "priority", where))
+            cpu, mem = _request(rec, where)
+            if cpu is not None:
+                inst.cpu = cpu
+            if mem is not None:
+                inst.mem = mem
+            if event == SUBMIT and collections is None:
+                job.submit_s = min(job.submit_s, t)
+            elif event == SCHEDULE:
+                inst.running_since = t
+                inst.size_at_start = (inst.cpu, inst.mem)
+            elif event in ENDS and inst.running_since is not None:
+                budget.take(1, f"line {where[1]}", "type", "each run of an instance is one")
+                inst.runs.append((t - inst.running_since, *inst.size_at_start))
+                inst.running_since = None
     if not events:
         raise TraceError(f"{path}: no instance events (expected clusterdata 2019 instance_events, "
                          "JSON lines or CSV with a header)")
@@ -173,44 +176,46 @@ Where = tuple[Path, int]
 
 def _records(path: Path, limits: Limits, progress: Progress | None) -> Iterator[tuple[Where, dict[str, Any]]]:
     """Each event as a dict, from JSON lines or from CSV under its header row."""
-    lines = Lines(path, limits, progress)
-    header: list[str] | None = None
-    is_json: bool | None = None
-    for text in lines:
-        if not text.strip():
-            continue
-        where = (path, lines.line_no)
-        if is_json is None:
-            is_json = text.lstrip().startswith("{")
-        if is_json:
+    with Lines(path, limits, progress) as lines:
+        header: list[str] | None = None
+        is_json: bool | None = None
+        for text in lines:
+            if not text.strip():
+                continue
+            where = (path, lines.line_no)
+            if is_json is None:
+                is_json = text.lstrip().startswith("{")
+            if is_json:
+                try:
+                    rec = json.loads(text)
+                except (json.JSONDecodeError, RecursionError, ValueError) as err:
+                    raise TraceError(f"{path}: line {lines.line_no}: expected a JSON object: {err}") from None
+                if not isinstance(rec, dict):
+                    raise TraceError(f"{path}: line {lines.line_no}: expected a JSON object, "
+                                     f"got {text[:40]!r}")
+                request = rec.get("resource_request")
+                if isinstance(request, dict):
+                    rec.setdefault("cpus", request.get("cpus"))
+                    rec.setdefault("memory", request.get("memory"))
+                yield where, rec
+                continue
             try:
-                rec = json.loads(text)
-            except (json.JSONDecodeError, RecursionError, ValueError) as err:
-                raise TraceError(f"{path}: line {lines.line_no}: expected a JSON object: {err}") from None
-            if not isinstance(rec, dict):
-                raise TraceError(f"{path}: line {lines.line_no}: expected a JSON object, got {text[:40]!r}")
-            request = rec.get("resource_request")
-            if isinstance(request, dict):
-                rec.setdefault("cpus", request.get("cpus"))
-                rec.setdefault("memory", request.get("memory"))
-            yield where, rec
-            continue
-        try:
-            row = next(csv.reader([text]))
-        except csv.Error as err:
-            raise TraceError(f"{path}: line {lines.line_no}: expected comma-separated values: {err}") \
-                from None
-        if header is None:
-            header = [_ALIASES.get(h.strip(), h.strip()) for h in row]
-            missing = [c for c in ("time", "type", "collection_id") if c not in header]
-            if missing:
-                raise TraceError(f"{path}: line {lines.line_no}: expected a header row naming the columns "
-                                 f"(time, type, collection_id, ...); missing {', '.join(missing)}")
-            continue
-        if len(row) != len(header):
-            raise TraceError(f"{path}: line {lines.line_no}: expected {len(header)} columns as the header "
-                             f"names, found {len(row)}")
-        yield where, dict(zip(header, row, strict=True))
+                row = next(csv.reader([text]))
+            except csv.Error as err:
+                raise TraceError(f"{path}: line {lines.line_no}: expected comma-separated values: {err}") \
+                    from None
+            if header is None:
+                header = [_ALIASES.get(h.strip(), h.strip()) for h in row]
+                missing = [c for c in ("time", "type", "collection_id") if c not in header]
+                if missing:
+                    raise TraceError(f"{path}: line {lines.line_no}: expected a header row naming the "
+                                     "columns (time, type, collection_id, ...); missing "
+                                     f"{', '.join(missing)}")
+                continue
+            if len(row) != len(header):
+                raise TraceError(f"{path}: line {lines.line_no}: expected {len(header)} columns as the "
+                                 f"header names, found {len(row)}")
+            yield where, dict(zip(header, row, strict=True))
 
 
 def _err(where: Where, name: str, expected: str, got: Any) -> TraceError:

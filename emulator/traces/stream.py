@@ -10,7 +10,7 @@ import os
 import stat
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -58,51 +58,62 @@ class Window:
         return self.max_jobs is not None and self.kept >= self.max_jobs
 
 
-@dataclass
 class Lines:
-    """The decoded lines of a trace file, numbered from 1, with their ends stripped."""
+    """The decoded lines of a trace file, numbered from 1, with their ends stripped; a context
+    manager, so that the file is closed however reading ends (``with Lines(...) as lines``)."""
 
-    path: Path
-    limits: Limits
-    progress: Progress | None = None
-    line_no: int = 0
-    size: int = 0
-    _read: int = field(default=0, repr=False)
+    def __init__(self, path: Path, limits: Limits, progress: Progress | None = None) -> None:
+        self.path = path
+        self.limits = limits
+        self.progress = progress
+        self.line_no = 0
+        self.size = 0
+        self._read = 0
+        self._files: tuple[IO[bytes], IO[bytes]] | None = None
 
-    def __iter__(self) -> Iterator[str]:
-        raw, f = _open(self.path, self.limits)
-        self.size = os.fstat(raw.fileno()).st_size
-        last_report = 0
-        try:
-            while True:
-                try:
-                    data = f.readline(MAX_LINE + 1)
-                except (OSError, EOFError, zlib.error) as err:  # a damaged or truncated gzip
-                    raise TraceError(f"{self.path}: line {self.line_no + 1}: cannot read: "
-                                     f"{err or 'the compressed data ends early'}") from None
-                if not data:
-                    break
-                self.line_no += 1
-                self._read += len(data)
-                if len(data) > MAX_LINE:
-                    raise TraceError(f"{self.path}: line {self.line_no}: longer than {MAX_LINE:,} bytes; "
-                                     "expected one record per line")
-                if self._read > self.limits.max_bytes:
-                    raise TraceError(f"{self.path}: line {self.line_no}: more than {self.limits.max_bytes:,} "
-                                     "bytes (decompressed); expected at most that (`max_bytes`, --max-bytes)")
-                if self.progress is not None and self._read - last_report >= _PROGRESS_EVERY:
-                    last_report = self._read
-                    self.progress(raw.tell(), self.size)
-                try:
-                    yield data.decode("utf-8").rstrip("\r\n")
-                except UnicodeDecodeError as err:
-                    raise TraceError(f"{self.path}: line {self.line_no}: not UTF-8 text (byte {err.start})") \
-                        from None
-        finally:
-            if self.progress is not None:
-                self.progress(self.size, self.size)
+    def __enter__(self) -> Lines:
+        self._files = _open(self.path, self.limits)
+        self.size = os.fstat(self._files[0].fileno()).st_size
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._files is not None:
+            raw, f = self._files
+            self._files = None
             f.close()
             raw.close()
+            if self.progress is not None:
+                self.progress(self.size, self.size)
+
+    def __iter__(self) -> Iterator[str]:
+        assert self._files is not None, "use `with Lines(...) as lines`"
+        raw, f = self._files
+        last_report = 0
+        while True:
+            try:
+                data = f.readline(MAX_LINE + 1)
+            except (OSError, EOFError, zlib.error) as err:  # a damaged or truncated gzip
+                raise TraceError(f"{self.path}: line {self.line_no + 1}: cannot read: "
+                                 f"{err or 'the compressed data ends early'}") from None
+            if not data:
+                return
+            self.line_no += 1
+            self._read += len(data)
+            if len(data) > MAX_LINE:
+                raise TraceError(f"{self.path}: line {self.line_no}: longer than {MAX_LINE:,} bytes; "
+                                 "expected one record per line")
+            if self._read > self.limits.max_bytes:
+                raise TraceError(f"{self.path}: line {self.line_no}: more than {self.limits.max_bytes:,} "
+                                 "bytes (decompressed); expected at most that (`max_bytes`, --max-bytes)")
+            if self.progress is not None and self._read - last_report >= _PROGRESS_EVERY:
+                last_report = self._read
+                self.progress(raw.tell(), self.size)
+            try:
+                text = data.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as err:
+                raise TraceError(f"{self.path}: line {self.line_no}: not UTF-8 text (byte {err.start})") \
+                    from None
+            yield text.lstrip("\ufeff") if self.line_no == 1 else text
 
 
 def _open(path: Path, limits: Limits) -> tuple[IO[bytes], IO[bytes]]:

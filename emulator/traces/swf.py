@@ -41,46 +41,46 @@ def read(path: Path, cfg: TraceConfig, progress: Progress | None = None) -> Trac
     header: dict[str, int] = {}
     jobs: list[TraceJob] = []
     dropped = 0
-    lines = Lines(path, Limits(cfg.max_tasks, cfg.max_bytes), progress)
-    for text in lines:
-        line = text.strip()
-        if not line:
-            continue
-        if line.startswith(";"):
-            m = _HEADER.match(line)
-            if m and m.group(1) in ("MaxNodes", "MaxProcs"):
-                n = _LEADING_INT.match(m.group(2).strip())
-                if n is None or int(n.group()) == 0 or len(n.group()) > 9:
-                    raise TraceError(f"{path}: line {lines.line_no}: header `{m.group(1)}`: expected a whole "
-                                     f"number of at least 1, got {m.group(2).strip()[:40]!r}")
-                header[m.group(1)] = int(n.group())
-            continue
-        values = line.split()
-        if len(values) != len(FIELDS):
-            raise TraceError(f"{path}: line {lines.line_no}: expected {len(FIELDS)} whitespace-separated "
-                             f"fields (job_number, submit_time, ... think_time), found {len(values)}")
-        row = [_number(values, i, path, lines.line_no) for i in range(len(FIELDS))]
-        submit, run = row[SUBMIT], row[RUN]
-        procs = row[PROCS] if row[PROCS] > 0 else row[REQ_PROCS]
-        if submit < 0:
-            raise _err(path, lines.line_no, SUBMIT, "a time >= 0 (seconds)", values[SUBMIT])
-        if procs != int(procs):
-            raise _err(path, lines.line_no, PROCS, "a whole number of processors", values[PROCS])
-        if run <= 0 or procs <= 0:
-            dropped += 1  # cancelled before it ran, or not recorded
-            continue
-        if window.full or window.past(submit):
-            break  # the file is in submit order: no later job is kept
-        if not window.keep(submit):
-            continue
-        budget.take(int(procs), f"line {lines.line_no}", FIELDS[PROCS], "a task per processor")
-        kb = row[USED_MEM] if row[USED_MEM] > 0 else row[REQ_MEM]
-        ram = round(max(kb / KB_PER_GIB, MIN_RAM_GIB), 6) if kb > 0 else DEFAULT_RAM_GIB
-        queue = int(row[QUEUE])
-        pool = cfg.pool or (f"queue{queue}" if queue >= 0 else "default")
-        job = TraceJob(values[0], pool, submit, [])
-        job.groups.append(TaskGroup(1.0, ram, [run] * int(procs)))
-        jobs.append(job)
+    with Lines(path, Limits(cfg.max_tasks, cfg.max_bytes), progress) as lines:
+        for text in lines:
+            line = text.strip()
+            if not line:
+                continue
+            if line.startswith(";"):
+                m = _HEADER.match(line)
+                if m and m.group(1) in ("MaxNodes", "MaxProcs"):
+                    n = _LEADING_INT.match(m.group(2).strip())
+                    if n is None or int(n.group()) == 0 or len(n.group()) > 9:
+                        raise TraceError(f"{path}: line {lines.line_no}: header `{m.group(1)}`: expected a "
+                                         f"whole number of at least 1, got {m.group(2).strip()[:40]!r}")
+                    header[m.group(1)] = int(n.group())
+                continue
+            values = line.split()
+            if len(values) != len(FIELDS):
+                raise TraceError(f"{path}: line {lines.line_no}: expected {len(FIELDS)} whitespace-separated "
+                                 f"fields (job_number, submit_time, ... think_time), found {len(values)}")
+            row = [_number(values, i, path, lines.line_no) for i in range(len(FIELDS))]
+            submit, run = row[SUBMIT], row[RUN]
+            procs = row[PROCS] if row[PROCS] > 0 else row[REQ_PROCS]
+            if submit < 0:
+                raise _err(path, lines.line_no, SUBMIT, "a time >= 0 (seconds)", values[SUBMIT])
+            if procs != int(procs):
+                raise _err(path, lines.line_no, PROCS, "a whole number of processors", values[PROCS])
+            if run <= 0 or procs <= 0:
+                dropped += 1  # cancelled before it ran, or not recorded
+                continue
+            if window.full or window.past(submit):
+                break  # the file is in submit order: no later job is kept
+            if not window.keep(submit):
+                continue
+            budget.take(int(procs), f"line {lines.line_no}", FIELDS[PROCS], "a task per processor")
+            kb = row[USED_MEM] if row[USED_MEM] > 0 else row[REQ_MEM]
+            ram = round(max(kb / KB_PER_GIB, MIN_RAM_GIB), 6) if kb > 0 else DEFAULT_RAM_GIB
+            queue = int(row[QUEUE])
+            pool = cfg.pool or (f"queue{queue}" if queue >= 0 else "default")
+            job = TraceJob(values[0], pool, submit, [])
+            job.groups.append(TaskGroup(1.0, ram, [run] * int(procs)))
+            jobs.append(job)
     if window.t0 is None and not dropped:
         raise TraceError(f"{path}: no job lines (expected the Standard Workload Format: 18 numbers a line)")
     out = finish(jobs)
