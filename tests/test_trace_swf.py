@@ -10,6 +10,7 @@ import io
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -38,7 +39,7 @@ def line(r: tuple[int, ...]) -> str:
                                      7, 8, 9, queue, 1, -1, -1))
 
 
-def write(path: Path, rows: list[tuple[int, ...]], header: list[str] = HEADER, extra: str = "") -> Path:
+def write(path: Path, rows: Sequence[tuple[int, ...]], header: list[str] = HEADER, extra: str = "") -> Path:
     text = "\n".join([*header, *(line(r) for r in rows)]) + "\n" + extra
     if path.suffix == ".gz":
         path.write_bytes(gzip.compress(text.encode()))
@@ -47,7 +48,7 @@ def write(path: Path, rows: list[tuple[int, ...]], header: list[str] = HEADER, e
     return path
 
 
-def expected(rows: list[tuple[int, ...]]) -> dict[str, tuple[str, float, int, float, float]]:
+def expected(rows: Sequence[tuple[int, ...]]) -> dict[str, tuple[str, float, int, float, float]]:
     """job -> (pool, submit, tasks, duration, GiB per task), read from the rows independently."""
     out = {}
     for job, submit, run, procs, used, req_procs, req_mem, _, queue in rows:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import csv
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -174,7 +174,9 @@ def read(path: Path, cfg: TraceConfig, collections: Path | None = None,
 Where = tuple[Path, int]
 
 
-def _records(path: Path, limits: Limits, progress: Progress | None) -> Iterator[tuple[Where, dict[str, Any]]]:
+def _records(
+    path: Path, limits: Limits, progress: Progress | None
+) -> Generator[tuple[Where, dict[str, Any]], None, None]:
     """Each event as a dict, from JSON lines or from CSV under its header row."""
     with Lines(path, limits, progress) as lines:
         header: list[str] | None = None
