@@ -100,7 +100,8 @@ def test_bad_files_named(tmp_path: Path, text: str, expected: str) -> None:
 
 def test_import_with_queues_and_run(tmp_path: Path) -> None:
     xml = tmp_path / "fair-scheduler.xml"
-    xml.write_text(ALLOCATIONS.replace("25% cpu, 50% memory", "1024 mb, 1 vcores"))
+    xml.write_text(ALLOCATIONS.replace("25% cpu, 50% memory", "1024 mb, 1 vcores").replace(
+        "<defaultQueueSchedulingPolicy>drf", "<defaultQueueSchedulingPolicy>fifo"))
     out, run = tmp_path / "s.toml", tmp_path / "run"
     assert main(["import", "sls", str(DATA / "sls.json"), "--nodes", str(DATA / "sls-nodes.json"),
                  "--queues", str(xml), "-o", str(out), "--run", str(run)]) == 0
@@ -108,14 +109,14 @@ def test_import_with_queues_and_run(tmp_path: Path) -> None:
     assert {p.name: (p.parent, p.weight) for p in sc.workload.pools} == {
         "sls_queue_1": ("root", 2.5), "research": ("root", 0.5), "research.ml": ("research", 1.0),
         "research.etl": ("research", 1.0)}
-    assert sc.scheduler.policy == "drf"
+    assert sc.scheduler.policy == "fifo"  # root's (the default queue policy)
     with (run / "jobs.csv").open() as f:
         assert {r["job_id"]: r["pool"] for r in csv.DictReader(f)} == {"job_1": "sls_queue_1",
                                                                        "job_2": "sls_queue_2"}
     # --policy wins over the file's.
     assert main(["import", "sls", str(DATA / "sls.json"), "--nodes", str(DATA / "sls-nodes.json"),
-                 "--queues", str(xml), "--policy", "fifo", "-o", str(out)]) == 0
-    assert load_scenario(out).scheduler.policy == "fifo"
+                 "--queues", str(xml), "--policy", "packing", "-o", str(out)]) == 0
+    assert load_scenario(out).scheduler.policy == "packing"
     err = one_error_line(emulator("import", "sls", str(DATA / "sls.json"), "--node-count", "2", "--queues",
                                   "/dev/zero", "-o", "x.toml", cwd=tmp_path))
     assert "/dev/zero: expected a regular file" in err, err
