@@ -18,13 +18,14 @@ a run still going at the end lasts to the file's last time. Priorities become po
 from __future__ import annotations
 
 import csv
-import json
 import math
 from collections.abc import Generator
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from emulator.scenario.schema import TraceConfig
 from emulator.traces.model import Limits, NodeGroup, TaskBudget, Trace, TraceError, TraceJob
@@ -189,8 +190,8 @@ def _records(
                 is_json = text.lstrip().startswith("{")
             if is_json:
                 try:
-                    rec = json.loads(text)
-                except (json.JSONDecodeError, RecursionError, ValueError) as err:
+                    rec = msgspec.json.decode(text)
+                except (msgspec.DecodeError, RecursionError, ValueError) as err:
                     raise TraceError(f"{path}: line {lines.line_no}: expected a JSON object: {err}") from None
                 if not isinstance(rec, dict):
                     raise TraceError(f"{path}: line {lines.line_no}: expected a JSON object, "
