@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,8 @@ from emulator.traces import FORMATS
 
 
 def add_command(sub: Any) -> None:
-    i = sub.add_parser("import", help="convert a trace (SLS, Rumen, SYNTH, Google 2011) into a scenario file")
+    i = sub.add_parser("import", help="convert a trace (SLS, Rumen, SYNTH, Google 2011/2019, SWF, "
+                       "Alibaba 2018) into a scenario file")
     i.add_argument("format", choices=FORMATS, help="the trace format")
     i.add_argument("file", type=Path, help="the trace file")
     i.add_argument("-o", "--out", type=Path, required=True, help="the scenario file to write")
@@ -36,9 +39,18 @@ def add_command(sub: Any) -> None:
     i.add_argument("--scale", type=positive, default=1.0, dest="time_scale",
                    help="multiply trace times by this (0.1: ten times faster)")
     i.add_argument("--machine-cpu", type=positive, default=32.0,
-                   help="Google 2011: cpu of the largest machine")
+                   help="Google 2011/2019: cpu of the largest machine (32)")
     i.add_argument("--machine-ram-gib", type=positive, default=128.0,
-                   help="Google 2011: GiB of the largest machine")
+                   help="Google 2011/2019, Alibaba 2018: GiB of the largest machine (128)")
+    i.add_argument("--machine-events", type=Path, metavar="FILE",
+                   help="Google 2011: the machine_events table, the cluster")
+    i.add_argument("--instances", type=Path, metavar="FILE",
+                   help="Alibaba 2018: batch_instance.csv, each instance's own run")
+    i.add_argument("--collections", type=Path, metavar="FILE",
+                   help="Google 2019: collection_events, the jobs' submit times and priorities")
+    i.add_argument("--queues", type=Path, metavar="FILE",
+                   help="a YARN fair-scheduler.xml: its queues become pools (and root's policy the "
+                   "scheduler's)")
     i.add_argument("--max-tasks", type=count(high=100_000_000), default=MAX_TRACE_TASKS,
                    help=f"refuse a trace of more tasks than this, before expanding it ({MAX_TRACE_TASKS:,})")
     i.add_argument("--max-bytes", type=count(high=1 << 40), default=MAX_TRACE_BYTES,
@@ -75,6 +87,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         span_s=args.span_s, max_jobs=args.max_jobs, time_scale=args.time_scale, rebase=args.rebase,
         am=args.am, machine_cpu=args.machine_cpu,
         machine_ram_gib=args.machine_ram_gib, max_tasks=args.max_tasks, max_bytes=args.max_bytes,
+        machine_events=str(args.machine_events or ""), instances=str(args.instances or ""),
+        collections=str(args.collections or ""),
     )
     try:
         nodes = None
@@ -84,11 +98,18 @@ def cmd_import(args: argparse.Namespace) -> int:
                 print(f"warning: {w}", file=sys.stderr)
         elif args.node_count is not None:
             nodes = [NodeGroup(args.node_count, args.node_cpu, args.node_ram_gib)]
-        data, trace = import_scenario(cfg, args.file, nodes, args.policy, args.duration_s)
+        with progress_bar(f"reading {args.file.name}") as progress:
+            data, trace = import_scenario(cfg, args.file, nodes, args.policy, args.duration_s, progress)
+        queue_warnings = []
+        if args.queues is not None:
+            from emulator.traces import queues
+
+            allocations = queues.read(args.queues, queues.cluster_total(data))
+            queue_warnings = queues.apply(data, allocations, args.queues)
     except TraceError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    for w in trace.warnings:
+    for w in [*trace.warnings, *queue_warnings]:
         print(f"warning: {w}", file=sys.stderr)
     try:
         scenario = scenario_from_dict(msgspec.json.decode(msgspec.json.encode(data)), str(args.out),
@@ -111,6 +132,25 @@ def cmd_import(args: argparse.Namespace) -> int:
         scenario=str(args.out), out=str(args.run), seed=None, duration=None, set=None, quiet=False,
         check_invariants=False, check=None, serve=None, allow_control=False, allow_host=None, speed=None,
         linger=None))
+
+
+@contextmanager
+def progress_bar(label: str) -> Iterator[Callable[[int, int], None] | None]:
+    """A bar over the bytes of a trace read, on a terminal; nothing otherwise (a pipe, a log)."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(label, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
 
 
 def cmd_traces(args: argparse.Namespace) -> int:

@@ -113,7 +113,7 @@ def scenario_from_dict(
 ) -> Scenario:
     """``base_dir``: where a relative ``rm.credentials_file`` is (default: the current directory);
     ``machine_bytes``: the memory the run must fit in (default: what this machine has available)."""
-    data = _expand_trace(data, source, base_dir)
+    data = _expand_queues(_expand_trace(data, source, base_dir), source, base_dir)
     try:
         scenario = msgspec.convert(data, Scenario, strict=True)
     except msgspec.ValidationError as err:
@@ -155,7 +155,7 @@ def _expand_trace(data: dict[str, Any], source: str, base_dir: Path | None) -> d
     if not path.is_absolute():
         path = (base_dir or Path.cwd()) / path
     try:
-        trace = read_trace(cfg, path)
+        trace = read_trace(cfg, path, base_dir=base_dir)
     except TraceError as err:
         raise ScenarioError(f"{source}: at `workload.trace`: {err}") from None
     for warning in trace.warnings:
@@ -170,6 +170,28 @@ def _expand_trace(data: dict[str, Any], source: str, base_dir: Path | None) -> d
     expanded = {k: v for k, v in workload.items() if k != "trace"}
     expanded["operations"] = [*ops, *added]
     return {**data, "workload": expanded}
+
+
+def _expand_queues(data: dict[str, Any], source: str, base_dir: Path | None) -> dict[str, Any]:
+    """``[workload] queues_file``: a fair-scheduler.xml's queues become ``[[workload.pools]]`` (and
+    root's policy ``scheduler.policy`` unless the file sets one); the key is replaced by them."""
+    workload = data.get("workload")
+    if not isinstance(workload, dict) or not isinstance(workload.get("queues_file"), str):
+        return data
+    from emulator.traces import queues
+    from emulator.traces.model import TraceError
+
+    path = Path(workload["queues_file"])
+    if not path.is_absolute():
+        path = (base_dir or Path.cwd()) / path
+    out = {**data, "workload": {k: v for k, v in workload.items() if k != "queues_file"}}
+    try:
+        warnings = queues.apply(out, queues.read(path, queues.cluster_total(data)), path)
+    except TraceError as err:
+        raise ScenarioError(f"{source}: at `workload.queues_file`: {err}") from None
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    return out
 
 
 def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> Scenario:

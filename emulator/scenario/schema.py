@@ -207,8 +207,14 @@ def scale_tasks(op: dict[str, Any], factor: float) -> None:
 
 
 class TraceConfig(Base, kw_only=True, frozen=True):
-    format: Literal["sls", "rumen", "synth", "google2011"]
+    format: Literal["sls", "rumen", "synth", "google2011", "swf", "alibaba2018", "google2019"]
     path: Annotated[str, msgspec.Meta(min_length=1)]  # relative to the scenario file
+    # Files read beside `path` (relative to the scenario file; empty: none): Google 2011's
+    # machine_events (the cluster), Alibaba 2018's batch_instance.csv (each instance's own run),
+    # Google 2019's collection_events (jobs' submit times and priorities).
+    machine_events: str = ""
+    instances: str = ""
+    collections: str = ""
     # Pool for jobs without one (Google: tiers map to pools unless `pool` is given).
     pool: str = ""
     # Keep every n-th job / only jobs submitted in [start_s, start_s + span_s) after the trace's
@@ -228,7 +234,8 @@ class TraceConfig(Base, kw_only=True, frozen=True):
     time_scale: Positive = 1.0
     # SYNTH: generate with this seed instead of the file's `rand_seed`.
     seed: int | None = None
-    # Google 2011: requests are normalised to the largest machine; these are its size.
+    # Google 2011 and 2019 (and Alibaba 2018's memory): requests are normalised to the largest
+    # machine; these are its size.
     machine_cpu: Positive = 32.0
     machine_ram_gib: Positive = 128.0
     # Bounds checked while the trace is read, before anything is expanded (a few bytes can ask for
@@ -245,6 +252,9 @@ class WorkloadConfig(Base, kw_only=True, frozen=True):
     # A recorded trace replayed as operations besides those above (expanded when the scenario is
     # loaded; `emulator import` writes the same operations out as a scenario to inspect and edit).
     trace: TraceConfig | None = None
+    # A YARN Fair Scheduler allocation file (fair-scheduler.xml, relative to the scenario file):
+    # its queues become pools besides those above (replaced by them when the scenario is loaded).
+    queues_file: str | None = None
 
     def __post_init__(self) -> None:
         names = [p.name for p in self.pools]

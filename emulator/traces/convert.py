@@ -9,14 +9,17 @@ from pathlib import Path
 from typing import Any
 
 from emulator.scenario.schema import TraceConfig
-from emulator.traces import google, rumen, sls, synth
+from emulator.traces import alibaba, google, google2019, rumen, sls, swf, synth
 from emulator.traces.model import Limits, NodeGroup, Trace, TraceJob
+from emulator.traces.stream import Progress
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:@/-]+")
 
 
-def read_trace(cfg: TraceConfig, path: Path) -> Trace:
-    """Parse ``path`` in ``cfg.format``; raises ``TraceError`` naming file, record and field."""
+def read_trace(cfg: TraceConfig, path: Path, progress: Progress | None = None,
+               base_dir: Path | None = None) -> Trace:
+    """Parse ``path`` in ``cfg.format``; raises ``TraceError`` naming file, record and field.
+    ``base_dir``: where the files named beside it are (default: the current directory)."""
     limits = trace_limits(cfg)
     if cfg.format == "sls":
         return sls.read(path, cfg.pool, limits)
@@ -24,7 +27,21 @@ def read_trace(cfg: TraceConfig, path: Path) -> Trace:
         return rumen.read(path, cfg.pool, limits)
     if cfg.format == "synth":
         return synth.read(path, cfg.pool, cfg.seed, limits)
-    return google.read(path, cfg.pool, cfg.machine_cpu, cfg.machine_ram_gib, limits)
+    if cfg.format == "swf":
+        return swf.read(path, cfg, progress)
+    if cfg.format == "alibaba2018":
+        return alibaba.read(path, cfg, _beside(cfg.instances, base_dir), progress)
+    if cfg.format == "google2019":
+        return google2019.read(path, cfg, _beside(cfg.collections, base_dir), progress)
+    return google.read(path, cfg.pool, cfg.machine_cpu, cfg.machine_ram_gib, limits,
+                       _beside(cfg.machine_events, base_dir))
+
+
+def _beside(name: str, base_dir: Path | None) -> Path | None:
+    if not name:
+        return None
+    p = Path(name)
+    return p if p.is_absolute() else (base_dir or Path.cwd()) / p
 
 
 def trace_limits(cfg: TraceConfig) -> Limits:
@@ -46,8 +63,9 @@ def operations(trace: Trace, cfg: TraceConfig, taken: set[str] | None = None) ->
     """Per selected job: its AM container (``JOB.am``, when the format has one and ``cfg.am``),
     then one operation table per task group (named after the job, ``.1``, ``.2`` for further
     groups; ``job`` ties them together). A group waits for its AM to run (``after_start``) and
-    for the groups it depends on to complete (``after``). ``taken``: names already in use."""
-    jobs = select(trace.jobs, cfg)
+    for the groups it depends on to complete (``after``). ``taken``: names already in use. A trace
+    read with its window applied while streaming (``trace.selected``) is not selected again."""
+    jobs = trace.jobs if trace.selected else select(trace.jobs, cfg)
     if not jobs:
         return []
     used = set(taken or ())
@@ -135,13 +153,13 @@ def horizon_s(ops: list[dict[str, Any]]) -> float:
 
 def import_scenario(
     cfg: TraceConfig, path: Path, nodes: list[NodeGroup] | None = None, policy: str | None = None,
-    duration_s: float | None = None,
+    duration_s: float | None = None, progress: Progress | None = None,
 ) -> tuple[dict[str, Any], Trace]:
     """A whole scenario replaying the trace: its cluster (``nodes``, else what the trace says),
     its jobs as operations, a run long enough for the last job."""
     from emulator.traces.model import TraceError
 
-    trace = read_trace(cfg, path)
+    trace = read_trace(cfg, path, progress)
     ops = operations(trace, cfg)
     if not ops:
         raise TraceError(f"{path}: no job in the window (start {cfg.start_s:g} s, span {cfg.span_s} s)")

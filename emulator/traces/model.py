@@ -87,6 +87,9 @@ class Trace:
     nodes: list[NodeGroup] = field(default_factory=list)  # empty: the trace does not say
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what was ignored or assumed
+    # The reader applied the window (start, span, sample, max jobs) while reading: `jobs` are the
+    # kept ones, in submit order.
+    selected: bool = False
 
 
 class Where:
