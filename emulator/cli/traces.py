@@ -33,7 +33,7 @@ def add_command(sub: Any) -> None:
     i.add_argument("--max-jobs", type=count(), help="keep at most this many jobs")
     i.add_argument("--rebase", action="store_true", default=None,
                    help="submit the first kept job at 0 (default: SLS and SYNTH keep their absolute submit "
-                   "times, Rumen's count from its first job, Google 2011's are re-based)")
+                   "times, Rumen's count from its first job; Google, Alibaba and SWF traces are re-based)")
     i.add_argument("--no-am", dest="am", action="store_false",
                    help="no AM container per job (SLS, Rumen, SYNTH run one: 1 vcore / 1 GiB)")
     i.add_argument("--scale", type=positive, default=1.0, dest="time_scale",

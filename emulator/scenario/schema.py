@@ -224,7 +224,8 @@ class TraceConfig(Base, kw_only=True, frozen=True):
     span_s: Positive | None = None
     max_jobs: Count | None = None
     offset_s: NonNegative = 0.0
-    # true: the first kept job is submitted at `offset_s` (the default for Google 2011); false:
+    # true: the first kept job is submitted at `offset_s` (the default for the cluster archives:
+    # Google 2011 and 2019, Alibaba 2018, SWF); false:
     # submit times as SLS reads the trace (SLS and SYNTH absolute, Rumen's from its first job).
     rebase: bool | None = None
     # An AM container per job (SLS, Rumen, SYNTH: 1 vcore / 1 GiB, as SLS runs one): it is

@@ -16,6 +16,10 @@ from emulator.traces.stream import Progress
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:@/-]+")
 
 
+# Cluster archives whose times count from the start of a days-long trace: a replay (or a window of
+# it) starts with its first kept job. SLS's formats keep their submit times, as SLS does.
+REBASED_BY_DEFAULT = frozenset({"google2011", "google2019", "alibaba2018", "swf"})
+
 def read_trace(cfg: TraceConfig, path: Path, progress: Progress | None = None,
                base_dir: Path | None = None) -> Trace:
     """Parse ``path`` in ``cfg.format``; raises ``TraceError`` naming file, record and field.
@@ -69,7 +73,7 @@ def operations(trace: Trace, cfg: TraceConfig, taken: set[str] | None = None) ->
     if not jobs:
         return []
     used = set(taken or ())
-    rebase = cfg.rebase if cfg.rebase is not None else cfg.format == "google2011"
+    rebase = cfg.rebase if cfg.rebase is not None else cfg.format in REBASED_BY_DEFAULT
     t0 = jobs[0].submit_s if rebase else 0.0
     scale = cfg.time_scale
     out = []
