@@ -147,26 +147,6 @@ def test_cluster_flags_a_run_cannot_use_are_errors_before_anything_runs(
     assert not (tmp_path / "out").exists()
 
 
-def test_a_sweep_hosts_its_nodes_on_a_local_dask_cluster_and_measures_them(tmp_path: Path) -> None:
-    """`emulator sweep --cluster local:2`: each point's node slices run as Dask tasks on a
-    LocalCluster the sweep starts, and the sweep's figures (node host CPU beside the RM's) come
-    from their reports as from worker processes."""
-    sc = tmp_path / "sweep.toml"
-    sc.write_text(SCENARIO.format(nodes=60, duration=40) + "[sweep]\nnodes = [60]\nmodes = [\"delta\"]\n")
-    out = tmp_path / "out"
-    proc = subprocess.run(
-        [sys.executable, "-m", "emulator", "sweep", str(sc), "--out", str(out), "--cluster", "local:2"],
-        capture_output=True, text=True, timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    result = json.loads((out / "sweep.json").read_text())
-    assert result["hosting"] == "dask local:2"
-    (row,) = result["rows"]
-    assert row["workers"] == 2  # both slices reported back through Dask
-    assert row["h1"] == 1.0 and row["worker_cpu_us_per_node_interval"] > 0
-    assert (out / "delta-60" / "summary.json").exists()
-
-
 def test_a_sweeps_node_hosts_are_tasks_on_the_given_cluster(
     tmp_path: Path, cluster: tuple[distributed.Client, str]
 ) -> None:

@@ -94,7 +94,7 @@ def test_a_killed_rm_process_restarted_on_its_directory_takes_its_run_over(tmp_p
         time.sleep(1)
         rm2, _, said = start_rm(sc, out, address, "--recover")
         assert "resuming the run" in said
-        other = subprocess.run(emulator("run", str(sc), "--out", str(out), "--quiet", "--duration", "30"),
+        other = subprocess.run(emulator("run", str(sc), "--out", str(out), "--quiet", "--duration", "3"),
                                capture_output=True, text=True, timeout=60, check=False)
         assert f"this run goes to {out}-2/" in other.stderr, other.stderr
         forced = subprocess.run(emulator("run", str(sc), "--out", str(out), "--quiet", "--force"),

@@ -28,7 +28,7 @@ def test_a_stalled_loop_longer_than_the_detector_timeout_makes_the_run_overloade
         rm={"expiry_s": 3.0},
         workload={"operations": [{"name": "a", "cpu": 1, "ram_gib": 1, "tasks": 40, "seconds_mean": 5,
                                   "loop": True}]},
-        run={"duration_s": 40, "clock": "realtime", "speed": 4, "warmup_s": 0},
+        run={"duration_s": 24, "clock": "realtime", "speed": 4, "warmup_s": 0},
     )
 
     def freeze(handle: RunHandle, row: SampleRow) -> None:
@@ -38,7 +38,7 @@ def test_a_stalled_loop_longer_than_the_detector_timeout_makes_the_run_overloade
     out, _ = run_with_handle(sc, on_row=freeze)
     lag = out.lag
     assert lag is not None
-    # By samples the freeze is invisible: one late probe among ~2,500.
+    # By samples the freeze is invisible: one late probe among ~1,500.
     assert lag.rm_loop_s is not None and lag.rm_loop_s.p99 <= lag.threshold_s
     assert lag.detector_timeout_s == 3.0
     assert lag.longest_stall_s == pytest.approx(4.0, abs=0.5)
