@@ -49,6 +49,7 @@ class NodeState(enum.Enum):
 
 class NodeManager:
     __slots__ = (
+        "_attempt_at",
         "_changes",
         "_clock",
         "_config",
@@ -146,6 +147,7 @@ class NodeManager:
         # of this attempt carried (None: not registering; health None: they differed).
         self._reg_carried: dict[int, ContainerStatus] | None = None
         self._reg_healthy: bool | None = None
+        self._attempt_at = -1.0  # when the current registration attempt began (``Register``)
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -284,6 +286,8 @@ class NodeManager:
         else:
             self._reg_carried = {s.container_id: s for s in statuses}
             self._reg_healthy = self._healthy
+            # A new attempt: distinct from every earlier one, even at the same instant.
+            self._attempt_at = max(self._clock.now(), self._attempt_at + 1e-6)
         self.state = NodeState.REGISTERING
         self._inflight = None
         self._inflight_at = self._clock.now()
@@ -296,6 +300,7 @@ class NodeManager:
                 healthy=self._healthy,
                 containers=statuses,
                 peer_endpoint=self.peer_endpoint,
+                attempt_at=self._attempt_at,
             )
         )
 

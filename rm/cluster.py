@@ -43,6 +43,7 @@ class Allocation:
 class NodeRecord:
     __slots__ = (
         "address",
+        "attempt_at",
         "containers",
         "free_cpu",
         "free_ram",
@@ -72,6 +73,7 @@ class NodeRecord:
         self.registered_at = now
         self.link = link
         self.peer_endpoint = ""
+        self.attempt_at = -1.0  # the registration attempt that registered it (``Register``)
         self.seq = 0  # the order in which the cluster took nodes in (scheduling passes go by it)
 
     @property

@@ -24,6 +24,8 @@ class RMCounters(msgspec.Struct):
     rejected: int = 0
     resyncs: int = 0
     duplicates: int = 0
+    # Registration retries of an attempt already handled, answered again (not re-registered).
+    registrations_repeated: int = 0
 
 
 class GroupCounters(msgspec.Struct):

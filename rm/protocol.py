@@ -146,6 +146,11 @@ class Register(Message, frozen=True, omit_defaults=True):
     # Where the node's process listens for ring liveness from other processes ("host:port"; empty
     # when every node shares one process). The RM puts it in the ring it publishes.
     peer_endpoint: str = ""
+    # When this registration attempt began, on the node's clock: a retry of one attempt (no answer
+    # within the RPC timeout) carries the same value, a new attempt or a restarted node another.
+    # The RM answers a retry it already handled again instead of registering the node anew (-1:
+    # unknown, always handled).
+    attempt_at: float = -1.0
 
 
 class RegisterResponse(Message, frozen=True):

@@ -87,6 +87,9 @@ class RingPublisher:
         self._snapshot: tuple[int, Ring, int] | None = None
         # (delta, its encoded size, the view it produced), oldest first.
         self._recent: deque[tuple[RingDelta, int, RingView]] = deque(maxlen=RECENT_DELTAS)
+        # Combined catch-ups to the current version, by the version they start from: in a join
+        # storm hundreds of nodes fall behind by the same versions and ask at once.
+        self._combined: dict[int, tuple[RingDelta, int]] = {}
         self.published_at = clock.now()  # emulated time of the last published ring change
 
     @property
@@ -127,6 +130,7 @@ class RingPublisher:
         if delta is None:
             return
         self.stats.deltas += 1
+        self._combined.clear()  # catch-ups now end at the new version
         self.published_at = self._clock.now()
         size = len(self._encoder.encode(delta))
         self._recent.append((delta, size, self.ring.published))
@@ -200,8 +204,11 @@ class RingPublisher:
             if len(missed) == 1:
                 delta, size = missed[0], next(s for d, s, _ in recent if d is missed[0])
             else:
-                delta = combine(missed)
-                size = len(self._encoder.encode(delta))
+                hit = self._combined.get(version)
+                if hit is None:
+                    combined = combine(missed)
+                    hit = self._combined[version] = (combined, len(self._encoder.encode(combined)))
+                delta, size = hit
             self.stats.syncs_combined += 1
             self.stats.bytes_removal += size
             link.send(delta)

@@ -90,6 +90,17 @@ class ResourceTracker:
         now = ctx.clock.now()
         host = self._host
         node = self._cluster.by_address.get(msg.address)
+        if (
+            node is not None and node.link is link and msg.attempt_at >= 0
+            and node.attempt_at == msg.attempt_at and node.last_response_id == 0
+        ):
+            # A retry of the registration we handled (its answer was late, not lost: a registering
+            # storm's queue). Registering again would cost as much, change the ring and requeue
+            # what started meanwhile, so more retries come: answer it again instead.
+            counters.registrations_repeated += 1
+            ring = ctx.membership.current_ring() if ctx.membership is not None else None
+            link.send(RegisterResponse(action="normal", machine_id=node.machine_id, ring=ring))
+            return
         if node is not None and node.total != msg.resources:
             host.lose_node(node, reason="re-registered with different resources")
             node = None
@@ -109,6 +120,7 @@ class ResourceTracker:
         node.last_response = None
         node.last_heartbeat_at = now
         node.peer_endpoint = msg.peer_endpoint
+        node.attempt_at = msg.attempt_at
         counters.registrations += 1
         if ctx.membership is not None:
             ctx.membership.node_joined(node)

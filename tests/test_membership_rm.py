@@ -229,6 +229,33 @@ def test_sync_request_gets_the_deltas_it_missed_or_the_full_ring() -> None:
     drive(body)
 
 
+def test_nodes_behind_by_the_same_versions_share_one_combined_catch_up() -> None:
+    """A join storm leaves hundreds of nodes behind by the same versions: the RM combines their
+    missed deltas once per version, and again once the ring moves on."""
+
+    def body(clock: FakeClock) -> None:
+        c = Cluster(clock, 6)
+        clock.advance_to(clock.now() + 1.0)
+        old = c.svc.ring.version
+        for mid in (6, 5):  # two published changes
+            c.rm.remove_node(record(c.rm, mid), "x")
+            clock.advance_to(clock.now() + 1.0)
+        answers = []
+        for mid in (1, 2, 3):
+            c.rm.receive(c.links[mid], RingSyncRequest(machine_id=mid, version=old))
+            answers.append(c.links[mid].of(RingDelta)[-1])
+        assert answers[0] is answers[1] is answers[2]
+        assert (answers[0].base_version, answers[0].version) == (old, c.svc.ring.version)
+        assert sorted(decode_ids(answers[0].removed)) == [5, 6]
+        c.rm.remove_node(record(c.rm, 4), "x")
+        clock.advance_to(clock.now() + 1.0)
+        c.rm.receive(c.links[1], RingSyncRequest(machine_id=1, version=old))
+        later = c.links[1].of(RingDelta)[-1]
+        assert later.version == c.svc.ring.version and sorted(decode_ids(later.removed)) == [4, 5, 6]
+
+    drive(body)
+
+
 def test_a_version_older_than_the_kept_deltas_gets_the_full_ring() -> None:
     def body(clock: FakeClock) -> None:
         from rm.membership import RECENT_DELTAS

@@ -254,3 +254,19 @@ def test_a_node_paused_from_the_status_page_across_an_rm_restart_comes_back() ->
     assert proc.state is NodeState.RUNNING and not proc.paused
     assert target in {n.address for n in handle.side.rm.nodes_view()}
     assert target not in live.injected
+
+
+def test_registration_retries_carry_their_attempt_and_a_resync_starts_a_new_one() -> None:
+    clock = FakeClock()
+    link = RecordingLink()
+    node = NodeManager(
+        "n0", Resources(4, 8), HeartbeatConfig(mode="delta", interval_s=1.0, rpc_timeout_s=2.0), clock,
+        link.send, NodeCounters(), make_logger(clock, None),
+    )
+    node.start(phase_s=0.5)
+    clock.advance_to(6.0)  # no answer: retried after 2 s, twice
+    regs = link.of(Register)
+    assert len(regs) == 3 and {r.attempt_at for r in regs} == {0.5}
+    node.receive(RegisterResponse(action="normal", machine_id=7))
+    node.resync()
+    assert link.of(Register)[-1].attempt_at == 6.0

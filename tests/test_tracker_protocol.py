@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import pytest
 
 from rm.config import RMConfig
@@ -177,3 +178,34 @@ def test_reregistration_reconciles_containers(rm_clock: tuple[ResourceManager, F
     op = rm.operations_view()[0]
     assert (op.completed, op.running) == (1, 2)  # c3's task requeued, then placed again
     assert c3.container_id not in {c.container_id for c in node_view(rm, 1).containers}
+
+
+def test_a_registration_retry_is_answered_again_not_registered_anew(
+    rm_clock: tuple[ResourceManager, FakeClock],
+) -> None:
+    """A registering storm answers late, and nodes retry: each retry handled as a registration
+    changed the ring and requeued containers, so more retries came (issue 34)."""
+    rm, _ = rm_clock
+    link = RecordingLink()
+    first = Register(address="n0", resources=Resources(8, 16), credentials="s3cret", attempt_at=2.0)
+    rm.receive(link, first)
+    rm.receive(link, first)  # the retry, on the same connection, before any heartbeat
+    answers = link.of(RegisterResponse)
+    assert [a.machine_id for a in answers] == [1, 1]
+    assert (rm.counters().registrations, rm.counters().registrations_repeated) == (1, 1)
+    # A new attempt (a resync) registers again; so does the same attempt on a new connection.
+    rm.receive(link, msgspec.structs.replace(first, attempt_at=9.0))
+    rm.receive(RecordingLink(), msgspec.structs.replace(first, attempt_at=9.0))
+    assert (rm.counters().registrations, rm.counters().registrations_repeated) == (3, 1)
+
+
+def test_a_late_copy_of_the_registration_after_a_heartbeat_registers_again(
+    rm_clock: tuple[ResourceManager, FakeClock],
+) -> None:
+    rm, _ = rm_clock
+    link = RecordingLink()
+    reg = Register(address="n0", resources=Resources(8, 16), credentials="s3cret", attempt_at=2.0)
+    rm.receive(link, reg)
+    rm.receive(link, hb(1, 0))
+    rm.receive(link, reg)
+    assert (rm.counters().registrations, rm.counters().registrations_repeated) == (2, 0)
