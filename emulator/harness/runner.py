@@ -159,7 +159,7 @@ async def _run(
     meter: RMCostMeter | None = None
     if sc.run.clock == "realtime":
         meter = RMCostMeter(side.rm)
-        meter.install()
+        meter.install(side.decisions)
     if any(op.usage is not None for op in sc.workload.operations):
         series = side.usage = UsageSeries(counters.usage)
 

@@ -107,7 +107,7 @@ class TcpRM:
         )
         self.rm = self.side.rm
         self.meter = RMCostMeter(self.rm, scenario.sample_interval_s)
-        self.meter.install()
+        self.meter.install(self.side.decisions)
         self._stamped = self.meter.wrap_receive(self.rm.receive)
         self.server.decode_cost = self.meter.decode
         self._gathering: asyncio.Task[None] | None = None

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from emulator.measure.decisions import DecisionTimer
 from emulator.time.clock import wall_time
 from rm.dispatcher import Handler
 from rm.histogram import LogHistogram
@@ -58,8 +59,8 @@ class RMCostMeter:
         self.arrived_by_interval: dict[int, int] = {}
         self.timely_by_interval: dict[int, int] = {}
         self._arrival: dict[Any, float] = {}
-        # Wall seconds per handled item, by kind.
-        self.busy: dict[str, LogHistogram] = {}
+        # Wall seconds per handled item, by its type (``busy`` names them).
+        self._busy: dict[type, LogHistogram] = {}
         self.decode = LogHistogram()
         self.heartbeat_fit = LinearFit()
         self.update_fit = LinearFit()
@@ -68,9 +69,22 @@ class RMCostMeter:
         # Wall seconds of scheduler events handled inside an inbound item (a heartbeat's node
         # update runs at once when the scheduler is free): counted for the event, not twice.
         self._nested_s = 0.0
+        self._allocs_seen = 0  # allocations when the last scheduler event ended
 
-    def install(self) -> None:
-        self._rm.instrument(self._wrap_inbound, self._wrap_events)
+    def install(self, decisions: DecisionTimer | None = None) -> None:
+        """``decisions``: the run's scheduler-decision timer, already installed; its clock
+        readings time the scheduler's events here too (else the meter times them itself)."""
+        self._allocs_seen = self._rm.allocations
+        if decisions is not None:
+            decisions.observer = self._on_event
+            self._rm.instrument(self._wrap_inbound, lambda handler: handler)
+        else:
+            self._rm.instrument(self._wrap_inbound, self._wrap_events)
+
+    @property
+    def busy(self) -> dict[str, LogHistogram]:
+        """Wall seconds per handled item, by kind (message or event type name)."""
+        return {cls.__name__: h for cls, h in self._busy.items()}
 
     def start(self) -> None:
         self._wall0, self._cpu0 = wall_time(), time.process_time()
@@ -78,22 +92,22 @@ class RMCostMeter:
     def stop(self) -> None:
         self._wall1, self._cpu1 = wall_time(), time.process_time()
 
-    def _hist(self, kind: str) -> LogHistogram:
-        h = self.busy.get(kind)
-        if h is None:
-            h = self.busy[kind] = LogHistogram()
-        return h
-
     def _wrap_inbound(self, handler: Handler[Inbound]) -> Handler[Inbound]:
         fit = self.heartbeat_fit
+        busy = self._busy
+        now = wall_time
 
         def timed(item: Inbound) -> float | None:
             nested0 = self._nested_s
-            t0 = wall_time()
+            t0 = now()
             extra = handler(item)
-            dt = wall_time() - t0 - (self._nested_s - nested0)
+            dt = now() - t0 - (self._nested_s - nested0)
             msg = item[1]
-            self._hist(type(msg).__name__).add(dt)
+            cls = type(msg)
+            h = busy.get(cls)
+            if h is None:
+                h = busy[cls] = LogHistogram()
+            h.add(dt)
             if isinstance(msg, Heartbeat):
                 fit.add(len(msg.statuses), dt)
             return extra
@@ -110,7 +124,7 @@ class RMCostMeter:
         interval = self.interval_s
 
         def stamped(link: Any, msg: Any) -> None:
-            if interval and isinstance(msg, Heartbeat) and registered(link):
+            if interval and type(msg) is Heartbeat and registered(link):
                 now = clock.now()
                 arrival[link] = now
                 k = int(now // interval) + 1
@@ -120,35 +134,40 @@ class RMCostMeter:
         return stamped
 
     def _wrap_events(self, handler: Handler[SchedulerItem]) -> Handler[SchedulerItem]:
-        rm = self._rm
-        fit = self.update_fit
-        clock = self._rm.clock
-        arrival = self._arrival
-        timely = self.timely_by_interval
-        interval = self.interval_s
+        on_event = self._on_event
+        now = wall_time
 
         def timed(item: SchedulerItem) -> float | None:
-            allocs = rm.allocations
-            t0 = wall_time()
+            t0 = now()
             extra = handler(item)
-            dt = wall_time() - t0
-            self._nested_s += dt
-            kind = type(item).__name__
-            self._hist(kind).add(dt)
-            if isinstance(item, NodeUpdate):
-                fit.add(rm.allocations - allocs, dt)
-                t_arr = arrival.pop(item.node.link, None) if interval else None
-                if t_arr is not None and clock.now() - t_arr <= interval:
-                    k = int(t_arr // interval) + 1
-                    timely[k] = timely.get(k, 0) + 1
+            on_event(item, now() - t0)
             return extra
 
         return timed
 
+    def _on_event(self, item: SchedulerItem, dt: float) -> None:
+        """A scheduler event took ``dt`` wall seconds. Allocations happen only in events, so
+        those made since the last one ended are this one's."""
+        self._nested_s += dt
+        cls = type(item)
+        h = self._busy.get(cls)
+        if h is None:
+            h = self._busy[cls] = LogHistogram()
+        h.add(dt)
+        allocs = self._rm.allocations
+        made, self._allocs_seen = allocs - self._allocs_seen, allocs
+        if isinstance(item, NodeUpdate):
+            self.update_fit.add(made, dt)
+            interval = self.interval_s
+            t_arr = self._arrival.pop(item.node.link, None) if interval else None
+            if t_arr is not None and self._rm.clock.now() - t_arr <= interval:
+                k = int(t_arr // interval) + 1
+                self.timely_by_interval[k] = self.timely_by_interval.get(k, 0) + 1
+
     # ---- report -------------------------------------------------------------------------
 
     def busy_s(self) -> float:
-        return sum(h.sum for h in self.busy.values()) + self.decode.sum
+        return sum(h.sum for h in self._busy.values()) + self.decode.sum
 
     def report(
         self, nodes: int, emulated_s: float, speed: float, traffic: dict[str, int] | None

@@ -26,6 +26,9 @@ class DecisionTimer:
         self._now = now
         self.histogram = LogHistogram()  # µs
         self.counts = [0] * (len(BUCKETS_US) + 1)
+        # Told each item and its wall seconds (the cost meter of a real-time run): one clock
+        # reading per event serves both, which is measurement the RM process pays per heartbeat.
+        self.observer: Callable[[SchedulerItem, float], None] | None = None
 
     def wrap(self, handler: Handler[SchedulerItem]) -> Handler[SchedulerItem]:
         now = self._now
@@ -34,7 +37,11 @@ class DecisionTimer:
         def timed(item: SchedulerItem) -> float | None:
             t0 = now()
             extra = handler(item)
-            add((now() - t0) * 1e6)
+            dt = now() - t0
+            add(dt * 1e6)
+            observer = self.observer
+            if observer is not None:
+                observer(item, dt)
             return extra
 
         return timed
