@@ -104,6 +104,17 @@ def test_a_plugged_heartbeat_mode_or_detector_is_named_and_refused(
         scenario(ring={"detector": "gossip"})
 
 
+def test_tiers_with_a_node_choosing_policy_are_refused() -> None:
+    # Tiers wrap policies that order operations; drfh's order would have ignored them silently.
+    with pytest.raises(ScenarioError, match=(
+        r"^<test>: at `scheduler.tiers.enabled`: tiers would not order `drfh`: it chooses which "
+        r"operation starts on which node itself"
+    )):
+        scenario(scheduler={"policy": "drfh", "tiers": {"enabled": True}})
+    scenario(scheduler={"policy": "drf", "tiers": {"enabled": True}})  # fine
+    scenario(scheduler={"policy": "drfh"})  # fine
+
+
 @pytest.mark.parametrize("policy", ["packing", "fifo", "tetris", "drfh"])
 def test_a_placement_policy_with_another_scheduling_policy_is_refused(policy: str) -> None:
     # The symptom of issue 31: packing + best-fit validated, then packing never ran (0 offers).

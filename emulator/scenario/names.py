@@ -41,6 +41,14 @@ def policy_problem(sc: Scenario, found: EntryPoints | None = None) -> Found | No
             '`scheduler.policy = "drf"` (the default) with a placement policy, or '
             '`scheduler.placement.policy = "default"` to run this one'
         )
+    if scheduler.tiers.enabled and cls.chooses_nodes:
+        # rm/scheduler/borg.py: tiers wrap a policy that orders operations, not one that pairs
+        # operations with nodes itself; the tier order would silently not apply.
+        return "scheduler.tiers.enabled", (
+            f"tiers would not order `{scheduler.policy}`: it chooses which operation starts on which "
+            "node itself, so higher tiers would not go first; expected a policy that orders "
+            "operations (such as `drf` or `fifo`) with tiers, or `scheduler.tiers.enabled = false`"
+        )
     return None
 
 
