@@ -215,7 +215,9 @@ async def test_usage_beside_allocation_and_tiers_on_the_page() -> None:
     per-tier slack and OOMs (usage-quickstart.toml, sped up)."""
     root = Path(__file__).resolve().parent.parent
     scenario = load_scenario(root / "scenarios" / "usage-quickstart.toml",
-                             {"run.clock": "realtime", "run.speed": 30.0, "run.duration_s": 900.0})
+                             {"run.clock": "realtime", "run.speed": 30.0, "run.duration_s": 900.0,
+                              # the production burst at 60 s, not 600 s: 2 s of wall time, not 20
+                              "workload.operations[2].submit_at_s": 60.0})
     async with served(scenario, push_interval_s=0.5) as srv, async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True,
                                            timeout=30_000)
