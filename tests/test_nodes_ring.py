@@ -27,8 +27,9 @@ interval_s = 3.0
 [run]
 duration_s = {duration}
 clock = "realtime"
-speed = 10
+speed = {speed}
 """
+SPEED = 20  # 150 emulated s in 7.5 s of wall time
 
 
 def _rm_address(proc: subprocess.Popen[str]) -> str:
@@ -55,7 +56,7 @@ def _pair(tmp_path: Path, duration: int, hosts: int, stop_second: bool) -> list[
     may live in the other); SIGSTOP the second one's workers 40% of the way in if asked.
     Returns the RM's node.lost events."""
     sc = tmp_path / "s.toml"
-    sc.write_text(SCENARIO.replace("{duration}", str(duration)))
+    sc.write_text(SCENARIO.replace("{duration}", str(duration)).replace("{speed}", str(SPEED)))
     out = tmp_path / "rm"
     start_at = time.time() + 3.0
     rm = subprocess.Popen(
@@ -75,9 +76,9 @@ def _pair(tmp_path: Path, duration: int, hosts: int, stop_second: bool) -> list[
                 start_new_session=True,  # its own group: SIGSTOP reaches its worker too
             ))
         if stop_second:
-            time.sleep(max(0.0, start_at - time.time()) + 0.4 * duration / 10)
+            time.sleep(max(0.0, start_at - time.time()) + 0.4 * duration / SPEED)
             os.killpg(procs[1].pid, signal.SIGSTOP)
-        rm.wait(timeout=duration / 10 + 20)
+        rm.wait(timeout=duration / SPEED + 20)
         return _lost(out / "events.jsonl")
     finally:
         for p in [*procs, rm]:
