@@ -282,3 +282,39 @@ def test_bad_order_is_one_clear_error(tmp_path: Path, ops: str, expected: str) -
     with pytest.raises(ScenarioError) as err:
         load_scenario(path)
     assert expected in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+def test_custom_am_types_map_onto_slss_simulators_or_the_job_is_skipped(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "t.json"
+    tasks = [{"container.type": "reduce", "duration.ms": 5000}, {"container.type": "map", "duration.ms": 1000,
+                                                                 "container.request.delay": 2000}]
+    path.write_text("".join(json.dumps(j) for j in (
+        {"job.start.ms": 0, "job.id": "spark_1", "am.type": "spark", "job.tasks": tasks},
+        {"job.start.ms": 0, "job.id": "mr_1", "job.tasks": tasks},
+    )))
+    # As SLS without a simulator class for `spark`: that job is skipped, with one warning naming it.
+    t = sls.read(path)
+    assert [j.job_id for j in t.jobs] == ["mr_1"]
+    (w,) = t.warnings
+    assert "record 1 (line 1): job spark_1: `am.type` \"spark\"" in w and "dag, mapreduce, stream" in w, w
+    assert "--am-type" in w
+    # Mapped onto SLS's DAG simulator: each container after its request delay, no map -> reduce order.
+    (dag,) = [j for j in sls.read(path, am_types={"spark": "dag"}).jobs if j.job_id == "spark_1"]
+    assert sorted((g.kind, g.delay_s, g.after) for g in dag.groups) == [("map", 2.0, []), ("reduce", 0.0, [])]
+    (mr,) = [j for j in sls.read(path, am_types={"spark": "mapreduce"}).jobs if j.job_id == "spark_1"]
+    assert [(g.kind, g.delay_s, g.after) for g in mr.groups] == [("reduce", 0.0, [1]), ("map", 0.0, [])]
+    # The command line: --am-type, and a bad mapping or a trace of nothing but unknown types is one error.
+    out = tmp_path / "s.toml"
+    assert main(["import", "sls", str(path), "-o", str(out), "--node-count", "2",
+                 "--am-type", "spark=dag"]) == 0
+    assert {o.job for o in load_scenario(out).workload.operations} == {"spark_1", "mr_1"}
+    with pytest.raises(SystemExit):
+        main(["import", "sls", str(path), "-o", str(out), "--am-type", "spark"])
+    assert "expected TYPE=mapreduce, TYPE=dag or TYPE=stream" in capsys.readouterr().err
+    only = tmp_path / "only.json"
+    only.write_text(json.dumps({"job.start.ms": 0, "am.type": "tez", "job.tasks": tasks}))
+    assert main(["import", "sls", str(only), "-o", str(out), "--node-count", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {only}: no jobs left: the AM type of all 1 has no behaviour")
+    assert "\n" not in err
