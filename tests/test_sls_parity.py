@@ -12,10 +12,12 @@ from typing import Any
 import pytest
 
 from emulator.cli.main import main
-from emulator.scenario.loader import ScenarioError, load_scenario
+from emulator.harness.runner import run_blocking
+from emulator.results.summary import build_summary
+from emulator.scenario.loader import ScenarioError, load_scenario, scenario_from_dict
 from emulator.scenario.schema import TraceConfig
 from emulator.traces import rumen, sls, synth
-from emulator.traces.convert import operations
+from emulator.traces.convert import import_scenario, operations
 from emulator.traces.model import NodeGroup, TraceError
 
 HADOOP = Path(__file__).parent / "data" / "traces" / "hadoop-sls"
@@ -148,15 +150,48 @@ RUMEN_JOB: dict[str, Any] = {
 def test_rumen_containers_have_slss_default_size_and_reduces_wait(tmp_path: Path) -> None:
     killed = {"jobID": "job_2", "submitTime": 1371222060000, "outcome": "KILLED", "mapTasks": [
         {"taskID": "m", "attempts": []}]}
+    unfinished = {"jobID": "job_3", "submitTime": 1371222060000, "mapTasks": [{"taskID": "m", "attempts": [
+        {"hostName": "/default-rack/a9", "startTime": 1371222061000, "finishTime": -1}]}]}
     path = tmp_path / "r.json"
-    path.write_text(json.dumps(RUMEN_JOB) + json.dumps(killed))
+    path.write_text(json.dumps(RUMEN_JOB) + json.dumps(killed) + json.dumps(unfinished))
     t = rumen.read(path)
     (job,) = t.jobs
     assert [(g.kind, g.cpu, g.ram_gib, len(g.durations_s)) for g in job.groups] == [
         ("map", 1.0, 1.0, 2), ("reduce", 1.0, 1.0, 1)]
     assert job.groups[1].after == [0] and job.am == (1.0, 1.0)
-    assert t.nodes == [NodeGroup(3, 10.0, 10.0)]
-    assert any("job_2 (KILLED) has no finished task attempt" in w for w in t.warnings), t.warnings
+    assert t.nodes == [NodeGroup(4, 10.0, 10.0)]  # every task's last host, a skipped job's too (SLS)
+    assert any("job job_2 (KILLED): task mapTasks[0] (m) has no attempt: skipped, as SLS refuses the job"
+               in w for w in t.warnings), t.warnings
+    assert any("job job_3 has no finished task attempt: skipped" in w for w in t.warnings), t.warnings
+
+
+def test_slss_rumen_sample_replays_at_slss_utilisation() -> None:
+    """SLS's own 2jobs2min-rumen-jh.json (two TeraGen jobs of 96 maps; the fields SLS reads, kept
+    unchanged): its memory utilisation on its 4 hosts of 10 GiB over the 240 s run is the
+    trace's own container-seconds at 1024 MB, plus what each container waits for the heartbeat
+    that reports it (SLS's NodeManagers beat every second), plus the AMs."""
+    raw = records(HADOOP / "2jobs2min-rumen-jh.json")
+    t = rumen.read(HADOOP / "2jobs2min-rumen-jh.json")
+    assert [j.tasks for j in t.jobs] == [len(r["mapTasks"]) for r in raw] == [96, 96]
+    assert t.nodes == [NodeGroup(4, 10.0, 10.0)]
+    spans = [(a["finishTime"] - a["startTime"]) / 1000 for r in raw for task in r["mapTasks"]
+             for a in task["attempts"][-1:]]
+    assert sorted(d for j in t.jobs for g in j.groups for d in g.durations_s) == sorted(spans)
+    results = {}
+    for am in (False, True):
+        cfg = TraceConfig(format="rumen", path="x", am=am)
+        data, _ = import_scenario(cfg, HADOOP / "2jobs2min-rumen-jh.json")
+        data["heartbeat"] = {"interval_s": 1.0}  # yarn.sls.nm.heartbeat.interval.ms = 1000
+        out = run_blocking(scenario_from_dict(data, "<2jobs2min>"))
+        results[am] = build_summary(out)
+    assert results[False]["jobs"]["finished"] == results[True]["jobs"]["finished"] == 2
+    capacity = 4 * 10.0 * 240  # GiB x s
+    held = (sum(spans) + len(spans) * 0.5) / capacity  # each container: half a heartbeat on average
+    assert results[False]["ram_utilization"] == pytest.approx(0.425, abs=0.002)
+    assert results[False]["ram_utilization"] == pytest.approx(held, abs=0.002)
+    # With SLS's AM per job (1 GiB, held while its job runs: about 70 s each).
+    assert results[True]["ram_utilization"] - results[False]["ram_utilization"] == pytest.approx(
+        2 * 70 / capacity, abs=0.005)
 
 
 def _check_synth_job(job: Any, raw_class: dict[str, Any]) -> None:
