@@ -269,6 +269,12 @@ def test_replay_keeps_maps_before_reduces_and_writes_slss_job_file(tmp_path: Pat
     assert len(critical) >= 5  # most jobs have reduces
     with (run / "jobs.csv").open() as f:
         rows = {r["job_id"]: r for r in csv.DictReader(f)}
+    for job in rows:  # its tasks, its AM container apart
+        assert int(rows[job]["tasks"]) == sum(o.task_count for o in ops.values()
+                                              if o.job == job and not o.lasts_for_job)
+        assert int(rows[job]["am_containers"]) == 1
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["jobs"]["tasks_never_started"] == 0
     for job, path_s in critical.items():
         r = rows[job]
         assert float(r["ideal_s"]) == pytest.approx(path_s, abs=1e-5)  # slowdown against it

@@ -133,9 +133,12 @@ def cmd_import(args: argparse.Namespace) -> int:
     text = f"# emulator import {args.format} {args.file}\n{header}\n" + to_toml(data)
     args.out.write_text(text, encoding="utf-8")
     jobs = len({o.get("job", o["name"]) for o in data["workload"]["operations"]})
-    tasks = sum(o.task_count for o in scenario.workload.operations)
-    print(f"{args.out}: {jobs} jobs, {len(scenario.workload.operations)} operations, {tasks} tasks, "
-          f"{scenario.node_count} nodes, run {scenario.run.duration_s:g} s")
+    ops = scenario.workload.operations
+    tasks = sum(o.task_count for o in ops if not o.lasts_for_job)
+    ams = sum(o.task_count for o in ops if o.lasts_for_job)
+    print(f"{args.out}: {jobs} jobs, {len(ops)} operations, {tasks} tasks"
+          f"{f' and {ams} AM containers' if ams else ''}, {scenario.node_count} nodes, run "
+          f"{scenario.run.duration_s:g} s")
     if args.run is None:
         return 0
     from emulator.cli.main import cmd_run

@@ -214,7 +214,8 @@ class WorkloadDriver(RMObserver):
         name = cfg.name if (cfg.instance_count == 1 and not cfg.loop) else f"{cfg.name}#{k}"
         if self._jobs is not None:
             job = cfg.job or cfg.name
-            self._jobs.expect(name, job if name == cfg.name else f"{job}#{k}", self._ideal_s(cfg, durations))
+            self._jobs.expect(name, job if name == cfg.name else f"{job}#{k}", self._ideal_s(cfg, durations),
+                              cfg.lasts_for_job)
             if cfg.after or cfg.after_start:
                 self._jobs.hold(job, -1)
         if cfg.lasts_for_job:
