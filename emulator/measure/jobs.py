@@ -8,8 +8,9 @@ task starts once it is requested: the longest task, or, for a job whose operatio
 ideal); such a job is not finished while one of its operations waits to be submitted. Task waits
 count a task's first container only (a rerun after a lost node is not a wait); tasks that never
 started by the end are not in the waits (``tasks_never_started`` counts them). A job's AM container
-(``lasts_for_job``) is not one of its tasks: it is counted apart (``am_containers``), and its wait
-is not a task wait; it is the job's first container, so it starts the queueing delay.
+(``lasts_for_job``) is not one of its tasks: it is counted apart (``am_containers``); it waits for
+a place as they do (its wait is among the task waits, ``tasks_never_started`` counts it) and, the
+job's first container, it ends the job's queueing delay.
 """
 
 from __future__ import annotations
@@ -130,8 +131,6 @@ class JobRecorder(RMObserver):
         now = self._now()
         if op.first_start is None:
             op.first_start = now
-        if op.am:
-            return
         self._started[ev.op_id] = self._started.get(ev.op_id, 0) + 1
         waits = self._waits.get(op.pool)
         if waits is None:
@@ -163,7 +162,7 @@ class JobRecorder(RMObserver):
         everything: array[float] = array("d")
         for w in self._waits.values():
             everything.extend(w)
-        never = sum(o.tasks - self._started.get(i, 0) for i, o in self._ops.items() if not o.am)
+        never = sum(o.tasks - self._started.get(i, 0) for i, o in self._ops.items())
         return JobsReport(
             rows=rows, task_wait_s=stats(everything),
             task_wait_s_by_pool={p: stats(w) for p, w in sorted(self._waits.items())},
