@@ -332,11 +332,12 @@ def test_custom_am_types_map_onto_slss_simulators_or_the_job_is_skipped(
                                                                  "container.request.delay": 2000}]
     path.write_text("".join(json.dumps(j) for j in (
         {"job.start.ms": 0, "job.id": "spark_1", "am.type": "spark", "job.tasks": tasks},
-        {"job.start.ms": 0, "job.id": "mr_1", "job.tasks": tasks},
+        {"job.start.ms": 0, "job.id": "mr_1", "job.tasks": tasks, "am.memory-mb": 2048, "am.vcores": 2},
     )))
     # As SLS without a simulator class for `spark`: that job is skipped, with one warning naming it.
     t = sls.read(path)
     assert [j.job_id for j in t.jobs] == ["mr_1"]
+    assert t.jobs[0].am == (2.0, 2.0)  # its own AM size (SLS's `am.` + resource name)
     (w,) = t.warnings
     assert "record 1 (line 1): job spark_1: `am.type` \"spark\"" in w and "dag, mapreduce, stream" in w, w
     assert "--am-type" in w

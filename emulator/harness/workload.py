@@ -296,6 +296,7 @@ class WorkloadDriver(RMObserver):
             self._started.add(ev.group)  # an operation of no tasks finishes without starting one
             self._finished.add(ev.group)
             self._release(self._waiters.get(ev.group, []))
+        self._am_unplaced.pop(ev.op_id, None)  # an AM that ended: nothing to look for
         job = self._member.get(ev.group)
         if job is not None:
             self._open[job] -= 1

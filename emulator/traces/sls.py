@@ -44,7 +44,7 @@ DEFAULT_NODE_VCORES = 10.0
 
 JOB_FIELDS = frozenset({
     "am.type", "yarn.sls.am.type", "job.start.ms", "job.end.ms", "job.queue.name", "job.id", "job.user",
-    "job.count", "job.tasks",
+    "job.count", "job.tasks", "am.memory-mb", "am.vcores",
 })
 TASK_FIELDS = frozenset({
     "count", "container.host", "container.start.ms", "container.end.ms", "duration.ms", "container.priority",
@@ -54,7 +54,8 @@ TASK_FIELDS = frozenset({
 # SLS's own AM simulators (`yarn.sls.am.type.NAME` in sls-runner.xml names the class of each); a
 # trace's other types are mapped onto these with `am_types` (--am-type NAME=KIND).
 AM_TYPES = ("mapreduce", "dag", "stream")
-# SLS's AM container (yarn.sls.am.container.memory / .vcores defaults): vcores, GiB.
+# SLS's AM container (yarn.sls.am.container.memory / .vcores defaults): vcores, GiB; an SLS job
+# may give its own (`am.memory-mb`, `am.vcores`: SLS's `am.` + resource name).
 AM_SIZE = (1.0, 1.0)
 HEADER_FIELDS = frozenset({"num.nodes", "num.racks"})
 NODE_FIELDS = frozenset({"node", "memory-mb", "vcores", "resource"})
@@ -131,6 +132,8 @@ def _jobs(
             f"{', '.join(sorted(kinds))}): skipped, as SLS skips a job whose AM type names no simulator; "
             "map it with --am-type TYPE=mapreduce|dag|stream ([workload.trace] am_types)")
         return [], False
+    am = (number(obj, "am.vcores", where, AM_SIZE[0], positive=True),
+          number(obj, "am.memory-mb", where, AM_SIZE[1] * MIB_PER_GIB, positive=True) / MIB_PER_GIB)
     tasks = as_list(obj.get("job.tasks"), where, "job.tasks")
     if not tasks:
         raise where.error("job.tasks", "at least one task (SLS: no task for the job)")
@@ -159,7 +162,7 @@ def _jobs(
     named = bool(job_id) and copies == 1
     out = []
     for _ in range(copies):
-        job = TraceJob(job_id if named else "", default_pool or queue, start_ms / 1000, [], am=AM_SIZE)
+        job = TraceJob(job_id if named else "", default_pool or queue, start_ms / 1000, [], am=am)
         for n, vcores, gib, duration_s, kind, delay in sizes:
             for _ in range(n):
                 job.add_task(vcores, gib, duration_s, kind, delay)
