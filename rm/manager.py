@@ -500,17 +500,13 @@ class ResourceManager:
         ]
 
     def nodes_view(self) -> list[NodeView]:
-        return [
-            NodeView(
-                machine_id=n.machine_id, address=n.address, state=n.state.value, total=n.total,
-                free=Resources(n.free_cpu, n.free_ram),
-                containers=tuple(
-                    ContainerView(cid, a.op.id, a.task.index) for cid, a in n.containers.items()
-                ),
-                last_heartbeat_at=n.last_heartbeat_at,
-            )
-            for n in self._life.cluster.nodes.values()
-        ]
+        return [_node_view(n) for n in self._life.cluster.nodes.values()]
+
+    def node_view(self, machine_id: int) -> NodeView | None:
+        """One registered node's view (None: no such node), e.g. where a client's container runs
+        once its node re-registered after a restart."""
+        node = self._life.cluster.nodes.get(machine_id)
+        return None if node is None else _node_view(node)
 
     def commands_in_flight(self) -> tuple[set[int], set[int]]:
         """Containers launched and killed that no node report has confirmed yet (commands on
@@ -523,3 +519,12 @@ class ResourceManager:
     def ring_quiet_since(self) -> float | None:
         """When the ring last changed, or None while a change is on its way (or no ring)."""
         return self.membership.quiet_since() if self.membership is not None else None
+
+
+def _node_view(n: NodeRecord) -> NodeView:
+    return NodeView(
+        machine_id=n.machine_id, address=n.address, state=n.state.value, total=n.total,
+        free=Resources(n.free_cpu, n.free_ram),
+        containers=tuple(ContainerView(cid, a.op.id, a.task.index) for cid, a in n.containers.items()),
+        last_heartbeat_at=n.last_heartbeat_at,
+    )

@@ -12,10 +12,12 @@ from typing import Any
 import pytest
 
 from emulator.cli.main import main
-from emulator.scenario.loader import ScenarioError, load_scenario
+from emulator.harness.runner import run_blocking
+from emulator.results.summary import build_summary
+from emulator.scenario.loader import ScenarioError, load_scenario, scenario_from_dict
 from emulator.scenario.schema import TraceConfig
 from emulator.traces import rumen, sls, synth
-from emulator.traces.convert import operations
+from emulator.traces.convert import import_scenario, operations
 from emulator.traces.model import NodeGroup, TraceError
 
 HADOOP = Path(__file__).parent / "data" / "traces" / "hadoop-sls"
@@ -148,15 +150,48 @@ RUMEN_JOB: dict[str, Any] = {
 def test_rumen_containers_have_slss_default_size_and_reduces_wait(tmp_path: Path) -> None:
     killed = {"jobID": "job_2", "submitTime": 1371222060000, "outcome": "KILLED", "mapTasks": [
         {"taskID": "m", "attempts": []}]}
+    unfinished = {"jobID": "job_3", "submitTime": 1371222060000, "mapTasks": [{"taskID": "m", "attempts": [
+        {"hostName": "/default-rack/a9", "startTime": 1371222061000, "finishTime": -1}]}]}
     path = tmp_path / "r.json"
-    path.write_text(json.dumps(RUMEN_JOB) + json.dumps(killed))
+    path.write_text(json.dumps(RUMEN_JOB) + json.dumps(killed) + json.dumps(unfinished))
     t = rumen.read(path)
     (job,) = t.jobs
     assert [(g.kind, g.cpu, g.ram_gib, len(g.durations_s)) for g in job.groups] == [
         ("map", 1.0, 1.0, 2), ("reduce", 1.0, 1.0, 1)]
     assert job.groups[1].after == [0] and job.am == (1.0, 1.0)
-    assert t.nodes == [NodeGroup(3, 10.0, 10.0)]
-    assert any("job_2 (KILLED) has no finished task attempt" in w for w in t.warnings), t.warnings
+    assert t.nodes == [NodeGroup(4, 10.0, 10.0)]  # every task's last host, a skipped job's too (SLS)
+    assert any("job job_2 (KILLED): task mapTasks[0] (m) has no attempt: skipped, as SLS refuses the job"
+               in w for w in t.warnings), t.warnings
+    assert any("job job_3 has no finished task attempt: skipped" in w for w in t.warnings), t.warnings
+
+
+def test_slss_rumen_sample_replays_at_slss_utilisation() -> None:
+    """SLS's own 2jobs2min-rumen-jh.json (two TeraGen jobs of 96 maps; the fields SLS reads, kept
+    unchanged): its memory utilisation on its 4 hosts of 10 GiB over the 240 s run is the
+    trace's own container-seconds at 1024 MB, plus what each container waits for the heartbeat
+    that reports it (SLS's NodeManagers beat every second), plus the AMs."""
+    raw = records(HADOOP / "2jobs2min-rumen-jh.json")
+    t = rumen.read(HADOOP / "2jobs2min-rumen-jh.json")
+    assert [j.tasks for j in t.jobs] == [len(r["mapTasks"]) for r in raw] == [96, 96]
+    assert t.nodes == [NodeGroup(4, 10.0, 10.0)]
+    spans = [(a["finishTime"] - a["startTime"]) / 1000 for r in raw for task in r["mapTasks"]
+             for a in task["attempts"][-1:]]
+    assert sorted(d for j in t.jobs for g in j.groups for d in g.durations_s) == sorted(spans)
+    results = {}
+    for am in (False, True):
+        cfg = TraceConfig(format="rumen", path="x", am=am)
+        data, _ = import_scenario(cfg, HADOOP / "2jobs2min-rumen-jh.json")
+        data["heartbeat"] = {"interval_s": 1.0}  # yarn.sls.nm.heartbeat.interval.ms = 1000
+        out = run_blocking(scenario_from_dict(data, "<2jobs2min>"))
+        results[am] = build_summary(out)
+    assert results[False]["jobs"]["finished"] == results[True]["jobs"]["finished"] == 2
+    capacity = 4 * 10.0 * 240  # GiB x s
+    held = (sum(spans) + len(spans) * 0.5) / capacity  # each container: half a heartbeat on average
+    assert results[False]["ram_utilization"] == pytest.approx(0.425, abs=0.002)
+    assert results[False]["ram_utilization"] == pytest.approx(held, abs=0.002)
+    # With SLS's AM per job (1 GiB, held while its job runs: about 70 s each).
+    assert results[True]["ram_utilization"] - results[False]["ram_utilization"] == pytest.approx(
+        2 * 70 / capacity, abs=0.005)
 
 
 def _check_synth_job(job: Any, raw_class: dict[str, Any]) -> None:
@@ -234,6 +269,12 @@ def test_replay_keeps_maps_before_reduces_and_writes_slss_job_file(tmp_path: Pat
     assert len(critical) >= 5  # most jobs have reduces
     with (run / "jobs.csv").open() as f:
         rows = {r["job_id"]: r for r in csv.DictReader(f)}
+    for job in rows:  # its tasks, its AM container apart
+        assert int(rows[job]["tasks"]) == sum(o.task_count for o in ops.values()
+                                              if o.job == job and not o.lasts_for_job)
+        assert int(rows[job]["am_containers"]) == 1
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["jobs"]["tasks_never_started"] == 0
     for job, path_s in critical.items():
         r = rows[job]
         assert float(r["ideal_s"]) == pytest.approx(path_s, abs=1e-5)  # slowdown against it
@@ -282,3 +323,40 @@ def test_bad_order_is_one_clear_error(tmp_path: Path, ops: str, expected: str) -
     with pytest.raises(ScenarioError) as err:
         load_scenario(path)
     assert expected in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+def test_custom_am_types_map_onto_slss_simulators_or_the_job_is_skipped(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "t.json"
+    tasks = [{"container.type": "reduce", "duration.ms": 5000}, {"container.type": "map", "duration.ms": 1000,
+                                                                 "container.request.delay": 2000}]
+    path.write_text("".join(json.dumps(j) for j in (
+        {"job.start.ms": 0, "job.id": "spark_1", "am.type": "spark", "job.tasks": tasks},
+        {"job.start.ms": 0, "job.id": "mr_1", "job.tasks": tasks, "am.memory-mb": 2048, "am.vcores": 2},
+    )))
+    # As SLS without a simulator class for `spark`: that job is skipped, with one warning naming it.
+    t = sls.read(path)
+    assert [j.job_id for j in t.jobs] == ["mr_1"]
+    assert t.jobs[0].am == (2.0, 2.0)  # its own AM size (SLS's `am.` + resource name)
+    (w,) = t.warnings
+    assert "record 1 (line 1): job spark_1: `am.type` \"spark\"" in w and "dag, mapreduce, stream" in w, w
+    assert "--am-type" in w
+    # Mapped onto SLS's DAG simulator: each container after its request delay, no map -> reduce order.
+    (dag,) = [j for j in sls.read(path, am_types={"spark": "dag"}).jobs if j.job_id == "spark_1"]
+    assert sorted((g.kind, g.delay_s, g.after) for g in dag.groups) == [("map", 2.0, []), ("reduce", 0.0, [])]
+    (mr,) = [j for j in sls.read(path, am_types={"spark": "mapreduce"}).jobs if j.job_id == "spark_1"]
+    assert [(g.kind, g.delay_s, g.after) for g in mr.groups] == [("reduce", 0.0, [1]), ("map", 0.0, [])]
+    # The command line: --am-type, and a bad mapping or a trace of nothing but unknown types is one error.
+    out = tmp_path / "s.toml"
+    assert main(["import", "sls", str(path), "-o", str(out), "--node-count", "2",
+                 "--am-type", "spark=dag"]) == 0
+    assert {o.job for o in load_scenario(out).workload.operations} == {"spark_1", "mr_1"}
+    with pytest.raises(SystemExit):
+        main(["import", "sls", str(path), "-o", str(out), "--am-type", "spark"])
+    assert "expected TYPE=mapreduce, TYPE=dag or TYPE=stream" in capsys.readouterr().err
+    only = tmp_path / "only.json"
+    only.write_text(json.dumps({"job.start.ms": 0, "am.type": "tez", "job.tasks": tasks}))
+    assert main(["import", "sls", str(only), "-o", str(out), "--node-count", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {only}: no jobs left: the AM type of all 1 has no behaviour")
+    assert "\n" not in err

@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from emulator.cli.main import main
+from emulator.scenario.loader import load_scenario
 from emulator.scenario.schema import TraceConfig
 from emulator.traces import alibaba
+from emulator.traces.convert import operations
 from emulator.traces.model import NodeGroup, Trace, TraceError
 from tests.test_trace_bounds import emulator, one_error_line
 
@@ -138,11 +140,44 @@ def test_imported_alibaba_replays(tmp_path: Path) -> None:
     for job, (submit, tasks_) in want.items():
         assert float(rows[job]["submit_s"]) == submit - first and int(rows[job]["tasks"]) == len(tasks_)
     assert json.loads((run / "summary.json").read_text())["jobs"]["finished"] == len(want)
+    # j_1's R2_1 waits for M1: requested once M1's every instance completed; its ideal time is the
+    # path M1 (longest instance 55 s) then R2_1 (30 s).
+    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+    submitted = {e["operation"]: e["t"] for e in events if e["event"] == "operation.submitted"}
+    finished = {e["operation"]: e["t"] for e in events if e["event"] == "operation.finished"}
+    ordered = [o for o in load_scenario(out).workload.operations if o.after]
+    assert [(o.job, len(o.after)) for o in ordered] == [("j_1", 1)]
+    assert submitted[ordered[0].name] >= finished[ordered[0].after[0]] > 0
+    assert float(rows["j_1"]["ideal_s"]) == 55 + 30 and float(rows["j_1"]["jct_s"]) >= 85
+
+
+def test_the_task_dag_in_task_names(tmp_path: Path) -> None:
+    rows: list[tuple[object, ...]] = [
+        ("M1", 2, "d", 1, "Terminated", 10, 70, 100, 1), ("M2", 1, "d", 1, "Terminated", 10, 40, 100, 1),
+        ("R3_1_2", 1, "d", 1, "Terminated", 70, 100, 100, 1),
+        ("J4_3", 1, "d", 1, "Terminated", 100, 110, 100, 1),
+        ("task_LTg0MTUwNTA5", 1, "d", 1, "Terminated", 10, 20, 100, 1),  # independent
+        ("R5_9", 1, "d", 1, "Terminated", 10, 20, 100, 1),  # task 9 never ran: dropped
+        ("M9", 1, "d", 1, "Waiting", 0, 0, 100, 1),
+        ("M1_2", 1, "c", 1, "Terminated", 10, 20, 100, 1), ("M2_1", 1, "c", 1, "Terminated", 10, 20, 100, 1),
+    ]
+    t = alibaba.read(write(tmp_path / "batch_task.csv", rows), cfg())
+    d = next(j for j in t.jobs if j.job_id == "d")
+    kinds = [g.kind for g in d.groups]
+    after = {g.kind: sorted(kinds[i] for i in g.after) for g in d.groups}
+    assert after == {"M1": [], "M2": [], "R3_1_2": ["M1", "M2"], "J4_3": ["R3_1_2"], "task_LTg0MTUwNTA5": [],
+                     "R5_9": []}
+    c = next(j for j in t.jobs if j.job_id == "c")
+    assert [g.after for g in c.groups] == [[], []]  # a cycle: independent, with a warning
+    assert any("1 dependency(ies) on tasks that did not run" in w for w in t.warnings), t.warnings
+    assert any("1 job(s) whose task names make a dependency cycle" in w for w in t.warnings), t.warnings
+    ops = {o["name"]: o for o in operations(t, cfg()) if o["job"] == "d"}
+    by_kind = {d.groups[k].kind: name for k, name in enumerate(ops)}
+    assert ops[by_kind["J4_3"]]["after"] == [by_kind["R3_1_2"]]
+    assert sorted(ops[by_kind["R3_1_2"]]["after"]) == sorted([by_kind["M1"], by_kind["M2"]])
 
 
 def test_a_scenario_reads_the_instances_beside_it(tmp_path: Path) -> None:
-    from emulator.scenario.loader import load_scenario
-
     (tmp_path / "trace").mkdir()
     write(tmp_path / "trace" / "batch_task.csv.gz", TASKS)
     write(tmp_path / "trace" / "batch_instance.csv", INSTANCES)

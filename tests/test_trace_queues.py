@@ -58,7 +58,12 @@ def test_tree_weights_minimums_policy_and_warnings(tmp_path: Path) -> None:
     assert q.policy == "drf"
     text = "\n".join(q.warnings)
     assert "research.ml" in text and "own schedulingPolicy" in text
-    for ignored in ("<maxResources> (sls_queue_1)", "<aclSubmitApps> (research.ml)", "<user> (allocations)",
+    # The RM's pools have no cap and one policy: each of those gets a warning of its own.
+    (policy,) = [w for w in q.warnings if "schedulingPolicy" in w]
+    assert "(research.ml): not applied: the emulator schedules every pool with one policy, `drf`" in policy
+    (cap,) = [w for w in q.warnings if "maxResources" in w]
+    assert "<maxResources> of queues sls_queue_1: not applied: the emulator's pools have no upper" in cap
+    for ignored in ("<aclSubmitApps> (research.ml)", "<user> (allocations)",
                     "<colour (unknown)> (allocations)"):
         assert ignored in text, text
     share = r"queue `research.etl` <minResources>: '25% cpu, 50% memory' is a share"

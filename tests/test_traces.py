@@ -46,12 +46,13 @@ def test_sls_nodes() -> None:
 def test_rumen() -> None:
     t = rumen.read(DATA / "rumen.json")
     a, b = t.jobs
-    # Both attempts of the first map (failed 10 s, then 20 s), the second map 25 s; every container
-    # of SLS's default size (jobMapMB/jobReduceMB are the heap, jobProperties' vcores unread by SLS).
-    assert groups(a) == [(1.0, 1.0, [10.0, 20.0, 25.0]), (1.0, 1.0, [55.0])]
+    # Each task's last attempt, as SLS takes it: the first map's second (20 s; its failed first
+    # attempt is not a container), the second map 25 s; every container of SLS's default size
+    # (jobMapMB/jobReduceMB are the heap, jobProperties' vcores unread by SLS).
+    assert groups(a) == [(1.0, 1.0, [20.0, 25.0]), (1.0, 1.0, [55.0])]
     assert (a.pool, b.pool, b.submit_s) == ("research", "prod", 30.0)
-    assert groups(b) == [(1.0, 1.0, [30.0])]  # the attempt with -1 times never ran
-    assert t.nodes == [NodeGroup(3, 10.0, 10.0)]  # three hosts seen
+    assert groups(b) == [(1.0, 1.0, [30.0])]  # its last attempt (-1 times) never ran: the one before
+    assert t.nodes == [NodeGroup(3, 10.0, 10.0)]  # the tasks' last hosts
 
 
 def test_synth_reproducible_from_its_seed(tmp_path: Path) -> None:

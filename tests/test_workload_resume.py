@@ -4,13 +4,17 @@ clients' submission log submits nothing twice, and what was due meanwhile goes o
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
+
+import pytest
 
 from emulator.harness.eventlog import make_logger
 from emulator.harness.workload import Submission, SubmissionLog, WorkloadDriver
 from emulator.time.clock import LoopClock, run
 from rm.journal import Journal
 from rm.manager import ResourceManager
-from tests.helpers import scenario
+from rm.protocol import ContainerStatus, KillContainers, LaunchContainers, Register, Resources
+from tests.helpers import FakeClock, RecordingLink, scenario
 
 WORK = {
     "operations": [
@@ -99,3 +103,59 @@ def test_a_looping_user_whose_operation_ended_with_the_process_goes_on(tmp_path:
         return names(rm)
 
     assert run(main, "virtual") == ["loop#1", "timed#0"]
+
+
+AM_WORK = {"operations": [
+    {"name": "j.am", "job": "j", "cpu": 1, "ram_gib": 1, "durations_s": [500.0], "lasts_for_job": True},
+    {"name": "j", "job": "j", "cpu": 4, "ram_gib": 4, "durations_s": [20.0], "after_start": ["j.am"]},
+]}
+
+
+@pytest.mark.parametrize("restart", ["new process", "same process"])
+def test_a_running_am_is_kept_across_an_rm_restart_and_ended_with_its_job(
+        tmp_path: Path, restart: str) -> None:
+    """YARN's work-preserving restart: the AM's node re-registers with it, the RM places it back,
+    and its client, told where by that node, ends it once the job's task is done (here it
+    completed while the RM was down). The nodes come back in the other order, so the AM's node
+    has another machine id than before."""
+    cfg = scenario(cluster={"nodes": [{"count": 1, "cpu": 8, "ram_gib": 16}]}, workload=AM_WORK).workload
+    clock = FakeClock()
+    log = make_logger(clock, None)
+    rm = ResourceManager(clock, log, heartbeat_mode="delta", journal=Journal(tmp_path / "j"))
+    driver = WorkloadDriver(cfg, rm, cast(LoopClock, clock), 1, SubmissionLog(tmp_path / "w.jsonl"))
+    driver.install_pools()
+    rm.start()
+    small, big = RecordingLink(), RecordingLink()
+    rm.receive(small, Register(address="small", resources=Resources(1, 1)))  # only the AM fits
+    driver.start()
+    clock.advance_to(1.0)
+    (am,) = [c.container_id for m in small.of(LaunchContainers) for c in m.containers]
+    rm.receive(big, Register(address="big", resources=Resources(8, 16)))
+    clock.advance_to(2.0)
+    (task,) = [c.container_id for m in big.of(LaunchContainers) for c in m.containers]
+    rm.crash()
+    if restart == "new process":
+        driver.stop()
+        assert rm.journal is not None
+        rm.journal.close()
+        rm = ResourceManager(clock, log, heartbeat_mode="delta", journal=Journal(tmp_path / "j"), resume=True)
+        driver = WorkloadDriver(cfg, rm, cast(LoopClock, clock), 1, SubmissionLog(tmp_path / "w.jsonl"))
+        rm.recover()
+        driver.resume()
+        rm.start()
+        driver.start()
+    else:
+        rm.recover()
+    clock.advance_to(3.0)  # within the RM's wait for the nodes (rm.recovery_wait_s)
+    small2, big2 = RecordingLink(), RecordingLink()
+    rm.receive(big2, Register(address="big", resources=Resources(8, 16),
+                              containers=(ContainerStatus(task, "complete"),)))
+    rm.receive(small2, Register(address="small", resources=Resources(1, 1),
+                                containers=(ContainerStatus(am, "running"),)))
+    assert {v.name for v in rm.operations_view()} == {"j.am"}  # kept: the RM placed it back
+    clock.advance_to(4.0)
+    assert rm.operations_view() == []  # the job's AM ended with the job
+    assert [m.container_ids for m in small2.of(KillContainers)] == [(am,)]
+    assert rm.journal is not None
+    rm.journal.close()
+    driver.stop()

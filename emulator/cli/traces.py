@@ -36,6 +36,10 @@ def add_command(sub: Any) -> None:
                    "times, Rumen's count from its first job; Google, Alibaba and SWF traces are re-based)")
     i.add_argument("--no-am", dest="am", action="store_false",
                    help="no AM container per job (SLS, Rumen, SYNTH run one: 1 vcore / 1 GiB)")
+    i.add_argument("--am-type", action="append", default=[], metavar="TYPE=KIND", dest="am_types",
+                   type=am_type_mapping,
+                   help="SLS: run the trace's AM type TYPE as KIND (mapreduce, dag or stream), as SLS's "
+                   "yarn.sls.am.type.TYPE names a simulator; repeatable (default: other types are skipped)")
     i.add_argument("--scale", type=positive, default=1.0, dest="time_scale",
                    help="multiply trace times by this (0.1: ten times faster)")
     i.add_argument("--machine-cpu", type=positive, default=32.0,
@@ -72,6 +76,14 @@ def add_command(sub: Any) -> None:
     t.set_defaults(func=cmd_traces)
 
 
+def am_type_mapping(text: str) -> tuple[str, str]:
+    """``spark=dag`` -> ("spark", "dag")."""
+    name, sep, kind = text.partition("=")
+    if not sep or not name.strip() or kind.strip() not in ("mapreduce", "dag", "stream"):
+        raise argparse.ArgumentTypeError(f"expected TYPE=mapreduce, TYPE=dag or TYPE=stream, got {text!r}")
+    return name.strip(), kind.strip()
+
+
 def cmd_import(args: argparse.Namespace) -> int:
     import msgspec
 
@@ -85,7 +97,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     cfg = TraceConfig(
         format=args.format, path=str(args.file), pool=args.pool, sample=args.sample, start_s=args.start_s,
         span_s=args.span_s, max_jobs=args.max_jobs, time_scale=args.time_scale, rebase=args.rebase,
-        am=args.am, machine_cpu=args.machine_cpu,
+        am=args.am, am_types=dict(args.am_types), machine_cpu=args.machine_cpu,
         machine_ram_gib=args.machine_ram_gib, max_tasks=args.max_tasks, max_bytes=args.max_bytes,
         machine_events=str(args.machine_events or ""), instances=str(args.instances or ""),
         collections=str(args.collections or ""),
@@ -121,9 +133,12 @@ def cmd_import(args: argparse.Namespace) -> int:
     text = f"# emulator import {args.format} {args.file}\n{header}\n" + to_toml(data)
     args.out.write_text(text, encoding="utf-8")
     jobs = len({o.get("job", o["name"]) for o in data["workload"]["operations"]})
-    tasks = sum(o.task_count for o in scenario.workload.operations)
-    print(f"{args.out}: {jobs} jobs, {len(scenario.workload.operations)} operations, {tasks} tasks, "
-          f"{scenario.node_count} nodes, run {scenario.run.duration_s:g} s")
+    ops = scenario.workload.operations
+    tasks = sum(o.task_count for o in ops if not o.lasts_for_job)
+    ams = sum(o.task_count for o in ops if o.lasts_for_job)
+    print(f"{args.out}: {jobs} jobs, {len(ops)} operations, {tasks} tasks"
+          f"{f' and {ams} AM containers' if ams else ''}, {scenario.node_count} nodes, run "
+          f"{scenario.run.duration_s:g} s")
     if args.run is None:
         return 0
     from emulator.cli.main import cmd_run

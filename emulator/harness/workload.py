@@ -6,6 +6,11 @@ tasks wait for its AM container) is submitted once they allow it (and not before
 With a ``SubmissionLog`` the clients remember what they submitted (``workload.jsonl`` in the run
 directory), so that a standalone RM process restarted on its run directory resumes the workload
 where it stood instead of submitting everything again.
+
+A job's AM container survives an RM restart as YARN's work-preserving restart keeps it: its node
+re-registers with it and the RM places it back; its client learns where from that node (the
+place it knew, if any, is the old life's) and still ends it once the job's other operations are
+done, at once if they completed meanwhile.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from emulator.scenario.usage import tier_number
 from emulator.time.clock import LoopClock
 from rm.journal import JournalCorrupt, JournalWriteFailed
 from rm.manager import ResourceManager, RMUnavailable
-from rm.observer import OperationEvent, RMObserver, TaskStarted
+from rm.observer import NodeEvent, OperationEvent, RMObserver, TaskStarted
 from rm.operations import OperationSpec
 from rm.protocol import Resources
 
@@ -126,6 +131,9 @@ class WorkloadDriver(RMObserver):
         for job in self._member.values():
             self._open[job] = self._open.get(job, 0) + 1
         self._am_runs_on: dict[str, tuple[int, int]] = {}  # AM -> (machine id, container id)
+        self._am_op: dict[str, int] = {}  # AM -> its operation id
+        # AMs running where this client does not know (an RM restarted): operation id -> AM.
+        self._am_unplaced: dict[int, str] = {}
         rm.observe(self)
 
     def install_pools(self) -> None:
@@ -192,7 +200,11 @@ class WorkloadDriver(RMObserver):
                 self._finished.add(name)
         for name, job in self._member.items():
             if name not in states and self._instances.get(name, 0):
-                self._open[job] -= 1  # finished before the restart (its AM's place is not known)
+                self._open[job] -= 1  # finished before the restart
+        for view in self._rm.operations_view():
+            cfg = self._by_group.get(view.group)
+            if cfg is not None and cfg.lasts_for_job and view.running:
+                self._am_unplaced[view.id] = cfg.name  # its node will report it
         for cfg in self._config.operations:
             if cfg.loop:
                 # Each looping user has one live operation; one whose operation finished while
@@ -214,7 +226,8 @@ class WorkloadDriver(RMObserver):
         name = cfg.name if (cfg.instance_count == 1 and not cfg.loop) else f"{cfg.name}#{k}"
         if self._jobs is not None:
             job = cfg.job or cfg.name
-            self._jobs.expect(name, job if name == cfg.name else f"{job}#{k}", self._ideal_s(cfg, durations))
+            self._jobs.expect(name, job if name == cfg.name else f"{job}#{k}", self._ideal_s(cfg, durations),
+                              cfg.lasts_for_job)
             if cfg.after or cfg.after_start:
                 self._jobs.hold(job, -1)
         if cfg.lasts_for_job:
@@ -248,9 +261,32 @@ class WorkloadDriver(RMObserver):
             self._log.append(sub)  # once accepted: the RM has journaled it
 
     def rm_recovered(self) -> None:
+        # The RM's new life knows the AMs' containers again once their nodes re-register (under
+        # machine ids of its own): the places known are the old life's.
+        for name in list(self._am_runs_on):
+            self._am_unplaced[self._am_op[name]] = name
+        self._am_runs_on.clear()
         held, self._held = self._held, []
         for spec, sub in held:
             self._send(spec, sub)
+
+    def node_registered(self, ev: NodeEvent) -> None:
+        if self._am_unplaced:  # once the RM has placed the node's containers back
+            self._clock.call_soon(self._place_ams, ev.machine_id)
+
+    def _place_ams(self, machine_id: int) -> None:
+        """Learn which unplaced AMs run on a node that re-registered; end those whose job is done."""
+        view = self._rm.node_view(machine_id)
+        if view is None or self._stopped:
+            return
+        for c in view.containers:
+            name = self._am_unplaced.pop(c.op_id, None)
+            if name is None:
+                continue
+            self._am_runs_on[name] = (machine_id, c.container_id)
+            self._am_op[name] = c.op_id
+            if self._open.get(self._by_group[name].job, 0) <= 0:
+                self._end_am(name)
 
     def operation_finished(self, ev: OperationEvent) -> None:
         cfg = self._by_group.get(ev.group)
@@ -260,6 +296,7 @@ class WorkloadDriver(RMObserver):
             self._started.add(ev.group)  # an operation of no tasks finishes without starting one
             self._finished.add(ev.group)
             self._release(self._waiters.get(ev.group, []))
+        self._am_unplaced.pop(ev.op_id, None)  # an AM that ended: nothing to look for
         job = self._member.get(ev.group)
         if job is not None:
             self._open[job] -= 1
@@ -273,12 +310,15 @@ class WorkloadDriver(RMObserver):
         cfg = self._by_group.get(ev.group)
         if cfg is not None and cfg.lasts_for_job:
             self._am_runs_on[cfg.name] = (ev.machine_id, ev.container_id)
+            self._am_op[cfg.name] = ev.op_id
+            self._am_unplaced.pop(ev.op_id, None)
             if self._open.get(cfg.job, 0) <= 0:  # its job is done already (or has nothing else)
                 self._clock.call_soon(self._end_am, cfg.name)
 
     def _end_am(self, name: str) -> None:
         """The job is done: its AM container ends (not from inside the RM's call that said so). A
-        stale place (the AM was moved since, or ended) is refused by the RM, harmlessly."""
+        stale place (the AM was moved since, or ended) is refused by the RM, harmlessly; an AM not
+        placed again yet after a restart is ended once its node reports it (``_place_ams``)."""
         where = self._am_runs_on.get(name)
         if where is not None and not self._stopped:
             self._rm.end_container(*where)

@@ -7,7 +7,10 @@ task starts once it is requested: the longest task, or, for a job whose operatio
 (reduces for maps, tasks for the AM), the end of its critical path (slowdown = completion time /
 ideal); such a job is not finished while one of its operations waits to be submitted. Task waits
 count a task's first container only (a rerun after a lost node is not a wait); tasks that never
-started by the end are not in the waits (``tasks_never_started`` counts them).
+started by the end are not in the waits (``tasks_never_started`` counts them). A job's AM container
+(``lasts_for_job``) is not one of its tasks: it is counted apart (``am_containers``); it waits for
+a place as they do (its wait is among the task waits, ``tasks_never_started`` counts it) and, the
+job's first container, it ends the job's queueing delay.
 """
 
 from __future__ import annotations
@@ -55,7 +58,8 @@ class JobRow(msgspec.Struct, frozen=True):
     first_start_s: float | None
     finish_s: float | None
     ideal_s: float
-    tasks: int
+    tasks: int  # the job's tasks, its AM container not among them
+    am_containers: int = 0
 
     @property
     def jct_s(self) -> float | None:
@@ -87,6 +91,7 @@ class _Op:
     submitted_at: float
     tasks: int
     ideal_s: float
+    am: bool = False  # the job's AM container, not one of its tasks
     first_start: float | None = None
     finished_at: float | None = None
 
@@ -98,15 +103,16 @@ class JobRecorder(RMObserver):
     def __init__(self, now: Callable[[], float]) -> None:
         """``now``: emulated time (the run's clock)."""
         self._now = now
-        self._expected: dict[str, tuple[str, float]] = {}
+        self._expected: dict[str, tuple[str, float, bool]] = {}
         self._ops: dict[int, _Op] = {}
         self._order: list[int] = []
         self._waits: dict[str, array[float]] = {}
         self._started: dict[int, int] = {}  # op id -> tasks that got a first container
         self._held: dict[str, int] = {}  # job -> its operations the clients hold back (waiting)
 
-    def expect(self, operation: str, job: str, ideal_s: float) -> None:
-        self._expected[operation] = (job, ideal_s)
+    def expect(self, operation: str, job: str, ideal_s: float, am: bool = False) -> None:
+        """``am``: the operation is its job's AM container, not one of its tasks."""
+        self._expected[operation] = (job, ideal_s, am)
 
     def hold(self, job: str, n: int = 1) -> None:
         """``n`` more (or, negative, fewer) of ``job``'s operations wait to be submitted: until
@@ -114,8 +120,8 @@ class JobRecorder(RMObserver):
         self._held[job] = self._held.get(job, 0) + n
 
     def operation_submitted(self, ev: OperationEvent) -> None:
-        job, ideal = self._expected.pop(ev.name, (ev.name, 0.0))
-        self._ops[ev.op_id] = _Op(job, ev.pool, ev.submitted_at, ev.tasks, ideal)
+        job, ideal, am = self._expected.pop(ev.name, (ev.name, 0.0, False))
+        self._ops[ev.op_id] = _Op(job, ev.pool, ev.submitted_at, ev.tasks, ideal, am)
         self._order.append(ev.op_id)
 
     def task_started(self, ev: TaskStarted) -> None:
@@ -150,7 +156,8 @@ class JobRecorder(RMObserver):
                 job_id=job, pool=ops[0].pool, submit_s=min(o.submitted_at for o in ops),
                 first_start_s=min(starts) if starts else None,
                 finish_s=max(f for f in finishes if f is not None) if done else None,
-                ideal_s=max(o.ideal_s for o in ops), tasks=sum(o.tasks for o in ops),
+                ideal_s=max(o.ideal_s for o in ops), tasks=sum(o.tasks for o in ops if not o.am),
+                am_containers=sum(o.tasks for o in ops if o.am),
             ))
         everything: array[float] = array("d")
         for w in self._waits.values():

@@ -16,7 +16,7 @@ SLS_JOBS_FILE = "jobruntime.csv"
 SLS_COLUMNS = ("JobID", "real_start_time", "real_end_time", "simulate_start_time", "simulate_end_time")
 CSV_COLUMNS = (
     "job_id", "pool", "submit_s", "first_start_s", "finish_s", "jct_s", "queue_delay_s", "ideal_s",
-    "slowdown", "tasks",
+    "slowdown", "tasks", "am_containers",
 )
 
 
@@ -60,6 +60,7 @@ def write_jobs_csv(report: JobsReport, path: Path) -> None:
             w.writerow([
                 r.job_id, r.pool, _cell(r.submit_s), _cell(r.first_start_s), _cell(r.finish_s),
                 _cell(r.jct_s), _cell(r.queue_delay_s), _cell(r.ideal_s), _cell(r.slowdown), r.tasks,
+                r.am_containers,
             ])
 
 

@@ -137,7 +137,7 @@ REGISTRY: tuple[MetricDef, ...] = (
     _m("jobs.jct_s.p99", "job completion time p99", "s", "99th percentile of job completion time.",
        "p99 of finish − submit over finished jobs", "jobs"),
     _m("jobs.queue_delay_s.p50", "job queueing delay p50", "s",
-       "Median time from a job's submission to its first task's start.",
+       "Median time from a job's submission to its first container's start (its AM's, when it runs one).",
        "p50 of first start − submit over started jobs", "jobs"),
     _m("jobs.slowdown.p50", "job slowdown p50", "num",
        "Median completion time over the job's ideal (uncontended) time.",

@@ -231,6 +231,10 @@ class TraceConfig(Base, kw_only=True, frozen=True):
     # An AM container per job (SLS, Rumen, SYNTH: 1 vcore / 1 GiB, as SLS runs one): it is
     # requested first, and the job's tasks once it runs.
     am: bool = True
+    # SLS: the trace's own AM types (`am.type`), each run as one of SLS's simulators: "mapreduce"
+    # (reduces after maps), "dag" (each container after its request delay) or "stream"; as SLS's
+    # `yarn.sls.am.type.NAME` names a simulator class. A job of another type is skipped (SLS too).
+    am_types: dict[str, Literal["mapreduce", "dag", "stream"]] = {}
     # Multiply trace times (submits and durations) by this (0.1: ten times faster).
     time_scale: Positive = 1.0
     # SYNTH: generate with this seed instead of the file's `rand_seed`.

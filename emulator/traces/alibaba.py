@@ -10,17 +10,25 @@ A job is submitted when its first task starts. Each task that ran (an end after 
 ``instance_num`` tasks of its planned size lasting end - start; with ``batch_instance.csv``, each
 instance that ran is one task of its own length instead (a task with no such instance keeps the
 task-level figures), and the instances' machines are the cluster.
+
+The job's DAG is in its task names, as the trace documents them: ``M1`` is task 1, ``R2_1`` task 2
+waiting for task 1, ``J5_3_4`` task 5 waiting for tasks 3 and 4 (any letters first); a task
+waits for every instance of the tasks it names to complete. Names of another form
+(``task_LTg0...``, ``MergeTask``) are independent tasks. A dependency on a task that did not run
+(or not in the window) is dropped, and a job whose names make a cycle keeps no dependency; both
+are counted in a warning.
 """
 
 from __future__ import annotations
 
 import csv
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from emulator.scenario.schema import TraceConfig
-from emulator.traces.model import Limits, NodeGroup, TaskBudget, Trace, TraceError, TraceJob
+from emulator.traces.model import Limits, NodeGroup, TaskBudget, TaskGroup, Trace, TraceError, TraceJob
 from emulator.traces.stream import Lines, Progress, Window, finish
 
 TASK_COLUMNS = ("task_name", "instance_num", "job_name", "task_type", "status", "start_time", "end_time",
@@ -30,6 +38,8 @@ INSTANCE_COLUMNS = ("instance_name", "task_name", "job_name", "task_type", "stat
 MAX_TIME = 1e12
 # A missing or zero plan still takes this much (cores; fraction of a machine's memory).
 MIN_CPU, MIN_MEM = 0.01, 0.001
+# A DAG task's name: letters, its number, then the numbers of the tasks it waits for.
+_DAG_NAME = re.compile(r"^[A-Za-z]+(\d{1,9})((?:_\d{1,9})*)$")
 
 
 @dataclass
@@ -81,10 +91,14 @@ def read(
                          round(max(mem_plan / 100, MIN_MEM) * cfg.machine_ram_gib, 6), count, end - start)
             tasks[(job_name, _text(row, 0, path, where, TASK_COLUMNS))] = task
     machines = _read_instances(instances, cfg, tasks, progress) if instances is not None else set()
-    for (job_name, _), task in tasks.items():
-        job = jobs[job_name]
-        for d in task.runs or [task.duration_s] * task.count:
-            job.add_task(task.cpu, task.ram_gib, d)
+    by_job: dict[str, list[tuple[str, _Task]]] = {}
+    for (job_name, task_name), task in tasks.items():
+        by_job.setdefault(job_name, []).append((task_name, task))
+    dropped = cyclic = 0
+    for job_name, named in by_job.items():
+        lost, cycle = _task_dag(jobs[job_name], named)
+        dropped += lost
+        cyclic += cycle
     out = finish(list(jobs.values()))
     if not out:
         raise TraceError(f"{path}: no task that ran in the window (start {cfg.start_s:g} s, span "
@@ -96,10 +110,64 @@ def read(
     if unplanned:
         warnings.append(f"{path}: {unplanned} task(s) without plan_cpu or plan_mem: given {MIN_CPU:g} core / "
                         f"{MIN_MEM:g} of a machine's memory")
+    if dropped:
+        warnings.append(f"{path}: {dropped} dependency(ies) on tasks that did not run or are outside the "
+                        "window: dropped")
+    if cyclic:
+        warnings.append(f"{path}: {cyclic} job(s) whose task names make a dependency cycle: their tasks are "
+                        "independent")
     nodes = [NodeGroup(len(machines), cfg.machine_cpu, cfg.machine_ram_gib)] if machines else []
-    notes = ["Alibaba 2018: task DAG (task_name dependencies), task_type, status, usage columns and "
-             "machine placement ignored; all jobs in one pool"]
+    notes = ["Alibaba 2018: task_type, status, usage columns and machine placement ignored; "
+             "all jobs in one pool"]
     return Trace(out, nodes, warnings, notes, selected=True)
+
+
+def _task_dag(job: TraceJob, named: list[tuple[str, _Task]]) -> tuple[int, int]:
+    """One task group per task, each waiting (``after``) for the tasks its name lists; returns
+    the dependencies dropped (on tasks not here) and 1 if the names made a cycle (then none
+    is kept)."""
+    numbers: dict[int, list[int]] = {}  # task number -> its groups (a number may be given twice)
+    waits: list[list[int]] = []
+    for k, (name, task) in enumerate(named):
+        job.groups.append(TaskGroup(task.cpu, task.ram_gib, task.runs or [task.duration_s] * task.count,
+                                    kind=name))
+        m = _DAG_NAME.match(name)
+        if m:
+            numbers.setdefault(int(m.group(1)), []).append(k)
+        waits.append([int(x) for x in m.group(2).split("_") if x] if m else [])
+    dropped = 0
+    for k, parents in enumerate(waits):
+        after: set[int] = set()
+        for p in parents:
+            if p in numbers:
+                after.update(g for g in numbers[p] if g != k)
+            else:
+                dropped += 1
+        job.groups[k].after = sorted(after)
+    if _cyclic(job.groups):
+        for g in job.groups:
+            g.after = []
+        return dropped, 1
+    return dropped, 0
+
+
+def _cyclic(groups: list[TaskGroup]) -> bool:
+    """Whether the groups' ``after`` lists make a cycle (Kahn's algorithm)."""
+    waiting = [len(g.after) for g in groups]
+    children: list[list[int]] = [[] for _ in groups]
+    for k, g in enumerate(groups):
+        for p in g.after:
+            children[p].append(k)
+    ready = [k for k, n in enumerate(waiting) if n == 0]
+    done = 0
+    while ready:
+        k = ready.pop()
+        done += 1
+        for c in children[k]:
+            waiting[c] -= 1
+            if waiting[c] == 0:
+                ready.append(c)
+    return done < len(groups)
 
 
 def _read_instances(path: Path, cfg: TraceConfig, tasks: dict[tuple[str, str], _Task],

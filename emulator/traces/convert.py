@@ -26,7 +26,7 @@ def read_trace(cfg: TraceConfig, path: Path, progress: Progress | None = None,
     ``base_dir``: where the files named beside it are (default: the current directory)."""
     limits = trace_limits(cfg)
     if cfg.format == "sls":
-        return sls.read(path, cfg.pool, limits)
+        return sls.read(path, cfg.pool, limits, cfg.am_types)
     if cfg.format == "rumen":
         return rumen.read(path, cfg.pool, limits)
     if cfg.format == "synth":

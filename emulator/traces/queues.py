@@ -2,8 +2,10 @@
 trace, read into pools: the queue tree (a queue ``a`` under ``root`` is pool ``a``, its child
 ``b`` pool ``a.b``), ``weight``, ``minResources`` (``min_cpu``/``min_ram_gib``) and the
 scheduling policy of ``root`` (``schedulingPolicy``, else ``defaultQueueSchedulingPolicy``) as the
-scheduler's policy. What the emulator's pools do not model (``maxResources``, ``maxRunningApps``,
-ACLs, placement rules, per-queue policies that differ from root's, ...) is named in a warning.
+scheduler's policy. Two things the emulator's RM cannot do get a warning each: ``maxResources``
+(its pools have no upper limit) and a queue's own ``schedulingPolicy`` (one policy schedules every
+pool); what else its pools do not model (``maxRunningApps``, ACLs, placement rules, ...) is named
+in one more.
 
 The file is read safely: at most 4 MiB, a document type declaration (the way to entity
 expansion and external entities) refused, queues nested at most 32 deep.
@@ -91,8 +93,13 @@ def read(path: Path, cluster: tuple[float, float] | None = None) -> Queues:
                                 "memory)")
     others = sorted({q for q, p in reader.queue_policies.items() if POLICIES[p] != (out.policy or "drf")})
     if others:
-        out.warnings.append(f"{path}: queues with their own schedulingPolicy ({', '.join(others[:10])}): the "
-                            f"emulator schedules every pool with one policy, `{out.policy or 'drf'}`")
+        out.warnings.append(f"{path}: queues with their own schedulingPolicy ({', '.join(others[:10])}): "
+                            "not applied: the emulator schedules every pool with one policy, "
+                            f"`{out.policy or 'drf'}`")
+    if reader.capped:
+        out.warnings.append(f"{path}: <maxResources> of queues {', '.join(reader.capped[:10])}: not applied: "
+                            "the emulator's pools have no upper limit, so these may use more than their "
+                            "maximum (YARN holds a queue at it)")
     if reader.ignored:
         named = "; ".join(f"<{tag}> ({', '.join(sorted(qs)[:5])})"
                           for tag, qs in sorted(reader.ignored.items()))
@@ -107,6 +114,7 @@ class _Reader:
         self.pools: list[dict[str, Any]] = []
         self.root_policy: str | None = None
         self.queue_policies: dict[str, str] = {}
+        self.capped: list[str] = []  # queues with a <maxResources>
         self.ignored: dict[str, set[str]] = {}
 
     def unsupported(self, where: str, tag: str) -> None:
@@ -139,6 +147,8 @@ class _Reader:
             elif tag == "schedulingPolicy":
                 self.queue_policies[full] = _policy_text(child, self.path,
                                                          f"queue `{full}` <schedulingPolicy>")
+            elif tag == "maxResources":
+                self.capped.append(full)
             elif tag.startswith(("max", "min", "acl", "allow", "fairShare", "reservation")) or tag in (
                     "maxAMShare", "maxChildResources", "maxContainerAllocation"):
                 self.unsupported(full, tag)

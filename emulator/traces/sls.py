@@ -14,6 +14,8 @@ Ignored (see docs/traces.md): locality, priorities, execution types, ``job.end.m
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -42,27 +44,36 @@ DEFAULT_NODE_VCORES = 10.0
 
 JOB_FIELDS = frozenset({
     "am.type", "yarn.sls.am.type", "job.start.ms", "job.end.ms", "job.queue.name", "job.id", "job.user",
-    "job.count", "job.tasks",
+    "job.count", "job.tasks", "am.memory-mb", "am.vcores",
 })
 TASK_FIELDS = frozenset({
     "count", "container.host", "container.start.ms", "container.end.ms", "duration.ms", "container.priority",
     "container.type", "container.memory-mb", "container.memory", "container.vcores", "container.duration.ms",
     "container.request.delay", "container.execution.type", "container.allocation.id",
 })
-AM_TYPES = frozenset({"mapreduce", "dag", "stream"})
-# SLS's AM container (yarn.sls.am.container.memory / .vcores defaults): vcores, GiB.
+# SLS's own AM simulators (`yarn.sls.am.type.NAME` in sls-runner.xml names the class of each); a
+# trace's other types are mapped onto these with `am_types` (--am-type NAME=KIND).
+AM_TYPES = ("mapreduce", "dag", "stream")
+# SLS's AM container (yarn.sls.am.container.memory / .vcores defaults): vcores, GiB; an SLS job
+# may give its own (`am.memory-mb`, `am.vcores`: SLS's `am.` + resource name).
 AM_SIZE = (1.0, 1.0)
 HEADER_FIELDS = frozenset({"num.nodes", "num.racks"})
 NODE_FIELDS = frozenset({"node", "memory-mb", "vcores", "resource"})
 RACK_FIELDS = frozenset({"rack", "nodes"})
 
 
-def read(path: Path, default_pool: str = "", limits: Limits = DEFAULT_LIMITS) -> Trace:
+def read(path: Path, default_pool: str = "", limits: Limits = DEFAULT_LIMITS,
+         am_types: Mapping[str, str] | None = None) -> Trace:
+    """``am_types``: the trace's own AM types, each read as one of SLS's (``AM_TYPES``). A job of
+    a type neither names is skipped with a warning, as SLS skips a job whose ``am.type`` has no
+    simulator class (``Failed to create an AM``)."""
+    kinds = {**{t: t for t in AM_TYPES}, **(am_types or {})}
     unknown = Unknown(path)
     budget = TaskBudget(path, limits.max_tasks)
     jobs: list[TraceJob] = []
     generated: list[TraceJob] = []  # jobs SLS numbers itself (no id, or copied by `job.count`)
     header_nodes = 0
+    skipped = 0  # jobs of an AM type without a behaviour
     hosts: set[str] = set()
     for where, value in json_stream(path, limits.max_bytes):
         obj = as_object(value, where, "(record)")
@@ -71,10 +82,16 @@ def read(path: Path, default_pool: str = "", limits: Limits = DEFAULT_LIMITS) ->
             header_nodes += int(number(obj, "num.nodes", where, positive=True))
             continue
         unknown.check(obj, JOB_FIELDS, where)
-        made, named = _jobs(obj, where, unknown, default_pool, budget, hosts)
+        made, named = _jobs(obj, where, unknown, default_pool, budget, hosts, kinds)
+        if not made:
+            skipped += 1
         jobs.extend(made)
         if not named:
             generated.extend(made)
+    if not jobs and skipped:
+        raise TraceError(f"{path}: no jobs left: the AM type of all {skipped} has no behaviour (known: "
+                         f"{', '.join(sorted(kinds))}); map the trace's types with --am-type "
+                         "TYPE=mapreduce|dag|stream ([workload.trace] am_types)")
     if not jobs:
         raise TraceError(f"{path}: no jobs (expected a stream of SLS job objects with `job.tasks`)")
     _number(jobs, generated)
@@ -98,17 +115,25 @@ def _number(jobs: list[TraceJob], generated: list[TraceJob]) -> None:
 
 def _jobs(
     obj: dict[str, Any], where: Where, unknown: Unknown, default_pool: str, budget: TaskBudget,
-    hosts: set[str],
+    hosts: set[str], kinds: Mapping[str, str],
 ) -> tuple[list[TraceJob], bool]:
-    """The job's copies, and whether they keep the trace's own id."""
+    """The job's copies (none: an AM type without a behaviour), and whether they keep the
+    trace's own id."""
     start_ms = number(obj, "job.start.ms", where)
     queue = text_field(obj, "job.queue.name", where, default_pool or "default")
     copies = int(number(obj, "job.count", where, 1, positive=True))
     job_id = text_field(obj, "job.id", where, "")
     am_key = "am.type" if "am.type" in obj else "yarn.sls.am.type"
-    am_type = text_field(obj, am_key, where, "mapreduce")
-    if am_type not in AM_TYPES:
-        raise where.error(am_key, f"one of {', '.join(sorted(AM_TYPES))}", am_type)
+    am_type = kinds.get(text_field(obj, am_key, where, "mapreduce"), "")
+    if not am_type:
+        unknown.warnings.append(
+            f"{where.path}: record {where.record} (line {where.line}): job {job_id or '(no job.id)'}: "
+            f"`{am_key}` {json.dumps(obj[am_key])[:60]} has no AM behaviour (known: "
+            f"{', '.join(sorted(kinds))}): skipped, as SLS skips a job whose AM type names no simulator; "
+            "map it with --am-type TYPE=mapreduce|dag|stream ([workload.trace] am_types)")
+        return [], False
+    am = (number(obj, "am.vcores", where, AM_SIZE[0], positive=True),
+          number(obj, "am.memory-mb", where, AM_SIZE[1] * MIB_PER_GIB, positive=True) / MIB_PER_GIB)
     tasks = as_list(obj.get("job.tasks"), where, "job.tasks")
     if not tasks:
         raise where.error("job.tasks", "at least one task (SLS: no task for the job)")
@@ -137,7 +162,7 @@ def _jobs(
     named = bool(job_id) and copies == 1
     out = []
     for _ in range(copies):
-        job = TraceJob(job_id if named else "", default_pool or queue, start_ms / 1000, [], am=AM_SIZE)
+        job = TraceJob(job_id if named else "", default_pool or queue, start_ms / 1000, [], am=am)
         for n, vcores, gib, duration_s, kind, delay in sizes:
             for _ in range(n):
                 job.add_task(vcores, gib, duration_s, kind, delay)
