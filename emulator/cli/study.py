@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from emulator.cli.args import count
@@ -47,12 +49,19 @@ def cmd_study(args: argparse.Namespace) -> int:
     out = args.out or Path("runs") / "studies" / f"{source.stem}.json"
     say = (lambda _: None) if args.quiet else (lambda line: print(line, file=sys.stderr))
     study = StudyRun(source, out, jobs=args.jobs, runs_dir=args.runs, force=args.force, say=say)
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops the study as Ctrl-C does
     try:
         output = study.run()
     except KeyboardInterrupt:
         print(f"interrupted: {len(study.done)} of {len(study.points)} points are in {out}; the same "
               "command resumes the study", file=sys.stderr)
         return EXIT_STOPPED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     print(markdown(output), end="")
     print(f"results in {out} (emulator study --table {out} prints the tables again)", file=sys.stderr)
     return 0
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt

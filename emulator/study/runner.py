@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from emulator.harness.outcome import RunOutcome
 from emulator.harness.runner import run_blocking
 from emulator.results.recording import recorded
 from emulator.results.registry import lookup
@@ -40,6 +41,11 @@ class StudyOutput(msgspec.Struct, kw_only=True):
     points: list[PointResult]
 
 
+class PointStopped(KeyboardInterrupt):
+    """A point's run ended early (Ctrl-C or SIGTERM reached its process): its figures cover part of
+    the run only and are not kept; the study stops as if interrupted."""
+
+
 def default_jobs() -> int:
     return max(1, (os.cpu_count() or 1) - 1)
 
@@ -51,14 +57,20 @@ def run_point(scenario: Scenario, metrics: list[str], run_dir: str | None, sourc
     `emulator compare` take it)."""
     t0 = time.monotonic()
     if run_dir is None:
-        summary = full_summary(run_blocking(scenario, None))
+        summary = full_summary(_complete(run_blocking(scenario, None)))
     else:
         out = Path(run_dir)
         out.mkdir(parents=True, exist_ok=True)
         with recorded(out, "run", source, scenario, overrides, []) as rec:
-            summary = write_results(run_blocking(scenario, out / "events.jsonl"), out)
+            summary = write_results(_complete(run_blocking(scenario, out / "events.jsonl")), out)
             rec.finish(0)
     return {name: lookup(summary, name) for name in metrics}, round(time.monotonic() - t0, 3)
+
+
+def _complete(outcome: RunOutcome) -> RunOutcome:
+    if outcome.partial:
+        raise PointStopped
+    return outcome
 
 
 def read_output(path: Path) -> StudyOutput:
@@ -159,6 +171,11 @@ class StudyRun:
                     for fut in finished:
                         self._finish(running.pop(fut), *fut.result())
             except BaseException:
-                # Interrupted (or a point failed): the points done are in the output already.
+                # Interrupted (or a point failed): the points done are in the output already. The
+                # points running end early (SIGTERM: their runs stop as on Ctrl-C) and are dropped.
+                workers = list((getattr(pool, "_processes", None) or {}).values())
                 pool.shutdown(wait=False, cancel_futures=True)
+                for process in workers:
+                    if process.is_alive():
+                        process.terminate()
                 raise
