@@ -9,7 +9,8 @@ import msgspec
 import pytest
 
 from emulator.cli.main import main
-from emulator.study.runner import StudyRun, read_output
+from emulator.results.figures import stale
+from emulator.study.runner import StudyRun, read_output, run_point
 from emulator.study.spec import StudyError, load_study
 from emulator.study.tables import markdown
 
@@ -135,3 +136,19 @@ def test_an_output_that_is_not_a_study_is_refused(tmp_path: Path) -> None:
     bogus.write_text('{"runs": []}', encoding="utf-8")
     with pytest.raises(StudyError, match="not the output of `emulator study`"):
         StudyRun(_tiny(tmp_path), bogus)
+
+
+def test_the_docs_sample_is_the_committed_study_and_its_output_still_reproduces() -> None:
+    doc = (ROOT / "docs" / "studies.md").read_text(encoding="utf-8")
+    marker = "<!-- study file: scenarios/studies/quickstart-heartbeats.toml -->\n```toml\n"
+    shown = doc[doc.index(marker) + len(marker):].split("```", 1)[0]
+    study_file = ROOT / "scenarios" / "studies" / "quickstart-heartbeats.toml"
+    assert shown == study_file.read_text(encoding="utf-8")
+    assert stale(ROOT / "docs" / "studies.md", ROOT) == [], "run: emulator figures --write docs/studies.md"
+    # The committed output is what the study gives now: one point run again (virtual time).
+    committed = read_output(ROOT / "docs" / "study-quickstart-heartbeats.json")
+    run = StudyRun(study_file, ROOT / "docs" / "study-quickstart-heartbeats.json", say=lambda _: None)
+    point = next(p for p in run.points if p.key == "delta|seed=1")
+    stored = next(p for p in committed.points if p.key == point.key)
+    assert stored.scenario == msgspec.json.decode(msgspec.json.encode(run.data[point.key]))
+    assert run_point(*run.point_args(point))[0] == stored.metrics

@@ -137,6 +137,10 @@ FIGURES: dict[str, Figure] = {
     "baselines": Figure("docs/baselines.json", "emulator.experiments.e5:baselines_table", "make baselines"),
     "abuse": Figure("docs/abuse-results.json", "emulator.experiments.abuse:markdown_table",
                     "emulator abuse scenarios/abuse.toml --out docs/abuse-results.json"),
+    "study-quickstart-heartbeats": Figure(
+        "docs/study-quickstart-heartbeats.json", "emulator.study.tables:markdown",
+        "emulator study scenarios/studies/quickstart-heartbeats.toml --force "
+        "--out docs/study-quickstart-heartbeats.json"),
     # Not from a result file: generated from the metrics registry itself.
     "metrics-glossary": Figure("", "emulator.results.registry:glossary_markdown",
                                "emulator figures --write docs/metrics.md"),

@@ -15,7 +15,7 @@ import msgspec
 from emulator.results.record import scenario_data
 from emulator.scenario.loader import ScenarioError, apply_overrides, scenario_from_dict
 from emulator.scenario.schema import Scenario, scale_tasks
-from emulator.study.spec import NODES, SEED, Study, StudyError, variant_names
+from emulator.study.spec import NODES, SEED, Study, StudyError, scenario_path, variant_names
 
 
 class Point(msgspec.Struct, frozen=True, kw_only=True):
@@ -62,14 +62,22 @@ class Resolver:
 
     def __init__(self, study: Study, study_file: Path) -> None:
         self.study, self.study_file = study, study_file
-        self.path = study_file.parent / study.scenario
-        try:
-            self.base = tomllib.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise StudyError(f"{study_file}: at `scenario`: {self.path}: no such file") from None
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
-            raise StudyError(f"{study_file}: at `scenario`: {self.path}: cannot be read: {err}") from None
+        self._bases: dict[Path, dict[str, Any]] = {}
         self._variant_sets = {v.name: (i, v.set) for i, v in enumerate(study.variants)}
+
+    def path(self, point: Point) -> Path:
+        return scenario_path(self.study_file, self.study, point.variant)[1]
+
+    def _base(self, point: Point) -> dict[str, Any]:
+        where, path = scenario_path(self.study_file, self.study, point.variant)
+        if path not in self._bases:
+            try:
+                self._bases[path] = tomllib.loads(path.read_text(encoding="utf-8"))
+            except FileNotFoundError:
+                raise StudyError(f"{self.study_file}: at `{where}`: {path}: no such file") from None
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+                raise StudyError(f"{self.study_file}: at `{where}`: {path}: cannot be read: {err}") from None
+        return self._bases[path]
 
     def origins(self, point: Point) -> list[tuple[str, dict[str, Any]]]:
         """(where in the study file, dotted overrides) in the order they apply."""
@@ -91,17 +99,18 @@ class Resolver:
         return merged
 
     def scenario(self, point: Point) -> Scenario:
-        data = copy.deepcopy(self.base)
+        data = copy.deepcopy(self._base(point))
+        path = self.path(point)
         origins = self.origins(point)
         try:
             for where, sets in origins:
                 try:
-                    apply_overrides(data, sets, self.path)
+                    apply_overrides(data, sets, path)
                 except ScenarioError as err:
                     raise StudyError(f"{self.study_file}: at `{where}`: {err}") from None
             if NODES in point.coords:
                 scale_cluster(data, point.coords[NODES], self.study.scale_workload)
-            return scenario_from_dict(data, str(self.path), self.path.parent)
+            return scenario_from_dict(data, str(path), path.parent)
         except StudyError:
             raise
         except ScenarioError as err:
@@ -123,5 +132,5 @@ class Resolver:
 
     def scenario_data(self, point: Point, scenario: Scenario) -> dict[str, Any]:
         """The scenario as run, as plain data (its secret left out, as a run's scenario.toml)."""
-        data, _ = scenario_data(scenario, self.path, self.overrides(point))
+        data, _ = scenario_data(scenario, self.path(point), self.overrides(point))
         return data

@@ -137,9 +137,9 @@ class StudyRun:
         return StudyOutput(format=FORMAT, file=str(self.study_file), study=msgspec.to_builtins(self.study),
                            points=[self.done[p.key] for p in self.points if p.key in self.done])
 
-    def _args(self, p: Point) -> tuple[Scenario, list[str], str | None, str, dict[str, Any]]:
+    def point_args(self, p: Point) -> tuple[Scenario, list[str], str | None, str, dict[str, Any]]:
         run_dir = str(self.runs_dir / p.key.replace("|", "-")) if self.runs_dir else None
-        return (self.scenarios[p.key], list(self.study.metrics), run_dir, str(self.resolver.path),
+        return (self.scenarios[p.key], list(self.study.metrics), run_dir, str(self.resolver.path(p)),
                 self.resolver.overrides(p))
 
     def _finish(self, p: Point, metrics: dict[str, Any], wall_s: float) -> None:
@@ -155,7 +155,7 @@ class StudyRun:
                      f"{len(todo)} to run")
         if self.jobs <= 1 or len(todo) <= 1:
             for p in todo:  # in this process: no start-up cost, and a traceback where it fails
-                self._finish(p, *run_point(*self._args(p)))
+                self._finish(p, *run_point(*self.point_args(p)))
         else:
             self._run_parallel(todo)
         _write(self.out, self.output())
@@ -164,7 +164,7 @@ class StudyRun:
     def _run_parallel(self, todo: list[Point]) -> None:
         with ProcessPoolExecutor(max_workers=min(self.jobs, len(todo))) as pool:
             running: dict[Future[tuple[dict[str, Any], float]], Point] = {
-                pool.submit(run_point, *self._args(p)): p for p in todo}
+                pool.submit(run_point, *self.point_args(p)): p for p in todo}
             try:
                 while running:
                     finished, _ = wait(running, return_when=FIRST_COMPLETED)

@@ -29,6 +29,7 @@ class StudyError(ScenarioError):
 class Variant(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
     name: Name
     description: str = ""
+    scenario: str = ""  # another base scenario for this variant (relative to the study file)
     # Dotted scenario field paths to values, as `emulator run --set` takes them.
     set: dict[str, Any] = {}
 
@@ -201,5 +202,9 @@ def load_study(path: Path) -> Study:
     return study_from_data(data, str(path))
 
 
-def scenario_path(study_file: Path, study: Study) -> Path:
-    return study_file.parent / study.scenario
+def scenario_path(study_file: Path, study: Study, variant: str) -> tuple[str, Path]:
+    """(where in the study file, the path) of the base scenario of ``variant``."""
+    for i, v in enumerate(study.variants):
+        if v.name == variant and v.scenario:
+            return f"variants[{i}].scenario", study_file.parent / v.scenario
+    return "scenario", study_file.parent / study.scenario
