@@ -9,6 +9,8 @@ import msgspec
 import pytest
 
 from emulator.cli.main import main
+from emulator.experiments.e1 import DEFAULT_POLICIES, POLICIES, PREEMPTION, SEEDS
+from emulator.experiments.e1study import e1_grid
 from emulator.results.figures import stale
 from emulator.study.runner import StudyRun, read_output, run_point
 from emulator.study.spec import StudyError, load_study
@@ -152,3 +154,31 @@ def test_the_docs_sample_is_the_committed_study_and_its_output_still_reproduces(
     stored = next(p for p in committed.points if p.key == point.key)
     assert stored.scenario == msgspec.json.decode(msgspec.json.encode(run.data[point.key]))
     assert run_point(*run.point_args(point))[0] == stored.metrics
+
+
+@pytest.mark.parametrize("name", ["e1-explore", "e1-seeds20"])
+def test_the_e1_studies_are_the_grids_of_the_committed_e1_files(name: str) -> None:
+    """`emulator e1 --study` regenerates these files: the study names their very runs."""
+    committed = msgspec.json.decode((ROOT / "docs" / f"{name}.json").read_bytes())
+    grid = e1_grid(ROOT / "scenarios" / "studies" / f"{name}.toml", POLICIES)
+    assert grid.scenario == ROOT / committed["scenario"]
+    runs = {(r["policy"], r["preemption"], r["seed"]) for r in committed["runs"]}
+    assert runs == {(p, pre, s) for p in (*grid.policies, *grid.variants) for pre in grid.preemption
+                    for s in grid.seeds}
+    assert list(grid.seeds) == committed["seeds"]
+    assert grid.variants == committed["variants"] and list(grid.variants) == list(committed["variants"])
+
+
+def test_e1_refuses_a_study_it_cannot_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    study = _tiny(tmp_path)  # heartbeat variants, no packing policy named as E1 names them
+    where = ["--out", str(tmp_path / "runs"), "--json", str(tmp_path / "e1.json")]
+    assert main(["e1", "--study", str(study), "--seeds", "1", *where]) == 2
+    assert "--seeds: not with --study" in capsys.readouterr().err
+    study.write_text(TINY.replace('name = "delta"', 'name = "fit"'), encoding="utf-8")
+    assert main(["e1", "--study", str(study), *where]) == 2
+    assert "at `variants[1].set`: `fit` is E1's name for" in capsys.readouterr().err
+
+
+def test_the_e1_study_is_what_make_e1_runs() -> None:
+    grid = e1_grid(ROOT / "scenarios" / "studies" / "e1.toml", POLICIES)
+    assert grid == (ROOT / "scenarios" / "e1-faithful.toml", SEEDS, DEFAULT_POLICIES, PREEMPTION, {})

@@ -108,12 +108,14 @@ def render_table(study: Study, points: list[PointResult], table: Table) -> str:
             out.append("| " + " | ".join(cells) + " |")
         out.append("")
     notes = []
-    if pooled:
+    varied = [d for d in pooled if len(_values(study, d, metrics)) > 1]
+    if varied:
         what = "mean ± sd" if table.aggregate == "mean_sd" else table.aggregate
         notes.append(f"{what} over " + "; ".join(
-            f"{d} {', '.join(map(str, _values(study, d, metrics)))}" for d in pooled))
-    if table.where:
-        notes.append("at " + ", ".join(f"{d} = {v}" for d, v in table.where.items()))
+            f"{d} {', '.join(map(str, _values(study, d, metrics)))}" for d in varied))
+    fixed = {**{d: _values(study, d, metrics)[0] for d in pooled if d not in varied}, **table.where}
+    if fixed:
+        notes.append("at " + ", ".join(f"{d} = {v}" for d, v in fixed.items()))
     if notes:
         out.append(f"<sub>{'; '.join(notes)}.</sub>")
     return "\n".join(out).rstrip("\n") + "\n"
