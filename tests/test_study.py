@@ -12,6 +12,8 @@ from emulator.cli.main import main
 from emulator.experiments.e1 import DEFAULT_POLICIES, POLICIES, PREEMPTION, SEEDS
 from emulator.experiments.e1study import e1_grid
 from emulator.results.figures import stale
+from emulator.results.record import load_record
+from emulator.scenario.loader import load_scenario
 from emulator.study.runner import StudyRun, read_output, run_point
 from emulator.study.spec import StudyError, load_study
 from emulator.study.tables import markdown
@@ -95,12 +97,20 @@ def test_the_command_runs_points_in_processes_and_prints_tables_from_the_json(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text = TINY.replace("seed = [1, 2]", "seed = [3]")
     text = text.replace('"run.duration_s" = 120', '"run.duration_s" = 60')
-    study, out = _tiny(tmp_path, text), tmp_path / "out.json"
-    assert main(["study", str(study), "--out", str(out), "--jobs", "2", "--quiet"]) == 0
+    study, out, runs = _tiny(tmp_path, text), tmp_path / "out.json", tmp_path / "runs"
+    assert main(["study", str(study), "--out", str(out), "--jobs", "2", "--quiet", "--runs", str(runs)]) == 0
     printed = capsys.readouterr().out
-    assert [p.key for p in read_output(out).points] == ["periodic|seed=3", "delta|seed=3"]
+    points = read_output(out).points
+    assert [p.key for p in points] == ["periodic|seed=3", "delta|seed=3"]
     assert main(["study", "--table", str(out)]) == 0
     assert capsys.readouterr().out == printed
+    # --runs: each point's full results and run record (what `emulator rerun DIR` takes).
+    point_dir = runs / "delta-seed=3"
+    summary = msgspec.json.decode((point_dir / "summary.json").read_bytes())
+    assert summary["heartbeats_sent"] == points[1].metrics["heartbeats_sent"]
+    assert load_record(point_dir).exit_status == 0
+    as_run = msgspec.to_builtins(load_scenario(point_dir / "scenario.toml"))
+    assert msgspec.json.decode(msgspec.json.encode(as_run)) == points[1].scenario
 
 
 @pytest.mark.parametrize(("change", "message"), [

@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from emulator.harness.outcome import RunOutcome
-from emulator.harness.runner import run_blocking
+from emulator.harness.runner import invariants_wanted, run_blocking
 from emulator.results.recording import recorded
 from emulator.results.registry import lookup
 from emulator.results.summary import full_summary, write_results
@@ -61,8 +61,11 @@ def run_point(scenario: Scenario, metrics: list[str], run_dir: str | None, sourc
     else:
         out = Path(run_dir)
         out.mkdir(parents=True, exist_ok=True)
-        with recorded(out, "run", source, scenario, overrides, []) as rec:
-            summary = write_results(_complete(run_blocking(scenario, out / "events.jsonl")), out)
+        # Decided once, so the record says what the run did (HBEMU_CHECK_INVARIANTS) and a rerun repeats it.
+        check = invariants_wanted(None)
+        with recorded(out, "run", source, scenario, overrides, [], check_invariants=check) as rec:
+            summary = write_results(_complete(run_blocking(scenario, out / "events.jsonl",
+                                                           check_invariants=check)), out)
             rec.finish(0)
     return {name: lookup(summary, name) for name in metrics}, round(time.monotonic() - t0, 3)
 
