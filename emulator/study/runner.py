@@ -129,7 +129,7 @@ class StudyRun:
                     r, metrics={m: r.metrics[m] for m in self.study.metrics})
         if old.points and len(kept) < len(old.points):
             self.say(f"{self.out}: {len(old.points) - len(kept)} of its points are not this study's as it "
-                     "is now (another scenario or metrics): run again")
+                     "is now (another scenario, or metrics missing): they are run again or dropped")
         return kept
 
     @property
