@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -157,12 +158,24 @@ class StudyRun:
             self.say(f"{self.out}: {len(self.done)} of {len(self.points)} points already done; "
                      f"{len(todo)} to run")
         if self.jobs <= 1 or len(todo) <= 1:
-            for p in todo:  # in this process: no start-up cost, and a traceback where it fails
-                self._finish(p, *run_point(*self.point_args(p)))
+            for p in todo:  # in this process: no start-up cost
+                with self._failing(p):
+                    result = run_point(*self.point_args(p))
+                self._finish(p, *result)
         else:
             self._run_parallel(todo)
         _write(self.out, self.output())
         return self.output()
+
+    @contextmanager
+    def _failing(self, p: Point) -> Iterator[None]:
+        """A point that fails (an invariant broken, a bug) is named; the error itself goes on up."""
+        try:
+            yield
+        except Exception as err:
+            self.say(f"point `{p.key}` failed ({type(err).__name__}); the {len(self.done)} points done "
+                     f"are in {self.out}")
+            raise
 
     def _run_parallel(self, todo: list[Point]) -> None:
         with ProcessPoolExecutor(max_workers=min(self.jobs, len(todo))) as pool:
@@ -172,7 +185,10 @@ class StudyRun:
                 while running:
                     finished, _ = wait(running, return_when=FIRST_COMPLETED)
                     for fut in finished:
-                        self._finish(running.pop(fut), *fut.result())
+                        p = running.pop(fut)
+                        with self._failing(p):
+                            result = fut.result()
+                        self._finish(p, *result)
             except BaseException:
                 # Interrupted (or a point failed): the points done are in the output already. The
                 # points running end early (SIGTERM: their runs stop as on Ctrl-C) and are dropped.
