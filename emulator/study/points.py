@@ -44,7 +44,7 @@ def scale_cluster(data: dict[str, Any], nodes: int, scale_workload: bool) -> Non
     ``scale_workload`` every operation's task count by the same factor (E2: t = n·c·l/a)."""
     groups = data.get("cluster", {}).get("nodes", [])
     if not groups:
-        raise ScenarioError("at `cluster.nodes`: a `nodes` axis needs node groups to scale")
+        raise ScenarioError("at `cluster.nodes`: no node groups to scale to a node count")
     factor = nodes / sum(g.get("count", 1) for g in groups)
     left = nodes
     for i, g in enumerate(groups):
