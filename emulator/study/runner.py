@@ -4,6 +4,7 @@ already in the output with the same exact scenario and the metrics asked for is 
 
 from __future__ import annotations
 
+import fcntl
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -96,6 +97,24 @@ def _write(path: Path, output: StudyOutput) -> None:
     tmp.replace(path)
 
 
+@contextmanager
+def _only_writer(out: Path) -> Iterator[None]:
+    """One study process writes an output at a time (a second would drop the first's points). The
+    lock file goes when the study ends, so none is left beside a committed output."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    path = out.with_name(out.name + ".lock")
+    with path.open("a", encoding="ascii") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StudyError(f"{out}: another `emulator study` is writing it; give this one another "
+                             "--out") from None
+        try:
+            yield
+        finally:
+            path.unlink(missing_ok=True)
+
+
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     # Compared as JSON holds them (tuples read back as lists).
     return bool(msgspec.json.decode(msgspec.json.encode(a)) == msgspec.json.decode(msgspec.json.encode(b)))
@@ -153,6 +172,10 @@ class StudyRun:
         self.say(f"[{len(self.done)}/{len(self.points)}] {p.key} ({wall_s:.1f} s)")
 
     def run(self) -> StudyOutput:
+        with _only_writer(self.out):
+            return self._run()
+
+    def _run(self) -> StudyOutput:
         todo = self.todo
         if len(self.done):
             self.say(f"{self.out}: {len(self.done)} of {len(self.points)} points already done; "
