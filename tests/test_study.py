@@ -15,7 +15,7 @@ from emulator.results.figures import stale
 from emulator.results.record import load_record
 from emulator.scenario.loader import load_scenario
 from emulator.study.points import Resolver, expand
-from emulator.study.runner import StudyRun, _only_writer, read_output, run_point
+from emulator.study.runner import StudyRun, only_writer, read_output, run_point
 from emulator.study.spec import StudyError, load_study
 from emulator.study.tables import markdown
 
@@ -205,6 +205,6 @@ def test_the_e1_study_is_what_make_e1_runs() -> None:
 
 def test_one_study_process_writes_an_output_at_a_time(tmp_path: Path) -> None:
     out = tmp_path / "out.json"
-    with _only_writer(out), pytest.raises(StudyError, match="another `emulator study` is writing it"):
+    with only_writer(out), pytest.raises(StudyError, match="another `emulator study` is writing it"):
         StudyRun(_tiny(tmp_path), out).run()
     assert not (tmp_path / "out.json.lock").exists()

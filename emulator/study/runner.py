@@ -98,7 +98,7 @@ def _write(path: Path, output: StudyOutput) -> None:
 
 
 @contextmanager
-def _only_writer(out: Path) -> Iterator[None]:
+def only_writer(out: Path) -> Iterator[None]:
     """One study process writes an output at a time (a second would drop the first's points). The
     lock file goes when the study ends, so none is left beside a committed output."""
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -172,7 +172,7 @@ class StudyRun:
         self.say(f"[{len(self.done)}/{len(self.points)}] {p.key} ({wall_s:.1f} s)")
 
     def run(self) -> StudyOutput:
-        with _only_writer(self.out):
+        with only_writer(self.out):
             return self._run()
 
     def _run(self) -> StudyOutput:
