@@ -126,6 +126,8 @@ def test_the_command_runs_points_in_processes_and_prints_tables_from_the_json(
      "tiny.toml: at `tables[0].rows`: `seeds` is not a dimension of the study; did you mean `seed`?"),
     (('name = "delta"', 'name = "periodic"'), "tiny.toml: at `variants[1].name`: `periodic` is the name"),
     (("metrics = [", "metrics = 3 #["), "tiny.toml: at `metrics`: expected `array`, got `int`"),
+    (('title = "tiny"', "where = { seed = 3 }"),
+     "tiny.toml: at `tables[0].where.seed`: 3 is not one of its values"),
 ])
 def test_a_bad_study_file_is_one_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                               change: tuple[str, str], message: str) -> None:

@@ -158,9 +158,12 @@ def _check(study: Study, source: str) -> None:
         for j, name in enumerate(t.metrics):
             if name not in study.metrics:
                 fail(f"tables[{i}].metrics[{j}]", f"`{name}` is not one of the study's `metrics`")
-        for axis in t.where:
+        for axis, value in t.where.items():
             if axis not in dimensions(study):
                 fail(f"tables[{i}].where.{axis}", "not a dimension of the study")
+            values = variant_names(study) if axis == VARIANT else study.axes[axis]
+            if value not in values:  # an empty table otherwise
+                fail(f"tables[{i}].where.{axis}", f"{value!r} is not one of its values {values}")
 
 
 def study_from_data(data: dict[str, Any], source: str) -> Study:
