@@ -18,6 +18,7 @@ from emulator.cli.figures import add_command as add_figures_command
 from emulator.cli.fuzz import add_command as add_fuzz_command
 from emulator.cli.processes import add_commands as add_tcp_commands
 from emulator.cli.schema import add_command as add_schema_command
+from emulator.cli.study import add_command as add_study_command
 from emulator.cli.traces import add_command as add_import_command
 from emulator.experiments.e1 import add_command as add_e1_command
 from emulator.experiments.e4 import add_command as add_e4_command
@@ -375,7 +376,7 @@ class _Version(argparse.Action):
 # here still shows, under "other".
 COMMAND_GROUPS = {
     "run": ("run", "rerun", "report", "compare", "validate"),
-    "experiments": ("e1", "e3", "e3-tcp", "sweep", "efficiency", "recovery", "reliability", "abuse",
+    "experiments": ("study", "e1", "e3", "e3-tcp", "sweep", "efficiency", "recovery", "reliability", "abuse",
                     "traces", "e4", "e5", "baselines", "usage-messages"),
     "processes": ("rm", "nodes"),
     "tools": ("bench", "figures", "fuzz", "import", "schema"),
@@ -531,6 +532,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_fuzz_command(sub)
     add_import_command(sub)
     add_schema_command(sub)
+    add_study_command(sub)
     _group_commands(p, sub)
     return p
 

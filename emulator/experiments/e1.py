@@ -23,6 +23,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from emulator.experiments.e1study import check_alone, e1_grid
 from emulator.harness.runner import run_blocking
 from emulator.results.compare import REFERENCES
 from emulator.results.summary import write_results
@@ -488,10 +489,16 @@ def cmd_e1(args: argparse.Namespace) -> int:
             print(f"error: {dest}: not an e1 results file ({type(err).__name__}: {err})", file=sys.stderr)
             return 2
     try:
-        data = run_e1(Path(args.file), Path(args.out), args.seeds or SEEDS, args.jobs, print,
-                      DEFAULT_POLICIES if args.policies is None else args.policies,
-                      PREEMPTION_CHOICES[args.preemption],
-                      dict(args.variant or []))
+        if args.study:  # the runs a study file names (emulator/experiments/e1study.py)
+            check_alone(args)
+            grid = e1_grid(Path(args.study), POLICIES)
+            data = run_e1(grid.scenario, Path(args.out), grid.seeds, args.jobs, print, grid.policies,
+                          grid.preemption, grid.variants)
+        else:
+            data = run_e1(Path(args.file), Path(args.out), args.seeds or SEEDS, args.jobs, print,
+                          DEFAULT_POLICIES if args.policies is None else args.policies,
+                          PREEMPTION_CHOICES[args.preemption],
+                          dict(args.variant or []))
     except ScenarioError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -527,4 +534,6 @@ def add_command(sub: Any) -> None:
     s.add_argument("--merge", action="store_true",
                    help="add the runs to the --json file's (same policy, preemption and seed replaced)")
     s.add_argument("--table", metavar="JSON", help="only print the markdown table of an e1.json")
+    s.add_argument("--study", metavar="FILE", help="the scenario, policies, seeds and preemption of "
+                   "this study file (scenarios/studies/e1*.toml) instead of the options")
     s.set_defaults(func=cmd_e1)

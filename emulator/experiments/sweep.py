@@ -29,7 +29,8 @@ from emulator.harness.outcome import RunOutcome
 from emulator.harness.runner import run_blocking
 from emulator.results.summary import write_results
 from emulator.scenario.loader import ScenarioError, scenario_from_dict
-from emulator.scenario.schema import SweepConfig, scale_tasks
+from emulator.scenario.schema import SweepConfig
+from emulator.study.points import scale_cluster
 
 if TYPE_CHECKING:
     from emulator.harness.cluster import ClusterOptions
@@ -52,18 +53,10 @@ def load_sweep(path: Path) -> tuple[dict[str, Any], SweepConfig]:
 def point(base: dict[str, Any], cfg: SweepConfig, nodes: int, mode: str, source: str) -> Any:
     """The base scenario scaled to ``nodes`` nodes in heartbeat ``mode``."""
     data = copy.deepcopy(base)
-    groups = data["cluster"]["nodes"]
-    base_n = sum(g.get("count", 1) for g in groups)
-    factor = nodes / base_n
-    left = nodes
-    for i, g in enumerate(groups):
-        g["count"] = left if i == len(groups) - 1 else max(1, round(g.get("count", 1) * factor))
-        left -= g["count"]
-    if left < 0 or groups[-1]["count"] < 1:
-        raise ScenarioError(f"{source}: cannot split {nodes} nodes over {len(groups)} node groups")
-    if cfg.scale_workload:
-        for op in data.get("workload", {}).get("operations", []):
-            scale_tasks(op, factor)
+    try:
+        scale_cluster(data, nodes, cfg.scale_workload)  # as a study's `nodes` axis does
+    except ScenarioError as err:
+        raise ScenarioError(f"{source}: {err}") from None
     data.setdefault("heartbeat", {})["mode"] = mode
     data["name"] = f"{data.get('name', 'sweep')}-{mode}-{nodes}"
     return scenario_from_dict(data, source)

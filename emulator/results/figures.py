@@ -24,30 +24,10 @@ class Figure(NamedTuple):
 
 
 E1_COMMAND = "make e1 (emulator e1 scenarios/e1-faithful.toml --out runs/e1 --json docs/e1.json)"
-E1_SEEDS20 = ("emulator e1 scenarios/e1-faithful.toml --out runs/e1-20 --json docs/e1-seeds20.json "
-              "--seeds 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20 "
-              "--policies none,thesis,fit,fit-fair --variant fit-b0.4-w60=fit,share_band=0.4,window=60 "
-              "--variant fit-w60=fit,window=60 "
-              "(~1 h on 2 cores)")
-E1_EXPLORE = ("emulator e1 scenarios/e1-faithful.toml --out runs/e1-explore --json docs/e1-explore.json "
-              "--seeds 1,2,3,4,5 --preemption on --policies none,thesis,fit,fit-fair --variant "
-              "fit-b0.2=fit,share_band=0.2 --variant fit-b0.3=fit,share_band=0.3 --variant "
-              "fit-b0.5=fit,share_band=0.5 --variant fit-bl5=fit,below_level_refusals=5 --variant "
-              "fit-w60=fit,window=60 --variant fit-w120=fit,window=120 --variant "
-              "fit-b0.3-w60=fit,share_band=0.3,window=60 --variant fit-b0.4-w60=fit,share_band=0.4,window=60 "
-              "--variant fit-ff0.5=fit,fallback_fraction=0.5; the ledger rows then with --merge --policies= "
-              "--variant fit-l0.05=fit,ledger_cap=0.05 --variant fit-l0.1=fit,ledger_cap=0.1 "
-              "--variant fit-l0.2=fit,ledger_cap=0.2; the fair-share rows then with --merge --policies=none,"
-              "thesis,fit,fit-fair --variant fit-b0.3=fit,share_band=0.3 --variant fit-w60=fit,window=60 "
-              "--variant fit-b0.4-w60=fit,share_band=0.4,window=60 (the same runs again, now with fair "
-              "shares) --variant ffs0.1=fit,share_band=0.1,band_reference=fair_share --variant "
-              "ffs0.2=fit,share_band=0.2,band_reference=fair_share --variant ffs0.1-bl5=fit,share_band=0.1,"
-              "below_level_refusals=5,band_reference=fair_share --variant ffs0.2-w60=fit,share_band=0.2,"
-              "window=60,band_reference=fair_share --variant ffs0.3-w60=fit,share_band=0.3,window=60,"
-              "band_reference=fair_share; the rest then with --merge --policies= --variant "
-              "fit-w60-r100=fit,window=60,max_consecutive_refusals=100 --variant "
-              "fit-w60-tetris=fit,window=60,heuristic=tetris --variant "
-              "fit-w60-ct=fit,window=60,normalisation=cluster_total")
+E1_SEEDS20 = ("emulator e1 --study scenarios/studies/e1-seeds20.toml --out runs/e1-20 "
+              "--json docs/e1-seeds20.json (~1 h on 2 cores)")
+E1_EXPLORE = ("emulator e1 --study scenarios/studies/e1-explore.toml --out runs/e1-explore "
+              "--json docs/e1-explore.json (several hours on 2 cores)")
 E2_VIRTUAL = ("emulator sweep scenarios/e2-scale-sweep-virtual.toml --out runs/e2v && "
               "cp runs/e2v/sweep.json docs/e2-sweep-virtual.json")
 E2_VIRTUAL_BIG = ("emulator sweep scenarios/e2-scale-sweep-virtual.toml --nodes 18000,24000 --modes delta "
@@ -137,6 +117,10 @@ FIGURES: dict[str, Figure] = {
     "baselines": Figure("docs/baselines.json", "emulator.experiments.e5:baselines_table", "make baselines"),
     "abuse": Figure("docs/abuse-results.json", "emulator.experiments.abuse:markdown_table",
                     "emulator abuse scenarios/abuse.toml --out docs/abuse-results.json"),
+    "study-quickstart-heartbeats": Figure(
+        "docs/study-quickstart-heartbeats.json", "emulator.study.tables:markdown",
+        "emulator study scenarios/studies/quickstart-heartbeats.toml --force "
+        "--out docs/study-quickstart-heartbeats.json"),
     # Not from a result file: generated from the metrics registry itself.
     "metrics-glossary": Figure("", "emulator.results.registry:glossary_markdown",
                                "emulator figures --write docs/metrics.md"),

@@ -1,0 +1,67 @@
+"""`emulator study FILE`: run a study file's points into one JSON; `--table JSON`: its tables."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from emulator.cli.args import count
+from emulator.results.console import EXIT_STOPPED
+from emulator.study.runner import StudyRun, default_jobs, read_output
+from emulator.study.spec import StudyError
+from emulator.study.tables import markdown
+
+
+def add_command(sub: Any) -> None:
+    s = sub.add_parser("study", help="run a study file (scenario x variants x axes -> metrics, tables); "
+                       "docs/studies.md")
+    s.add_argument("file", nargs="?", help="the study (.toml), e.g. "
+                   "scenarios/studies/quickstart-heartbeats.toml")
+    s.add_argument("--out", type=Path, metavar="JSON",
+                   help="the study's output (default runs/studies/NAME.json); points already in it are "
+                   "not run again")
+    s.add_argument("--jobs", type=count(1, 1024), default=default_jobs(),
+                   help="points run at once, each in its own process "
+                   f"(default: cores - 1, here {default_jobs()})")
+    s.add_argument("--runs", type=Path, metavar="DIR",
+                   help="also keep each point's full results in DIR/POINT/ "
+                   "(for emulator rerun, compare, report)")
+    s.add_argument("--force", action="store_true", help="run every point again, whatever the output holds")
+    s.add_argument("--table", type=Path, metavar="JSON",
+                   help="only print the tables of a study's output (nothing is run)")
+    s.add_argument("--quiet", action="store_true", help="no line per point")
+    s.set_defaults(func=cmd_study)
+
+
+def cmd_study(args: argparse.Namespace) -> int:
+    if args.table is not None:
+        if args.file is not None:
+            raise StudyError("--table JSON prints a finished study's tables: give it without a study file")
+        print(markdown(read_output(args.table)), end="")
+        return 0
+    if args.file is None:
+        raise StudyError("study: give a study file (scenarios/studies/*.toml) or --table JSON")
+    source = Path(args.file)
+    out = args.out or Path("runs") / "studies" / f"{source.stem}.json"
+    say = (lambda _: None) if args.quiet else (lambda line: print(line, file=sys.stderr))
+    study = StudyRun(source, out, jobs=args.jobs, runs_dir=args.runs, force=args.force, say=say)
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops the study as Ctrl-C does
+    try:
+        output = study.run()
+    except KeyboardInterrupt:
+        print(f"interrupted: {len(study.done)} of {len(study.points)} points are in {out}; the same "
+              "command resumes the study", file=sys.stderr)
+        return EXIT_STOPPED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    print(markdown(output), end="")
+    print(f"results in {out} (emulator study --table {out} prints the tables again)", file=sys.stderr)
+    return 0
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt

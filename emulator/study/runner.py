@@ -1,0 +1,223 @@
+"""Running a study: its points in parallel processes, each point's metrics written to the one
+output JSON as soon as it is done, so that an interrupted study resumes where it stopped (a point
+already in the output with the same exact scenario and the metrics asked for is not run again)."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from emulator.harness.outcome import RunOutcome
+from emulator.harness.runner import invariants_wanted, run_blocking
+from emulator.results.recording import recorded
+from emulator.results.registry import lookup
+from emulator.results.summary import full_summary, write_results
+from emulator.scenario.schema import Scenario
+from emulator.study.points import Point, Resolver, expand
+from emulator.study.spec import Study, StudyError, load_study
+
+FORMAT = "hbemu-study/1"
+
+
+class PointResult(msgspec.Struct, kw_only=True):
+    key: str
+    variant: str
+    coords: dict[str, Any]
+    metrics: dict[str, Any]  # registry name -> the run's value (None where it has none)
+    scenario: dict[str, Any]  # exactly as run: the base file with every override
+    wall_s: float
+
+
+class StudyOutput(msgspec.Struct, kw_only=True):
+    format: str
+    file: str  # the study file, as given
+    study: dict[str, Any]  # the study as read (its overrides and axes as dotted paths)
+    points: list[PointResult]
+
+
+class PointStopped(KeyboardInterrupt):
+    """A point's run ended early (Ctrl-C or SIGTERM reached its process): its figures cover part of
+    the run only and are not kept; the study stops as if interrupted."""
+
+
+def default_jobs() -> int:
+    return max(1, (os.cpu_count() or 1) - 1)
+
+
+def run_point(scenario: Scenario, metrics: list[str], run_dir: str | None, source: str,
+              overrides: dict[str, Any]) -> tuple[dict[str, Any], float]:
+    """One point, in whichever process: its metrics and wall seconds. ``run_dir``: also its full
+    results there (summary.json, timeseries.csv, scenario.toml, run.json: `emulator rerun` and
+    `emulator compare` take it)."""
+    t0 = time.monotonic()
+    if run_dir is None:
+        summary = full_summary(_complete(run_blocking(scenario, None)))
+    else:
+        out = Path(run_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        # Decided once, so the record says what the run did (HBEMU_CHECK_INVARIANTS) and a rerun repeats it.
+        check = invariants_wanted(None)
+        with recorded(out, "run", source, scenario, overrides, [], check_invariants=check) as rec:
+            summary = write_results(_complete(run_blocking(scenario, out / "events.jsonl",
+                                                           check_invariants=check)), out)
+            rec.finish(0)
+    return {name: lookup(summary, name) for name in metrics}, round(time.monotonic() - t0, 3)
+
+
+def _complete(outcome: RunOutcome) -> RunOutcome:
+    if outcome.partial:
+        raise PointStopped
+    return outcome
+
+
+def read_output(path: Path) -> StudyOutput:
+    try:
+        return msgspec.json.decode(path.read_bytes(), type=StudyOutput)
+    except FileNotFoundError:
+        raise StudyError(f"{path}: no such file") from None
+    except OSError as err:
+        raise StudyError(f"{path}: cannot read: {err.strerror}") from None
+    except (msgspec.DecodeError, msgspec.ValidationError) as err:
+        raise StudyError(f"{path}: not the output of `emulator study`: {err}") from None
+
+
+def _write(path: Path, output: StudyOutput) -> None:
+    """Whole or not at all: a study killed mid-write keeps its previous output."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(msgspec.json.format(msgspec.json.encode(output)) + b"\n")
+    tmp.replace(path)
+
+
+@contextmanager
+def only_writer(out: Path) -> Iterator[None]:
+    """One study process writes an output at a time (a second would drop the first's points). The
+    lock file goes when the study ends, so none is left beside a committed output."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    path = out.with_name(out.name + ".lock")
+    with path.open("a", encoding="ascii") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StudyError(f"{out}: another `emulator study` is writing it; give this one another "
+                             "--out") from None
+        try:
+            yield
+        finally:
+            path.unlink(missing_ok=True)
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    # Compared as JSON holds them (tuples read back as lists).
+    return bool(msgspec.json.decode(msgspec.json.encode(a)) == msgspec.json.decode(msgspec.json.encode(b)))
+
+
+class StudyRun:
+    """One `emulator study FILE`: its points resolved (every bad override refused before any runs),
+    those already in ``out`` kept, the rest run ``jobs`` at a time."""
+
+    def __init__(self, study_file: Path, out: Path, *, jobs: int = 1, runs_dir: Path | None = None,
+                 force: bool = False, say: Callable[[str], None] = print) -> None:
+        self.study_file, self.out, self.jobs, self.runs_dir, self.say = study_file, out, jobs, runs_dir, say
+        self.study: Study = load_study(study_file)
+        self.resolver = Resolver(self.study, study_file)
+        self.points: list[Point] = expand(self.study)
+        self.scenarios = {p.key: self.resolver.scenario(p) for p in self.points}
+        self.data = {p.key: self.resolver.scenario_data(p, self.scenarios[p.key]) for p in self.points}
+        self.done: dict[str, PointResult] = {} if force else self._resumable()
+
+    def _resumable(self) -> dict[str, PointResult]:
+        if not self.out.exists():
+            return {}
+        old = read_output(self.out)
+        if old.format != FORMAT:
+            raise StudyError(f"{self.out}: written as {old.format!r}, not {FORMAT!r}: give another --out "
+                             "or --force to run the study again")
+        kept = {}
+        for r in old.points:
+            if (r.key in self.data and _same(r.scenario, self.data[r.key])
+                    and all(m in r.metrics for m in self.study.metrics)):
+                kept[r.key] = msgspec.structs.replace(
+                    r, metrics={m: r.metrics[m] for m in self.study.metrics})
+        if old.points and len(kept) < len(old.points):
+            self.say(f"{self.out}: {len(old.points) - len(kept)} of its points are not this study's as it "
+                     "is now (another scenario, or metrics missing): they are run again or dropped")
+        return kept
+
+    @property
+    def todo(self) -> list[Point]:
+        return [p for p in self.points if p.key not in self.done]
+
+    def output(self) -> StudyOutput:
+        return StudyOutput(format=FORMAT, file=str(self.study_file), study=msgspec.to_builtins(self.study),
+                           points=[self.done[p.key] for p in self.points if p.key in self.done])
+
+    def point_args(self, p: Point) -> tuple[Scenario, list[str], str | None, str, dict[str, Any]]:
+        run_dir = str(self.runs_dir / p.key.replace("|", "-")) if self.runs_dir else None
+        return (self.scenarios[p.key], list(self.study.metrics), run_dir, str(self.resolver.path(p)),
+                self.resolver.overrides(p))
+
+    def _finish(self, p: Point, metrics: dict[str, Any], wall_s: float) -> None:
+        self.done[p.key] = PointResult(key=p.key, variant=p.variant, coords=p.coords, metrics=metrics,
+                                       scenario=self.data[p.key], wall_s=wall_s)
+        _write(self.out, self.output())
+        self.say(f"[{len(self.done)}/{len(self.points)}] {p.key} ({wall_s:.1f} s)")
+
+    def run(self) -> StudyOutput:
+        with only_writer(self.out):
+            return self._run()
+
+    def _run(self) -> StudyOutput:
+        todo = self.todo
+        if len(self.done):
+            self.say(f"{self.out}: {len(self.done)} of {len(self.points)} points already done; "
+                     f"{len(todo)} to run")
+        if self.jobs <= 1 or len(todo) <= 1:
+            for p in todo:  # in this process: no start-up cost
+                with self._failing(p):
+                    result = run_point(*self.point_args(p))
+                self._finish(p, *result)
+        else:
+            self._run_parallel(todo)
+        _write(self.out, self.output())
+        return self.output()
+
+    @contextmanager
+    def _failing(self, p: Point) -> Iterator[None]:
+        """A point that fails (an invariant broken, a bug) is named; the error itself goes on up."""
+        try:
+            yield
+        except Exception as err:
+            self.say(f"point `{p.key}` failed ({type(err).__name__}); the {len(self.done)} points done "
+                     f"are in {self.out}")
+            raise
+
+    def _run_parallel(self, todo: list[Point]) -> None:
+        with ProcessPoolExecutor(max_workers=min(self.jobs, len(todo))) as pool:
+            running: dict[Future[tuple[dict[str, Any], float]], Point] = {
+                pool.submit(run_point, *self.point_args(p)): p for p in todo}
+            try:
+                while running:
+                    finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for fut in finished:
+                        p = running.pop(fut)
+                        with self._failing(p):
+                            result = fut.result()
+                        self._finish(p, *result)
+            except BaseException:
+                # Interrupted (or a point failed): the points done are in the output already. The
+                # points running end early (SIGTERM: their runs stop as on Ctrl-C) and are dropped.
+                workers = list((getattr(pool, "_processes", None) or {}).values())
+                pool.shutdown(wait=False, cancel_futures=True)
+                for process in workers:
+                    if process.is_alive():
+                        process.terminate()
+                raise

@@ -1,0 +1,140 @@
+"""A study's tables, rendered from its output JSON alone (no run): each cell one aggregate (by
+default mean ± sd) over the points that share its row and column values."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from emulator.results.registry import BY_NAME, Unit
+from emulator.study.points import expand
+from emulator.study.runner import FORMAT, PointResult, StudyOutput
+from emulator.study.spec import (
+    METRIC,
+    VARIANT,
+    Aggregate,
+    Study,
+    StudyError,
+    Table,
+    study_from_data,
+    variant_names,
+)
+
+_AGGREGATES: dict[str, Callable[[list[float]], float]] = {
+    "mean": statistics.mean, "median": statistics.median, "min": min, "max": max,
+}
+
+
+def _number(value: float, unit: Unit, digits: int) -> str:
+    if unit == "frac":
+        return f"{100 * value:.{digits}f}"
+    if unit == "count" and digits == 0:
+        return f"{value:,.0f}"
+    return f"{value:,.{digits}f}"
+
+
+def _digits(values: list[float], unit: Unit) -> int:
+    """Enough decimals to tell the values apart at about 4 significant digits."""
+    if unit == "frac":
+        return 2
+    if unit == "count" and all(float(v).is_integer() for v in values):
+        return 0
+    top = max(abs(v) for v in values)
+    return 0 if top >= 1000 else 1 if top >= 100 else 2 if top >= 10 else 3
+
+
+def cell(values: list[Any], unit: Unit, how: Aggregate) -> str:
+    xs = [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+    if not xs:
+        return "n/a"
+    digits = _digits(xs, unit)
+    suffix = " %" if unit == "frac" else " s" if unit == "s" else ""
+    if how != "mean_sd":
+        return _number(_AGGREGATES[how](xs), unit, digits) + suffix
+    mean = statistics.mean(xs)
+    if len(xs) == 1:
+        return _number(mean, unit, digits) + suffix
+    return f"{_number(mean, unit, digits)} ± {_number(statistics.stdev(xs), unit, digits)}{suffix}"
+
+
+def _values(study: Study, dim: str, metrics: list[str]) -> list[Any]:
+    if dim == METRIC:
+        return metrics
+    if dim == VARIANT:
+        return variant_names(study)
+    axis = study.axes[dim]
+    assert isinstance(axis, list)
+    return axis
+
+
+def _label(dim: str, value: Any) -> str:
+    if dim == METRIC:
+        return str(BY_NAME[value].label)
+    return str(value)
+
+
+def _coord(point: PointResult, dim: str) -> Any:
+    return point.variant if dim == VARIANT else point.coords.get(dim)
+
+
+def _unit(metric: str) -> Unit:
+    return BY_NAME[metric].unit
+
+
+def render_table(study: Study, points: list[PointResult], table: Table) -> str:
+    metrics = table.metrics or list(study.metrics)
+    chosen = [p for p in points if all(_coord(p, d) == v for d, v in table.where.items())]
+    rows, cols = _values(study, table.rows, metrics), _values(study, table.columns, metrics)
+    pooled = [d for d in study.axes if d not in (table.rows, table.columns) and d not in table.where]
+    # Neither rows nor columns are metrics: one such grid per metric.
+    per_metric = METRIC not in (table.rows, table.columns)
+    out = [f"**{table.title}**", ""] if table.title else []
+    for metric in (metrics if per_metric else [None]):
+        if per_metric:
+            out += [f"*{BY_NAME[str(metric)].label}*", ""]
+        out.append("| " + " | ".join([table.rows, *(_label(table.columns, c) for c in cols)]) + " |")
+        out.append("|---" + "|---:" * len(cols) + "|")
+        for r in rows:
+            cells = [_label(table.rows, r)]
+            for c in cols:
+                m = str(metric if per_metric else (r if table.rows == METRIC else c))
+                hits = [p.metrics.get(m) for p in chosen
+                        if (table.rows == METRIC or _coord(p, table.rows) == r)
+                        and (table.columns == METRIC or _coord(p, table.columns) == c)]
+                cells.append(cell(hits, _unit(m), table.aggregate))
+            out.append("| " + " | ".join(cells) + " |")
+        out.append("")
+    notes = []
+    varied = [d for d in pooled if len(_values(study, d, metrics)) > 1]
+    if varied:
+        what = "mean ± sd" if table.aggregate == "mean_sd" else table.aggregate
+        notes.append(f"{what} over " + "; ".join(
+            f"{d} {', '.join(map(str, _values(study, d, metrics)))}" for d in varied))
+    fixed = {**{d: _values(study, d, metrics)[0] for d in pooled if d not in varied}, **table.where}
+    if fixed:
+        notes.append("at " + ", ".join(f"{d} = {v}" for d, v in fixed.items()))
+    if notes:
+        out.append(f"<sub>{'; '.join(notes)}.</sub>")
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def tables_of(output: StudyOutput) -> tuple[Study, list[Table]]:
+    if output.format != FORMAT:
+        raise StudyError(f"{output.file}: written as {output.format!r}; this emulator reads {FORMAT!r}")
+    study = study_from_data(output.study, f"{output.file} (as stored in the output)")
+    return study, list(study.tables) or [Table()]
+
+
+def markdown(output: StudyOutput | dict[str, Any]) -> str:
+    """Every table of the study, from its output (the figures registry passes the decoded JSON)."""
+    if isinstance(output, dict):
+        output = msgspec.convert(output, StudyOutput)
+    study, tables = tables_of(output)
+    missing = len(expand(study)) - len(output.points)
+    parts = [render_table(study, output.points, t) for t in tables]
+    if missing > 0:
+        parts.append(f"<sub>Partial: {missing} points of the study are not in its output yet.</sub>\n")
+    return "\n".join(parts)
