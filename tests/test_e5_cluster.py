@@ -20,7 +20,17 @@ from emulator.experiments.e5cluster import (
     run_e5_cluster,
 )
 from emulator.experiments.e5demand import Tasks, consumption, properties
-from emulator.experiments.e5pack import Judge, Machines, TaskStats, fits, pack, per_machine
+from emulator.experiments.e5pack import (
+    Judge,
+    Machines,
+    TaskStats,
+    fits,
+    pack,
+    per_machine,
+    shape_check,
+    significant_count,
+    skewness,
+)
 from rm.scheduler import sbp
 
 SCENARIO = Path("scenarios/e5-cluster.toml")
@@ -67,6 +77,19 @@ def test_per_machine_slo_on_a_hand_made_case() -> None:
     assert res["overflow"] == pytest.approx(0.5)  # 5 of 10 machine-intervals
     assert res["machines_over_target"] == pytest.approx(0.5)  # 0.6 > 0.5, 0.4 is not
     assert res["p50"] == pytest.approx(0.5)
+    # At a 10% target a machine exactly at it overflows 3 or more times in 5 intervals in 1.4% of
+    # runs (Poisson, mean 0.5), 2 or more in 9%: machine 0 is significantly over, machine 1 is not.
+    assert significant_count(0.1, 5) == 3
+    assert per_machine(judge.over, 5, 0.1)["machines_significantly_over"] == pytest.approx(0.5)
+    assert significant_count(0.0001, 30_000) == 7  # Poisson(3): P(N >= 7) = 3.4%, P(N >= 6) = 8.4%
+    # Machine 0's load is right-skewed, machine 1's left-skewed: overflow follows the skew.
+    sums = judge.sums(usage)
+    skew = skewness(np.array([[0.1, 0.1, 0.1, 0.1, 0.9], [0.9, 0.9, 0.9, 0.9, 0.1]]))
+    assert skew[0] > 1 > -1 > skew[1] and sums.shape == (2, 5)
+    check = shape_check(judge.over, skew, 3)
+    assert check["skew_overflow_corr"] == pytest.approx(1.0)
+    assert check["skew_significantly_over"] == pytest.approx(skew[0])
+    assert check["skew_others"] == pytest.approx(skew[1])
 
 
 def test_vectorised_admission_decides_as_the_rms() -> None:
@@ -159,7 +182,8 @@ def test_committed_result_has_per_machine_overflow_over_three_seeds(
     path = Path("docs/e5-cluster.json")
     data = json.loads(path.read_text(encoding="utf-8"))
     assert len(data["seeds"]) >= 3 and data["future_intervals"] >= 30_000
-    assert {"worst", "p50", "p90", "machines_over_target"} <= set(data["rows"][0])
+    assert {"worst", "p50", "p90", "machines_over_target", "machines_significantly_over",
+            "in_sample_worst", "skew_overflow_corr"} <= set(data["rows"][0])
     assert [r["measurable"] for r in data["slo_resolution"]] == [True] * 4
     assert main(["e5", "--cluster", "--table", str(path)]) == 0
     assert "| gpa-g | 99.99% (0.01%) |" in capsys.readouterr().out

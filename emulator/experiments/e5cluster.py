@@ -30,7 +30,16 @@ import msgspec
 import numpy as np
 
 from emulator.experiments.e5demand import LECTURE, Demand, Tasks, properties
-from emulator.experiments.e5pack import Judge, TaskStats, pack, per_machine, rank_index
+from emulator.experiments.e5pack import (
+    Judge,
+    TaskStats,
+    pack,
+    per_machine,
+    rank_index,
+    shape_check,
+    significant_count,
+    skewness,
+)
 from emulator.scenario.loader import ScenarioError
 from rm.scheduler.sbp import z
 
@@ -137,10 +146,16 @@ def run_seed(cfg: Packing, seed: int, only: set[str] | None = None) -> dict[str,
         done += usage.shape[1]
     rows = []
     for label, slo, judge in judges:
+        seen = Judge(judge.where)  # the same packing on the history it was made from
+        seen.feed(history)
+        skew = skewness(seen.sums(history))
         targets = cfg.slos if slo is None else [slo]
         for s in targets:  # an SLO-independent packing is judged against every target
+            inside = per_machine(seen.over, seen.intervals, 1.0 - s)
             rows.append({"method": label, "slo": s, "independent": slo is None,
-                         **per_machine(judge.over, judge.intervals, 1.0 - s)})
+                         **per_machine(judge.over, judge.intervals, 1.0 - s),
+                         **{f"in_sample_{k}": inside[k] for k in IN_SAMPLE_KEYS},
+                         **shape_check(judge.over, skew, significant_count(1.0 - s, judge.intervals))})
     return {"seed": seed, "properties": props, "rows": rows,
             "bin_sizes": bin_sizes(bin_sums, cfg.slos),
             "mean_usage_machines": float(history.mean(axis=1).sum()),
@@ -160,12 +175,20 @@ def bin_sizes(sums: np.ndarray[Any, Any], slos: list[float]) -> list[dict[str, f
     return out
 
 
-def _mean_sd(xs: list[float]) -> list[float]:
+def _mean_sd(values: list[float | None]) -> list[float] | None:
+    """Mean and sd over seeds of the values that exist (None where none does)."""
+    xs = [x for x in values if x is not None]
+    if not xs:
+        return None
     m = sum(xs) / len(xs)
     return [m, math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else 0.0]
 
 
-ROW_KEYS = ("machines", "overflow", "worst", "p50", "p90", "machines_over_target")
+SHAPE_ROWS = ("gpa-g", "gpa-sqrt", "emp-perc")
+SHAPE_KEYS = ("skew_overflow_corr", "skew_significantly_over", "skew_others")
+IN_SAMPLE_KEYS = ("overflow", "worst", "machines_over_target")
+ROW_KEYS = ("machines", "overflow", "worst", "p50", "p90", "machines_over_target",
+            "machines_significantly_over", *(f"in_sample_{k}" for k in IN_SAMPLE_KEYS))
 
 
 def run_e5_cluster(cfg: Packing, path: str, seeds: list[int] | None = None,
@@ -177,7 +200,7 @@ def run_e5_cluster(cfg: Packing, path: str, seeds: list[int] | None = None,
     for i, r0 in enumerate(per_seed[0]["rows"]):
         row: dict[str, Any] = {"method": r0["method"], "slo": r0["slo"], "target": 1.0 - r0["slo"],
                                "independent": r0["independent"]}
-        for key in ROW_KEYS:
+        for key in ROW_KEYS + SHAPE_KEYS:
             row[key] = _mean_sd([p["rows"][i][key] for p in per_seed])
         rows.append(row)
     props = {key: _mean_sd([float(p["properties"][key]) for p in per_seed])
@@ -202,9 +225,13 @@ def run_e5_cluster(cfg: Packing, path: str, seeds: list[int] | None = None,
 
 
 def _pct(x: float) -> str:
-    if x == 0:
+    if abs(x) < 1e-12:  # zero, or a float sum's residue
         return "0%"
     return f"{x * 100:.2g}%" if x < 0.001 else f"{x * 100:.3g}%"
+
+
+def _num(v: list[float] | None) -> str:
+    return "-" if v is None else f"{v[0]:.2f} ± {v[1]:.2f}"
 
 
 def _pm(v: list[float], pct: bool = True) -> str:
@@ -231,15 +258,25 @@ def markdown_table(data: dict[str, Any]) -> str:
         f"and judged on the next {data['future_intervals']:,}; mean usage {mu[0]:.1f} machines, requests "
         f"{req[0]:.1f}; mean ± sd over seeds {', '.join(str(s) for s in data['seeds'])}",
         "",
-        "| method | SLO | machines | overflow, all machine-intervals | median machine | 90th pct machine "
-        "| worst machine | machines over 1 − SLO |",
-        "|---|---|---|---|---|---|---|---|",
+        "| method | SLO | machines | overflow, all machine-intervals | median machine | worst machine "
+        "| machines over 1 − SLO | significantly over | worst machine on its history |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in _rows(data):
         slo = "any" if r["independent"] else f"{r['slo'] * 100:g}% ({_pct(r['target'])})"
-        over = "" if r["independent"] else _pm(r["machines_over_target"])
+        over = ("" if r["independent"] else
+                f"{_pm(r['machines_over_target'])} | {_pm(r['machines_significantly_over'])}")
         lines.append(f"| {r['method']} | {slo} | {_pm(r['machines'], False)} | {_pm(r['overflow'])} | "
-                     f"{_pm(r['p50'])} | {_pm(r['p90'])} | {_pm(r['worst'])} | {over} |")
+                     f"{_pm(r['p50'])} | {_pm(r['worst'])} | {over or ' | '} | {_pm(r['in_sample_worst'])} |")
+    lines += ["", "Which machines go over: the correlation of a machine's overflow with the skewness of its "
+              "summed history, and the mean skewness of the machines significantly over beside the others'",
+              "", "| method | SLO | correlation | skewness, significantly over | skewness, the others |",
+              "|---|---|---|---|---|"]
+    for r in _rows(data):
+        if r["independent"] or r["method"] not in SHAPE_ROWS:
+            continue
+        cells = [_num(r[k]) for k in SHAPE_KEYS]
+        lines.append(f"| {r['method']} | {r['slo'] * 100:g}% | " + " | ".join(cells) + " |")
     lines.append("")
     for res in data["slo_resolution"]:
         lines.append(f"- SLO {res['slo'] * 100:g}%: {res['note']}.")

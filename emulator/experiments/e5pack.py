@@ -104,22 +104,62 @@ class Judge:
     number of intervals its tasks' summed usage exceeded capacity."""
 
     def __init__(self, where: Ints) -> None:
+        self.where = where
         self.order = np.argsort(where, kind="stable")
         machines, self.starts = np.unique(where[self.order], return_index=True)
         self.over = np.zeros(machines.size, dtype=np.int64)
         self.intervals = 0
 
+    def sums(self, usage: Array) -> Array:
+        """Each machine's summed usage: (machines, intervals)."""
+        return np.asarray(np.add.reduceat(usage[self.order], self.starts, axis=0), dtype=np.float64)
+
     def feed(self, usage: Array) -> None:
-        sums = np.add.reduceat(usage[self.order], self.starts, axis=0)
-        self.over += (sums > 1.0 + EPS).sum(axis=1)
+        self.over += (self.sums(usage) > 1.0 + EPS).sum(axis=1)
         self.intervals += usage.shape[1]
 
     def shares(self) -> Array:
         return np.asarray(self.over / max(1, self.intervals), dtype=np.float64)
 
 
+def significant_count(target: float, intervals: int) -> int:
+    """The fewest overflows a machine exactly at the target reaches in at most 5% of runs of
+    ``intervals`` intervals (Poisson; its normal approximation for a large mean)."""
+    lam = target * intervals
+    if lam > 200:
+        return math.floor(lam + 1.645 * math.sqrt(lam)) + 1
+    k, term, tail = 0, math.exp(-lam), 1.0
+    while tail > 0.05:  # tail = P(N >= k)
+        tail -= term
+        k += 1
+        term *= lam / k
+    return k
+
+
+def skewness(sums: Array) -> Array:
+    """Each row's skewness (0 for a constant row)."""
+    d = sums - sums.mean(axis=1, keepdims=True)
+    m2 = (d * d).mean(axis=1)
+    m3 = (d * d * d).mean(axis=1)
+    return np.asarray(np.divide(m3, m2 ** 1.5, out=np.zeros_like(m2), where=m2 > 0), dtype=np.float64)
+
+
+def shape_check(over: Ints, skew: Array, significant: int) -> dict[str, float | None]:
+    """Whether the machines over their target are those whose load is right-skewed (a heavier
+    upper tail than the normal the estimators assume): the correlation of each machine's overflow
+    count with the skewness of its summed history, and the mean skewness of the machines
+    significantly over beside the others'."""
+    bad = over >= significant
+    corr = None if over.std() == 0 or skew.std() == 0 else float(np.corrcoef(over, skew)[0, 1])
+    return {"skew_overflow_corr": corr,
+            "skew_significantly_over": float(skew[bad].mean()) if bad.any() else None,
+            "skew_others": float(skew[~bad].mean()) if (~bad).any() else None}
+
+
 def per_machine(over: Ints, intervals: int, target: float) -> dict[str, float]:
-    """The per-machine SLO: machine-intervals over capacity, machine by machine."""
+    """The per-machine SLO: machine-intervals over capacity, machine by machine. A machine is
+    over the target when its share exceeds it, significantly over when its count is one a machine
+    exactly at the target would reach in at most 5% of runs."""
     share = over / intervals
     return {
         "machines": float(over.size),
@@ -128,4 +168,5 @@ def per_machine(over: Ints, intervals: int, target: float) -> dict[str, float]:
         "p50": float(np.quantile(share, 0.5)),
         "p90": float(np.quantile(share, 0.9)),
         "machines_over_target": float(np.mean(share > target)),
+        "machines_significantly_over": float(np.mean(over >= significant_count(target, intervals))),
     }
