@@ -124,16 +124,16 @@ class Judge:
 
 def significant_count(target: float, intervals: int) -> int:
     """The fewest overflows a machine exactly at the target reaches in at most 5% of runs of
-    ``intervals`` intervals (Poisson; its normal approximation for a large mean)."""
+    ``intervals`` intervals: the Poisson tail summed from far above its mean downwards."""
     lam = target * intervals
-    if lam > 200:
-        return math.floor(lam + 1.645 * math.sqrt(lam)) + 1
-    k, term, tail = 0, math.exp(-lam), 1.0
-    while tail > 0.05:  # tail = P(N >= k)
-        tail -= term
-        k += 1
-        term *= lam / k
-    return k
+    j = math.ceil(lam + 12.0 * math.sqrt(lam) + 30.0)  # the tail beyond is negligible
+    tail = 0.0
+    while j >= 0:
+        tail += math.exp(j * math.log(lam) - lam - math.lgamma(j + 1)) if lam > 0 else float(j == 0)
+        if tail > 0.05:
+            return j + 1
+        j -= 1
+    return 0
 
 
 def skewness(sums: Array) -> Array:
