@@ -297,6 +297,8 @@ def demand_table(data: dict[str, Any]) -> str:
         f"> {lec['top1_share_min'] * 100:g}% |",
         f"| C² of the packed tasks' CPU requests (heavy-tailed sizes) | {p['request_cpu_c2'][0]:.2f} ± "
         f"{p['request_cpu_c2'][1]:.2f} | - |",
+        f"| share of the requested CPU of the largest 5% of packed tasks | "
+        f"{_pm(p['request_top5_share'])} | - |",
         f"| tasks not time-independent (lag-1 autocorrelation) | {_pm(p['time_dependent_share'])} | "
         f"{td[0] * 100:g}–{td[1] * 100:.0f}% |",
         f"| random 50-task sums not normal (Jarque–Bera, 5%) | {_pm(p['non_normal_50'])} | "

@@ -170,7 +170,7 @@ def consumption(d: Demand, seed: int) -> dict[str, float]:
     scale = (1.0 - u * (1.0 - top ** -alpha)) ** (-1.0 / alpha)  # inverse CDF, truncated Pareto
     cpu_h, ram_h = cpu * a[0] / (a[0] + b[0]) * scale, ram * a[1] / (a[1] + b[1]) * scale
     return {"cpu_c2": c2(cpu_h), "ram_c2": c2(ram_h), "cpu_top1_share": top_share(cpu_h),
-            "ram_top1_share": top_share(ram_h), "request_cpu_c2": c2(cpu), "population": float(n)}
+            "ram_top1_share": top_share(ram_h), "population": float(n)}
 
 
 def lag1(series: Array) -> Array:
@@ -211,6 +211,8 @@ def non_normal_share(history: Array, k: int, bins: int, seed: int) -> float:
 def properties(d: Demand, tasks: Tasks, history: Array, seed: int) -> dict[str, Any]:
     """Each published property of the trace, measured on this seed's tasks, beside the lecture."""
     out: dict[str, Any] = consumption(d, seed)
+    out["request_cpu_c2"] = c2(tasks.size)  # the packed tasks' sizes
+    out["request_top5_share"] = top_share(tasks.size, 0.05)
     out["time_dependent_share"] = time_dependent_share(history)
     out["time_dependent_configured"] = float(np.mean(tasks.dependent))
     out["non_normal_50"] = non_normal_share(history, 50, 200, seed)
