@@ -92,8 +92,8 @@ e4: $(STAMP)
 e5: $(STAMP)
 	$(BIN)/emulator e5 scenarios/e5-sbp.toml --out docs/e5.json
 
-# E5 inside an emulated cluster: the RM packs arriving tasks with each admission method, 3 seeds
-# (~5 min CPU). Table: emulator e5 --cluster --table docs/e5-cluster.json
+# E5 on trace-like demand: 1,000 tasks per seed packed with each admission method, the SLO judged
+# per machine on 30,000 5-minute intervals, 3 seeds (~1 min). Table: emulator e5 --cluster --table docs/e5-cluster.json
 e5-cluster: $(STAMP)
 	$(BIN)/emulator e5 --cluster scenarios/e5-cluster.toml --out docs/e5-cluster.json
 

@@ -340,15 +340,18 @@ def _cmd_e5_cluster(args: argparse.Namespace) -> int:
     from emulator.experiments import e5cluster
 
     if args.table:
-        print(e5cluster.markdown_table(json.loads(Path(args.table).read_text(encoding="utf-8"))))
+        table = json.loads(Path(args.table).read_text(encoding="utf-8"))
+        print(e5cluster.demand_table(table) + "\n\n" + e5cluster.markdown_table(table))
         return 0
-    seeds = tuple(int(s) for s in args.seeds.split(",")) if args.seeds else e5cluster.SEEDS
+    path = args.file or "scenarios/e5-cluster.toml"
+    cfg = e5cluster.load(Path(path))
+    seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else None
     only = set(args.only.split(",")) if args.only else None
-    data = e5cluster.run_e5_cluster(Path(args.file or "scenarios/e5-cluster.toml"), seeds, only)
+    data = e5cluster.run_e5_cluster(cfg, path, seeds, only)
     out = Path(args.out or "docs/e5-cluster.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    print(e5cluster.markdown_table(data))
+    print(e5cluster.demand_table(data) + "\n\n" + e5cluster.markdown_table(data))
     return 0
 
 
@@ -370,8 +373,8 @@ def add_commands(sub: Any) -> None:
     e.add_argument("--out", help="default docs/e5.json (--cluster: docs/e5-cluster.json)")
     e.add_argument("--table", metavar="JSON", help="only print the tables of an e5.json")
     e.add_argument("--cluster", action="store_true",
-                   help="inside an emulated cluster: the RM packs arriving tasks (a cluster scenario)")
-    e.add_argument("--seeds", help="--cluster: comma-separated seeds (default 1,2,3)")
+                   help="on trace-like demand, the SLO judged per machine (scenarios/e5-cluster.toml)")
+    e.add_argument("--seeds", help="--cluster: comma-separated seeds (default: the file's)")
     e.add_argument("--only", help="--cluster: only these rows (e.g. gpa-g,av 1.25)")
     e.set_defaults(func=cmd_e5)
     b = sub.add_parser("baselines", help="bin-packing baselines: next/first/best-fit against FFD")

@@ -111,6 +111,8 @@ FIGURES: dict[str, Figure] = {
     "e5": Figure("docs/e5.json", "emulator.experiments.e5:markdown_table", "make e5"),
     "e5-cluster": Figure("docs/e5-cluster.json", "emulator.experiments.e5cluster:markdown_table",
                          "make e5-cluster"),
+    "e5-demand": Figure("docs/e5-cluster.json", "emulator.experiments.e5cluster:demand_table",
+                        "make e5-cluster"),
     "e5-cluster-compact": Figure("docs/e5-cluster.json", "emulator.experiments.e5cluster:compact_table",
                                  "make e5-cluster"),
     "e5-bin-sizes": Figure("docs/e5.json", "emulator.experiments.e5:bin_sizes_table", "make e5"),
