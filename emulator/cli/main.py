@@ -17,6 +17,7 @@ from emulator.cli.args import count, non_negative, positive
 from emulator.cli.figures import add_command as add_figures_command
 from emulator.cli.fuzz import add_command as add_fuzz_command
 from emulator.cli.processes import add_commands as add_tcp_commands
+from emulator.cli.explain import add_command as add_explain_command
 from emulator.cli.schema import add_command as add_schema_command
 from emulator.cli.traces import add_command as add_import_command
 from emulator.experiments.e1 import add_command as add_e1_command
@@ -374,7 +375,7 @@ class _Version(argparse.Action):
 # `--help` lists the subcommands by group (argparse only has one flat list); a command missing
 # here still shows, under "other".
 COMMAND_GROUPS = {
-    "run": ("run", "rerun", "report", "compare", "validate"),
+    "run": ("run", "rerun", "report", "compare", "validate", "explain"),
     "experiments": ("e1", "e3", "e3-tcp", "sweep", "efficiency", "recovery", "reliability", "abuse",
                     "traces", "e4", "e5", "baselines", "usage-messages"),
     "processes": ("rm", "nodes"),
@@ -531,6 +532,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_fuzz_command(sub)
     add_import_command(sub)
     add_schema_command(sub)
+    add_explain_command(sub)
     _group_commands(p, sub)
     return p
 
