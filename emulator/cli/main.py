@@ -14,10 +14,10 @@ import msgspec
 from rich.console import Console
 
 from emulator.cli.args import count, non_negative, positive
+from emulator.cli.explain import add_command as add_explain_command
 from emulator.cli.figures import add_command as add_figures_command
 from emulator.cli.fuzz import add_command as add_fuzz_command
 from emulator.cli.processes import add_commands as add_tcp_commands
-from emulator.cli.explain import add_command as add_explain_command
 from emulator.cli.schema import add_command as add_schema_command
 from emulator.cli.traces import add_command as add_import_command
 from emulator.experiments.e1 import add_command as add_e1_command

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from emulator.cli.args import count, number, positive
+from emulator.cli.nodes_progress import NodesProgress
 from emulator.harness.nodehost import HostConfig, HostReport, NodeSpec, run_workers
 from emulator.scenario.credentials import (
     CredentialsError,
@@ -28,6 +29,7 @@ from emulator.scenario.credentials import (
 )
 from emulator.scenario.loader import ScenarioError, load_scenario
 from emulator.scenario.schema import Scenario
+from emulator.time.clock import unix_time
 from nodemanager.config import HeartbeatConfig
 from rm.protocol import MAX_NODE_RESOURCE, Resources
 
@@ -291,13 +293,19 @@ def cmd_nodes(args: argparse.Namespace) -> int:
         raise ScenarioError("--count: how many NodeManagers to host (or --scenario FILE, for its nodes)")
     configs = node_configs(args, host, port)
     try:
-        reports = run_workers(configs)
+        with NodesProgress(configs, Console(stderr=True, quiet=args.quiet), unix_time):
+            reports = run_workers(configs)
     except RuntimeError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     Console(quiet=args.quiet, width=140).print(workers_table(reports))
     if args.report:
         Path(args.report).write_bytes(msgspec.json.format(msgspec.json.encode(reports)))
+    # Where the results are, --quiet too: the run's are the RM's; this process keeps only counters.
+    kept = f"these workers' counters: {args.report}" if args.report else \
+        "these workers' counters: the table above (--report PATH also writes them as JSON)"
+    print(f"results: the run's are written by the RM at {args.connect}, in its results directory "
+          f"(`emulator rm` printed it); {kept}", file=sys.stderr)
     return _registered(reports, args.connect)
 
 
