@@ -108,22 +108,22 @@ def _tally(policy: Policy, nodes: list[NodeRecord], op: Operation) -> _NodeTally
         if not node.schedulable:
             add("nodes_not_schedulable")
             continue
+        if _fits(policy, node, op):  # the policy's own test (placement's may overcommit)
+            fitting += 1
+            continue
         cpu = max(0.0, d.cpu - node.free_cpu)
         ram = max(0.0, d.ram_gib - node.free_ram)
-        if cpu > EPS or ram > EPS:
-            if cpu > EPS:
-                add("nodes_insufficient_cpu")
-            if ram > EPS:
-                add("nodes_insufficient_ram")
-            # Closest: the smallest missing fraction of the task's own demand, summed over resources.
-            gap = (cpu / d.cpu if d.cpu > 0 else 0.0) + (ram / d.ram_gib if d.ram_gib > 0 else 0.0)
-            if best is None or gap < best[0]:
-                best = (gap, Shortfall(node.address, round(cpu, 3), round(ram, 3)))
+        if cpu <= EPS and ram <= EPS:
+            add("nodes_refused_by_placement")  # room enough, refused by a tier or admission rule
             continue
-        if not _fits(policy, node, op):
-            add("nodes_refused_by_placement")
-            continue
-        fitting += 1
+        if cpu > EPS:
+            add("nodes_insufficient_cpu")
+        if ram > EPS:
+            add("nodes_insufficient_ram")
+        # Closest: the smallest missing fraction of the task's own demand, summed over resources.
+        gap = (cpu / d.cpu if d.cpu > 0 else 0.0) + (ram / d.ram_gib if d.ram_gib > 0 else 0.0)
+        if best is None or gap < best[0]:
+            best = (gap, Shortfall(node.address, round(cpu, 3), round(ram, 3)))
     return _NodeTally(counts, best[1] if best is not None else None, fitting)
 
 

@@ -26,12 +26,12 @@ from rm.pending import PendingReasons
 
 
 def scenario(nodes: list[dict[str, Any]], pools: list[dict[str, Any]], ops: list[dict[str, Any]],
-             duration_s: float = 60.0) -> Scenario:
+             duration_s: float = 60.0, tiers: bool = False) -> Scenario:
     return scenario_from_dict({
         "name": "why",
         "cluster": {"nodes": nodes},
         "heartbeat": {"mode": "periodic", "interval_s": 1.0},
-        "scheduler": {"policy": "drf"},
+        "scheduler": {"policy": "drf", "tiers": {"enabled": tiers}},
         "workload": {"pools": pools, "operations": ops},
         "run": {"duration_s": duration_s, "warmup_s": 0, "seed": 3},
     })
@@ -55,6 +55,12 @@ ONE_POOL = scenario([{"count": 4, "cpu": 2, "ram_gib": 8, "name": "n"}], [{"name
 # Two pools of equal weight: pool b took the whole cluster before pool a had work.
 TWO_POOLS = scenario([{"count": 4, "cpu": 2, "ram_gib": 8, "name": "n"}], [{"name": "a"}, {"name": "b"}],
                      [op("greedy", "b", 1, 1, 20), op("newcomer", "a", 1, 1, 4, at=10)])
+
+
+# Tiers on: `mid` (tier mid) filled the cluster; `low` (tier batch, share 0) comes after it. DRF
+# alone would serve `low` first; the tier layer serves `mid` first.
+TIERS = scenario([{"count": 4, "cpu": 2, "ram_gib": 8, "name": "n"}], [{"name": "x"}],
+                 [{**op("mid", "x", 1, 1, 20), "tier": "mid"}, op("low", "x", 1, 1, 4, at=10)], tiers=True)
 
 
 def reasons_of(moment: Moment, name: str) -> PendingReasons:
@@ -92,6 +98,15 @@ def test_a_pool_above_its_fair_share_is_a_reason() -> None:
     assert greedy.reasons["pools_above_fair_share"] == 1
     assert "pool b uses 1.000 of the cluster, above its fair share 0.500" in greedy.lines
     assert "pools_above_fair_share" not in reasons_of(m, "newcomer").reasons
+
+
+def test_a_higher_tier_goes_first() -> None:
+    m = capture(TIERS, 20.0)
+    low, mid = reasons_of(m, "low"), reasons_of(m, "mid")
+    assert low.reasons["operations_ahead"] == low.reasons["operations_ahead_higher_tier"] == 1
+    assert [(a.name, a.tier) for a in low.ahead] == [("mid", "mid")]
+    assert "operations_ahead" not in mid.reasons
+    assert any("(x, share 1.000, tier mid)" in line for line in low.lines)
 
 
 def test_the_api_carries_the_reasons() -> None:
@@ -139,6 +154,12 @@ def test_explain_prints_the_reasons(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "  1 operation goes first when room frees up, in the policy's order (this one's share 1.000): " \
         "late (x, share 0.000)" in out
     assert "  counts: nodes_insufficient_cpu=4, operations_ahead=1" in out
+    # --json: the same, for scripts.
+    assert main(["explain", str(path), "--at", "20", "--job", "2", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["t_s"] == 20 and doc["waiting_tasks"] == 16
+    ((late,),) = [doc["operations"]]
+    assert (late["name"], late["pending"], late["reasons"]) == ("late", 4, {"nodes_insufficient_cpu": 4})
 
 
 def test_explain_a_results_directory_at_its_busiest_moment(
