@@ -94,7 +94,23 @@ class _NodeTally(msgspec.Struct):
     fitting: int
 
 
-def _tally(policy: Policy, nodes: list[NodeRecord], op: Operation) -> _NodeTally:
+def _alike(policy: Policy, nodes: list[NodeRecord]) -> list[tuple[NodeRecord, int]]:
+    """The nodes as (one of them, how many) by free resources and state: a fill-one-node policy's
+    fit depends on nothing else, so a busy cluster of one node shape is tallied in a few steps.
+    (Placement's rules also look at a node's tasks: each node on its own there.)"""
+    if isinstance(policy, PlacementPolicy):
+        return [(n, 1) for n in nodes]
+    groups: dict[tuple[float, float, bool], list[Any]] = {}
+    for n in nodes:
+        g = groups.get((n.free_cpu, n.free_ram, n.schedulable))
+        if g is None:
+            groups[(n.free_cpu, n.free_ram, n.schedulable)] = [n, 1]
+        else:
+            g[1] += 1
+    return [(g[0], g[1]) for g in groups.values()]
+
+
+def _tally(policy: Policy, nodes: list[tuple[NodeRecord, int]], op: Operation) -> _NodeTally:
     """Why each node cannot take one task of ``op`` now (a node may lack both resources)."""
     counts: dict[str, int] = {}
     best: tuple[float, Shortfall] | None = None
@@ -102,14 +118,14 @@ def _tally(policy: Policy, nodes: list[NodeRecord], op: Operation) -> _NodeTally
     d = op.demand
 
     def add(key: str) -> None:
-        counts[key] = counts.get(key, 0) + 1
+        counts[key] = counts.get(key, 0) + alike
 
-    for node in nodes:
+    for node, alike in nodes:
         if not node.schedulable:
             add("nodes_not_schedulable")
             continue
         if _fits(policy, node, op):  # the policy's own test (placement's may overcommit)
-            fitting += 1
+            fitting += alike
             continue
         cpu = max(0.0, d.cpu - node.free_cpu)
         ram = max(0.0, d.ram_gib - node.free_ram)
@@ -154,6 +170,7 @@ def explain(
         return []
     cap = cluster.capacity
     nodes = list(cluster.nodes.values())
+    alike = _alike(policy, nodes)
     fair = progressive_filling(book.root, list(book.operations.values()), cap)
     inner, tiered = _layers(policy)
     packing = inner.controllers if isinstance(inner, PackingPolicy) else {}
@@ -164,7 +181,7 @@ def explain(
         key = (op.demand.cpu, op.demand.ram_gib, op.spec.tier)
         tally = tallies.get(key)
         if tally is None:
-            tally = tallies[key] = _tally(policy, nodes, op)
+            tally = tallies[key] = _tally(policy, alike, op)
         reasons = dict(tally.counts)
         lines: list[str] = []
         if holding:
