@@ -12,6 +12,7 @@ import pytest
 from aiohttp.test_utils import make_mocked_request
 from aiohttp.web import Application
 
+import emulator
 from emulator.cli.explain import Moment, capture
 from emulator.cli.main import main
 from emulator.harness.guard import StopRequest
@@ -26,13 +27,16 @@ from rm.pending import PendingReasons
 
 
 def scenario(nodes: list[dict[str, Any]], pools: list[dict[str, Any]], ops: list[dict[str, Any]],
-             duration_s: float = 60.0, tiers: bool = False) -> Scenario:
+             duration_s: float = 60.0, tiers: bool = False, faults: list[dict[str, Any]] | None = None,
+             ) -> Scenario:
     return scenario_from_dict({
         "name": "why",
         "cluster": {"nodes": nodes},
         "heartbeat": {"mode": "periodic", "interval_s": 1.0},
+        "rm": {"expiry_s": 3.0, "monitor_interval_s": 1.0},
         "scheduler": {"policy": "drf", "tiers": {"enabled": tiers}},
         "workload": {"pools": pools, "operations": ops},
+        "faults": faults or [],
         "run": {"duration_s": duration_s, "warmup_s": 0, "seed": 3},
     })
 
@@ -61,6 +65,10 @@ TWO_POOLS = scenario([{"count": 4, "cpu": 2, "ram_gib": 8, "name": "n"}], [{"nam
 # alone would serve `low` first; the tier layer serves `mid` first.
 TIERS = scenario([{"count": 4, "cpu": 2, "ram_gib": 8, "name": "n"}], [{"name": "x"}],
                  [{**op("mid", "x", 1, 1, 20), "tier": "mid"}, op("low", "x", 1, 1, 4, at=10)], tiers=True)
+
+# Two nodes full of `steady`'s tasks; one crashes at 5 s and its two tasks go back to wait.
+CRASH = scenario([{"count": 2, "cpu": 4, "ram_gib": 8, "name": "n"}], [{"name": "x"}],
+                 [op("steady", "x", 2, 2, 4)], faults=[{"kind": "crash", "at_s": 5.0, "count": 1}])
 
 
 def reasons_of(moment: Moment, name: str) -> PendingReasons:
@@ -107,6 +115,14 @@ def test_a_higher_tier_goes_first() -> None:
     assert [(a.name, a.tier) for a in low.ahead] == [("mid", "mid")]
     assert "operations_ahead" not in mid.reasons
     assert any("(x, share 1.000, tier mid)" in line for line in low.lines)
+
+
+def test_tasks_of_a_lost_node_wait_again_and_say_so() -> None:
+    r = reasons_of(capture(CRASH, 20.0), "steady")
+    assert r.pending == 2
+    assert r.reasons == {"nodes_insufficient_cpu": 1, "requeued_tasks": 2}  # the lost node is gone
+    assert r.lines[-1] == ("2 of its waiting tasks ran before and were requeued "
+                           "(preempted, or their node was lost)")
 
 
 def test_the_api_carries_the_reasons() -> None:
@@ -167,8 +183,7 @@ def test_explain_a_results_directory_at_its_busiest_moment(
     path = tmp_path / "why.toml"
     path.write_text(TOML)
     out_dir = tmp_path / "run"
-    assert main(["run", str(path), "--out", str(out_dir), "--quiet"]) == 0
-    capsys.readouterr()
+    emulator.run(path, out=out_dir)  # as `emulator run` records it, without the report's plots
     assert main(["explain", str(out_dir)]) == 0
     out = capsys.readouterr().out.splitlines()
     # 16 tasks wait from t=10 s (20 + 4 tasks, 8 slots) to the end: the first such sample.
