@@ -28,13 +28,13 @@ from rm.pending import PendingReasons
 
 def scenario(nodes: list[dict[str, Any]], pools: list[dict[str, Any]], ops: list[dict[str, Any]],
              duration_s: float = 60.0, tiers: bool = False, faults: list[dict[str, Any]] | None = None,
-             ) -> Scenario:
+             scheduler: dict[str, Any] | None = None) -> Scenario:
     return scenario_from_dict({
         "name": "why",
         "cluster": {"nodes": nodes},
         "heartbeat": {"mode": "periodic", "interval_s": 1.0},
         "rm": {"expiry_s": 3.0, "monitor_interval_s": 1.0},
-        "scheduler": {"policy": "drf", "tiers": {"enabled": tiers}},
+        "scheduler": scheduler or {"policy": "drf", "tiers": {"enabled": tiers}},
         "workload": {"pools": pools, "operations": ops},
         "faults": faults or [],
         "run": {"duration_s": duration_s, "warmup_s": 0, "seed": 3},
@@ -69,6 +69,13 @@ TIERS = scenario([{"count": 4, "cpu": 2, "ram_gib": 8, "name": "n"}], [{"name": 
 # Two nodes full of `steady`'s tasks; one crashes at 5 s and its two tasks go back to wait.
 CRASH = scenario([{"count": 2, "cpu": 4, "ram_gib": 8, "name": "n"}], [{"name": "x"}],
                  [op("steady", "x", 2, 2, 4)], faults=[{"kind": "crash", "at_s": 5.0, "count": 1}])
+
+# Packing: `picky` (share 0, first in DRF order) refuses every offer (a long warm-up); `eager`
+# (packing off in its pool) takes them.
+PACKING = scenario([{"count": 4, "cpu": 2, "ram_gib": 8, "name": "n"}], [{"name": "a"}, {"name": "b"}],
+                   [op("picky", "a", 1, 1, 6), op("eager", "b", 1, 1, 40)],
+                   scheduler={"policy": "packing",
+                              "packing": {"warmup_refusals": 1000, "disabled_pools": ["b"]}})
 
 
 def reasons_of(moment: Moment, name: str) -> PendingReasons:
@@ -123,6 +130,16 @@ def test_tasks_of_a_lost_node_wait_again_and_say_so() -> None:
     assert r.reasons == {"nodes_insufficient_cpu": 1, "requeued_tasks": 2}  # the lost node is gone
     assert r.lines[-1] == ("2 of its waiting tasks ran before and were requeued "
                            "(preempted, or their node was lost)")
+
+
+def test_packing_refusals_are_a_reason() -> None:
+    m = capture(PACKING, 20.0)
+    picky = reasons_of(m, "picky")
+    n = picky.reasons["packing_refusals_in_a_row"]
+    assert picky.pending == 6 and n >= 8  # at least the 8 slots' first offers
+    assert f"packing refused the last {n} offers ({n} of {n} so far): it waits for a node its task " \
+        "packs better on" in picky.lines
+    assert "packing_refusals_in_a_row" not in reasons_of(m, "eager").reasons
 
 
 def test_the_api_carries_the_reasons() -> None:
