@@ -11,7 +11,8 @@ says: pools above their fair share, packing refusals in a row, tasks requeued af
 preemption or a lost node, the RM holding scheduling while it recovers.
 
 Counts are keyed by what they count: ``nodes_*`` count nodes, ``*_tasks`` tasks,
-``operations_*`` operations, ``pools_*`` pools.
+``operations_*`` operations, ``pools_*`` pools, ``packing_refusals_in_a_row`` offers;
+``rm_recovering`` is 1 while the RM holds scheduling.
 """
 
 from __future__ import annotations
@@ -202,29 +203,8 @@ def explain(
                          "it starts at their next node update")
         ahead = _ahead(policy, op, cap, now)
         if ahead:
-            reasons["operations_ahead"] = len(ahead)
-            mine = op.dominant_share(cap)
-            higher = [a for a in ahead if tiered and TIER_NAMES.index(a.tier) > op.spec.tier]
-            if higher:
-                reasons["operations_ahead_higher_tier"] = len(higher)
-            listed = ", ".join(f"{a.name} ({a.pool}, share {a.dominant_share:.3f}"
-                               + (f", tier {a.tier}" if a in higher else "") + ")"
-                               for a in ahead[:AHEAD_LISTED])
-            more = f" and {len(ahead) - AHEAD_LISTED} more" if len(ahead) > AHEAD_LISTED else ""
-            tier = f", tier {TIER_NAMES[op.spec.tier]}" if tiered else ""
-            who = "1 operation goes" if len(ahead) == 1 else f"{len(ahead)} operations go"
-            lines.append(f"{who} first when room frees up, in the policy's order (this one's share "
-                         f"{mine:.3f}{tier}): {listed}{more}")
-        over = []
-        for p in op.pools_up[:-1]:  # every pool up to, not including, the root
-            fair_share = fair.pools.get(p.name, 0.0)
-            used = Resources(p.usage_cpu, p.usage_ram).dominant_share(cap)
-            if used > fair_share + 1e-6:
-                over.append(f"pool {p.name} uses {used:.3f} of the cluster, "
-                            f"above its fair share {fair_share:.3f}")
-        if over:
-            reasons["pools_above_fair_share"] = len(over)
-            lines.extend(over)
+            _order_reason(op, ahead, tiered, cap, reasons, lines)
+        _pool_reasons(op, fair.pools, cap, reasons, lines)
         ctrl = packing.get(op.id)
         if ctrl is not None and ctrl.consecutive_refusals > 0:
             reasons["packing_refusals_in_a_row"] = ctrl.consecutive_refusals
@@ -239,6 +219,38 @@ def explain(
         out.append(PendingReasons(op.id, op.name, op.pool.name, len(op.pending), reasons, lines,
                                   tally.closest if tally.fitting == 0 else None, ahead))
     return out
+
+
+def _order_reason(op: Operation, ahead: list[Ahead], tiered: bool, cap: Resources,
+                  reasons: dict[str, int], lines: list[str]) -> None:
+    """Who the policy serves first on room that fits one of ``op``'s tasks."""
+    reasons["operations_ahead"] = len(ahead)
+    higher = [a for a in ahead if tiered and TIER_NAMES.index(a.tier) > op.spec.tier]
+    if higher:
+        reasons["operations_ahead_higher_tier"] = len(higher)
+    listed = ", ".join(f"{a.name} ({a.pool}, share {a.dominant_share:.3f}"
+                       + (f", tier {a.tier}" if a in higher else "") + ")"
+                       for a in ahead[:AHEAD_LISTED])
+    more = f" and {len(ahead) - AHEAD_LISTED} more" if len(ahead) > AHEAD_LISTED else ""
+    tier = f", tier {TIER_NAMES[op.spec.tier]}" if tiered else ""
+    who = "1 operation goes" if len(ahead) == 1 else f"{len(ahead)} operations go"
+    lines.append(f"{who} first when room frees up, in the policy's order (this one's share "
+                 f"{op.dominant_share(cap):.3f}{tier}): {listed}{more}")
+
+
+def _pool_reasons(op: Operation, fair: dict[str, float], cap: Resources, reasons: dict[str, int],
+                  lines: list[str]) -> None:
+    """The pools above ``op`` (not the root) that use more than their fair share."""
+    over = []
+    for p in op.pools_up[:-1]:
+        fair_share = fair.get(p.name, 0.0)
+        used = Resources(p.usage_cpu, p.usage_ram).dominant_share(cap)
+        if used > fair_share + 1e-6:
+            over.append(f"pool {p.name} uses {used:.3f} of the cluster, "
+                        f"above its fair share {fair_share:.3f}")
+    if over:
+        reasons["pools_above_fair_share"] = len(over)
+        lines.extend(over)
 
 
 def _demand(d: Resources) -> str:
