@@ -1,7 +1,8 @@
-"""`emulator nodes`' progress: its workers run in other processes and report only at the end, so
-the bar follows the emulated clock they share with the RM (``--start-at`` and ``--speed``: t =
-(now − start) × speed) against ``--duration``, with an ETA; then "collecting reports" until every
-worker has reported. Without a duration it shows the emulated time only (until Ctrl-C)."""
+"""`emulator nodes`' progress, and where its results are. Its workers run in other processes
+and report only at the end, so the bar follows the emulated clock they share with the RM
+(``--start-at`` and ``--speed``: t = (now − start) × speed) against ``--duration``, with an ETA;
+then "collecting reports" until every worker has reported. Without a duration it shows the
+emulated time only (until Ctrl-C)."""
 
 from __future__ import annotations
 
@@ -64,3 +65,11 @@ class NodesProgress:
         self._thread.join()
         self.tick()
         self._progress.stop()
+
+
+def where_results(rm: str, report: str | None) -> str:
+    """The last line of `emulator nodes`: the run's results are the RM's; this process keeps its
+    workers' counters."""
+    kept = report or "the table above (--report PATH also writes them as JSON)"
+    return (f"results: the run's are written by the RM at {rm}, in its results directory "
+            f"(`emulator rm` printed it); these workers' counters: {kept}")

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from emulator.cli.args import count, number, positive
-from emulator.cli.nodes_progress import NodesProgress
+from emulator.cli.nodes_progress import NodesProgress, where_results
 from emulator.harness.nodehost import HostConfig, HostReport, NodeSpec, run_workers
 from emulator.scenario.credentials import (
     CredentialsError,
@@ -301,12 +301,10 @@ def cmd_nodes(args: argparse.Namespace) -> int:
     Console(quiet=args.quiet, width=140).print(workers_table(reports))
     if args.report:
         Path(args.report).write_bytes(msgspec.json.format(msgspec.json.encode(reports)))
-    # Where the results are, --quiet too: the run's are the RM's; this process keeps only counters.
-    kept = f"these workers' counters: {args.report}" if args.report else \
-        "these workers' counters: the table above (--report PATH also writes them as JSON)"
-    print(f"results: the run's are written by the RM at {args.connect}, in its results directory "
-          f"(`emulator rm` printed it); {kept}", file=sys.stderr)
-    return _registered(reports, args.connect)
+    status = _registered(reports, args.connect)
+    if status == 0:
+        print(where_results(args.connect, args.report), file=sys.stderr)  # --quiet too
+    return status
 
 
 def _registered(reports: list[HostReport], rm: str) -> int:
