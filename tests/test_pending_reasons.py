@@ -248,8 +248,8 @@ seed = 3
     (["explain", "{dir}"], "error: {dir}: no run.json and scenario.toml: not the directory of an "
                            "`emulator run` (give a results directory or a scenario file)\n"),
     (["explain", "{toml}", "--at", "20", "--job", "nobody"],
-     "error: --job nobody: no such operation at t=20 s (an id or a name; live operations: greedy (id 1), "
-     "late (id 2))\n"),
+     "error: --job nobody: no such operation at t=20 s (an id, a name or a workload entry; live operations: "
+     "greedy (id 1), late (id 2))\n"),
     (["explain", "{toml}", "--at", "100"], "error: --at 100: expected a moment of the run, 0 to 60 s\n"),
 ])
 def test_bad_input_gets_one_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str],

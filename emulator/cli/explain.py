@@ -31,7 +31,8 @@ def add_command(sub: Any) -> None:
                        "reasons and their counts")
     e.add_argument("target", metavar="RUN_DIR|SCENARIO",
                    help="a results directory (its recorded scenario) or a scenario file")
-    e.add_argument("--job", metavar="ID", help="only this operation: its id or its name")
+    e.add_argument("--job", metavar="ID", help="only this operation: its id, its name (dashboards#3) or "
+                   "its workload entry (dashboards: each of its operations)")
     e.add_argument("--at", type=float, metavar="SECONDS",
                    help="the emulated moment to explain (default: the sample where the most tasks waited)")
     e.add_argument("--json", action="store_true", help="print the reasons as JSON")
@@ -129,15 +130,20 @@ def capture(scenario: Scenario, at: float | None) -> Moment:
     return cap.moment
 
 
+def _is(op: OperationView, job: str) -> bool:
+    """``job`` names ``op``: its id, its name, or its workload entry (a looping user's every run)."""
+    return job in (str(op.id), op.name, op.group)
+
+
 def _select(moment: Moment, job: str | None) -> list[PendingReasons]:
     if job is None:
         return moment.reasons
-    live = [op for op in moment.live if str(op.id) == job or op.name == job]
+    live = [op for op in moment.live if _is(op, job)]
     if not live:
         names = ", ".join(f"{op.name} (id {op.id})" for op in moment.live[:8]) or "none"
         more = f" and {len(moment.live) - 8} more" if len(moment.live) > 8 else ""
         raise ScenarioError(f"--job {job}: no such operation at t={moment.t_s:g} s "
-                            f"(an id or a name; live operations: {names}{more})")
+                            f"(an id, a name or a workload entry; live operations: {names}{more})")
     ids = {op.id for op in live}
     return [r for r in moment.reasons if r.op_id in ids]
 
@@ -149,9 +155,8 @@ def render(moment: Moment, source: str, chosen: list[PendingReasons], job: str |
     lines = [f"{source}, emulated to {when}"]
     if not chosen:
         if job is not None:
-            op = next(o for o in moment.live if str(o.id) == job or o.name == job)
-            lines.append(f"{op.name} (id {op.id}) has no waiting task: {op.running} running, "
-                         f"{op.completed} of {op.total} done")
+            lines.extend(f"{op.name} (id {op.id}) has no waiting task: {op.running} running, "
+                         f"{op.completed} of {op.total} done" for op in moment.live if _is(op, job))
         else:
             lines.append("no operation has a waiting task")
         return "\n".join(lines) + "\n"
