@@ -57,11 +57,12 @@ class Table:
         return [row[i] for row in self.rows]
 
     def to_dataframe(self) -> Any:
-        """A pandas DataFrame (pandas is imported only here; it is not a dependency)."""
+        """A pandas DataFrame: ``emulator.run(...).jobs.to_dataframe()`` (pandas is imported only
+        here; it is the optional extra ``pandas``, not a dependency). An empty cell is NaN."""
         try:
             import pandas  # type: ignore[import-untyped,import-not-found,unused-ignore]
         except ImportError:
-            raise ImportError("Table.to_dataframe needs pandas (pip install pandas); "
+            raise ImportError("Table.to_dataframe needs pandas: pip install 'hbemu[pandas]' (or pandas); "
                               "without it use .columns and .rows, or .column(name)") from None
         return pandas.DataFrame(self.rows, columns=list(self.columns))
 

@@ -30,6 +30,8 @@ from rm.life import RMLife, operation_event
 from rm.membership import MembershipService
 from rm.observer import RMObserver
 from rm.operations import OperationSpec
+from rm.pending import PendingReasons
+from rm.pending import explain as explain_pending
 from rm.ports import Clock, Link, Log
 from rm.protocol import ZERO, Disconnected, Heartbeat, Register, Resources
 from rm.recovery import Recovery
@@ -478,6 +480,12 @@ class ResourceManager:
             for name, p in life.book.pools.items() if name != "root"
         }
         return SharesSnapshot(fair.utilization, operations, groups, pools)
+
+    def pending_reasons(self, op_ids: set[int] | None = None) -> list[PendingReasons]:
+        """Why each operation with pending tasks waits (``op_ids``: only these), from the
+        scheduler's state now; computed on request (rm/pending.py)."""
+        life = self._life
+        return explain_pending(life.policy, life.cluster, life.book, self.clock.now(), life.holding(), op_ids)
 
     def operations_view(self) -> list[OperationView]:
         return [

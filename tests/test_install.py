@@ -30,7 +30,8 @@ def pins() -> dict[str, str]:
 
 def requirements() -> list[Requirement]:
     extras = PROJECT["optional-dependencies"]
-    return [Requirement(r) for r in (*PROJECT["dependencies"], *extras["test"], *extras["cluster"])]
+    return [Requirement(r) for r in (*PROJECT["dependencies"], *extras["test"], *extras["cluster"],
+                                     *extras["pandas"])]
 
 
 def test_runtime_dependencies_are_ranges_not_pins() -> None:

@@ -45,3 +45,6 @@ def test_the_rm_prints_the_nodes_command_and_it_works_as_printed(tmp_path: Path)
     summary = json.loads((tmp_path / "rm" / "summary.json").read_text())
     assert summary["nodes"] > 0 and summary["nodes_alive_end"] == summary["nodes"]  # every node registered
     assert "error" not in nodes.stderr
+    # The nodes' process shows its progress to the end and says where the results are.
+    assert "collecting reports" in nodes.stderr and "t=6/6s" in nodes.stderr
+    assert "results: the run's are written by the RM at" in nodes.stderr

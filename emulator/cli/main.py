@@ -14,6 +14,7 @@ import msgspec
 from rich.console import Console
 
 from emulator.cli.args import count, non_negative, positive
+from emulator.cli.explain import add_command as add_explain_command
 from emulator.cli.figures import add_command as add_figures_command
 from emulator.cli.fuzz import add_command as add_fuzz_command
 from emulator.cli.processes import add_commands as add_tcp_commands
@@ -381,7 +382,7 @@ class _Version(argparse.Action):
 # `--help` lists the subcommands by group (argparse only has one flat list); a command missing
 # here still shows, under "other".
 COMMAND_GROUPS = {
-    "run": ("run", "rerun", "report", "compare", "validate"),
+    "run": ("run", "rerun", "report", "compare", "validate", "explain"),
     "experiments": ("study", "e1", "e3", "e3-tcp", "sweep", "efficiency", "recovery", "reliability", "abuse",
                     "traces", "e4", "e5", "baselines", "usage-messages"),
     "processes": ("rm", "nodes"),
@@ -538,7 +539,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_fuzz_command(sub)
     add_import_command(sub)
     add_schema_command(sub)
+<<<<<<< HEAD
     add_study_command(sub)
+=======
+    add_explain_command(sub)
+>>>>>>> why
     _group_commands(p, sub)
     return p
 

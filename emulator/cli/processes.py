@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from emulator.cli.args import count, number, positive
+from emulator.cli.nodes_progress import NodesProgress, where_results
 from emulator.harness.nodehost import HostConfig, HostReport, NodeSpec, run_workers
 from emulator.scenario.credentials import (
     CredentialsError,
@@ -28,6 +29,7 @@ from emulator.scenario.credentials import (
 )
 from emulator.scenario.loader import ScenarioError, load_scenario
 from emulator.scenario.schema import Scenario
+from emulator.time.clock import unix_time
 from nodemanager.config import HeartbeatConfig
 from rm.protocol import MAX_NODE_RESOURCE, Resources
 
@@ -291,14 +293,18 @@ def cmd_nodes(args: argparse.Namespace) -> int:
         raise ScenarioError("--count: how many NodeManagers to host (or --scenario FILE, for its nodes)")
     configs = node_configs(args, host, port)
     try:
-        reports = run_workers(configs)
+        with NodesProgress(configs, Console(stderr=True, quiet=args.quiet), unix_time):
+            reports = run_workers(configs)
     except RuntimeError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     Console(quiet=args.quiet, width=140).print(workers_table(reports))
     if args.report:
         Path(args.report).write_bytes(msgspec.json.format(msgspec.json.encode(reports)))
-    return _registered(reports, args.connect)
+    status = _registered(reports, args.connect)
+    if status == 0:
+        print(where_results(args.connect, args.report), file=sys.stderr)  # --quiet too
+    return status
 
 
 def _registered(reports: list[HostReport], rm: str) -> int:

@@ -25,6 +25,7 @@ from emulator.time.clock import LoopClock
 from emulator.time.pacing import PacedClock
 from emulator.web.events import EventBuffer
 from rm.observer import NodeEvent, RMObserver
+from rm.pending import PendingReasons
 from rm.ports import Log
 
 # Per-interval columns the page adds to the sampler's: RM busy fraction (emulated service time
@@ -116,6 +117,8 @@ class LiveRun(RMObserver):
         self.results_dir: str | None = None
         self.columns: tuple[str, ...] = SERIES_COLUMNS
         self._prev: tuple[float, float, float] = (0.0, 0.0, 0.0)
+        # (emulated time, pending reasons by operation id): the last answer (web.views).
+        self.pending_memo: tuple[float, dict[int, PendingReasons]] | None = None
 
     # ---- wiring -------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from typing import Any
 from emulator.results import registry
 from emulator.results.usage import usage_summary
 from emulator.web.state import LiveRun
+from rm.pending import PendingReasons
 
 NODE_SORT_KEYS = ("machine_id", "address", "cpu", "ram_gib", "free_cpu", "free_ram_gib",
                   "containers", "last_heartbeat_age_s", "state")
@@ -197,6 +198,18 @@ def nodes(live: LiveRun, q: str = "", page: int = 1, per_page: int = 25,
             "desc": desc, "rows": rows[start:start + per_page]}
 
 
+def pending_reasons(live: LiveRun) -> dict[int, PendingReasons]:
+    """Why waiting tasks wait, per operation id: asked of the RM on request (rm/pending.py), once
+    per emulated moment however many clients and pushes ask (the page's stream asks each push)."""
+    run = live.run
+    if run is None:
+        return {}
+    now = live.now()
+    if live.pending_memo is None or live.pending_memo[0] != now:
+        live.pending_memo = (now, {r.op_id: r for r in run.side.rm.pending_reasons()})
+    return live.pending_memo[1]
+
+
 def operations(live: LiveRun) -> dict[str, Any]:
     run = live.run
     if run is None:
@@ -204,8 +217,10 @@ def operations(live: LiveRun) -> dict[str, Any]:
     rm = run.side.rm
     snap = rm.snapshot()
     shares = rm.shares()
+    why = pending_reasons(live)
     ops: list[dict[str, Any]] = []
     for op in rm.operations_view():
+        reasons = why.get(op.id)
         share = shares.operations.get(op.id)
         group = snap.groups.get(op.group)
         offers = snap.policy.by_group.get(op.group)
@@ -225,6 +240,8 @@ def operations(live: LiveRun) -> dict[str, Any]:
             "refusals": offers.refused if offers is not None else 0,
             "preemptions": group.preempted if group is not None and snap.preemption is not None else None,
             "submitted_at_s": _r(op.submitted_at, 2),
+            "pending_reasons": reasons.reasons if reasons is not None else {},
+            "pending_why": reasons.lines if reasons is not None else [],
         })
     pools = []
     for pool in rm.pools_view():

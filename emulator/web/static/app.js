@@ -15,6 +15,7 @@ const page = {
   charts: {},
   ops: null,
   opsSort: { k: "dominant_share", desc: true },
+  opsOpen: new Set(),
   poolsSort: { k: "name", desc: false },
   nodes: { page: 1, per_page: 20, sort: "machine_id", desc: false, q: "", state: "" },
   nodesBusy: false,
@@ -315,16 +316,23 @@ function wireSort(tableId, sortObj, rerender) {
 
 const share = (v) => `${fmtNum(v, 3)}<span class="share"><i style="width:${Math.min(100, 100 * (v || 0))}%"></i></span>`;
 
+/* Why an operation's tasks wait (the API's pending_why lines): a tooltip, and a row under it
+   that a click on "why?" opens (kept open across refreshes). */
+const whyButton = (o) => (o.pending_why || []).length
+  ? ` <button type="button" class="why" data-op="${o.id}" title="${esc(o.pending_why.join("\n"))}">why?</button>` : "";
+const whyRow = (o) => page.opsOpen.has(o.id) && (o.pending_why || []).length
+  ? `<tr class="why-row"><td colspan="10"><ul>${o.pending_why.map((l) => `<li>${esc(l)}</li>`).join("")}</ul></td></tr>` : "";
+
 function renderOps() {
   const d = page.ops;
   if (!d) return;
   const ops = sortRows(d.operations, page.opsSort);
   $("ops").querySelector("tbody").innerHTML = ops.map((o) => `<tr>
     <td>${esc(o.name)}</td><td>${esc(o.pool)}</td><td><span class="st ${esc(o.state)}">${esc(o.state)}</span></td>
-    <td class="n">${fmtInt(o.running)}</td><td class="n">${fmtInt(o.pending)}</td>
+    <td class="n">${fmtInt(o.running)}</td><td class="n">${fmtInt(o.pending)}${whyButton(o)}</td>
     <td class="n">${fmtInt(o.completed)} / ${fmtInt(o.total)}</td>
     <td class="n">${share(o.dominant_share)}</td><td class="n">${share(o.fair_share)}</td>
-    <td class="n">${fmtInt(o.refusals)}</td><td class="n">${fmtInt(o.preemptions)}</td></tr>`).join("")
+    <td class="n">${fmtInt(o.refusals)}</td><td class="n">${fmtInt(o.preemptions)}</td></tr>${whyRow(o)}`).join("")
     || `<tr><td colspan="10" class="muted">no active operations</td></tr>`;
   const pools = sortRows(d.pools, page.poolsSort);
   $("pools").querySelector("tbody").innerHTML = pools.map((p) => `<tr>
@@ -448,6 +456,13 @@ function main() {
   document.documentElement.style.setProperty("--ok", PALETTE.metric.ram_utilization);
   initCharts();
   wireSort("ops", page.opsSort, renderOps);
+  $("ops").querySelector("tbody").addEventListener("click", (ev) => {
+    const b = ev.target.closest("button.why");
+    if (!b) return;
+    const id = Number(b.dataset.op);
+    if (page.opsOpen.has(id)) page.opsOpen.delete(id); else page.opsOpen.add(id);
+    renderOps();
+  });
   wireSort("pools", page.poolsSort, renderOps);
   $("nodes").querySelector("thead").addEventListener("click", (ev) => {
     const th = ev.target.closest("th[data-k]");
