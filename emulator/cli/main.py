@@ -539,11 +539,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_fuzz_command(sub)
     add_import_command(sub)
     add_schema_command(sub)
-<<<<<<< HEAD
     add_study_command(sub)
-=======
     add_explain_command(sub)
->>>>>>> why
     _group_commands(p, sub)
     return p
 
