@@ -36,7 +36,7 @@ from emulator.scenario.schema import Scenario
 from rm.journal import JournalCorrupt, JournalWriteFailed
 
 if TYPE_CHECKING:
-    from emulator.harness.cluster import ClusterOptions
+    from emulator.harness.dask_hosts import ClusterOptions
 
 
 def _parse_set(item: str) -> tuple[str, Any]:
@@ -141,7 +141,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
 def _cluster_options(args: argparse.Namespace, scenario: Scenario) -> ClusterOptions | None:
     """``--cluster`` / ``--listen`` (docs/cluster.md): only for a TCP scenario run unserved."""
     from emulator.cli.processes import parse_address
-    from emulator.harness.cluster import ClusterOptions
+    from emulator.harness.dask_hosts import ClusterOptions
 
     if getattr(args, "cluster", None) is None:
         return None

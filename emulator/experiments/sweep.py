@@ -32,7 +32,7 @@ from emulator.scenario.loader import ScenarioError, scenario_from_dict
 from emulator.scenario.schema import SweepConfig, scale_tasks
 
 if TYPE_CHECKING:
-    from emulator.harness.cluster import ClusterOptions
+    from emulator.harness.dask_hosts import ClusterOptions
 
 
 def load_sweep(path: Path) -> tuple[dict[str, Any], SweepConfig]:
@@ -213,7 +213,7 @@ def dask_hosts(spec: str | None, slices: int) -> Iterator[ClusterOptions | None]
     if spec is None:
         yield None
         return
-    from emulator.harness.cluster import ClusterError, ClusterOptions
+    from emulator.harness.dask_hosts import ClusterError, ClusterOptions
 
     if spec != "local" and not spec.startswith("local:"):
         yield ClusterOptions(spec)
