@@ -15,64 +15,38 @@ Two detectors share this code (``RingConfig.detector``):
   and reports only if the ping goes unanswered too; it does not trust silence measured while it
   was itself late; the RM probes the suspect before removing it (``rm.membership``).
 
-Anti-entropy (a lost delta must not leave a node on a stale ring while the ring stays quiet):
-every liveness advertises the newest ring version its sender has held for a whole interval (so a
-delta still in flight triggers nothing). A node that hears a newer version than it holds, or gets
-a delta it cannot apply, asks the RM for the whole ring (``RingSyncRequest``), again after
-``SYNC_RETRY_INTERVALS`` if still behind (the request or the answer may be lost). A node that
-hears an *older* version answers with its own liveness, so a stale node learns from its successor
-as well as its predecessor. A node that registered but has not seen itself in the ring for a
-while asks too, and one that sees a newer ring without itself knows the RM dropped it.
-
 Sans-IO: timers on the injected clock; messages come in through ``from_peer`` / ``from_rm`` and go
 out through the ``PeerChannel`` and the ``to_rm`` callable. The node drives ``join`` / ``leave``.
+
+This module holds the monitor's lifecycle, its tick (sending liveness) and what peers send; the
+watching of predecessors is ringmon/watching.py, following the RM's ring (and anti-entropy)
+ringmon/following.py, the fields they share ringmon/monitor_fields.py.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 from ringmon.config import RingConfig
+from ringmon.following import RingFollowing
 from ringmon.membership import RingView, ViewCache
+from ringmon.monitor_fields import EPS, SYNC_RETRY_INTERVALS, Watch
 from ringmon.ports import Clock, Log, PeerChannel, RingCounters, Timer
 from ringmon.protocol import (
     Liveness,
     LivenessPing,
     Probe,
-    ProbeAck,
     Ring,
     RingDelta,
-    RingSyncRequest,
     RingUpdate,
-    UnlivelinessReport,
     UnlivelinessResponse,
 )
 from ringmon.rtt import RttEstimator
-
-_EPS = 1e-9
-# A node still behind this many intervals after asking for the ring asks again (the request or
-# the answer may have been lost).
-SYNC_RETRY_INTERVALS = 2.0
+from ringmon.watching import PredecessorWatching
 
 
-class _Watch:
-    """What a watcher knows about one predecessor."""
-
-    __slots__ = ("heard", "last", "ping_sent", "pinged_at", "stall_reported_at", "vouched")
-
-    def __init__(self, now: float) -> None:
-        self.last = now  # last liveness (or when we started watching)
-        self.pinged_at = -1.0
-        self.ping_sent = -1.0  # the ping awaiting its answer (a round-trip sample, late or not)
-        self.heard = True  # ring detector: heard since the previous tick
-        self.stall_reported_at = -1e18
-        # Its liveness comes as timestamps the channel guarantees until it says otherwise
-        # (``sender_stopped`` / ``liveness_lossy``): no timer needs to watch it meanwhile.
-        self.vouched = False
-
-
-class RingMonitor:
+class RingMonitor(PredecessorWatching, RingFollowing):
     def __init__(
         self,
         config: RingConfig,
@@ -113,7 +87,7 @@ class RingMonitor:
         self.active = False
         self.member = False
         self.successors: tuple[int, ...] = ()
-        self.watching: dict[int, _Watch] = {}
+        self.watching: dict[int, Watch] = {}
         self._seq = 0
         self._next_tick = 0.0
         # kring: successors whose watcher holds our liveness as a timestamp the channel vouches
@@ -184,7 +158,7 @@ class RingMonitor:
             return
         now = self._clock.now()
         late = now - self._next_tick
-        while self._next_tick <= now + _EPS:
+        while self._next_tick <= now + EPS:
             self._next_tick += self._interval
         if (
             not self.member
@@ -243,9 +217,9 @@ class RingMonitor:
         if self._asleep_at < 0:
             return
         now = self._clock.now()
-        if now + _EPS < self._asleep_at:
+        if now + EPS < self._asleep_at:
             return
-        ticks = int((now - self._asleep_at + _EPS) // self._interval) + 1
+        ticks = int((now - self._asleep_at + EPS) // self._interval) + 1
         self._seq += ticks
         self.stats.liveness_sent += ticks * len(self.successors)
         self._asleep_at += ticks * self._interval
@@ -261,67 +235,6 @@ class RingMonitor:
     def loop_stalled(self) -> None:
         """The node's event loop has stalled: tick again, to put the stall's age in liveness."""
         self._wake()
-
-    def _arm(self, at: float) -> None:
-        if self._in_loop or at >= self._check_at - _EPS:
-            return
-        if self._check_timer is not None:
-            self._check_timer.cancel()
-        self._check_at = at
-        self._check_timer = self._clock.call_later(at - self._clock.now(), self._check)
-
-    def _check(self) -> None:
-        self._check_timer = None
-        self._check_at = float("inf")
-        if not self.active:
-            return
-        now = self._clock.now()
-        # The common case, once an interval: every predecessor was heard lately and none is
-        # being pinged; only the next deadline is to be armed, and none for those vouched for.
-        suspect = self._suspect_s - _EPS
-        oldest = float("inf")
-        for w in self.watching.values():
-            if w.vouched:
-                continue
-            if w.pinged_at >= 0 or now - w.last >= suspect:
-                break
-            if w.last < oldest:
-                oldest = w.last
-        else:
-            if oldest < float("inf"):
-                self._arm(oldest + self._suspect_s)
-            return
-        nxt = float("inf")
-        ping_s = self._ping_s + self.ping_rtt.timeout()
-        for pred, w in self.watching.items():
-            if w.vouched:
-                continue
-            if w.pinged_at >= 0:
-                if now - w.pinged_at >= ping_s - _EPS:
-                    self._report(pred, "silent")
-                    w.pinged_at = -1.0
-                    w.last = now  # report again only after another full timeout
-                    due = now + self._suspect_s
-                else:
-                    due = w.pinged_at + ping_s
-            elif now - w.last >= self._suspect_s - _EPS:
-                w.pinged_at = w.ping_sent = now
-                self._to_peer(pred, LivenessPing(sender=self.machine_id))
-                self.stats.pings_sent += 1
-                due = now + ping_s
-            else:
-                due = w.last + self._suspect_s
-            nxt = min(nxt, due)
-        if nxt < float("inf"):
-            self._arm(nxt)
-
-    def _report(self, suspect: int, reason: Literal["silent", "stalled"]) -> None:
-        self.stats.reports_sent += 1
-        version = self.view.version if self.view is not None else -1
-        self._log.info("ring.suspect", reporter=self.machine_id, suspect=suspect, reason=reason)
-        self._to_rm(
-            UnlivelinessReport(reporter=self.machine_id, suspect=suspect, ring_version=version, reason=reason)
-        )
 
     # ---- inbound -----------------------------------------------------------------------
 
@@ -369,88 +282,6 @@ class RingMonitor:
             case _:
                 self._log.warning("ring.unexpected_message", type=type(msg).__name__)
 
-    def heard_from(self, sender: int, ring_version: int) -> bool:
-        """A liveness as a timestamp (see ``PeerChannel.touch``): done here when the message
-        would only have set when ``sender`` was last heard; anything more (a newer or older ring
-        version to act on, a ping's round trip to sample) needs the message itself."""
-        if not self.active:
-            return True  # the message would be ignored
-        view = self.view
-        # A version other than ours (newer: we are behind; older: the sender is) may be news; ours
-        # is never older than the one we advertise.
-        held = view.version if view is not None else -1
-        if ring_version != held and (ring_version > held or ring_version < self._advertised()):
-            return False
-        w = self.watching.get(sender)
-        if w is None:
-            return True
-        if w.ping_sent >= 0:
-            return False
-        w.last = self._clock.now()
-        w.pinged_at = -1.0
-        w.heard = True
-        w.vouched = True
-        return True
-
-    def sender_stopped(self, sender: int, last_s: float) -> None:
-        w = self.watching.get(sender)
-        if w is not None and w.vouched:
-            w.vouched = False
-            w.last = max(w.last, last_s)  # its last tick: when its liveness would have come
-            self._arm(w.last + self._suspect_s)
-            self._wake()
-
-    def liveness_lossy(self) -> None:
-        self._wake()
-        self._told.clear()  # as a sender: our liveness must go as messages, which may be lost
-        now, interval = self._clock.now(), self._interval
-        for w in self.watching.values():
-            if w.vouched:
-                # Vouched for until now, so it ticked on schedule since we last heard it.
-                w.vouched = False
-                w.last += (now - w.last + _EPS) // interval * interval
-                self._arm(w.last + self._suspect_s)
-
-    def from_rm(self, msg: Any) -> None:
-        """A ring message on the node's RM connection."""
-        if isinstance(msg, Probe):
-            # Alive, even if not (yet) in the ring: answer at once.
-            mid = self.machine_id if self.active else msg.machine_id
-            self._to_rm(ProbeAck(machine_id=mid, probe_id=msg.probe_id, stalled_s=self._stall_age()))
-            return
-        if not self.active:
-            return
-        match msg:
-            case RingDelta():
-                self._on_delta(msg)
-            case RingUpdate(ring=ring):
-                self._offer(ring)
-            case UnlivelinessResponse(action=action, ring=ring):
-                if action == "resync":
-                    self._removed()
-                elif ring is not None:
-                    self._offer(ring)
-            case _:
-                self._log.warning("ring.unexpected_message", type=type(msg).__name__)
-
-    def _offer(self, ring: Ring) -> None:
-        if self.view is not None and ring.version <= self.view.version:
-            self.stats.updates_stale += 1
-            return
-        self._adopt(self._views.of(ring))
-
-    def _on_delta(self, delta: RingDelta) -> None:
-        view = self.view
-        if view is None or delta.base_version > view.version:
-            self._want_sync(delta.version)  # a gap (or no ring yet)
-            return
-        if delta.version <= view.version or delta.base_version != view.version:
-            # Older than ours, or a catch-up (combined) delta from a version we have since left:
-            # the deltas after ours come anyway (or anti-entropy asks again).
-            self.stats.updates_stale += 1
-            return
-        self._adopt(self._views.apply(view, delta))
-
     def _to_peer(self, dst: int, msg: Any) -> None:
         """Send to member ``dst``, at the endpoint our ring says its process listens on."""
         view = self.view
@@ -460,7 +291,7 @@ class RingMonitor:
         """The newest ring version we have held for a whole interval (-1: none)."""
         if self.view is None:
             return -1
-        if self._clock.now() - self._adopted_at >= self._interval - _EPS:
+        if self._clock.now() - self._adopted_at >= self._interval - EPS:
             return self.view.version
         return self._prev_version
 
@@ -469,71 +300,3 @@ class RingMonitor:
             sender=self.machine_id, seq=self._seq, stalled_s=self._stall_age(),
             ring_version=self._advertised(),
         )
-
-    def _want_sync(self, version: int) -> None:
-        """We are behind ``version``: ask for the whole ring, once per version and again only if
-        still behind after ``SYNC_RETRY_INTERVALS``."""
-        now = self._clock.now()
-        if version <= self._sync_asked and now - self._sync_at < SYNC_RETRY_INTERVALS * self._interval:
-            return
-        self._sync_asked = max(self._sync_asked, version)
-        self._sync_at = now
-        self.stats.sync_requests += 1
-        held = self.view.version if self.view is not None else -1
-        self._to_rm(RingSyncRequest(machine_id=self.machine_id, version=held))
-
-    # ---- ring changes ------------------------------------------------------------------
-
-    def _adopt(self, view: RingView) -> None:
-        self._wake()  # counted with the successors we had; a new ring is news to tell
-        was_member = self.member
-        if self.view is not None:
-            self._prev_version = self._advertised()
-        self._adopted_at = self._clock.now()
-        self.view = view
-        self.stats.updates_applied += 1
-        me = self.machine_id
-        if me not in view.members:
-            # The RM inserts a registered node in the ring version after the one it answered
-            # with; a newer ring without us means it dropped us (maybe before we saw ourselves in).
-            if self.member or view.version > self._joined_version:
-                self._removed()
-            return
-        self.member = True
-        succs: list[int] = []
-        preds: list[int] = []
-        for s in self._strides:
-            nxt, prv = view.successor(me, s), view.predecessor(me, s)
-            if nxt is not None and nxt != me and nxt not in succs:
-                succs.append(nxt)
-            if prv is not None and prv != me and prv not in preds:
-                preds.append(prv)
-        last = self._next_tick - self._interval
-        for dst in self.successors:
-            if dst not in succs:
-                self._peers.stopped(dst, me, last)
-                self._told.discard(dst)
-        self.successors = tuple(succs)
-        now = self._clock.now()
-        old = self.watching
-        # A kept predecessor keeps its history. A new one, after a ring change, is pinged at once:
-        # it is often the next of a block of crashed nodes (its old watcher crashed too, or it
-        # was the crashed node's predecessor), and a full suspicion timeout from now made the
-        # tail of detection (issue 34). On joining we only start the clock: nobody changed.
-        self.watching = {p: old.get(p) or _Watch(now) for p in preds}
-        if was_member and not self._in_loop:
-            for p, w in self.watching.items():
-                if p not in old:
-                    w.pinged_at = w.ping_sent = now
-                    self._to_peer(p, LivenessPing(sender=self.machine_id))
-                    self.stats.pings_sent += 1
-                    self.stats.new_pred_pings += 1
-        ping_s = self._ping_s + self.ping_rtt.timeout()
-        self._arm(min((w.pinged_at + ping_s if w.pinged_at >= 0 else w.last + self._suspect_s
-                       for w in self.watching.values() if not w.vouched), default=float("inf")))
-
-    def _removed(self) -> None:
-        self._log.info("ring.removed_self", machine_id=self.machine_id)
-        self.leave()
-        if self._on_removed is not None:
-            self._on_removed()

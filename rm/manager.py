@@ -7,7 +7,8 @@ continuous-scheduling passes). Each may charge an emulated service time per item
 
 Everything a crash loses lives in one ``RMLife``; what outlives it (configuration, counters,
 time integrals, the journal, observers, the membership service) stays here. ``crash`` drops the
-life; ``recover`` starts a new one from the journal.
+life; ``recover`` starts a new one from the journal. The views it gives of itself (``snapshot``,
+``shares``, ``nodes_view``, ...) are built in ``rm.views``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import msgspec
 from ringmon.config import RingConfig
 from ringmon.protocol import ProbeAck, RingMessage
 from rm.admission import InboundAdmission
-from rm.cluster import NodeRecord, NodeState
+from rm.cluster import NodeRecord
 from rm.config import RMConfig
 from rm.context import RMContext
 from rm.counters import RMCounters
@@ -36,20 +37,10 @@ from rm.ports import Clock, Link, Log
 from rm.protocol import ZERO, Disconnected, Heartbeat, Register, Resources
 from rm.recovery import Recovery
 from rm.scheduler.config import SchedulerConfig
-from rm.scheduler.fair_share import progressive_filling
 from rm.scheduling import SchedulerItem
-from rm.snapshot import (
-    ContainerView,
-    NodeView,
-    OperationView,
-    PoolView,
-    RingSnapshot,
-    RMSnapshot,
-    Share,
-    SharesSnapshot,
-    UsageWindow,
-)
+from rm.snapshot import NodeView, OperationView, PoolView, RingSnapshot, RMSnapshot, SharesSnapshot
 from rm.timers import Periodic
+from rm.views import fair_shares, node_view, nodes_view, operations_view, pools_view, rm_snapshot
 
 _US = 1e-6
 
@@ -412,74 +403,12 @@ class ResourceManager:
         return msgspec.structs.replace(self._ctx.counters)
 
     def snapshot(self) -> RMSnapshot:
-        ctx = self._ctx
-        life = self._life
-        now = self.clock.now()
-        cluster = life.cluster
-        cluster.advance(now)
-        g = ctx.integral
-        ops = life.book.operations.values()
-        unhealthy = registered_cpu = registered_ram = 0.0
-        for n in cluster.nodes.values():
-            registered_cpu += n.total.cpu
-            registered_ram += n.total.ram_gib
-            if n.state is NodeState.UNHEALTHY:
-                unhealthy += 1
-        return RMSnapshot(
-            t=now,
-            up=self.up,
-            epoch=self._epoch,
-            recovering=life.holding(),
-            counters=msgspec.structs.replace(ctx.counters),
-            inbound=self.inbound.statistics(),
-            scheduler=self.events.statistics(),
-            nodes=len(cluster.nodes),
-            nodes_unhealthy=int(unhealthy),
-            capacity=cluster.capacity,
-            allocated=cluster.used,
-            registered=Resources(registered_cpu, registered_ram),
-            window=UsageWindow(g.used_cpu_s, g.used_ram_s, g.cap_cpu_s, g.cap_ram_s),
-            operations=len(life.book.operations),
-            running_tasks=sum(op.running for op in ops),
-            pending_tasks=life.book.pending_tasks,
-            policy=msgspec.structs.replace(
-                ctx.policy_counters,
-                by_group={k: msgspec.structs.replace(v) for k, v in ctx.policy_counters.by_group.items()},
-            ),
-            preemption=msgspec.structs.replace(ctx.preemption) if ctx.preemption is not None else None,
-            groups={k: msgspec.structs.replace(v) for k, v in ctx.groups.items()},
-            membership=self.membership.snapshot() if self.membership is not None else None,
-            tiers=ctx.tiers.copy() if ctx.tiers is not None else None,
-        )
+        return rm_snapshot(self._life, self._ctx, self.clock.now(), self.up, self._epoch, self.inbound,
+                           self.events, self.membership)
 
     def shares(self) -> SharesSnapshot:
         """Fair shares of the live operations, and what each achieves now."""
-        life = self._life
-        cap = life.cluster.capacity
-        ops = list(life.book.operations.values())
-        fair = progressive_filling(life.book.root, ops, cap)
-        ok = cap.cpu > 0 and cap.ram_gib > 0
-
-        def dominant(cpu: float, ram: float) -> float:
-            return max(cpu / cap.cpu, ram / cap.ram_gib) if ok else 0.0
-
-        operations = {
-            op.id: Share(dominant(op.usage_cpu, op.usage_ram), fair.operations.get(op.id, 0.0)) for op in ops
-        }
-        usage: dict[str, list[float]] = {}
-        for op in ops:
-            u = usage.setdefault(op.group, [0.0, 0.0, 0.0, 0.0])
-            f = fair.usage.get(op.id, (0.0, 0.0))
-            u[0] += op.usage_cpu
-            u[1] += op.usage_ram
-            u[2] += f[0]
-            u[3] += f[1]
-        groups = {g: Share(dominant(u[0], u[1]), max(u[2], u[3])) for g, u in usage.items()}
-        pools = {
-            name: Share(dominant(p.usage_cpu, p.usage_ram), fair.pools.get(name, 0.0))
-            for name, p in life.book.pools.items() if name != "root"
-        }
-        return SharesSnapshot(fair.utilization, operations, groups, pools)
+        return fair_shares(self._life.book, self._life.cluster.capacity)
 
     def pending_reasons(self, op_ids: set[int] | None = None) -> list[PendingReasons]:
         """Why each operation with pending tasks waits (``op_ids``: only these), from the
@@ -488,33 +417,19 @@ class ResourceManager:
         return explain_pending(life.policy, life.cluster, life.book, self.clock.now(), life.holding(), op_ids)
 
     def operations_view(self) -> list[OperationView]:
-        return [
-            OperationView(
-                id=op.id, name=op.name, group=op.group, pool=op.pool.name, state=op.state,
-                demand=op.demand, running=op.running, pending=len(op.pending), completed=op.completed,
-                total=op.total, usage=Resources(op.usage_cpu, op.usage_ram), submitted_at=op.submitted_at,
-            )
-            for op in self._life.book.operations.values()
-        ]
+        return operations_view(self._life.book)
 
     def pools_view(self) -> list[PoolView]:
-        return [
-            PoolView(
-                name=p.name, parent=p.parent.name if p.parent is not None else None, weight=p.weight,
-                operations=len(p.operations), pending=p.pending_tasks,
-                usage=Resources(p.usage_cpu, p.usage_ram),
-            )
-            for p in self._life.book.pools.values()
-        ]
+        return pools_view(self._life.book)
 
     def nodes_view(self) -> list[NodeView]:
-        return [_node_view(n) for n in self._life.cluster.nodes.values()]
+        return nodes_view(self._life.cluster)
 
     def node_view(self, machine_id: int) -> NodeView | None:
         """One registered node's view (None: no such node), e.g. where a client's container runs
         once its node re-registered after a restart."""
         node = self._life.cluster.nodes.get(machine_id)
-        return None if node is None else _node_view(node)
+        return None if node is None else node_view(node)
 
     def commands_in_flight(self) -> tuple[set[int], set[int]]:
         """Containers launched and killed that no node report has confirmed yet (commands on
@@ -528,11 +443,3 @@ class ResourceManager:
         """When the ring last changed, or None while a change is on its way (or no ring)."""
         return self.membership.quiet_since() if self.membership is not None else None
 
-
-def _node_view(n: NodeRecord) -> NodeView:
-    return NodeView(
-        machine_id=n.machine_id, address=n.address, state=n.state.value, total=n.total,
-        free=Resources(n.free_cpu, n.free_ram),
-        containers=tuple(ContainerView(cid, a.op.id, a.task.index) for cid, a in n.containers.items()),
-        last_heartbeat_at=n.last_heartbeat_at,
-    )

@@ -17,7 +17,7 @@ import distributed
 import pytest
 
 from emulator.cli.main import main
-from emulator.harness.cluster import ClusterError, spread
+from emulator.harness.dask_hosts import ClusterError, spread
 
 SCENARIO = """
 name = "on-dask"

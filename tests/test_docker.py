@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from emulator.cli.main import _overrides, build_parser
+from emulator.cli.main import build_parser
+from emulator.cli.run import scenario_overrides
 from emulator.scenario.loader import load_scenario
 from emulator.web.app import parse_bind
 
@@ -129,7 +130,7 @@ def test_docs_give_the_run_line() -> None:
         args = build_parser().parse_args(argv[1:])
         scenario = getattr(args, "scenario", None)
         if scenario is not None:
-            load_scenario(ROOT / scenario, _overrides(args))
+            load_scenario(ROOT / scenario, scenario_overrides(args))
 
 
 def docker_daemon() -> bool:

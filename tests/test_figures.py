@@ -8,11 +8,12 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from emulator.cli.figure_table import FIGURES
 from emulator.cli.main import main
 from emulator.experiments.sweep import headline_table
 from emulator.experiments.sweep import markdown_table as sweep_table
 from emulator.results import registry
-from emulator.results.figures import FIGURES, refresh, stale
+from emulator.results.figures import refresh, stale
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS_WITH_FIGURES = [ROOT / "README.md", ROOT / "docs" / "results.md", ROOT / "docs" / "compare.md",
@@ -23,7 +24,7 @@ DOCS_WITH_FIGURES = [ROOT / "README.md", ROOT / "docs" / "results.md", ROOT / "d
 
 @pytest.mark.parametrize("path", DOCS_WITH_FIGURES, ids=lambda p: p.name)
 def test_committed_tables_match_their_result_files(path: Path) -> None:
-    assert stale(path, ROOT) == [], f"run: emulator figures --write {path.relative_to(ROOT)}"
+    assert stale(FIGURES, path, ROOT) == [], f"run: emulator figures --write {path.relative_to(ROOT)}"
 
 
 def test_a_changed_result_file_makes_its_table_stale(tmp_path: Path) -> None:
@@ -31,26 +32,26 @@ def test_a_changed_result_file_makes_its_table_stale(tmp_path: Path) -> None:
     src = ROOT / FIGURES["e3"].source
     shutil.copy(src, tmp_path / FIGURES["e3"].source)
     doc = tmp_path / "doc.md"
-    doc.write_text(refresh("intro\n<!-- figure: e3 -->\n<!-- /figure -->\nafter\n", tmp_path))
-    assert stale(doc, tmp_path) == []
+    doc.write_text(refresh(FIGURES, "intro\n<!-- figure: e3 -->\n<!-- /figure -->\nafter\n", tmp_path))
+    assert stale(FIGURES, doc, tmp_path) == []
     assert "| delta + `kring` (ours) | 375 |" in doc.read_text()
     data = (tmp_path / FIGURES["e3"].source).read_text().replace('"removals": 375', '"removals": 376', 1)
     (tmp_path / FIGURES["e3"].source).write_text(data)
-    assert stale(doc, tmp_path) == ["e3"]
+    assert stale(FIGURES, doc, tmp_path) == ["e3"]
 
 
 def test_the_glossary_goes_stale_when_the_registry_changes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     doc = tmp_path / "metrics.md"
-    doc.write_text(refresh("<!-- figure: metrics-glossary -->\n<!-- /figure -->\n", tmp_path))
-    assert stale(doc, tmp_path) == [] and "| `h1_now` |" in doc.read_text()
+    doc.write_text(refresh(FIGURES, "<!-- figure: metrics-glossary -->\n<!-- /figure -->\n", tmp_path))
+    assert stale(FIGURES, doc, tmp_path) == [] and "| `h1_now` |" in doc.read_text()
     h1 = registry.BY_NAME["h1"]
     changed = tuple(msgspec.structs.replace(m, label="h1 renamed") if m is h1 else m
                     for m in registry.REGISTRY)
     monkeypatch.setattr(registry, "REGISTRY", changed)
     monkeypatch.setattr(registry, "WHOLE_RUN", tuple(m for m in changed if m.scope == "run"))
-    assert stale(doc, tmp_path) == ["metrics-glossary"]
+    assert stale(FIGURES, doc, tmp_path) == ["metrics-glossary"]
 
 
 def test_unknown_figure_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:

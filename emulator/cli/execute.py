@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from emulator.harness.cluster import ClusterOptions
+from emulator.harness.dask_hosts import ClusterOptions
 from emulator.harness.guard import StopRequest
 from emulator.harness.outcome import RunOutcome
 from emulator.harness.runner import ProgressHook, invariants_wanted, run_blocking

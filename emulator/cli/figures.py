@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from emulator.results.figures import FIGURES, FigureError, blocks, refresh, render, stale
+from emulator.results.figures import FigureError, blocks, refresh, render, stale
 
 
 def add_command(sub: Any) -> None:
@@ -22,15 +22,17 @@ def add_command(sub: Any) -> None:
 
 
 def cmd_figures(args: argparse.Namespace) -> int:
+    from emulator.cli.figure_table import FIGURES  # every experiment's renderer: only for this command
+
     try:
         if args.write:
             for path in args.write:
                 text = path.read_text(encoding="utf-8")
-                path.write_text(refresh(text), encoding="utf-8")
+                path.write_text(refresh(FIGURES, text), encoding="utf-8")
                 print(f"{path}: {len(blocks(text))} figure blocks refreshed")
             return 0
         if args.check:
-            bad = [f"{path}: {name}" for path in args.check for name in stale(path)]
+            bad = [f"{path}: {name}" for path in args.check for name in stale(FIGURES, path)]
             for line in bad:
                 print(f"stale figure block {line} (run: emulator figures --write FILE)", file=sys.stderr)
             return 1 if bad else 0
@@ -39,7 +41,7 @@ def cmd_figures(args: argparse.Namespace) -> int:
                 print(f"{name:<14} {fig.source:<26} {fig.command}")
             return 0
         for name in args.names:
-            print(render(name))
+            print(render(FIGURES, name))
         return 0
     except (FigureError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)

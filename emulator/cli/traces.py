@@ -141,7 +141,7 @@ def cmd_import(args: argparse.Namespace) -> int:
           f"{scenario.run.duration_s:g} s")
     if args.run is None:
         return 0
-    from emulator.cli.main import cmd_run
+    from emulator.cli.run import cmd_run
 
     return cmd_run(argparse.Namespace(
         scenario=str(args.out), out=str(args.run), seed=None, duration=None, set=None, quiet=False,

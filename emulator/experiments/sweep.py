@@ -33,7 +33,7 @@ from emulator.scenario.schema import SweepConfig
 from emulator.study.points import scale_cluster
 
 if TYPE_CHECKING:
-    from emulator.harness.cluster import ClusterOptions
+    from emulator.harness.dask_hosts import ClusterOptions
 
 
 def load_sweep(path: Path) -> tuple[dict[str, Any], SweepConfig]:
@@ -206,7 +206,7 @@ def dask_hosts(spec: str | None, slices: int) -> Iterator[ClusterOptions | None]
     if spec is None:
         yield None
         return
-    from emulator.harness.cluster import ClusterError, ClusterOptions
+    from emulator.harness.dask_hosts import ClusterError, ClusterOptions
 
     if spec != "local" and not spec.startswith("local:"):
         yield ClusterOptions(spec)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from emulator.harness.hosting import NodeHosting
-from emulator.scenario.schema import (
+from emulator.scenario.fault_schema import (
     CrashFault,
     Fault,
     HealthFault,

@@ -1,37 +1,38 @@
 """Running one scenario in this process: the RM side (``RMSide``) plus nodes hosted in memory,
-on a virtual clock (or a real-time one, for a served run)."""
+on a virtual clock (or a real-time one, for a served run); ``run_blocking`` also dispatches a TCP run
+(``tcprun``) and a Dask one (``dask_hosts``). ``Tick``, ``ProgressHook`` and ``invariants_wanted``
+(``runparts``) are importable from here too."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-
 from emulator.harness.eventlog import TextSink, make_logger
 from emulator.harness.guard import RunGuard, StopRequest
 from emulator.harness.hosting import MemoryHosting
 from emulator.harness.nodeproc import NodeProcess, RingParts
-from emulator.harness.outcome import RemovalRecord, RunOutcome, ShareMean, Traffic
+from emulator.harness.outcome import RunOutcome
 from emulator.harness.quietgc import quiet_gc
 from emulator.harness.restarts import scenario_journal
 from emulator.harness.rmside import RMSide
+from emulator.harness.runparts import ProgressHook as ProgressHook
+from emulator.harness.runparts import Tick as Tick
+from emulator.harness.runparts import invariants_wanted as invariants_wanted
+from emulator.harness.runparts import message_fault_plan, outcome
 from emulator.measure.costs import RMCostMeter
 from emulator.measure.lag import judge
 from emulator.measure.machines import MachinesUsed
-from emulator.measure.sampler import SampleRow
 from emulator.measure.timing import HeartbeatTiming
 from emulator.measure.usage import UsageSeries
-from emulator.scenario.schema import MessageFault, Scenario
+from emulator.scenario.schema import Scenario
 from emulator.scenario.topology import node_specs, phases
 from emulator.time.clock import LoopClock, VirtualCore, run, wall_time
-from emulator.transport.faulty import FaultWindow, MessageFaultPlan
 from emulator.transport.memory import MemoryNetwork
 from emulator.transport.metered import Meter, MeteredLink
 from emulator.transport.peers import MemoryPeers
@@ -40,7 +41,7 @@ from rm.journal import Journal
 from rm.ports import Log
 
 if TYPE_CHECKING:
-    from emulator.harness.cluster import ClusterOptions
+    from emulator.harness.dask_hosts import ClusterOptions
 
 
 @dataclass
@@ -54,30 +55,8 @@ class RunHandle:
     log: Log
 
 
-class Tick(msgspec.Struct, frozen=True):
-    """What a progress display shows at each sample."""
-
-    row: SampleRow
-    heartbeats: int  # processed by the RM so far
-    lag_s: float | None  # real time: the worst event-loop lateness of the last interval (emulated s)
-    lag_threshold_s: float
-
-    @classmethod
-    def of(cls, side: RMSide, row: SampleRow) -> Tick:
-        lag = None
-        if side.lag is not None:
-            k = round(row.t_s / side.sampler.interval_s)
-            lag = side.lag.worst_by_interval.get(k, 0.0)
-        return cls(row, side.rm.counters().heartbeats, lag, side.lag_threshold_s)
-
-
-ProgressHook = Callable[[Tick], None]
 # Called once the run is wired up, before anything runs: the live status page's way in.
 StartHook = Callable[[RunHandle], None]
-
-
-def invariants_wanted(check: bool | None) -> bool:
-    return check if check is not None else os.environ.get("HBEMU_CHECK_INVARIANTS") == "1"
 
 
 async def run_scenario(
@@ -96,17 +75,6 @@ async def run_scenario(
         journal = scenario_journal(scenario, journal_dir, stack)
         check = invariants_wanted(check_invariants)
         return await _run(scenario, clock, events, progress, check, on_start, journal, stop)
-
-
-def message_fault_plan(scenario: Scenario, clock: LoopClock) -> MessageFaultPlan:
-    plan = MessageFaultPlan(clock, scenario.run.seed)
-    for f in scenario.faults:
-        if isinstance(f, MessageFault):
-            plan.windows.append(FaultWindow(
-                f.at_s, f.at_s + f.duration_s, f.loss, f.duplicate, f.reorder, f.delay_s,
-                frozenset(f.types), f.direction,
-            ))
-    return plan
 
 
 async def _run(
@@ -226,43 +194,6 @@ async def _run(
     return out
 
 
-def outcome(
-    side: RMSide, counters: NodeCounters, timing: HeartbeatTiming, to_rm: Meter, wall_s: float,
-    plan: MessageFaultPlan, ring: Any, liveness_lost: int, costs: dict[str, Any] | None,
-) -> RunOutcome:
-    sampler = side.sampler
-    h1, h2 = sampler.efficiency()
-    log = side.removals
-    return RunOutcome(
-        scenario=side.scenario,
-        wall_s=wall_s,
-        rm=side.rm.snapshot(),
-        operations=side.rm.operations_view(),
-        rows=list(sampler.rows),
-        share_columns=side.shares.columns,
-        share_rows=list(side.shares.rows),
-        groups={g: ShareMean(m.dominant, m.fair, m.samples) for g, m in sampler.groups.items()},
-        pools={g: ShareMean(m.dominant, m.fair, m.samples) for g, m in sampler.pools.items()},
-        h1=h1,
-        h2=h2,
-        nodes=counters,
-        lateness=timing.summary(),
-        removals=log.summary(),
-        removal_log=[RemovalRecord(r.t_s, log.is_false(r), r.machine_id, r.latency_s) for r in log.removals],
-        restarts=side.restarts.summary(),
-        restart_replay_wall_s=side.restarts.replay_walls(),
-        to_rm=Traffic(to_rm.messages, to_rm.bytes),
-        invariants=side.checker.summary() if side.checker is not None else None,
-        message_faults=plan.counters if plan.windows else None,
-        ring=ring,
-        liveness_lost=liveness_lost,
-        costs=costs,
-        jobs=side.jobs.report(),
-        scheduler_decision_us=side.decisions.summary(),
-        earlier=side.rm.earlier if side.rm.earlier.takeovers else None,
-    )
-
-
 def run_blocking(
     scenario: Scenario,
     events_path: Path | None = None,
@@ -276,7 +207,7 @@ def run_blocking(
     Dask cluster instead of local processes; ``core``: which loop runs virtual time; ``stop``:
     another thread's way to end it early (not for a cluster run)."""
     if cluster is not None:
-        from emulator.harness.cluster import run_cluster_blocking
+        from emulator.harness.dask_hosts import run_cluster_blocking
 
         return run_cluster_blocking(scenario, cluster, events_path, check_invariants, progress)
     if scenario.transport.kind == "tcp":

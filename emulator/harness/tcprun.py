@@ -31,7 +31,7 @@ from emulator.harness.outcome import RunOutcome, WorkerSummary
 from emulator.harness.quietgc import quiet_gc
 from emulator.harness.restarts import scenario_journal
 from emulator.harness.rmside import RMSide
-from emulator.harness.runner import ProgressHook, Tick, invariants_wanted, message_fault_plan, outcome
+from emulator.harness.runparts import ProgressHook, Tick, invariants_wanted, message_fault_plan, outcome
 from emulator.harness.workers import WorkerHosting, collect, spawn, sum_message_faults, sum_ring
 from emulator.harness.workload import SubmissionLog
 from emulator.measure.costs import RMCostMeter, efficiency
@@ -295,7 +295,7 @@ class TcpRM:
 
 class Placement(Protocol):
     """Where a TCP run's node hosts run: local subprocesses (``Subprocesses``), or tasks on a
-    cluster (``emulator.harness.cluster``). One host per ``HostConfig``; a report per config."""
+    cluster (``emulator.harness.dask_hosts``). One host per ``HostConfig``; a report per config."""
 
     setup_s: float  # extra wall seconds before the epoch for the hosts to start
 

@@ -25,8 +25,8 @@ import msgspec
 
 from emulator.measure.jobs import JobRecorder
 from emulator.scenario.distributions import value_rng
-from emulator.scenario.schema import OperationConfig, WorkloadConfig
 from emulator.scenario.usage import tier_number
+from emulator.scenario.workload_schema import OperationConfig, WorkloadConfig
 from emulator.time.clock import LoopClock
 from rm.journal import JournalCorrupt, JournalWriteFailed
 from rm.manager import ResourceManager, RMUnavailable

@@ -8,14 +8,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from emulator.scenario.bounds import largest
+from emulator.scenario.fault_schema import LivenessLossFault, MessageFault
 from emulator.scenario.footprint import estimate, machine_memory
 from emulator.scenario.names import problem as name_problem
-from emulator.scenario.schema import (
-    LivenessLossFault,
-    MessageFault,
-    Scenario,
-    largest,
-)
+from emulator.scenario.schema import Scenario
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ import msgspec
 from emulator.harness.eventlog import TextSink
 from emulator.harness.nodehost import HostConfig, HostReport, host_nodes
 from emulator.harness.outcome import RunOutcome
-from emulator.harness.runner import ProgressHook
+from emulator.harness.runparts import ProgressHook
 from emulator.harness.tcprun import run_tcp_scenario
 from emulator.scenario.loader import ScenarioError
 from emulator.scenario.schema import Scenario

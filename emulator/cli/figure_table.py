@@ -1,0 +1,133 @@
+"""Every figure table in the README and docs: its result file, the function that renders it and the
+command that regenerates the file (``emulator figures``; the blocks themselves: results/figures.py).
+
+Here, above the experiments, so that each renderer is a real import the layer contract sees."""
+
+from __future__ import annotations
+
+from emulator.cli import fuzz
+from emulator.experiments import (
+    abuse,
+    bench,
+    e1,
+    e3,
+    e3tcp,
+    e4,
+    e5,
+    e5cluster,
+    recovery,
+    reliability,
+    scalemodel,
+    sweep,
+    traces,
+    usagemsgs,
+)
+from emulator.results import compare, registry
+from emulator.results.figures import Figure
+from emulator.study import tables as study_tables
+
+E1_COMMAND = "make e1 (emulator e1 scenarios/e1-faithful.toml --out runs/e1 --json docs/e1.json)"
+E1_SEEDS20 = ("emulator e1 --study scenarios/studies/e1-seeds20.toml --out runs/e1-20 "
+              "--json docs/e1-seeds20.json (~1 h on 2 cores)")
+E1_EXPLORE = ("emulator e1 --study scenarios/studies/e1-explore.toml --out runs/e1-explore "
+              "--json docs/e1-explore.json (several hours on 2 cores)")
+E2_VIRTUAL = ("emulator sweep scenarios/e2-scale-sweep-virtual.toml --out runs/e2v && "
+              "cp runs/e2v/sweep.json docs/e2-sweep-virtual.json")
+E2_VIRTUAL_BIG = ("emulator sweep scenarios/e2-scale-sweep-virtual.toml --nodes 18000,24000 --modes delta "
+                  "--out runs/e2v-big && cp runs/e2v-big/sweep.json docs/e2-sweep-virtual-big.json")
+FIGURES: dict[str, Figure] = {
+    "bench": Figure("docs/bench.json", bench.markdown_table,
+                    "emulator bench --baseline --out docs/bench.json"),
+    "scale-headline": Figure("docs/bench.json", scalemodel.headline_table,
+                             "emulator bench --baseline --out docs/bench.json; docs/scale.md for the others",
+                             ("docs/scale-20k.json", "docs/scale-100k.json")),
+    "scale": Figure("docs/bench.json", scalemodel.markdown_table,
+                    "emulator bench --nodes N --hours 0.1666667 --out docs/scale-{20k,100k}.json "
+                    "(docs/scale.md); the coefficients: docs/bench.json, docs/e2-sweep.json",
+                    ("docs/e2-sweep.json", "docs/scale-20k.json", "docs/scale-100k.json")),
+    "idle-host": Figure("docs/idle-host-50k.json", scalemodel.idle_host_table,
+                        "emulator run scenarios/idle-host-50k.toml --out runs/idle50k && "
+                        "cp runs/idle50k/summary.json docs/idle-host-50k.json; the same with --set "
+                        "cluster.join_over_s=0 --out runs/idle50k-storm, to docs/idle-host-50k-storm.json",
+                        ("docs/idle-host-50k-storm.json",)),
+    "e1": Figure("docs/e1.json", e1.markdown_table, E1_COMMAND),
+    "e1-headline": Figure("docs/e1.json", e1.headline_table, E1_COMMAND),
+    "e1-seeds20": Figure("docs/e1-seeds20.json", e1.markdown_table, E1_SEEDS20),
+    "e1-explore": Figure("docs/e1-explore.json", e1.variants_table, E1_EXPLORE),
+    "e1-explore-by-resource": Figure("docs/e1-explore.json", e1.by_resource_table,
+                                     E1_EXPLORE),
+    "e1-explore-fair-share": Figure("docs/e1-explore.json", e1.fair_share_table,
+                                    E1_EXPLORE),
+    "e1-seeds20-by-resource": Figure("docs/e1-seeds20.json", e1.by_resource_table,
+                                     E1_SEEDS20),
+    "e1-seeds20-variants": Figure("docs/e1-seeds20.json", e1.variants_table,
+                                  E1_SEEDS20),
+    "e1-seeds20-fairness": Figure("docs/e1-seeds20.json", e1.fairness_table,
+                                  E1_SEEDS20),
+    "e1-seeds20-fair-share": Figure("docs/e1-seeds20.json", e1.fair_share_table,
+                                    E1_SEEDS20),
+    "e2": Figure("docs/e2-sweep.json", sweep.markdown_table,
+                 "make e2 && cp runs/e2-sweep/sweep.json docs/e2-sweep.json"),
+    "e2-w2": Figure("docs/e2-sweep-w2.json", sweep.markdown_table,
+                    "make e2-w2 && cp runs/e2-sweep-w2/sweep.json docs/e2-sweep-w2.json"),
+    "e2-delta-12000": Figure("docs/e2-delta-12000-speed10.json", sweep.costs_table,
+                             "emulator sweep scenarios/e2-scale-sweep.toml --speed 10 --nodes 12000 "
+                             "--modes delta --out runs/e2-12k && cp runs/e2-12k/sweep.json "
+                             "docs/e2-delta-12000-speed10.json"),
+    "e2-costs": Figure("docs/e2-sweep.json", sweep.costs_table,
+                       "make e2 && cp runs/e2-sweep/sweep.json docs/e2-sweep.json"),
+    "e2-virtual": Figure("docs/e2-sweep-virtual.json", sweep.markdown_table,
+                         E2_VIRTUAL),
+    "e2-virtual-big": Figure("docs/e2-sweep-virtual-big.json", sweep.markdown_table,
+                             E2_VIRTUAL_BIG),
+    "e2-headline": Figure("docs/e2-sweep.json", sweep.headline_table,
+                          "make e2, then the two virtual sweeps (docs/scalability.md §5.2)",
+                          ("docs/e2-sweep-virtual.json", "docs/e2-sweep-virtual-big.json")),
+    "e3": Figure("docs/ring-e3.json", e3.markdown_table,
+                 "make e3 && cp runs/e3/e3.json docs/ring-e3.json"),
+    "e3-tcp": Figure("docs/e3-tcp.json", e3tcp.markdown_table,
+                     "make e3-tcp && cp runs/e3-tcp/e3-tcp.json docs/e3-tcp.json"),
+    "e3-tcp-20000": Figure("docs/e3-tcp-20000.json", e3tcp.markdown_table,
+                           "emulator e3-tcp --nodes 20000 --out runs/e3-tcp-20000 && "
+                           "cp runs/e3-tcp-20000/e3-tcp.json docs/e3-tcp-20000.json"),
+    "reliability": Figure("docs/reliability.json", reliability.markdown_table,
+                          "emulator reliability --out runs/reliability && "
+                          "cp runs/reliability/reliability.json docs/"),
+    "recovery": Figure("docs/recovery.json", recovery.markdown_table,
+                       "make recovery && cp runs/recovery/recovery.json docs/"),
+    "compare-e3-300": Figure(
+        "docs/compare-e3-300-periodic-vs-ring.json", compare.markdown_table,
+        "emulator e3 --nodes 300 --modes periodic ring --out runs/e3-300 && emulator compare "
+        "runs/e3-300/periodic runs/e3-300/ring --metrics detection,heartbeats --out runs/cmp-e3 && "
+        "cp runs/cmp-e3/compare.json docs/compare-e3-300-periodic-vs-ring.json"),
+    "compare-quickstart": Figure(
+        "docs/compare-quickstart-periodic-vs-delta.json", compare.markdown_table,
+        "emulator run scenarios/quickstart.toml --out runs/qs-periodic && emulator run "
+        "scenarios/quickstart.toml --set heartbeat.mode=delta --out runs/qs-delta && emulator compare "
+        "runs/qs-periodic runs/qs-delta --metrics heartbeats --out runs/cmp-qs && "
+        "cp runs/cmp-qs/compare.json docs/compare-quickstart-periodic-vs-delta.json"),
+    "traces": Figure("docs/traces.json", traces.table,
+                     "make traces (emulator traces --out runs/traces --json docs/traces.json)"),
+    "usage-messages": Figure("docs/usage-messages.json", usagemsgs.markdown_table,
+                             "emulator usage-messages --out docs/usage-messages.json"),
+    "e4": Figure("docs/e4.json", e4.markdown_table, "make e4"),
+    "e5": Figure("docs/e5.json", e5.markdown_table, "make e5"),
+    "e5-cluster": Figure("docs/e5-cluster.json", e5cluster.markdown_table,
+                         "make e5-cluster"),
+    "e5-demand": Figure("docs/e5-cluster.json", e5cluster.demand_table, "make e5-cluster"),
+    "e5-cluster-compact": Figure("docs/e5-cluster.json", e5cluster.compact_table,
+                                 "make e5-cluster"),
+    "e5-bin-sizes": Figure("docs/e5.json", e5.bin_sizes_table, "make e5"),
+    "baselines": Figure("docs/baselines.json", e5.baselines_table, "make baselines"),
+    "abuse": Figure("docs/abuse-results.json", abuse.markdown_table,
+                    "emulator abuse scenarios/abuse.toml --out docs/abuse-results.json"),
+    "study-quickstart-heartbeats": Figure(
+        "docs/study-quickstart-heartbeats.json", study_tables.markdown,
+        "emulator study scenarios/studies/quickstart-heartbeats.toml --force "
+        "--out docs/study-quickstart-heartbeats.json"),
+    # Not from a result file: generated from the metrics registry itself.
+    "metrics-glossary": Figure("", registry.glossary_markdown,
+                               "emulator figures --write docs/metrics.md"),
+    "fuzz": Figure("docs/fuzz.json", fuzz.markdown_table,
+                   "emulator fuzz --examples 20000 --seed 0 --json > docs/fuzz.json"),
+}
