@@ -40,10 +40,10 @@ test: $(TEST_STAMP) chromium
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest
 
-# Debian's Chromium for tests/test_browser.py (needs root; the test is skipped without it, except in CI).
+# Debian's Chromium for tests/process/test_browser.py (needs root; the test is skipped without it, except in CI).
 chromium:
 	@command -v chromium >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
-	@command -v chromium >/dev/null 2>&1 || echo "note: no chromium (install Debian's chromium as root); tests/test_browser.py will skip"
+	@command -v chromium >/dev/null 2>&1 || echo "note: no chromium (install Debian's chromium as root); tests/process/test_browser.py will skip"
 
 bench: $(STAMP)
 	$(BIN)/emulator bench

@@ -1,5 +1,5 @@
 """The placement rules as they were before the node index (a scan of every node per task), kept
-as the reference the indexed policy must agree with (tests/test_placement_index.py) and the
+as the reference the indexed policy must agree with (tests/unit/test_placement_index.py) and the
 baseline of its CPU measurement (``python -m tests.placement_bench``)."""
 
 from __future__ import annotations

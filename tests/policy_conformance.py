@@ -1,7 +1,7 @@
 """What every scheduling policy must do, built-in or plugged in (docs/extending.md): a real RM and
 real NodeManagers on a fake clock, a seeded workload, and checks that do not trust the RM's own
-bookkeeping. tests/test_policy_conformance.py runs them over every registered policy;
-tests/test_extending.py over the example plug-in.
+bookkeeping. tests/unit/test_policy_conformance.py runs them over every registered policy;
+tests/system/test_extending.py over the example plug-in.
 
 - never over-allocates a node: every node's launched-and-not-finished requests stay within its
   capacity (counted from the launches the node received), and no node ever rejects a launch;

@@ -7,7 +7,7 @@ Then it checks what the run promises: nothing lost (every operation finished, ev
 in the whole run's figures across RM processes), nothing run twice (no more completions than
 tasks), and every freeze reported as a stall by the process that was frozen (the RM's summary, the
 workers' reports). ``python -m emulator.experiments.chaos --nodes 20000`` is the hand run at scale
-(docs/reliability.md); tests/test_chaos.py runs a small one.
+(docs/reliability.md); tests/process/test_chaos.py runs a small one.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Fuzzing the scenario schema the way a user meets it: a file on disk, then `emulator run`.
 
-Hypothesis generates the inputs (the strategies here are shared with tests/test_fuzz_scenarios.py):
+Hypothesis generates the inputs (the strategies here are shared with tests/process/test_fuzz_scenarios.py):
 random documents over the schema's keys; mutations of a valid scenario (any value at any key
 path, or its own fields set to values near the bounds), written as TOML or as JSON text; random
 pool trees (cycles), counts each in bounds but absurd together, values nested thousands deep;

@@ -75,7 +75,7 @@ class RegisteredPolicy(Policy, Protocol):
     # The policy's own parameters, decoded from ``[scheduler.params]`` (unknown fields refused).
     Params: ClassVar[type[msgspec.Struct]]
     # True: a pool or operation below its min share is always offered resources first (the
-    # conformance suite, tests/test_policy_conformance.py, holds the policy to it).
+    # conformance suite, tests/unit/test_policy_conformance.py, holds the policy to it).
     honours_min_share: ClassVar[bool]
 
 
