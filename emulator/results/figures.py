@@ -128,6 +128,7 @@ FIGURES: dict[str, Figure] = {
     "usage-messages": Figure("docs/usage-messages.json", "emulator.experiments.usagemsgs:markdown_table",
                              "emulator usage-messages --out docs/usage-messages.json"),
     "e4": Figure("docs/e4.json", "emulator.experiments.e4:markdown_table", "make e4"),
+    "e4-why": Figure("docs/e4.json", "emulator.experiments.e4:variants_table", "make e4"),
     "e5": Figure("docs/e5.json", "emulator.experiments.e5:markdown_table", "make e5"),
     "e5-cluster": Figure("docs/e5-cluster.json", "emulator.experiments.e5cluster:markdown_table",
                          "make e5-cluster"),
