@@ -47,6 +47,7 @@ class E4Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=
     ram_median_gib: Pos = 2.0
     ram_sigma: Pos = 0.8
     diurnal_max: Share = 0.25
+    batch_diurnal: bool = True  # batch jobs have a cycle of their own (random phase)
     phase_jitter_h: Annotated[float, msgspec.Meta(ge=0, le=24)] = 2.0
     noise_sd_min: Share = 0.02
     noise_sd_max: Share = 0.08
@@ -74,13 +75,14 @@ class E4Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=
     reclaim_margin: Share = 0.05
     restart_backoff_max: Count = 12
     # Autopilot statistics (lecture): k buckets up to range × the user's limit, RAM half-life 48 h,
+    # S_max over the last max_windows windows (the lecture's N; not given there),
     # S_p98 / S_max / max(S_p60, 0.5 S_max) by OOM tolerance, +margin, max over hold_s; the user's
     # limit until min_history_s of samples. After an OOM the limit is bumped to the usage that
     # killed × (1 + oom_bump), a floor that decays with the RAM half-life.
     buckets: Annotated[int, msgspec.Meta(ge=2, le=1000)] = 400
     range_factor: Pos = 4.0
     ram_half_life_s: Pos = 48 * 3600.0
-    max_windows: Count = 12
+    max_windows: Count = 288  # S_max over the last day: minimal tolerance covers the daily cycle
     margin: Share = 0.15
     hold_s: Pos = 3600.0
     min_history_s: Annotated[float, msgspec.Meta(ge=0, le=1e9)] = 3600.0

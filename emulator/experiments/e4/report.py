@@ -45,7 +45,8 @@ def mode_figures(jobs: list[dict[str, Any]], by_tolerance: bool = False) -> dict
         "ooms_per_task_day": sum(ooms) / days if days else 0.0,
         "ooms_over_limit_per_task_day": per_day(jobs, "oom_limit"),
         "ooms_shortage_per_task_day": per_day(jobs, "oom_shortage"),
-        "ooms_before_first_recommendation": float(sum(j["oom_before_rec"] for j in jobs)),
+        "ooms_before_first_recommendation_share":
+            sum(j["oom_before_rec"] for j in jobs) / sum(ooms) if sum(ooms) else 0.0,
         "ooms_underprovisioned_share": sum(under) / sum(ooms) if sum(ooms) else 0.0,
         "ooms_after_step_share": sum(j["oom_after_step"] for j in jobs) / sum(ooms) if sum(ooms) else 0.0,
         "ooms_in_first_day_share": sum(j["oom_young_job"] for j in jobs) / sum(ooms) if sum(ooms) else 0.0,
@@ -76,6 +77,8 @@ def _mean_sd(xs: list[float]) -> list[float]:
 # usage itself (no safety margin), where machines do run short.
 VARIANTS: dict[str, dict[str, Any]] = {
     "no steps in usage": {"steps_per_day": 0.0},
+    "batch without a daily cycle": {"batch_diurnal": False},
+    "Autopilot and ML after 6 h of history": {"min_history_s": 6 * 3600.0},
     "reclamation without margin": {"reclaim_margin": 0.0, "reclaim_tau_s": 600.0},
 }
 
@@ -169,6 +172,8 @@ def variants_table(data: dict[str, Any]) -> str:
         f"{d['cell']['machine_windows_short'][0] * 100:.3f}%" for _, d in cols) + " |")
     lines.append("| autopilot OOMs within an hour of a step up | " + " | ".join(
         f"{d['rows'][2]['ooms_after_step_share'][0] * 100:.0f}%" for _, d in cols) + " |")
+    lines.append("| autopilot OOMs under the user's limit (before the first recommendation) | " + " | ".join(
+        f"{d['rows'][2]['ooms_before_first_recommendation_share'][0] * 100:.0f}%" for _, d in cols) + " |")
     lines.append("| autopilot OOMs in a job's first day | " + " | ".join(
         f"{d['rows'][2]['ooms_in_first_day_share'][0] * 100:.0f}%" for _, d in cols) + " |")
     lines.append("| hard OOMs in under-provisioned jobs | " + " | ".join(

@@ -57,7 +57,8 @@ class Jobs:
         self.started_at[slots] = now
         self.next_id += k
         self.base[slots] = cfg.ram_median_gib * np.exp(cfg.ram_sigma * rng.standard_normal(k))
-        self.amp[slots] = rng.uniform(0, cfg.diurnal_max, k)
+        amp = rng.uniform(0, cfg.diurnal_max, k)
+        self.amp[slots] = np.where(self.prod[slots] | cfg.batch_diurnal, amp, 0.0)
         # Serving load follows the users' day (one phase for the cell, a jitter per job); batch
         # jobs' cycles are their own.
         jitter = 2 * math.pi * cfg.phase_jitter_h / 24 * rng.standard_normal(k)
