@@ -30,7 +30,7 @@ def test_percentile_is_load_adjusted() -> None:
 
 
 def test_autopilot_waits_for_history_then_holds_the_hour_max() -> None:
-    cfg = E4Config(buckets=100, min_history_s=600, hold_s=3600, margin=0.1)
+    cfg = E4Config(buckets=100, min_history_s=600, hold_s=3600, margin=0.1, max_windows=12)
     width = np.array([0.1, 0.1])
     stats = AutopilotStats(cfg, width, np.array([1, 0]))  # minimal tolerance (S_max), low (S_p98)
     rows = np.array([0, 0, 1, 1])
