@@ -30,17 +30,20 @@ def test_percentile_is_load_adjusted() -> None:
 
 
 def test_autopilot_waits_for_history_then_holds_the_hour_max() -> None:
-    cfg = E4Config(buckets=100, min_history_s=600, hold_s=3600, margin=0.1, max_windows=12)
+    cfg = E4Config(buckets=100, min_history_s=600, hold_s=3600, margin=0.1, max_windows=1)
     width = np.array([0.1, 0.1])
     stats = AutopilotStats(cfg, width, np.array([1, 0]))  # minimal tolerance (S_max), low (S_p98)
     rows = np.array([0, 0, 1, 1])
     first = stats.close(window_counts(width, 100, rows, np.array([2.0, 3.0, 2.0, 3.0])))
     assert np.isnan(first).all()  # one window: less than min_history_s
-    second = stats.close(window_counts(width, 100, rows, np.array([1.0, 1.0, 1.0, 1.0])))
-    assert second[0] == pytest.approx(3.0 * 1.1)  # S_max of recent windows, +10%
-    for _ in range(23):  # S_max forgets the 3.0 after 12 windows, the hour-long hold 11 later
-        last = stats.close(window_counts(width, 100, rows, np.array([1.0, 1.0, 1.0, 1.0])))
-    assert last[0] == pytest.approx(1.0 * 1.1)
+    ones = window_counts(width, 100, rows, np.array([1.0, 1.0, 1.0, 1.0]))
+    second = stats.close(ones)
+    # S_max of the last window is 1, but the hour's hold keeps the first window's 3.0 (+10%).
+    assert second[0] == pytest.approx(3.0 * 1.1)
+    for _ in range(10):
+        held = stats.close(ones)
+    assert held[0] == pytest.approx(3.0 * 1.1)  # 12 windows: still within the hour
+    assert stats.close(ones)[0] == pytest.approx(1.0 * 1.1)
 
 
 def test_ml_prices_overruns_and_limit_changes() -> None:
