@@ -84,7 +84,7 @@ e3-tcp: $(STAMP)
 
 # E4 (the Borg lecture): a Borg cell of hard-limit, soft-limit, Autopilot and ML jobs, 5 emulated
 # days of 5-minute windows, 3 seeds, and two variants that show where the OOMs come from: slack,
-# OOM-free jobs and OOMs per task-day beside the lecture's (~3 min on 2 cores).
+# OOM-free jobs and OOMs per task-day beside the lecture's (~5 min on 2 cores).
 # Tables: emulator e4 --table docs/e4.json
 e4: $(STAMP)
 	$(BIN)/emulator e4 --out docs/e4.json

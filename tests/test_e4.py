@@ -125,6 +125,10 @@ def test_one_day_of_the_four_modes_beside_the_lecture() -> None:
 def test_e4_command_rejects_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit, match="warm-up"):
         main(["e4", "--days", "0.5", "--out", "/dev/null"])
+    with pytest.raises(SystemExit, match="days"):
+        main(["e4", "--days", "-1", "--out", "/dev/null"])
+    with pytest.raises(SystemExit, match="not an e4 result file"):
+        main(["e4", "--table", "/nonexistent/e4.json"])
     with pytest.raises(SystemExit):
         main(["e4", "--seeds", "0"])
     assert "whole number" in capsys.readouterr().err

@@ -183,15 +183,17 @@ def variants_table(data: dict[str, Any]) -> str:
 
 def cmd_e4(args: argparse.Namespace) -> int:
     if args.table:
-        print(markdown_table(json.loads(Path(args.table).read_text(encoding="utf-8"))))
-        return 0
-    cfg = E4Config()
-    if args.days is not None or args.machines is not None:
         try:
-            cfg = msgspec.convert({**msgspec.to_builtins(cfg), **({"days": args.days} if args.days else {}),
-                                   **({"machines": args.machines} if args.machines else {})}, E4Config)
-        except msgspec.ValidationError as e:
-            raise SystemExit(f"emulator e4: {e}") from None
+            data = json.loads(Path(args.table).read_text(encoding="utf-8"))
+            print(markdown_table(data) + "\n\n" + variants_table(data))
+        except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
+            raise SystemExit(f"emulator e4: {args.table}: not an e4 result file ({e!r})") from None
+        return 0
+    given = {k: v for k, v in (("days", args.days), ("machines", args.machines)) if v is not None}
+    try:
+        cfg = msgspec.convert({**msgspec.to_builtins(E4Config()), **given}, E4Config)
+    except msgspec.ValidationError as e:
+        raise SystemExit(f"emulator e4: {e} (`$.days` is --days, `$.machines` is --machines)") from None
     if cfg.warmup_days >= cfg.days:
         raise SystemExit(f"emulator e4: --days must exceed the {cfg.warmup_days:g} warm-up day(s)")
     data = run_e4(cfg, tuple(range(1, args.seeds + 1)))
