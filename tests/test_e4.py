@@ -3,6 +3,7 @@ one-day run of the four modes on a tiny cell, and the command's input errors."""
 
 from __future__ import annotations
 
+import msgspec
 import numpy as np
 import pytest
 
@@ -91,6 +92,30 @@ def test_shortage_kills_batch_then_above_soft_limit_first() -> None:
     killed = cell.shortage(u, cell.machine >= 0)
     assert not killed[prod].any()
     assert killed.sum() == 2 and killed[batch[2]] and killed[batch[0]]  # above soft first, then largest
+
+
+def test_reservations_reclaim_memory_and_production_fits_by_limits() -> None:
+    cfg = msgspec.structs.replace(TINY, machines=1)  # more limits than memory
+    cell = Cell(cfg, 3)
+    j = cell.jobs
+    for w in range(40):
+        cell.step(w)
+        run = cell.machine >= 0
+        lim = cell.limit[j.slot]
+        prod = run & cell.task_prod
+        assert lim[prod].sum() <= cfg.machine_ram_gib + 1e-9  # production never overcommitted
+    run = cell.machine >= 0
+    assert (cell.resv[run] <= cell.limit[j.slot][run] + 1e-9).all()
+    # Reclaimed: reservations decayed toward usage, so the machine holds more limits than memory.
+    assert cell.resv[run].sum() <= cfg.machine_ram_gib * 1.1
+    assert cell.limit[j.slot][run].sum() > 1.2 * cfg.machine_ram_gib
+    # Production only: reservations decay just the same, but no more limits than memory run.
+    prod_only = Cell(msgspec.structs.replace(cfg, prod_share=1.0), 3)
+    for w in range(40):
+        prod_only.step(w)
+    run = prod_only.machine >= 0
+    assert prod_only.limit[prod_only.jobs.slot][run].sum() <= cfg.machine_ram_gib + 1e-9
+    assert not run.all()  # the rest wait
 
 
 def test_oom_bump_raises_an_autopilot_limit_above_the_usage_that_killed() -> None:
