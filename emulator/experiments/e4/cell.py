@@ -49,6 +49,7 @@ class Cell:
         self.acc = {k: np.zeros(slots) for k in COUNTERS}
         self.records: list[dict[str, Any]] = []
         self.short_now = 0
+        self.ml_choices = np.zeros(len(cfg.ml_half_lives_h) * len(cfg.ml_margins))  # job-windows per model
         self.cell = {"machine_windows": 0, "short_machine_windows": 0, "task_windows": 0,
                      "pending_task_windows": 0, "usage": 0.0, "reserved": 0.0}
 
@@ -188,6 +189,9 @@ class Cell:
         self.resv = np.where(decaying, np.where(self.resv > target, target + (self.resv - target) * keep,
                                                 target), self.resv)
         self.recommend(u, run)
+        if w >= cfg.warmup_windows:
+            chosen = self.ml.chosen[self.ml.chosen >= 0]
+            self.ml_choices += np.bincount(chosen, minlength=len(self.ml_choices))
 
     def recommend(self, u: F, run: B) -> None:
         cfg, j = self.cfg, self.jobs
@@ -213,4 +217,4 @@ class Cell:
         for w in range(self.cfg.windows):
             self.step(w)
         self.flush(np.arange(len(self.jobs.mode)))
-        return {"jobs": self.records, "cell": self.cell}
+        return {"jobs": self.records, "cell": self.cell, "ml_choices": self.ml_choices}

@@ -59,6 +59,10 @@ def run_seed(cfg: E4Config, seed: int) -> dict[str, Any]:
     out = Cell(cfg, seed).run()
     jobs, cell = out["jobs"], out["cell"]
     modes = {m: mode_figures([j for j in jobs if j["mode"] == m], m == "autopilot") for m in MODES}
+    # Which ML models set the limits: the share of job-windows per model's half-life.
+    choices = out["ml_choices"].reshape(len(cfg.ml_half_lives_h), len(cfg.ml_margins)).sum(axis=1)
+    for h, n in zip(cfg.ml_half_lives_h, choices, strict=True):
+        modes["ml"][f"model_half_life_{h:g}h_share"] = float(n / choices.sum()) if choices.sum() else 0.0
     mw, tw = cell["machine_windows"], cell["task_windows"]
     cap = mw * cfg.machine_ram_gib
     return {"seed": seed, "modes": modes, "cell": {
@@ -176,6 +180,10 @@ def variants_table(data: dict[str, Any]) -> str:
         f"{d['rows'][2]['ooms_before_first_recommendation_share'][0] * 100:.0f}%" for _, d in cols) + " |")
     lines.append("| autopilot OOMs in a job's first day | " + " | ".join(
         f"{d['rows'][2]['ooms_in_first_day_share'][0] * 100:.0f}%" for _, d in cols) + " |")
+    shortest = min(data["config"]["ml_half_lives_h"])
+    key = f"model_half_life_{shortest:g}h_share"
+    lines.append(f"| ml: job-windows whose limit a {shortest:g} h half-life model set | " + " | ".join(
+        f"{d['rows'][3][key][0] * 100:.0f}%" for _, d in cols) + " |")
     lines.append("| hard OOMs in under-provisioned jobs | " + " | ".join(
         f"{d['rows'][0]['ooms_underprovisioned_share'][0] * 100:.0f}%" for _, d in cols) + " |")
     return "\n".join(lines)
