@@ -7,7 +7,9 @@ windows are kept and weighted by age, w = 2^(−age/t½) (t½: ``cpu_half_life_s
 
 - S_max: the largest bucket with samples in the last ``max_windows`` windows;
 - S_avg: the weighted mean;
-- S_pj: the j-th percentile of the weighted histogram.
+- S_pj: the j-th percentile of the weighted histogram; load-adjusted (the lecture's
+  h[k] = b[k]·Σ w[τ]·s[t−τ][k]: a bucket weighs its samples times its value, so the percentile
+  is of the load, not of the samples) unless ``percentile = "samples"``.
 
 Recommendations: CPU of batch groups S_avg, of serving groups S_p95 (``serving_percentile``);
 RAM by OOM tolerance: low S_p98, minimal S_max, medium max(S_p60, 0.5·S_max). Post-processing:
@@ -46,6 +48,8 @@ class AutopilotConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, 
     serving_percentile: Annotated[float, msgspec.Meta(gt=0, le=100)] = 95.0
     margin: Annotated[float, msgspec.Meta(ge=0, le=10)] = 0.15
     hold_s: Annotated[float, msgspec.Meta(ge=0, le=1e9)] = 3600.0
+    # "load-adjusted": S_pj of h[k] = b[k]·(weighted count) as in the lecture; "samples": of the counts.
+    percentile: Literal["load-adjusted", "samples"] = "load-adjusted"
 
 
 class DecayingHistogram:
@@ -99,8 +103,10 @@ class DecayingHistogram:
         total = sum(w)
         return sum(self.value(b) * x for b, x in enumerate(w)) / total if total > 0 else 0.0
 
-    def s_pct(self, now: float, j: float) -> float:
+    def s_pct(self, now: float, j: float, load_adjusted: bool = False) -> float:
         w = self.weighted(now)
+        if load_adjusted:
+            w = [self.value(b) * x for b, x in enumerate(w)]
         total = sum(w)
         if total <= 0:
             return 0.0
@@ -113,16 +119,18 @@ class DecayingHistogram:
         return self.value(self.k - 1)
 
 
-def recommend_cpu(h: DecayingHistogram, job_class: JobClass, now: float, serving_pct: float) -> float:
-    return h.s_avg(now) if job_class == "batch" else h.s_pct(now, serving_pct)
+def recommend_cpu(h: DecayingHistogram, job_class: JobClass, now: float, serving_pct: float,
+                  load_adjusted: bool = False) -> float:
+    return h.s_avg(now) if job_class == "batch" else h.s_pct(now, serving_pct, load_adjusted)
 
 
-def recommend_ram(h: DecayingHistogram, tolerance: OOMTolerance, now: float, max_windows: int) -> float:
+def recommend_ram(h: DecayingHistogram, tolerance: OOMTolerance, now: float, max_windows: int,
+                  load_adjusted: bool = False) -> float:
     if tolerance == "low":
-        return h.s_pct(now, 98.0)
+        return h.s_pct(now, 98.0, load_adjusted)
     if tolerance == "minimal":
         return h.s_max(max_windows)
-    return max(h.s_pct(now, 60.0), 0.5 * h.s_max(max_windows))
+    return max(h.s_pct(now, 60.0, load_adjusted), 0.5 * h.s_max(max_windows))
 
 
 class GroupAutopilot:
@@ -153,8 +161,9 @@ class GroupAutopilot:
             return False
         cfg = self.cfg
         up = 1.0 + cfg.margin
-        cpu = recommend_cpu(self.cpu, self.job_class, now, cfg.serving_percentile) * up
-        ram = recommend_ram(self.ram, self.tolerance, now, cfg.max_windows) * up
+        load = cfg.percentile == "load-adjusted"
+        cpu = recommend_cpu(self.cpu, self.job_class, now, cfg.serving_percentile, load) * up
+        ram = recommend_ram(self.ram, self.tolerance, now, cfg.max_windows, load) * up
         self.history.append((now, cpu, ram))
         while self.history and now - self.history[0][0] > cfg.hold_s:
             self.history.popleft()

@@ -111,6 +111,7 @@ FIGURES: dict[str, Figure] = {
     "usage-messages": Figure("docs/usage-messages.json", usagemsgs.markdown_table,
                              "emulator usage-messages --out docs/usage-messages.json"),
     "e4": Figure("docs/e4.json", e4.markdown_table, "make e4"),
+    "e4-why": Figure("docs/e4.json", e4.variants_table, "make e4"),
     "e5": Figure("docs/e5.json", e5.markdown_table, "make e5"),
     "e5-cluster": Figure("docs/e5-cluster.json", e5cluster.markdown_table,
                          "make e5-cluster"),

@@ -35,6 +35,9 @@ def test_statistics_of_a_hand_made_histogram() -> None:
     assert h.s_pct(200.0, 50) == 3  # 2.0 of 4 reached at bucket 3
     assert h.s_pct(200.0, 60) == 5
     assert h.s_max(1) == 5
+    # Load-adjusted (the lecture's h[k] = b[k]·weight): {1: 1, 2: 1, 3: 1.5, 5: 10}, total 13.5.
+    assert h.s_pct(200.0, 25, load_adjusted=True) == 3  # 3.375 reached at bucket 3
+    assert h.s_pct(200.0, 50, load_adjusted=True) == 5
     h.add(2)
     h.close(300.0)
     assert h.s_max(1) == 2 and h.s_max(2) == 5  # the largest bucket with samples in the last N

@@ -1,66 +1,159 @@
-"""E4's runner on a small serving + batch scenario: the three modes, the lecture's quantities,
-and the table printer."""
+"""E4's Borg cell (issue 33): the recommenders' statistics, Borg's kill order, the OOM bump, a
+one-day run of the four modes on a tiny cell, and the command's input errors."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
+import msgspec
+import numpy as np
 import pytest
 
-from emulator.experiments.e4 import markdown_table, run_e4
-from emulator.scenario.loader import ScenarioError
+from emulator.cli.main import main
+from emulator.experiments.e4 import E4Config, markdown_table, run_e4, variants_table
+from emulator.experiments.e4.cell import AUTOPILOT, Cell
+from emulator.experiments.e4.recommend import (
+    AutopilotStats,
+    MLRecommender,
+    load_adjusted_percentile,
+    window_counts,
+)
 
-SMALL = """
-[cluster]
-nodes = [{ count = 3, cpu = 16, ram_gib = 64 }]
-[heartbeat]
-interval_s = 5.0
-usage_sample_s = 15.0
-[scheduler.autopilot]
-window_s = 60
-hold_s = 120
-[[workload.operations]]
-name = "svc"
-tier = "production"
-cpu = 2
-ram_gib = 8
-tasks = 6
-seconds_mean = 100000
-usage.ram = { kind = "normal", mean = 0.4, cv = 0.05, task_cv = 0.1 }
-usage.autopilot = true
-usage.job_class = "serving"
-[[workload.operations]]
-name = "batch"
-cpu = 1
-ram_gib = 4
-tasks = 20
-seconds_mean = 300
-loop = true
-usage.ram = { kind = "normal", mean = 0.8, cv = 0.1, task_cv = 0.2 }
-usage.autopilot = true
-[run]
-duration_s = 1800
-seed = 2
-"""
+TINY = E4Config(days=1.0, warmup_days=0.25, machines=3, jobs_per_mode=5, replicas_max=5, buckets=100)
 
 
-def test_e4_runs_three_ways_and_autopilot_cuts_slack_and_ooms(tmp_path: Path) -> None:
-    path = tmp_path / "e4.toml"
-    path.write_text(SMALL)
-    data = run_e4(path, tmp_path / "runs")
+def test_percentile_is_load_adjusted() -> None:
+    # One sample at 1 GiB, one at 10: by count the median is 1; weighted by b[k] (the lecture's
+    # h[k] = b[k]·Σ w·s) 10 carries 10/11 of the load.
+    bounds = np.arange(1.0, 11.0)[None, :]
+    hist = np.zeros((1, 10))
+    hist[0, [0, 9]] = 1.0
+    assert load_adjusted_percentile(bounds, hist, 50.0)[0] == 10.0
+    assert load_adjusted_percentile(bounds, hist, 5.0)[0] == 1.0
+
+
+def test_autopilot_waits_for_history_then_holds_the_hour_max() -> None:
+    cfg = E4Config(buckets=100, min_history_s=600, hold_s=3600, margin=0.1, max_windows=1)
+    width = np.array([0.1, 0.1])
+    stats = AutopilotStats(cfg, width, np.array([1, 0]))  # minimal tolerance (S_max), low (S_p98)
+    rows = np.array([0, 0, 1, 1])
+    first = stats.close(window_counts(width, 100, rows, np.array([2.0, 3.0, 2.0, 3.0])))
+    assert np.isnan(first).all()  # one window: less than min_history_s
+    ones = window_counts(width, 100, rows, np.array([1.0, 1.0, 1.0, 1.0]))
+    second = stats.close(ones)
+    # S_max of the last window is 1, but the hour's hold keeps the first window's 3.0 (+10%).
+    assert second[0] == pytest.approx(3.0 * 1.1)
+    for _ in range(10):
+        held = stats.close(ones)
+    assert held[0] == pytest.approx(3.0 * 1.1)  # 12 windows: still within the hour
+    assert stats.close(ones)[0] == pytest.approx(1.0 * 1.1)
+
+
+def test_ml_prices_overruns_and_limit_changes() -> None:
+    rng = np.random.default_rng(0)
+    width = np.array([0.05, 0.05])
+
+    def limits(over: float = 20.0, change: float = 0.02) -> tuple[float, int]:
+        cfg = E4Config(buckets=100, min_history_s=0, ml_over_cost=over, ml_change_cost=change,
+                       ml_switch_cost=change)
+        ml = MLRecommender(cfg, width)
+        seen: list[float] = []
+        changes, last = 0, np.nan
+        for _ in range(100):
+            x = 2.0 + 0.2 * rng.standard_normal(20)
+            out = ml.close(window_counts(width, 100, np.repeat([0, 1], 10), x), np.array([last, last]))
+            changes += int(not np.isclose(out[0], last))
+            last = out[0]
+            seen.extend(x)
+        return last / float(np.percentile(seen, 99)), changes
+
+    high, _ = limits(over=100.0)
+    low, _ = limits(over=0.5)
+    assert high > 1.0 > low  # an overrun priced high keeps the limit above 99% of the samples
+    _, free = limits(change=0.0)
+    _, sticky = limits(change=1.0)
+    assert sticky < free / 2  # priced changes: the limit moves less often
+
+
+def test_shortage_kills_batch_then_above_soft_limit_first() -> None:
+    cell = Cell(TINY, 1)
+    j = cell.jobs
+    tasks = np.arange(len(j.slot))
+    cell.machine[:] = -1
+    prod = tasks[cell.task_prod][:2]
+    batch = tasks[~cell.task_prod][:3]
+    on = np.concatenate([prod, batch])
+    cell.machine[on] = 0
+    u = np.zeros(len(tasks))
+    u[on] = 10.0
+    cell.limit[j.slot[batch]] = 100.0
+    cell.limit[j.slot[batch[2]]] = 5.0  # this batch task is above its (soft) limit
+    u[batch[0]] = 30.0  # the largest batch task
+    cap = TINY.machine_ram_gib
+    u[prod] = (cap - 35.0) / 2  # the machine is 15 GiB over
+    killed = cell.shortage(u, cell.machine >= 0)
+    assert not killed[prod].any()
+    assert killed.sum() == 2 and killed[batch[2]] and killed[batch[0]]  # above soft first, then largest
+
+
+def test_reservations_reclaim_memory_and_production_fits_by_limits() -> None:
+    cfg = msgspec.structs.replace(TINY, machines=1)  # more limits than memory
+    cell = Cell(cfg, 3)
+    j = cell.jobs
+    for w in range(40):
+        cell.step(w)
+        run = cell.machine >= 0
+        lim = cell.limit[j.slot]
+        prod = run & cell.task_prod
+        assert lim[prod].sum() <= cfg.machine_ram_gib + 1e-9  # production never overcommitted
+    run = cell.machine >= 0
+    assert (cell.resv[run] <= cell.limit[j.slot][run] + 1e-9).all()
+    # Reclaimed: reservations decayed toward usage, so the machine holds more limits than memory.
+    assert cell.resv[run].sum() <= cfg.machine_ram_gib * 1.1
+    assert cell.limit[j.slot][run].sum() > 1.2 * cfg.machine_ram_gib
+    # Production only: reservations decay just the same, but no more limits than memory run.
+    prod_only = Cell(msgspec.structs.replace(cfg, prod_share=1.0), 3)
+    for w in range(40):
+        prod_only.step(w)
+    run = prod_only.machine >= 0
+    assert prod_only.limit[prod_only.jobs.slot][run].sum() <= cfg.machine_ram_gib + 1e-9
+    assert not run.all()  # the rest wait
+
+
+def test_oom_bump_raises_an_autopilot_limit_above_the_usage_that_killed() -> None:
+    cell = Cell(TINY, 2)
+    for w in range(3):
+        cell.step(w)
+    j = cell.jobs
+    slot = int(np.flatnonzero((j.mode == AUTOPILOT) & (cell.acc["windows"] >= 0))[0])
+    mine = (j.slot == slot) & (cell.machine >= 0)
+    assert mine.any()
+    cell.limit[slot] = 1e-3  # far below any usage: every running replica dies at the next window
+    cell.step(3)
+    assert (cell.machine[j.slot == slot] < 0).all()
+    assert cell.floor[slot] > 0 and cell.limit[slot] >= cell.floor[slot] > 1e-3
+
+
+def test_one_day_of_the_four_modes_beside_the_lecture() -> None:
+    data = run_e4(TINY, seeds=(1, 2), variants=False, quiet=True)
     rows = {r["mode"]: r for r in data["rows"]}
-    assert list(rows) == ["hard", "soft", "autopilot"]
-    hard, soft, auto = rows["hard"], rows["soft"], rows["autopilot"]
-    assert hard["ooms_over_limit"] > 0 and soft["ooms_over_limit"] == 0  # soft: no per-task limit
-    assert auto["ram_slack"] < hard["ram_slack"]
-    assert auto["ooms_per_task_day"] < hard["ooms_per_task_day"]  # the tight batch gets room
-    assert (tmp_path / "runs" / "autopilot" / "summary.json").exists()
+    assert list(rows) == ["hard", "soft", "autopilot", "ml"]
+    slack = {m: r["slack"][0] for m, r in rows.items()}
+    assert slack["hard"] > slack["soft"] > slack["autopilot"]
+    assert 0.5 < slack["hard"] < 0.7 and 0.35 < slack["soft"] < 0.55  # users' limits as drawn
+    for r in rows.values():
+        assert 0.0 <= r["jobs_oom_free"][0] <= 1.0 and r["task_days"][0] > 0
+        assert len(r["slack"]) == 2  # mean, sd over the seeds
     table = markdown_table(data)
-    assert "| autopilot |" in table and "(60%)" in table
+    assert "| autopilot | " in table and "(31%)" in table and "(0.069)" in table
+    assert "as run" in variants_table(data)
 
 
-def test_e4_needs_usage_models(tmp_path: Path) -> None:
-    path = tmp_path / "plain.toml"
-    path.write_text("[cluster]\nnodes = [{ count = 1, cpu = 8, ram_gib = 16 }]\n[run]\nduration_s = 10\n")
-    with pytest.raises(ScenarioError, match="usage"):
-        run_e4(path, tmp_path / "runs")
+def test_e4_command_rejects_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit, match="warm-up"):
+        main(["e4", "--days", "0.5", "--out", "/dev/null"])
+    with pytest.raises(SystemExit, match="days"):
+        main(["e4", "--days", "-1", "--out", "/dev/null"])
+    with pytest.raises(SystemExit, match="not an e4 result file"):
+        main(["e4", "--table", "/nonexistent/e4.json"])
+    with pytest.raises(SystemExit):
+        main(["e4", "--seeds", "0"])
+    assert "whole number" in capsys.readouterr().err

@@ -1,0 +1,228 @@
+"""E4 over seeds: per mode the lecture's three figures (median relative slack over jobs, share of
+jobs without an OOM, OOMs per task-day) as mean ± sd over seeds, beside the lecture's; what the
+OOMs were (over a limit, a machine short, before Autopilot's first recommendation, in jobs whose
+user under-provisioned them) and how often the cell ran short."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from emulator.experiments.e4.cell import Cell
+from emulator.experiments.e4.config import LECTURE, MODES, E4Config
+from emulator.experiments.e4.usage import TOLERANCES
+
+SEEDS = (1, 2, 3)
+
+
+def mode_figures(jobs: list[dict[str, Any]], by_tolerance: bool = False) -> dict[str, float]:
+    days = sum(j["task_days"] for j in jobs)
+    ooms = [j["oom_limit"] + j["oom_shortage"] for j in jobs]
+    slack = [1 - j["usage"] / j["limit"] for j in jobs if j["limit"] > 0]
+    under = [o for j, o in zip(jobs, ooms, strict=True) if j["underprovisioned"]]
+    prod = [j for j in jobs if j["tier"] == "production"]
+    batch = [j for j in jobs if j["tier"] == "batch"]
+
+    def per_day(js: list[dict[str, Any]], key: str | None = None) -> float:
+        d = sum(j["task_days"] for j in js)
+        n = sum((j[key] if key else j["oom_limit"] + j["oom_shortage"]) for j in js)
+        return n / d if d else 0.0
+
+    tolerance = {f"ooms_per_task_day_tolerance_{t}": per_day([j for j in jobs if j["tolerance"] == t])
+                 for t in TOLERANCES} if by_tolerance else {}
+    return tolerance | {
+        "jobs": float(len(jobs)),
+        "task_days": days,
+        "slack": statistics.median(slack) if slack else 0.0,
+        "slack_pooled": 1 - sum(j["usage"] for j in jobs) / max(1e-9, sum(j["limit"] for j in jobs)),
+        "jobs_oom_free": sum(o == 0 for o in ooms) / len(jobs) if jobs else 0.0,
+        "ooms_per_task_day": sum(ooms) / days if days else 0.0,
+        "ooms_over_limit_per_task_day": per_day(jobs, "oom_limit"),
+        "ooms_shortage_per_task_day": per_day(jobs, "oom_shortage"),
+        "ooms_before_first_recommendation_share":
+            sum(j["oom_before_rec"] for j in jobs) / sum(ooms) if sum(ooms) else 0.0,
+        "ooms_underprovisioned_share": sum(under) / sum(ooms) if sum(ooms) else 0.0,
+        "ooms_after_step_share": sum(j["oom_after_step"] for j in jobs) / sum(ooms) if sum(ooms) else 0.0,
+        "ooms_in_first_day_share": sum(j["oom_young_job"] for j in jobs) / sum(ooms) if sum(ooms) else 0.0,
+        "ooms_per_task_day_production": per_day(prod),
+        "ooms_per_task_day_batch": per_day(batch),
+    }
+
+
+def run_seed(cfg: E4Config, seed: int) -> dict[str, Any]:
+    out = Cell(cfg, seed).run()
+    jobs, cell = out["jobs"], out["cell"]
+    modes = {m: mode_figures([j for j in jobs if j["mode"] == m], m == "autopilot") for m in MODES}
+    # Which ML models set the limits: the share of job-windows per model's half-life.
+    choices = out["ml_choices"].reshape(len(cfg.ml_half_lives_h), len(cfg.ml_margins)).sum(axis=1)
+    for h, n in zip(cfg.ml_half_lives_h, choices, strict=True):
+        modes["ml"][f"model_half_life_{h:g}h_share"] = float(n / choices.sum()) if choices.sum() else 0.0
+    mw, tw = cell["machine_windows"], cell["task_windows"]
+    cap = mw * cfg.machine_ram_gib
+    return {"seed": seed, "modes": modes, "cell": {
+        "machine_windows_short": cell["short_machine_windows"] / mw if mw else 0.0,
+        "tasks_pending": cell["pending_task_windows"] / max(1, tw + cell["pending_task_windows"]),
+        "usage_of_capacity": cell["usage"] / cap if cap else 0.0,
+        "reserved_of_capacity": cell["reserved"] / cap if cap else 0.0,
+    }}
+
+
+def _mean_sd(xs: list[float]) -> list[float]:
+    return [statistics.fmean(xs), statistics.stdev(xs) if len(xs) > 1 else 0.0]
+
+
+# What the OOMs come from: the same cell without steps in usage, and with reclamation down to
+# usage itself (no safety margin), where machines do run short.
+VARIANTS: dict[str, dict[str, Any]] = {
+    "no steps in usage": {"steps_per_day": 0.0},
+    "batch without a daily cycle": {"batch_diurnal": False},
+    "Autopilot and ML after 6 h of history": {"min_history_s": 6 * 3600.0},
+    "reclamation without margin": {"reclaim_margin": 0.0, "reclaim_tau_s": 600.0},
+}
+
+
+def run_config(cfg: E4Config, seeds: tuple[int, ...], quiet: bool = False) -> dict[str, Any]:
+    runs = []
+    for seed in seeds:
+        t0 = time.perf_counter()
+        runs.append(run_seed(cfg, seed))
+        if not quiet:
+            m = runs[-1]["modes"]
+            text = ", ".join(f"{k} slack {v['slack']:.2f} OOMs/task-day {v['ooms_per_task_day']:.4f}"
+                             for k, v in m.items())
+            print(f"seed {seed} ({time.perf_counter() - t0:.1f} s): {text}", flush=True)
+    rows = []
+    for mode in MODES:
+        keys = runs[0]["modes"][mode].keys()
+        row: dict[str, Any] = {"mode": mode, "lecture": LECTURE[mode]}
+        row.update({k: _mean_sd([r["modes"][mode][k] for r in runs]) for k in keys})
+        rows.append(row)
+    cell = {k: _mean_sd([r["cell"][k] for r in runs]) for k in runs[0]["cell"]}
+    return {"rows": rows, "cell": cell, "runs": runs}
+
+
+def run_e4(cfg: E4Config, seeds: tuple[int, ...] = SEEDS, variants: bool = True,
+           quiet: bool = False) -> dict[str, Any]:
+    data = {"config": msgspec.to_builtins(cfg), "seeds": list(seeds), **run_config(cfg, seeds, quiet)}
+    if variants:
+        data["variants"] = {}
+        for name, change in VARIANTS.items():
+            if not quiet:
+                print(f"variant: {name}", flush=True)
+            v = run_config(msgspec.structs.replace(cfg, **change), seeds, quiet)
+            data["variants"][name] = {"change": change, "rows": v["rows"], "cell": v["cell"]}
+    return data
+
+
+def _ms(v: list[float], pct: bool = False, digits: int = 3) -> str:
+    if pct:
+        return f"{v[0] * 100:.1f} ± {v[1] * 100:.1f}%"
+    return f"{v[0]:.{digits}g} ± {v[1]:.{digits - 1}g}"
+
+
+def _lec(x: float | None, pct: bool = False) -> str:
+    if x is None:
+        return "—"
+    return f"{x * 100:g}%" if pct else f"{x:g}"
+
+
+def markdown_table(data: dict[str, Any]) -> str:
+    n = len(data["seeds"])
+    lines = [
+        "| mode | median relative slack (lecture) | jobs OOM-free (lecture) | OOMs per task-day (lecture) | "
+        "OOMs per task-day: over limit / machine short | jobs |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in data["rows"]:
+        lec = r["lecture"]
+        lines.append(
+            f"| {r['mode']} | {_ms(r['slack'], True)} ({_lec(lec['slack'], True)}) | "
+            f"{_ms(r['jobs_oom_free'], True)} ({_lec(lec['jobs_oom_free'], True)}) | "
+            f"{_ms(r['ooms_per_task_day'])} ({_lec(lec['ooms_per_task_day'])}) | "
+            f"{r['ooms_over_limit_per_task_day'][0]:.3g} / {r['ooms_shortage_per_task_day'][0]:.3g} | "
+            f"{r['jobs'][0]:.0f} |")
+    rows = {r["mode"]: r for r in data["rows"]}
+    h, a = rows["hard"]["ooms_per_task_day"][0], rows["autopilot"]["ooms_per_task_day"][0]
+    ratio = f"÷{h / a:.1f}" if a > 0 else "no Autopilot OOM"
+    c = data["cell"]
+    lines += ["", f"Hard limits → Autopilot: OOMs per task-day {ratio} (lecture ÷{0.069 / 0.002:.1f}). "
+              f"Mean ± sd over {n} seeds; the cell: memory used {c['usage_of_capacity'][0] * 100:.0f}% and "
+              f"reserved {c['reserved_of_capacity'][0] * 100:.0f}% of capacity, machines short "
+              f"{c['machine_windows_short'][0] * 100:.2f}% of machine-windows, tasks pending "
+              f"{c['tasks_pending'][0] * 100:.1f}%."]
+    return "\n".join(lines)
+
+
+def variants_table(data: dict[str, Any]) -> str:
+    """OOMs per task-day and machine shortage, the committed cell beside its variants."""
+    cols = [("as run", data)] + [(k, v) for k, v in data.get("variants", {}).items()]
+    lines = ["| | " + " | ".join(c for c, _ in cols) + " |", "|---|" + "---|" * len(cols)]
+    for i, mode in enumerate(MODES):
+        cells = [_ms(d["rows"][i]["ooms_per_task_day"]) + f" ({d['rows'][i]['slack'][0] * 100:.0f}%)"
+                 for _, d in cols]
+        lines.append(f"| {mode}: OOMs per task-day (slack) | " + " | ".join(cells) + " |")
+    ratio = []
+    for _, d in cols:
+        h, a = d["rows"][0]["ooms_per_task_day"][0], d["rows"][2]["ooms_per_task_day"][0]
+        ratio.append(f"÷{h / a:.1f}" if a > 0 else "∞")
+    lines.append("| hard → autopilot OOMs | " + " | ".join(ratio) + " |")
+    lines.append("| machines short (machine-windows) | " + " | ".join(
+        f"{d['cell']['machine_windows_short'][0] * 100:.3f}%" for _, d in cols) + " |")
+    lines.append("| autopilot OOMs within an hour of a step up | " + " | ".join(
+        f"{d['rows'][2]['ooms_after_step_share'][0] * 100:.0f}%" for _, d in cols) + " |")
+    lines.append("| autopilot OOMs under the user's limit (before the first recommendation) | " + " | ".join(
+        f"{d['rows'][2]['ooms_before_first_recommendation_share'][0] * 100:.0f}%" for _, d in cols) + " |")
+    lines.append("| autopilot OOMs in a job's first day | " + " | ".join(
+        f"{d['rows'][2]['ooms_in_first_day_share'][0] * 100:.0f}%" for _, d in cols) + " |")
+    shortest = min(data["config"]["ml_half_lives_h"])
+    key = f"model_half_life_{shortest:g}h_share"
+    lines.append(f"| ml: job-windows whose limit a {shortest:g} h half-life model set | " + " | ".join(
+        f"{d['rows'][3][key][0] * 100:.0f}%" for _, d in cols) + " |")
+    lines.append("| hard OOMs in under-provisioned jobs | " + " | ".join(
+        f"{d['rows'][0]['ooms_underprovisioned_share'][0] * 100:.0f}%" for _, d in cols) + " |")
+    return "\n".join(lines)
+
+
+def cmd_e4(args: argparse.Namespace) -> int:
+    if args.table:
+        try:
+            data = json.loads(Path(args.table).read_text(encoding="utf-8"))
+            print(markdown_table(data) + "\n\n" + variants_table(data))
+        except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
+            raise SystemExit(f"emulator e4: {args.table}: not an e4 result file ({e!r})") from None
+        return 0
+    given = {k: v for k, v in (("days", args.days), ("machines", args.machines)) if v is not None}
+    try:
+        cfg = msgspec.convert({**msgspec.to_builtins(E4Config()), **given}, E4Config)
+    except msgspec.ValidationError as e:
+        raise SystemExit(f"emulator e4: {e} (`$.days` is --days, `$.machines` is --machines)") from None
+    if cfg.warmup_days >= cfg.days:
+        raise SystemExit(f"emulator e4: --days must exceed the {cfg.warmup_days:g} warm-up day(s)")
+    data = run_e4(cfg, tuple(range(1, args.seeds + 1)))
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    print(markdown_table(data))
+    return 0
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number ≥ 1, got {text!r}")
+    return int(text)
+
+
+def add_command(sub: Any) -> None:
+    e = sub.add_parser("e4", help="Autopilot: slack and OOMs of hard, soft, Autopilot and ML limits "
+                       "in a Borg cell")
+    e.add_argument("--out", default="docs/e4.json")
+    e.add_argument("--seeds", type=_positive_int, default=len(SEEDS), help="seeds 1..N (default 3)")
+    e.add_argument("--days", type=float, help="emulated days, the first a warm-up (default 5)")
+    e.add_argument("--machines", type=_positive_int, help="machines in the cell (default 40)")
+    e.add_argument("--table", metavar="JSON", help="only print the table of an e4.json")
+    e.set_defaults(func=cmd_e4)
