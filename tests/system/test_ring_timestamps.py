@@ -18,7 +18,7 @@ SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 NODES = 300
 
 SHRUNK: dict[str, dict[str, Any]] = {
-    "e3-crash": {"run": {"duration_s": 480.0}},
+    "e3-crash": {"run": {"duration_s": 280.0}, "faults": [{"kind": "crash", "at_s": 200, "fraction": 0.05}]},
     "e3-rack": {"run": {"duration_s": 260.0}, "faults": [
         {"kind": "crash", "at_s": 200, "count": 12, "consecutive": True, "first_id": 100}]},
     "e3-stalls": {"run": {"duration_s": 300.0}},
