@@ -58,6 +58,8 @@ class PoolAdded(Record, tag="pool", frozen=True):
     weight: float
     min_share: Resources
     parent: str
+    max_cpu: float | None = None
+    max_ram: float | None = None
 
 
 class Submitted(Record, tag="op", frozen=True):

@@ -274,10 +274,13 @@ class ResourceManager:
     # ---- clients: pools and operations -------------------------------------------------
 
     def add_pool(
-        self, name: str, weight: float = 1.0, min_share: Resources = ZERO, parent: str = "root"
+        self, name: str, weight: float = 1.0, min_share: Resources = ZERO, parent: str = "root",
+        max_cpu: float | None = None, max_ram: float | None = None,
     ) -> None:
-        self._life.book.add_pool(name, weight, min_share, parent)
-        self._journal(PoolAdded(name=name, weight=weight, min_share=min_share, parent=parent))
+        """``max_cpu`` / ``max_ram``: the most the pool may hold (YARN's maxResources; None: no limit)."""
+        self._life.book.add_pool(name, weight, min_share, parent, max_cpu, max_ram)
+        self._journal(PoolAdded(name=name, weight=weight, min_share=min_share, parent=parent,
+                                max_cpu=max_cpu, max_ram=max_ram))
 
     def has_pool(self, name: str) -> bool:
         return name in self._life.book.pools

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from typing import Annotated
 
@@ -39,7 +40,10 @@ class Pool:
     """A node of the fair-share tree: root -> pools -> operations."""
 
     __slots__ = (
+        "capped",
         "children",
+        "max_cpu",
+        "max_ram",
         "min_share",
         "name",
         "operations",
@@ -51,11 +55,18 @@ class Pool:
     )
 
     def __init__(
-        self, name: str, weight: float = 1.0, min_share: Resources = ZERO, parent: Pool | None = None
+        self, name: str, weight: float = 1.0, min_share: Resources = ZERO, parent: Pool | None = None,
+        max_cpu: float | None = None, max_ram: float | None = None,
     ) -> None:
+        """``max_cpu`` / ``max_ram``: the most the pool may hold (YARN's maxResources; None: no limit)."""
         self.name = name
         self.weight = weight
         self.min_share = min_share
+        self.max_cpu = math.inf if max_cpu is None else max_cpu
+        self.max_ram = math.inf if max_ram is None else max_ram
+        # This pool or one above it has a maximum: scheduling checks the room left under them.
+        self.capped: bool = (self.max_cpu < math.inf or self.max_ram < math.inf
+                       or (parent is not None and parent.capped))
         self.parent = parent
         self.children: list[Pool] = []
         self.operations: list[Operation] = []
@@ -64,6 +75,17 @@ class Pool:
         self.pending_tasks = 0
         if parent is not None:
             parent.children.append(self)
+
+    def room(self) -> tuple[float, float]:
+        """CPU and memory this pool may still take: the least left under its maximum and every
+        maximum above it (infinite with none)."""
+        cpu = ram = math.inf
+        p: Pool | None = self
+        while p is not None and p.capped:
+            cpu = min(cpu, p.max_cpu - p.usage_cpu)
+            ram = min(ram, p.max_ram - p.usage_ram)
+            p = p.parent
+        return cpu, ram
 
     def ancestors(self) -> list[Pool]:
         chain: list[Pool] = []

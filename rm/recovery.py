@@ -70,7 +70,7 @@ class Recovery:
         add_operation: Callable[[int, OperationSpec, float], Operation],
     ) -> None:
         for p in state.pools:
-            book.add_pool(p.name, p.weight, p.min_share, p.parent)
+            book.add_pool(p.name, p.weight, p.min_share, p.parent, p.max_cpu, p.max_ram)
         running_by_op: dict[int, dict[int, int]] = {}
         for cid, run in state.running.items():
             running_by_op.setdefault(run.op_id, {})[run.task] = cid

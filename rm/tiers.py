@@ -119,7 +119,8 @@ class TierPreemptor:
 
     def check(self) -> int:
         """One pass; returns the tasks started by preempting."""
-        waiting = [op for op in self._book.operations.values() if op.pending and tier_of(op) >= self._from]
+        waiting = [op for op in self._book.operations.values()
+                   if op.pending and tier_of(op) >= self._from and _below_max(op)]
         waiting.sort(key=lambda op: (-tier_of(op), op.submitted_at, op.id))
         started = 0
         budget = self.config.max_starts_per_check
@@ -157,3 +158,12 @@ class TierPreemptor:
         c.started_by_preemption[name] = c.started_by_preemption.get(name, 0) + 1
         self._host.start_on(op, node)
         return True
+
+
+def _below_max(op: Operation) -> bool:
+    """A task of ``op`` fits under its pool's maximum (and those above): preempting for one that
+    does not would start nothing."""
+    if not op.pool.capped:
+        return True
+    cpu, ram = op.pool.room()
+    return op.demand.cpu <= cpu + EPS and op.demand.ram_gib <= ram + EPS

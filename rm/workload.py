@@ -14,13 +14,14 @@ class WorkloadBook:
         self.next_op_id = next_op_id
 
     def add_pool(
-        self, name: str, weight: float = 1.0, min_share: Resources = ZERO, parent: str = "root"
+        self, name: str, weight: float = 1.0, min_share: Resources = ZERO, parent: str = "root",
+        max_cpu: float | None = None, max_ram: float | None = None,
     ) -> Pool:
         if name in self.pools:
             raise ValueError(f"pool {name!r} already exists")
         if parent not in self.pools:
             raise ValueError(f"pool {name!r}: unknown parent pool {parent!r}")
-        pool = Pool(name, weight, min_share, self.pools[parent])
+        pool = Pool(name, weight, min_share, self.pools[parent], max_cpu, max_ram)
         self.pools[name] = pool
         return pool
 

@@ -146,7 +146,8 @@ class WorkloadDriver(RMObserver):
         while pending:  # parents before children, whatever the file order
             progress = [p for p in pending if rm.has_pool(p.parent)]
             for p in progress:
-                rm.add_pool(p.name, p.weight, Resources(p.min_cpu, p.min_ram_gib), p.parent)
+                rm.add_pool(p.name, p.weight, Resources(p.min_cpu, p.min_ram_gib), p.parent, p.max_cpu,
+                            p.max_ram_gib)
             pending = [p for p in pending if p not in progress]
             if not progress:
                 raise ValueError(f"pool cycle among {[p.name for p in pending]}")

@@ -41,6 +41,13 @@ def policy_problem(sc: Scenario, found: EntryPoints | None = None) -> Found | No
             '`scheduler.policy = "drf"` (the default) with a placement policy, or '
             '`scheduler.placement.policy = "default"` to run this one'
         )
+    capped = [p.name for p in sc.workload.pools if p.max_cpu is not None or p.max_ram_gib is not None]
+    if placement != "default" and capped:
+        return "workload.pools", (
+            f"pool maximums ({', '.join(capped[:5])}) would not apply: `scheduler.placement.policy = "
+            f"\"{placement}\"` orders the operations itself, without pools; expected no `max_cpu` / "
+            "`max_ram_gib` with a placement policy, or `scheduler.placement.policy = \"default\"`"
+        )
     if scheduler.tiers.enabled and cls.chooses_nodes:
         # rm/scheduler/borg.py: tiers wrap a policy that orders operations, not one that pairs
         # operations with nodes itself; the tier order would silently not apply.

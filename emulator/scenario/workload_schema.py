@@ -28,6 +28,10 @@ class PoolConfig(Base, kw_only=True, frozen=True):
     # Min share: a pool below it is served first (YARN's "needy" pools).
     min_cpu: NonNegative = 0.0
     min_ram_gib: NonNegative = 0.0
+    # Max: the most the pool (its operations and pools below) may hold at once; a task that would
+    # take it past either waits (YARN's maxResources). Unset: no limit.
+    max_cpu: Positive | None = None
+    max_ram_gib: Positive | None = None
 
 
 class OperationConfig(Base, kw_only=True, frozen=True):

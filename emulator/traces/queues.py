@@ -1,11 +1,10 @@
 """The YARN Fair Scheduler allocation file (``fair-scheduler.xml``) an SLS user passes beside the
 trace, read into pools: the queue tree (a queue ``a`` under ``root`` is pool ``a``, its child
-``b`` pool ``a.b``), ``weight``, ``minResources`` (``min_cpu``/``min_ram_gib``) and the
-scheduling policy of ``root`` (``schedulingPolicy``, else ``defaultQueueSchedulingPolicy``) as the
-scheduler's policy. Two things the emulator's RM cannot do get a warning each: ``maxResources``
-(its pools have no upper limit) and a queue's own ``schedulingPolicy`` (one policy schedules every
-pool); what else its pools do not model (``maxRunningApps``, ACLs, placement rules, ...) is named
-in one more.
+``b`` pool ``a.b``), ``weight``, ``minResources`` (``min_cpu``/``min_ram_gib``), ``maxResources``
+(``max_cpu``/``max_ram_gib``) and the scheduling policy of ``root`` (``schedulingPolicy``, else
+``defaultQueueSchedulingPolicy``) as the scheduler's policy. A queue's own ``schedulingPolicy`` gets
+a warning (one policy schedules every pool); what else its pools do not model (``maxRunningApps``,
+ACLs, placement rules, ...) is named in one more.
 
 The file is read safely: at most 4 MiB, a document type declaration (the way to entity
 expansion and external entities) refused, queues nested at most 32 deep.
@@ -29,7 +28,7 @@ POLICIES = {"drf": "drf", "fifo": "fifo", "fair": "drf", "dominantresourcefairne
             "fifopolicy": "fifo", "fairsharepolicy": "drf"}
 QUEUE_TAGS = ("queue", "pool")
 # Read into pools; everything else inside a queue is reported.
-_READ = {"weight", "minResources", "schedulingPolicy"}
+_READ = {"weight", "minResources", "maxResources", "schedulingPolicy"}
 _TOP_IGNORED = {
     "queueMaxResourcesDefault", "queueMaxAppsDefault", "queueMaxAMShareDefault", "userMaxAppsDefault",
     "defaultFairSharePreemptionTimeout", "defaultMinSharePreemptionTimeout",
@@ -96,10 +95,6 @@ def read(path: Path, cluster: tuple[float, float] | None = None) -> Queues:
         out.warnings.append(f"{path}: queues with their own schedulingPolicy ({', '.join(others[:10])}): "
                             "not applied: the emulator schedules every pool with one policy, "
                             f"`{out.policy or 'drf'}`")
-    if reader.capped:
-        out.warnings.append(f"{path}: <maxResources> of queues {', '.join(reader.capped[:10])}: not applied: "
-                            "the emulator's pools have no upper limit, so these may use more than their "
-                            "maximum (YARN holds a queue at it)")
     if reader.ignored:
         named = "; ".join(f"<{tag}> ({', '.join(sorted(qs)[:5])})"
                           for tag, qs in sorted(reader.ignored.items()))
@@ -114,7 +109,6 @@ class _Reader:
         self.pools: list[dict[str, Any]] = []
         self.root_policy: str | None = None
         self.queue_policies: dict[str, str] = {}
-        self.capped: list[str] = []  # queues with a <maxResources>
         self.ignored: dict[str, set[str]] = {}
 
     def unsupported(self, where: str, tag: str) -> None:
@@ -148,7 +142,11 @@ class _Reader:
                 self.queue_policies[full] = _policy_text(child, self.path,
                                                          f"queue `{full}` <schedulingPolicy>")
             elif tag == "maxResources":
-                self.capped.append(full)
+                cpu, ram = self.resources(child, full)
+                if cpu:
+                    pool["max_cpu"] = cpu
+                if ram:
+                    pool["max_ram_gib"] = ram
             elif tag.startswith(("max", "min", "acl", "allow", "fairShare", "reservation")) or tag in (
                     "maxAMShare", "maxChildResources", "maxContainerAllocation"):
                 self.unsupported(full, tag)

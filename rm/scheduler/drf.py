@@ -52,6 +52,9 @@ class DRFPolicy(PolicyBase):
         return self._descend(self.root, node.free_cpu + EPS, node.free_ram + EPS)
 
     def _descend(self, pool: Pool, free_cpu: float, free_ram: float) -> Iterator[Operation]:
+        if pool.capped:  # no task that would take the pool (or one above it) past its maximum
+            cpu, ram = pool.room()
+            free_cpu, free_ram = min(free_cpu, cpu + EPS), min(free_ram, ram + EPS)
         children: list[Pool | Operation] = [c for c in pool.children if c.pending_tasks > 0]
         children.extend(
             op for op in pool.operations

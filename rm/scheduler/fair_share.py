@@ -14,6 +14,7 @@ walking its level through every breakpoint, so shares come out exact (no bisecti
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_right
 from itertools import pairwise
 from typing import NamedTuple
@@ -36,14 +37,15 @@ class FairShares(NamedTuple):
 
 
 class _Node:
-    __slots__ = ("cap", "children", "curve", "direction", "floor", "levels", "min_cpu", "min_ram", "name",
-                 "op_id", "weight")
+    __slots__ = ("cap", "children", "curve", "direction", "floor", "levels", "max_cpu", "max_ram", "min_cpu",
+                 "min_ram", "name", "op_id", "weight")
 
     def __init__(self, name: str, weight: float, min_cpu: float, min_ram: float) -> None:
         self.name = name
         self.weight = weight
         self.min_cpu = min_cpu
         self.min_ram = min_ram
+        self.max_cpu = self.max_ram = math.inf  # pools: their maximum, as shares of the cluster
         self.children: list[_Node] = []
         self.op_id = -1
         self.direction = (0.0, 0.0)  # leaves: usage per unit of dominant share
@@ -102,6 +104,20 @@ def _floor_share(curve: Curve, min_cpu: float, min_ram: float) -> float:
     return curve[-1][0]
 
 
+def _ceiling_share(curve: Curve, max_cpu: float, max_ram: float) -> float:
+    """Largest share at which the node's usage stays within its maximum of both resources."""
+    for (s0, c0, r0), (s1, c1, r1) in pairwise(curve):
+        if c1 <= max_cpu + _EPS and r1 <= max_ram + _EPS:
+            continue
+        t = 1.0
+        if c1 > max_cpu + _EPS:
+            t = min(t, (max_cpu - c0) / (c1 - c0) if c1 > c0 else 0.0)
+        if r1 > max_ram + _EPS:
+            t = min(t, (max_ram - r0) / (r1 - r0) if r1 > r0 else 0.0)
+        return s0 + max(t, 0.0) * (s1 - s0)
+    return curve[-1][0]
+
+
 def _child_share(k: _Node, level: float) -> float:
     return min(max(level * k.weight, k.floor), k.cap)
 
@@ -142,6 +158,13 @@ def _build(node: _Node) -> None:
         # Below the children's floors summed (oversubscribed min shares) the floors scale down.
         node.curve = [(0.0, 0.0, 0.0)] + [(max(c, r), c, r) for _, c, r in node.levels]
         node.cap = node.curve[-1][0]
+        if node.max_cpu < math.inf or node.max_ram < math.inf:
+            # YARN's maxResources: the pool's fair share stops where its usage reaches it.
+            top = _ceiling_share(node.curve, node.max_cpu, node.max_ram)
+            if top < node.cap:
+                c, r = _at(node.curve, top)
+                node.curve = [pt for pt in node.curve if pt[0] < top] + [(top, c, r)]
+                node.cap = top
     node.floor = min(_floor_share(node.curve, node.min_cpu, node.min_ram), node.cap)
 
 
@@ -212,6 +235,7 @@ def _make(
     # A module function, not a recursive closure: that would be a reference cycle holding the
     # whole tree until the garbage collector found it (each sample, in a real-time RM's loop).
     n = _Node(p.name, p.weight, p.min_share.cpu / cap[0], p.min_share.ram_gib / cap[1])
+    n.max_cpu, n.max_ram = p.max_cpu / cap[0], p.max_ram / cap[1]
     for op in by_pool.get(id(p), []):
         leaf = _Node(op.name, op.weight, op.min_share.cpu / cap[0], op.min_share.ram_gib / cap[1])
         leaf.op_id = op.id

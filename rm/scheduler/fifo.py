@@ -1,4 +1,5 @@
-"""FIFO baseline (seed 002): operations strictly in submission order, pools ignored."""
+"""FIFO baseline (seed 002): operations strictly in submission order; pools ignored but for their
+maximums (a task that would take its pool past one waits)."""
 
 from __future__ import annotations
 
@@ -32,4 +33,8 @@ class FIFOPolicy(PolicyBase):
         free_ram = node.free_ram + EPS
         for op in self.queue:
             if op.pending and op.demand.cpu <= free_cpu and op.demand.ram_gib <= free_ram:
+                if op.pool.capped:  # not past its pool's (or a pool above's) maximum
+                    cpu, ram = op.pool.room()
+                    if op.demand.cpu > cpu + EPS or op.demand.ram_gib > ram + EPS:
+                        continue
                 yield op

@@ -58,11 +58,12 @@ def test_tree_weights_minimums_policy_and_warnings(tmp_path: Path) -> None:
     assert q.policy == "drf"
     text = "\n".join(q.warnings)
     assert "research.ml" in text and "own schedulingPolicy" in text
-    # The RM's pools have no cap and one policy: each of those gets a warning of its own.
+    # maxResources becomes the pool's maximum; one policy schedules every pool: that is warned.
+    (capped,) = [p for p in q.pools if "max_cpu" in p]
+    assert (capped["name"], capped["max_cpu"], capped["max_ram_gib"]) == ("sls_queue_1", 40.0, 90000 / 1024)
     (policy,) = [w for w in q.warnings if "schedulingPolicy" in w]
     assert "(research.ml): not applied: the emulator schedules every pool with one policy, `drf`" in policy
-    (cap,) = [w for w in q.warnings if "maxResources" in w]
-    assert "<maxResources> of queues sls_queue_1: not applied: the emulator's pools have no upper" in cap
+    assert not [w for w in q.warnings if "maxResources" in w]
     for ignored in ("<aclSubmitApps> (research.ml)", "<user> (allocations)",
                     "<colour (unknown)> (allocations)"):
         assert ignored in text, text
