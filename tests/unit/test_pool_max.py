@@ -23,7 +23,8 @@ def _cluster(policy: str) -> tuple[ResourceManager, RecordingLink]:
 
 
 def _submit(rm: ResourceManager, name: str, pool: str, tasks: int) -> None:
-    rm.submit_operation(OperationSpec(name=name, pool=pool, demand=Resources(1, 2), durations=[100.0] * tasks))
+    spec = OperationSpec(name=name, pool=pool, demand=Resources(1, 2), durations=[100.0] * tasks)
+    rm.submit_operation(spec)
 
 
 def _running_by_pool(rm: ResourceManager) -> dict[str, int]:
