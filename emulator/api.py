@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import csv
+import html
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
@@ -65,6 +66,18 @@ class Table:
             raise ImportError("Table.to_dataframe needs pandas: pip install 'hbemu[pandas]' (or pandas); "
                               "without it use .columns and .rows, or .column(name)") from None
         return pandas.DataFrame(self.rows, columns=list(self.columns))
+
+    def _repr_html_(self) -> str:
+        """How a notebook shows the table: as its DataFrame when pandas is installed (so
+        ``emulator.run(...).jobs`` in a cell shows a DataFrame), else as a plain HTML table."""
+        try:
+            return str(self.to_dataframe()._repr_html_())
+        except ImportError:
+            head = "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
+            cells = ("".join(f"<td>{'' if v is None else html.escape(str(v))}</td>" for v in row)
+                     for row in self.rows)
+            body = "".join(f"<tr>{c}</tr>" for c in cells)
+            return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
     @classmethod
     def read_csv(cls, path: Path) -> Table:

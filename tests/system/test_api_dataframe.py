@@ -23,6 +23,15 @@ def test_jobs_as_a_dataframe(tmp_path: Path) -> None:
     assert frame.groupby("pool")["queue_delay_s"].mean().to_dict() == {"analytics": 3.0, "etl": 0.5}
 
 
+def test_a_notebook_shows_the_table_as_its_dataframe(monkeypatch: pytest.MonkeyPatch) -> None:
+    pandas = pytest.importorskip("pandas")
+    table = Table(("job_id", "pool"), [(1, "etl"), (2, "<b>")])
+    assert table._repr_html_() == pandas.DataFrame(table.rows, columns=list(table.columns))._repr_html_()
+    assert pandas.DataFrame(table).equals(table.to_dataframe())  # iterating gives a dict per row
+    monkeypatch.setitem(sys.modules, "pandas", None)  # without pandas: a plain table, escaped
+    assert "<th>pool</th>" in table._repr_html_() and "<td>&lt;b&gt;</td>" in table._repr_html_()
+
+
 def test_without_pandas_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pandas", None)
     with pytest.raises(ImportError, match=r"pip install 'hbemu\[pandas\]'"):
