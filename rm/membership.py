@@ -33,8 +33,6 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable
-from typing import Protocol
 
 import msgspec
 
@@ -52,7 +50,7 @@ from ringmon.protocol import (
 from ringmon.rtt import LossEstimator, RttEstimator
 from rm.cluster import NodeRecord
 from rm.orphans import OrphanSweep
-from rm.ports import Clock, Link, Log, Timer
+from rm.ports import Clock, Link, Log, MembershipHost, Timer
 from rm.protocol import HeartbeatResponse
 from rm.ringcast import RECENT_DELTAS, MembershipCounters, RingPublisher
 from rm.snapshot import MembershipSnapshot, RingSnapshot
@@ -62,25 +60,6 @@ __all__ = [
     "RECENT_DELTAS", "DisconnectExpired", "MembershipCounters", "MembershipHost", "MembershipService",
     "ProbeExpired",
 ]
-
-
-class MembershipHost(Protocol):
-    """What the membership service needs of the RM."""
-
-    @property
-    def epoch(self) -> int:
-        """How many times the RM restarted (ring versions of a new life start above the old)."""
-        ...
-
-    def node(self, machine_id: int) -> NodeRecord | None: ...
-
-    def nodes(self) -> Iterable[NodeRecord]: ...
-
-    def remove_node(self, node: NodeRecord, reason: str) -> None: ...
-
-    def enqueue(self, msg: RingMessage) -> None:
-        """Queue ``msg`` behind the RM's inbound work (handled by ``handle`` in turn)."""
-        ...
 
 
 class MembershipService:

@@ -1,0 +1,186 @@
+"""A node-hosting process's side of the TCP transport: one connection carries the channels of all
+its NodeManagers; if the connection drops, the client reconnects with exponential backoff and
+every node re-registers with its full state (resync)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from emulator.time.clock import LoopClock
+from emulator.transport import auth
+from emulator.transport.backoff import Backoff
+from emulator.transport.connection import (
+    NODE_HOST_DELIVERY_BATCH,
+    FramedConnection,
+    TcpLink,
+    TransportStats,
+)
+from emulator.transport.framing import (
+    DEFAULT_MAX_FRAME_BYTES,
+)
+from rm.protocol import NodeInbound, Register
+
+
+class _ClientConnection(FramedConnection):
+    yield_every = NODE_HOST_DELIVERY_BATCH
+
+    def __init__(self, client: TcpClient) -> None:
+        super().__init__(NodeInbound | auth.Challenge, client.max_frame_bytes, client.log, client.stats)
+        self._nodes: dict[int, Any] = {}
+        self._next_channel = 1
+        self.challenged: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self.answered = False  # a frame came after the challenge: our proof passed
+
+    def open(self, node: Any) -> TcpLink:
+        channel = self._next_channel
+        self._next_channel += 1
+        link = self.links[channel] = TcpLink(self, channel)
+        self._nodes[channel] = node
+        return link
+
+    def on_frame(self, channel: int, msg: Any) -> None:
+        if msg is None:
+            self._remote_close(channel)
+            self._nodes.pop(channel, None)
+            return
+        if type(msg) is auth.Challenge:
+            if not self.challenged.done():
+                self.challenged.set_result(msg.nonce)
+            return
+        self.answered = True
+        node = self._nodes.get(channel)
+        if node is not None and channel in self.links:
+            node.receive(msg)
+
+    def close_channel(self, channel: int) -> None:
+        super().close_channel(channel)
+        self._nodes.pop(channel, None)
+
+    def send(self, channel: int, msg: Any) -> None:
+        if type(msg) is Register and msg.credentials:
+            # The secret is proved (``TcpClient.secret``), never sent, whatever the node says.
+            msg = msgspec.structs.replace(msg, credentials="")
+        super().send(channel, msg)
+
+
+class TcpClient:
+    """Connects a set of NodeManagers to the RM over one connection, reconnecting when it drops.
+
+    ``connect(node)`` registers a node; while connected it gets a live link, after a reconnect a
+    new one and a ``resync()`` call (it re-registers with its full state).
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        clock: LoopClock,
+        log: Any,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        backoff: Backoff | None = None,
+        wrap: Callable[[TcpLink], Any] | None = None,
+        secret: str = "",
+        challenge_timeout_s: float = 10.0,
+    ) -> None:
+        """``wrap(link)`` may decorate each node's link before the node gets it (message faults);
+        ``secret``: proved to the RM when it challenges a new connection (nodes register only
+        after that); if it does not within ``challenge_timeout_s`` (an RM with no secret), the
+        nodes register unproved."""
+        self.secret = secret
+        self.challenge_timeout_s = challenge_timeout_s
+        self.host = host
+        self.port = port
+        self.clock = clock
+        self.log = log
+        self.max_frame_bytes = max_frame_bytes
+        self.backoff = backoff or Backoff()
+        self._wrap = wrap
+        self.stats = TransportStats()
+        self._nodes: list[Any] = []
+        self._conn: _ClientConnection | None = None
+        self._connected = asyncio.Event()
+
+    def connect(self, node: Any) -> TcpLink | None:
+        self._nodes.append(node)
+        if self._conn is not None and not self._conn.closed:
+            link = self._conn.open(node)
+            node.attach(self._wrapped(link))
+            return link
+        return None
+
+    def _wrapped(self, link: TcpLink) -> Any:
+        return link if self._wrap is None else self._wrap(link)
+
+    async def wait_connected(self) -> None:
+        await self._connected.wait()
+
+    async def run(self) -> None:
+        """Keep the connection up until cancelled."""
+        loop = asyncio.get_running_loop()
+        first = True
+        try:
+            while True:
+                try:
+                    async with asyncio.timeout(10):
+                        _, conn = await loop.create_connection(
+                            lambda: _ClientConnection(self), self.host, self.port
+                        )
+                except (OSError, TimeoutError) as err:
+                    delay = self.backoff.next_delay()
+                    self.log.warning("transport.connect_failed", host=self.host, port=self.port,
+                                     error=str(err), retry_in_s=round(delay, 3))
+                    await self.clock.sleep(delay)
+                    continue
+                assert isinstance(conn, _ClientConnection)
+                if self.secret:
+                    try:
+                        await self._prove(conn)
+                    except BaseException:  # cancelled while waiting: the connection goes too
+                        conn.close()
+                        raise
+                    if conn.closed:
+                        continue  # lost before the proof: the next try, after the backoff
+                self._conn = conn
+                self.backoff.reset()
+                for node in self._nodes:
+                    node.attach(self._wrapped(conn.open(node)))
+                    if not first:
+                        node.resync()
+                if not first:
+                    self.stats.reconnects += 1
+                    self.log.info("transport.reconnected", host=self.host, port=self.port,
+                                  nodes=len(self._nodes))
+                first = False
+                self._connected.set()
+                await conn.lost
+                self._connected.clear()
+                if conn.challenged.done() and not conn.answered:
+                    # Closed after our proof, before any answer: the RM's secret is not ours.
+                    self.stats.proofs_refused += 1
+                    self.log.warning("transport.proof_refused", host=self.host, port=self.port)
+                delay = self.backoff.next_delay()
+                self.log.warning("transport.reconnecting", host=self.host, port=self.port,
+                                 retry_in_s=round(delay, 3))
+                await self.clock.sleep(delay)
+        finally:
+            if self._conn is not None:
+                self._conn.close()
+
+    async def _prove(self, conn: _ClientConnection) -> None:
+        waits: list[asyncio.Future[Any]] = [conn.challenged, conn.lost]
+        await asyncio.wait(waits, timeout=self.challenge_timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        if conn.challenged.done():
+            conn.send(0, auth.prove(self.secret, conn.challenged.result(), auth.RM))
+        elif not conn.closed:
+            self.log.warning("transport.no_challenge", host=self.host, port=self.port,
+                             waited_s=self.challenge_timeout_s)
+        else:
+            await self.clock.sleep(self.backoff.next_delay())
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
