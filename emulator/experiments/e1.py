@@ -7,6 +7,11 @@ Every figure is reported as mean ± sd over the seeds, beside the pooled-cluster
 run. Gap closed: (packing - no packing) / (no-packing bound - no packing) per resource, for the
 same seed and preemption setting. User move: the largest |dominant share / no-packing dominant
 share - 1| over the users (pools) of one run. ``--table`` prints the markdown table from the JSON.
+
+The fairness bound is one-sided (issue 33): no user may *lose* more than 10% of its no-packing
+dominant share (seed means); a user packing raises is not held against it. Preemption runs under a
+named rule (``--preemption-rule``): ``yt-thesis`` (the scenario's calibrated settings, lost work as
+the CPU preempted tasks used) or ``reconstruction`` (the rule before issue 33).
 """
 
 from __future__ import annotations
@@ -42,15 +47,29 @@ DEFAULT_POLICIES = ("none", "thesis", "fit")
 LABELS = {"none": "no packing", "thesis": "thesis packing", "fit": "`fit` packing (ours)",
           "fit-fair": "`fit-fair` packing (ours)"}
 PREEMPTION = (False, True)
+# Named preemption rules: scenario overrides on top of the file's `[scheduler.preemption]`.
+PREEMPTION_RULES: dict[str, dict[str, Any]] = {
+    # As the thesis's YT ran it: the scenario file's settings (its tolerance calibrated so that no
+    # packing loses about the thesis's 1.6 pp), lost work the CPU preempted tasks used.
+    "yt-thesis": {"scheduler.preemption.lost_work": "consumed"},
+    # The rule before issue 33: YT's default tolerance and timeout, lost work counted as reserved.
+    "reconstruction": {"scheduler.preemption.tolerance": 0.8,
+                       "scheduler.preemption.starvation_timeout_s": 30.0,
+                       "scheduler.preemption.lost_work": "reserved"},
+}
+DEFAULT_PREEMPTION_RULE = "yt-thesis"
+# The fairness bound, one-sided: no user loses more than this share of its no-packing dominant share.
+LOSS_BOUND = 0.10
 KEYS = ("cpu_utilization", "ram_utilization", "cpu_utilization_excl_preempted", "fair_cpu_bound",
         "fair_ram_bound", "preemptions", "preempted_cpu_s", "fallback_allocations", "refusals",
         "allocations")
 
 
 def _one(path: str, policy: str, preemption: bool, seed: int, out: str,
-         settings: dict[str, Any]) -> dict[str, Any]:
+         settings: dict[str, Any], rule: str = DEFAULT_PREEMPTION_RULE) -> dict[str, Any]:
     os.nice(19)
-    overrides = {**settings, "scheduler.preemption.enabled": preemption, "run.seed": seed}
+    overrides = {**settings, **PREEMPTION_RULES[rule], "scheduler.preemption.enabled": preemption,
+                 "run.seed": seed}
     sc = load_scenario(path, overrides)
     t0 = time.monotonic()
     outcome = run_blocking(sc, None)
@@ -70,27 +89,31 @@ def _one(path: str, policy: str, preemption: bool, seed: int, out: str,
 def run_e1(
     path: Path, out: Path, seeds: tuple[int, ...], jobs: int, say: Callable[[str], None],
     policies: tuple[str, ...] = DEFAULT_POLICIES, preemption: tuple[bool, ...] = PREEMPTION,
-    variants: dict[str, dict[str, Any]] | None = None,
+    variants: dict[str, dict[str, Any]] | None = None, rule: str = DEFAULT_PREEMPTION_RULE,
 ) -> dict[str, Any]:
-    """``variants``: more packing policies, by name, as scenario overrides (``--variant``)."""
+    """``variants``: more packing policies, by name, as scenario overrides (``--variant``);
+    ``rule``: the named preemption rule (PREEMPTION_RULES)."""
     variants = variants or {}
     settings = {**{p: POLICIES[p] for p in policies}, **variants}
     if not settings:
         raise ScenarioError("nothing to run: --policies is empty and no --variant is given")
     for overrides in settings.values():
-        load_scenario(path, overrides)  # bad input fails here, before any worker starts
+        # Bad input fails here, before any worker starts.
+        load_scenario(path, {**overrides, **PREEMPTION_RULES[rule]})
     out.mkdir(parents=True, exist_ok=True)
     cases = [(p, pre, s) for pre in preemption for p in settings for s in seeds]
     rows: list[dict[str, Any]] = []
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(_one, str(path), p, pre, s, str(out), settings[p]) for p, pre, s in cases]
+        futures = [pool.submit(_one, str(path), p, pre, s, str(out), settings[p], rule)
+                   for p, pre, s in cases]
         for fut in futures:
             row = fut.result()
             say(f"{row['policy']:>8} preemption {'on ' if row['preemption'] else 'off'} seed {row['seed']}: "
                 f"CPU {100 * row['cpu_utilization']:.2f}% RAM {100 * row['ram_utilization']:.2f}% "
                 f"({row['wall_s']} s)")
             rows.append(row)
-    result: dict[str, Any] = {"scenario": str(path), "seeds": list(seeds), "runs": rows}
+    result: dict[str, Any] = {"scenario": str(path), "seeds": list(seeds), "preemption_rule": rule,
+                              "runs": rows}
     if variants:
         result["variants"] = variants
     return result
@@ -101,10 +124,16 @@ def merge(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     a partial run (``--policies``) completes a results file without re-running the rest."""
     if old.get("scenario") != new["scenario"]:
         raise ValueError(f"merging runs of {new['scenario']} into results of {old.get('scenario')}")
+    # Files from before issue 33 ran the earlier rule.
+    if old.get("preemption_rule", "reconstruction") != new.get("preemption_rule", "reconstruction"):
+        raise ValueError(f"merging runs of preemption rule {new.get('preemption_rule')} into results "
+                         f"of rule {old.get('preemption_rule', 'reconstruction')}")
     fresh = {(r["policy"], r["preemption"], r["seed"]) for r in new["runs"]}
     runs = [r for r in old["runs"] if (r["policy"], r["preemption"], r["seed"]) not in fresh]
     seeds = list(old["seeds"]) + [s for s in new["seeds"] if s not in old["seeds"]]
     merged = {"scenario": new["scenario"], "seeds": seeds, "runs": runs + new["runs"]}
+    if "preemption_rule" in new:
+        merged["preemption_rule"] = new["preemption_rule"]
     variants = {**old.get("variants", {}), **new.get("variants", {})}
     if variants:
         merged["variants"] = variants
@@ -176,10 +205,71 @@ def _thesis(key: str) -> str:
     if key.startswith("gain_"):
         used = "cpu_utilization" if key == "gain_cpu" else "ram_utilization"
         return f"{100 * (ref['thesis with packing'][used] - ref['thesis without packing'][used]):+.1f}"
+    if key == "preempted_pct":
+        lost = thesis_lost_work()
+        return f"{lost['without packing']:.1f} → {lost['with packing']:.1f}"
     a, b = ref["thesis without packing"].get(key), ref["thesis with packing"].get(key)
     if a is None or b is None:
         return ""
     return f"{100 * a:.1f} → {100 * b:.1f} ({100 * (b - a):+.1f} pp)"
+
+
+def thesis_lost_work() -> dict[str, float]:
+    """The thesis's lost work (Table 4.3), pp of CPU: utilisation minus utilisation excluding
+    preempted tasks, without and with packing (1.6 and 2.8)."""
+    ref = REFERENCES["thesis-e1"]
+    return {k: round(100 * (ref[f"thesis {k}"]["cpu_utilization"]
+                            - ref[f"thesis {k}"]["cpu_utilization_excl_preempted"]), 2)
+            for k in ("without packing", "with packing")}
+
+
+def largest_loss(runs: list[dict[str, Any]], policy: str, pre: bool) -> float | None:
+    """The fairness bound's measure (one-sided): the largest fall of a user's dominant share below
+    its no-packing one, seed means against seed means (0 when nobody loses); None without runs."""
+    signed = _changes(_pools(runs, policy, pre), _pools(runs, "none", pre))
+    return max(0.0, -min(signed)) if signed else None
+
+
+def meets_loss_bound(loss: float | None, bound: float = LOSS_BOUND) -> bool | None:
+    """Whether no user loses more than ``bound`` of its no-packing dominant share."""
+    return None if loss is None else loss <= bound
+
+
+def _loss_cell(loss: float | None) -> str:
+    ok = meets_loss_bound(loss)
+    return "–" if loss is None else f"{100 * loss:.1f} ({'within' if ok else 'over'} {100 * LOSS_BOUND:.0f}%)"
+
+
+def _stat(runs: list[dict[str, Any]], key: str) -> dict[str, float] | None:
+    """Mean and sd over the runs of ``key`` in percent (points)."""
+    xs = [100 * r[key] for r in runs if r.get(key) is not None]
+    if not xs:
+        return None
+    sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
+    return {"mean": round(statistics.mean(xs), 3), "sd": round(sd, 3)}
+
+
+def beside_thesis(data: dict[str, Any]) -> dict[str, Any]:
+    """What a results file states beside the thesis (preemption on, as the thesis ran): per policy
+    the lost work (pp of CPU, mean and sd over seeds), the gains and the largest user loss."""
+    runs = _derived(data)
+    out: dict[str, Any] = {"preemption_rule": data.get("preemption_rule", "reconstruction"),
+                           "thesis_lost_work_pp": thesis_lost_work(), "loss_bound": LOSS_BOUND,
+                           "policies": {}}
+    for policy in _present(data):
+        mine = [r for r in runs if r["policy"] == policy and r["preemption"]]
+        if not mine:
+            continue
+        packs = policy != "none"
+        loss = largest_loss(data["runs"], policy, True) if packs else None
+        out["policies"][policy] = {
+            "lost_work_pp": _stat(mine, "preempted_pct"),
+            "cpu_gain_pp": _stat(mine, "gain_cpu") if packs else None,
+            "ram_gain_pp": _stat(mine, "gain_ram") if packs else None,
+            "largest_user_loss": None if loss is None else round(loss, 4),
+            "within_loss_bound": meets_loss_bound(loss),
+        }
+    return out
 
 
 def _pools(runs: list[dict[str, Any]], policy: str, pre: bool) -> list[dict[str, float]]:
@@ -239,6 +329,9 @@ def markdown_table(data: dict[str, Any]) -> str:
         means = [_mean_move(data["runs"], c, pre) for c in cols[1:]]
         lines.append("| max user move of the seed means % | – | "
                      + " | ".join("–" if m is None else f"{100 * m:.1f}" for m in means) + " | |")
+        losses = [largest_loss(data["runs"], c, pre) for c in cols[1:]]
+        lines.append(f"| largest user loss of the seed means % (bound: {100 * LOSS_BOUND:.0f}%) | – | "
+                     + " | ".join(_loss_cell(x) for x in losses) + " | |")
         noise = _noise(data["runs"], pre)
         lines.append("| no packing, seed vs seed: max user move % (noise) | "
                      + ("–" if noise is None else f"{100 * noise:.1f}") + " |" + " |" * len(cols))
@@ -252,7 +345,9 @@ def headline_table(data: dict[str, Any]) -> str:
     ref = REFERENCES["thesis-e1"]
     rows = [("CPU %", "cpu_utilization", 2), ("RAM %", "ram_utilization", 2),
             ("pooled bound CPU / RAM %", "", 1), ("gain over no packing CPU / RAM pp", "gain", 2),
-            ("gap to the bound closed CPU / RAM %", "gap_closed", 0)]
+            ("gap to the bound closed CPU / RAM %", "gap_closed", 0),
+            ("lost work (CPU of preempted tasks) pp", "preempted_pct", 2),
+            (f"largest user loss % (bound: {100 * LOSS_BOUND:.0f}%)", "loss", 1)]
     seeds = ", ".join(map(str, data["seeds"]))
     cols = _present(data)
     head = f"| preemption on, seeds {seeds} | " + " | ".join(LABELS.get(c, c) for c in cols) \
@@ -262,8 +357,11 @@ def headline_table(data: dict[str, Any]) -> str:
         cells = []
         for policy in cols:
             mine = [r for r in runs if r["policy"] == policy]
-            if key in ("cpu_utilization", "ram_utilization"):
+            if key in ("cpu_utilization", "ram_utilization", "preempted_pct"):
                 cells.append(_ms([r[key] for r in mine], 100.0, digits))
+            elif key == "loss":
+                loss = largest_loss(data["runs"], policy, True)
+                cells.append("–" if policy == "none" else _loss_cell(loss))
             elif key == "":
                 cells.append(" / ".join(_ms([r[b] for r in mine], 100.0, digits)
                                         for b in ("fair_cpu_bound", "fair_ram_bound")))
@@ -275,7 +373,8 @@ def headline_table(data: dict[str, Any]) -> str:
         without, with_ = ref["thesis without packing"], ref["thesis with packing"]
         pair = {k: f"{100 * without[k]:.1f} → {100 * with_[k]:.1f}"
                 for k in ("cpu_utilization", "ram_utilization")}
-        thesis = {**pair, "gain": _thesis("gain_cpu") + " / " + _thesis("gain_ram")}.get(key, "")
+        thesis = {**pair, "gain": _thesis("gain_cpu") + " / " + _thesis("gain_ram"),
+                  "preempted_pct": _thesis("preempted_pct")}.get(key, "")
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {thesis} |")
     return "\n".join(lines) + "\n"
 
@@ -286,7 +385,8 @@ def fairness_table(data: dict[str, Any]) -> str:
     runs, seeds = data["runs"], list(data["seeds"])
     half = set(seeds[: len(seeds) // 2])
     lines = ["| preemption | policy | users | max move | users moved > 10% | median move | "
-             "noise: max move between two halves of the no-packing seeds |", "|---|---|---|---|---|---|---|"]
+             "noise: max move between two halves of the no-packing seeds | largest loss (the bound: "
+             "no user loses > 10%) |", "|---|---|---|---|---|---|---|---|"]
     for pre in PREEMPTION:
         plain = [r for r in runs if r["policy"] == "none" and r["preemption"] == pre]
         halves = _moves([r["pools"] for r in plain if r["seed"] in half],
@@ -298,7 +398,8 @@ def fairness_table(data: dict[str, Any]) -> str:
                 continue
             lines.append(
                 f"| {'on' if pre else 'off'} | {policy} | {len(moves)} | {100 * moves[-1]:.1f}% | "
-                f"{sum(v > 0.10 for v in moves)} | {100 * statistics.median(moves):.1f}% | {noise} |")
+                f"{sum(v > 0.10 for v in moves)} | {100 * statistics.median(moves):.1f}% | {noise} | "
+                f"{_loss_cell(largest_loss(runs, policy, pre))} |")
     return "\n".join(lines) + "\n"
 
 
@@ -491,7 +592,7 @@ def cmd_e1(args: argparse.Namespace) -> int:
         data = run_e1(Path(args.file), Path(args.out), args.seeds or SEEDS, args.jobs, print,
                       DEFAULT_POLICIES if args.policies is None else args.policies,
                       PREEMPTION_CHOICES[args.preemption],
-                      dict(args.variant or []))
+                      dict(args.variant or []), args.preemption_rule)
     except ScenarioError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -501,6 +602,10 @@ def cmd_e1(args: argparse.Namespace) -> int:
         except (ValueError, KeyError, TypeError) as err:
             print(f"error: {dest}: cannot merge ({type(err).__name__}: {err})", file=sys.stderr)
             return 2
+    try:
+        data["beside_thesis"] = beside_thesis(data)
+    except NoBaseline:
+        data.pop("beside_thesis", None)  # a partial file: the summary comes with the no-packing runs
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     try:
@@ -524,6 +629,9 @@ def add_command(sub: Any) -> None:
                    help="also run this packing policy (repeatable), e.g. fit-w60=fit,window=60")
     s.add_argument("--preemption", choices=list(PREEMPTION_CHOICES), default="both",
                    help="preemption settings to run (default both)")
+    s.add_argument("--preemption-rule", choices=list(PREEMPTION_RULES), default=DEFAULT_PREEMPTION_RULE,
+                   help="yt-thesis: the scenario's calibrated preemption, lost work as CPU used (default); "
+                        "reconstruction: the earlier rule (tolerance 0.8, lost work as reserved)")
     s.add_argument("--merge", action="store_true",
                    help="add the runs to the --json file's (same policy, preemption and seed replaced)")
     s.add_argument("--table", metavar="JSON", help="only print the markdown table of an e1.json")
