@@ -76,8 +76,8 @@ class RMConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=
     journal: bool | None = None
     journal_fsync: bool = False
     recovery_wait_s: Positive = 10.0
-    # The emulated RM's costs per message: a table, or a preset's name in a scenario file
-    # (`service_time = "yarn-2020"`, SERVICE_TIME_PRESETS), which the loader replaces by its table.
+    # The emulated RM's costs per message: a table, or in a scenario file the name of a model
+    # (`service_time = "yarn-2020"`, docs/scalability.md), which stands for its table.
     service_time: ServiceTimeConfig = msgspec.field(default_factory=ServiceTimeConfig)
     # Continuous scheduling: nodes offered plus tasks started by one chunk of a pass before it
     # yields to the other events (a count, not wall time, so virtual runs stay deterministic).

@@ -179,7 +179,8 @@ class PreemptionConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True,
     # users resubmit; without a grace their new operation preempts before it has had a chance).
     rampup_grace_s: NonNegative = 60.0
     # How a preempted task's lost work is counted (`preempted_cpu_s`): the CPU it used, as the
-    # thesis measured it (`consumed`), or what it reserved (`reserved`, the rule before issue 33).
+    # thesis measured it (`consumed`), or its request times the time it ran (`reserved`, the
+    # emulator's earlier count).
     lost_work: LostWork = "consumed"
 
 
