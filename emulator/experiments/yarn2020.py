@@ -33,7 +33,7 @@ def limits(periodic: dict[str, Any], delta: dict[str, Any]) -> dict[str, float |
     out: dict[str, float | None] = {}
     for mode, sweep in (("periodic", periodic), ("delta", delta)):
         best = sweep["largest_ok"].get(mode)
-        out[mode] = best["nodes"] if best and best["nodes"] and best["limited_by_sweep"] else None
+        out[mode] = best["nodes"] if best and best["nodes"] and not best["limited_by_sweep"] else None
     p, d = out["periodic"], out["delta"]
     out["ratio"] = d / p if p and d else None
     return out
