@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from emulator.experiments.e1 import beside_thesis, headline_table, largest_loss, meets_loss_bound
+from emulator.experiments.e1tables import beside_thesis, headline_table, largest_loss, meets_loss_bound
 from tests.test_e1_table import run
 
 
