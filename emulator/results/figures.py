@@ -24,12 +24,16 @@ class Figure(NamedTuple):
 
 
 E1_COMMAND = "make e1 (emulator e1 scenarios/e1-faithful.toml --out runs/e1 --json docs/e1.json)"
+# The two files below were run before issue 33: preemption by the earlier rule, and `fit` with the
+# window of 30 it had then (`fit-w60` there is today's `fit`).
 E1_SEEDS20 = ("emulator e1 scenarios/e1-faithful.toml --out runs/e1-20 --json docs/e1-seeds20.json "
+              "--preemption-rule reconstruction "
               "--seeds 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20 "
               "--policies none,thesis,fit,fit-fair --variant fit-b0.4-w60=fit,share_band=0.4,window=60 "
               "--variant fit-w60=fit,window=60 "
-              "(~1 h on 2 cores)")
+              "(~1 h on 2 cores; run before issue 33, when `fit` had window 30)")
 E1_EXPLORE = ("emulator e1 scenarios/e1-faithful.toml --out runs/e1-explore --json docs/e1-explore.json "
+              "--preemption-rule reconstruction (run before issue 33, when `fit` had window 30) "
               "--seeds 1,2,3,4,5 --preemption on --policies none,thesis,fit,fit-fair --variant "
               "fit-b0.2=fit,share_band=0.2 --variant fit-b0.3=fit,share_band=0.3 --variant "
               "fit-b0.5=fit,share_band=0.5 --variant fit-bl5=fit,below_level_refusals=5 --variant "
