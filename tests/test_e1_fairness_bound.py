@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from emulator.experiments.e1tables import beside_thesis, headline_table, largest_loss, meets_loss_bound
 from tests.test_e1_table import run
 
@@ -46,3 +48,13 @@ def test_lost_work_is_stated_beside_the_thesiss() -> None:
     assert out["policies"]["none"]["lost_work_pp"] == {"mean": 1.0, "sd": 0.0}  # preempted_pct 0.01
     row = "| lost work (CPU of preempted tasks) pp | 1.00 ± 0.00 | 1.00 ± 0.00 | 1.6 → 2.8 |"
     assert row in headline_table(d)
+
+
+def test_runs_of_another_preemption_rule_are_not_merged() -> None:
+    from emulator.experiments.e1 import merge
+
+    old = data(u1=(0.10, 0.10), u2=(0.20, 0.20))  # a file from before the rules: the earlier rule
+    new = {**data(u1=(0.10, 0.10), u2=(0.20, 0.20)), "preemption_rule": "yt-thesis"}
+    with pytest.raises(ValueError, match="preemption rule yt-thesis into results of rule reconstruction"):
+        merge(old, new)
+    assert merge({**old, "preemption_rule": "yt-thesis"}, new)["preemption_rule"] == "yt-thesis"
