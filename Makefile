@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed-test
 CLUSTER_STAMP := $(VENV)/.installed-cluster
 
-.PHONY: run test lint bench e1 e2 e2-w2 e2-dask e2-many-core e3 e3-tcp e4 e5 e5-cluster baselines recovery soak fuzz clean chromium traces
+.PHONY: run test lint bench e1 e2 e2-w2 e2-yarn2020 e2-dask e2-many-core e3 e3-tcp e4 e5 e5-cluster baselines recovery soak fuzz clean chromium traces
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or run: make PYTHON=python3 ...)"; exit 1; }
@@ -49,7 +49,8 @@ bench: $(STAMP)
 	$(BIN)/emulator bench
 
 # E1 (thesis Tables 4.1-4.3), faithful (issue 14): 3 seeds x {no packing, thesis, fit} x
-# {preemption off, on} on scenarios/e1-faithful.toml's fixed nodes (~8 min on 2 cores); writes
+# {preemption off, on} on scenarios/e1-faithful.toml's fixed nodes, preemption as the thesis's YT
+# ran it (issue 33; --preemption-rule reconstruction for the earlier rule) (~8 min on 2 cores); writes
 # docs/e1.json and prints docs/packing.md's table (again: emulator e1 --table docs/e1.json).
 e1: $(STAMP)
 	$(BIN)/emulator e1 scenarios/e1-faithful.toml --out runs/e1 --json docs/e1.json
@@ -62,6 +63,17 @@ e2: $(STAMP)
 
 e2-w2: $(STAMP)
 	$(BIN)/emulator sweep scenarios/e2-scale-sweep.toml --duration 400 --workers 2 --out runs/e2-sweep-w2
+
+# E2 in virtual time with a YARN-like RM (service-time model yarn-2020, docs/scalability.md "A
+# YARN-like RM"): periodic around the paper's stock-YARN limit, delta around its improved one; the
+# two results files and the table beside the paper (emulator figures --write docs/scalability.md).
+e2-yarn2020: $(STAMP)
+	$(BIN)/emulator sweep scenarios/e2-scale-sweep-yarn2020.toml --modes periodic \
+		--nodes 3000,3500,4000,4250,4500,5000 --duration 400 --out runs/e2-yarn2020-periodic
+	$(BIN)/emulator sweep scenarios/e2-scale-sweep-yarn2020.toml --modes delta \
+		--nodes 6000,7000,7500,7750,8000,8500,9000 --duration 400 --out runs/e2-yarn2020-delta
+	cp runs/e2-yarn2020-periodic/sweep.json docs/e2-sweep-yarn2020-periodic.json
+	cp runs/e2-yarn2020-delta/sweep.json docs/e2-sweep-yarn2020-delta.json
 
 # E2 with the node hosts as tasks on a Dask LocalCluster (one worker process per slice), the RM here.
 e2-dask: $(CLUSTER_STAMP)

@@ -25,7 +25,8 @@ class NodeState(enum.Enum):
 class Allocation:
     """A container the RM placed on a node for one task."""
 
-    __slots__ = ("container_id", "node", "observed", "op", "started_at", "task", "usage")
+    __slots__ = ("container_id", "node", "observed", "op", "started_at", "task", "usage", "used_at",
+                 "used_cpu_s")
 
     def __init__(
         self, container_id: int, node: NodeRecord, op: Operation, task: Task, now: float
@@ -38,6 +39,29 @@ class Allocation:
         # The latest real usage its node reported (usage-modelled containers only).
         self.usage: ContainerUsage | None = None
         self.observed: Observations | None = None
+        # CPU-seconds the task used up to `used_at` (what preemption throws away if it is killed).
+        self.used_cpu_s = 0.0
+        self.used_at = now
+
+    def cpu_used_s(self, now: float) -> float:
+        """CPU-seconds used from the start (or the measurement window's start) to ``now``: each
+        reported usage holds until the next report, the first back to the start; a task that has
+        reported none (no usage model, or none reported yet) uses its request."""
+        rate = self.usage.cpu if self.usage is not None else self.op.demand.cpu
+        return self.used_cpu_s + rate * max(0.0, now - self.used_at)
+
+    def report_usage(self, usage: ContainerUsage, now: float) -> None:
+        """A heartbeat reported ``usage``: the time since the last report is counted at the
+        previous rate (at this one if it is the first)."""
+        rate = (self.usage or usage).cpu
+        self.used_cpu_s += rate * max(0.0, now - self.used_at)
+        self.used_at = now
+        self.usage = usage
+
+    def restart_usage_count(self, now: float) -> None:
+        """The measurement window starts: used CPU counts from ``now``."""
+        self.used_cpu_s = 0.0
+        self.used_at = now
 
 
 class NodeRecord:

@@ -38,6 +38,20 @@ class ServiceTimeConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True
         )
 
 
+# Named service-time models: `[rm] service_time = "NAME"` in a scenario (docs/scalability.md).
+SERVICE_TIME_PRESETS: dict[str, ServiceTimeConfig] = {
+    # YARN as Mao et al. (2020) measured it, derived from their published figures (Fig. 5: stock
+    # YARN's scheduler falls at ~4,000 nodes and its tracker at ~4,500; with delta heartbeats the
+    # scheduler falls at ~7,500): the costs that put h1 and h2's falls there for the E2 workload's
+    # per-node events (docs/scalability.md "A YARN-like RM"). The heartbeat's split into a fixed
+    # and a per-status part is the Python RM's measured one (the paper does not give it).
+    "yarn-2020": ServiceTimeConfig(
+        register_us=437.0, heartbeat_us=437.0, heartbeat_per_status_us=13.0, node_update_us=300.0,
+        allocation_us=150.0,
+    ),
+}
+
+
 class RMConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
     # NMLivelinessMonitor: a node with no heartbeat *processed* for this long is lost.
     expiry_s: Positive = 600.0
@@ -62,6 +76,8 @@ class RMConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=
     journal: bool | None = None
     journal_fsync: bool = False
     recovery_wait_s: Positive = 10.0
+    # The emulated RM's costs per message: a table, or in a scenario file the name of a model
+    # (`service_time = "yarn-2020"`, docs/scalability.md), which stands for its table.
     service_time: ServiceTimeConfig = msgspec.field(default_factory=ServiceTimeConfig)
     # Continuous scheduling: nodes offered plus tasks started by one chunk of a pass before it
     # yields to the other events (a count, not wall time, so virtual runs stay deterministic).

@@ -396,6 +396,9 @@ class ResourceManager:
         if self._ctx.preemption is not None:
             self._ctx.preemption.preempted_cpu_s = 0.0
             self._ctx.preemption.window_start_s = now
+            for node in self._life.cluster.nodes.values():
+                for alloc in node.containers.values():
+                    alloc.restart_usage_count(now)
 
     @property
     def allocations(self) -> int:

@@ -18,7 +18,10 @@ preempting on one node at a time.
 In both, victims are tasks of operations above their fair share, most recently started first; a
 task is never taken if that would put its operation, or any pool above it, below its fair share
 or a pool below its min share (as YARN checks the whole queue path). Preempted tasks go back to
-pending and the CPU-seconds they had run are counted as lost work.
+pending and their work is counted as lost: ``lost_work = "consumed"`` (the default; as the
+thesis measured it) counts the CPU-seconds the task actually used (its reported usage, or its
+request when it has no usage model), ``"reserved"`` (the rule before issue 33) its request times
+the time it ran.
 """
 
 from __future__ import annotations
@@ -259,9 +262,12 @@ class Preemptor:
         for alloc in chosen:
             counters.preemptions += 1
             # Lost work counts only inside the measurement window.
-            ran = now - max(alloc.started_at, counters.window_start_s)
-            if ran > 0:
-                counters.preempted_cpu_s += alloc.op.demand.cpu * ran
+            if self.config.lost_work == "consumed":
+                counters.preempted_cpu_s += alloc.cpu_used_s(now)
+            else:
+                ran = now - max(alloc.started_at, counters.window_start_s)
+                if ran > 0:
+                    counters.preempted_cpu_s += alloc.op.demand.cpu * ran
             group = ctx.groups.get(alloc.op.group)
             if group is not None:
                 group.preempted += 1

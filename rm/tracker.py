@@ -189,7 +189,7 @@ class ResourceTracker:
         kill: list[int] = []
         containers = node.containers
         if hb.usage:
-            record_usage(node, hb.usage, ctx.scheduler.admission.history, ctx.autopilot)
+            record_usage(node, hb.usage, ctx.scheduler.admission.history, ctx.autopilot, now)
         confirm = ledger.awaits(node)  # most reports repeat what is confirmed already
         for st in hb.statuses:
             cid = st.container_id

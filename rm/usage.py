@@ -30,10 +30,12 @@ def launch_for(cid: int, op: Operation, task: Task, autopilot: Autopilot | None 
 
 
 def record_usage(
-    node: NodeRecord, reports: tuple[ContainerUsage, ...], history: int, autopilot: Autopilot | None = None
+    node: NodeRecord, reports: tuple[ContainerUsage, ...], history: int, autopilot: Autopilot | None = None,
+    now: float | None = None,
 ) -> None:
     """A heartbeat's usage reports: the RM's latest view of each container's real usage and its
-    recent history; Autopilot's histograms take them too.
+    recent history; Autopilot's histograms take them too. ``now``: the CPU each container used
+    since its last report is counted too (what preemption loses; None: not counted).
 
     A delta heartbeat reports only containers whose usage moved; the others' usage is still what
     they last reported, and they get that sample again, so the histories of one node stay aligned
@@ -47,7 +49,10 @@ def record_usage(
     for u in reports:
         alloc = containers.get(u.container_id)
         if alloc is not None:
-            alloc.usage = u
+            if now is not None:
+                alloc.report_usage(u, now)
+            else:
+                alloc.usage = u
             if alloc.observed is None:
                 alloc.observed = Observations(history)
             alloc.observed.add(u.cpu, u.ram_gib)

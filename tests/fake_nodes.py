@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from rm.operations import OperationSpec
-from rm.protocol import EXIT_SUCCESS, ContainerStatus, Heartbeat, LaunchContainers, Register, Resources
+from rm.protocol import (
+    EXIT_SUCCESS,
+    ContainerStatus,
+    ContainerUsage,
+    Heartbeat,
+    LaunchContainers,
+    Register,
+    Resources,
+)
 from rm.scheduler.config import SchedulerConfig
 from rm.snapshot import OperationView
 from tests.helpers import RecordingLink, node_view, sync_rm
@@ -31,8 +39,9 @@ class FakeNodes:
             OperationSpec(name=name, pool=pool, demand=Resources(cpu, ram), durations=[1.0] * tasks)
         )
 
-    def heartbeat(self, i: int, finished: int | None = None) -> int:
-        """Node ``i`` reports (one container finished, optionally); returns tasks launched."""
+    def heartbeat(self, i: int, finished: int | None = None, usage: tuple[ContainerUsage, ...] = ()) -> int:
+        """Node ``i`` reports (one container finished, optionally; ``usage``: measured usage of
+        its containers); returns tasks launched."""
         link = self.links[i]
         seen = len(link.sent)
         statuses = [ContainerStatus(cid, "running") for cid in self.running[i] if cid != finished]
@@ -42,7 +51,7 @@ class FakeNodes:
         self.rm.receive(
             link, Heartbeat(
                 machine_id=i + 1, heartbeat_id=self.hb_id[i], healthy=True, statuses=tuple(statuses),
-                full=True,
+                full=True, usage=usage,
             ),
         )
         self.hb_id[i] += 1

@@ -9,7 +9,7 @@ from emulator.cli import fuzz
 from emulator.experiments import (
     abuse,
     bench,
-    e1,
+    e1tables,
     e3,
     e3tcp,
     e4,
@@ -21,20 +21,30 @@ from emulator.experiments import (
     sweep,
     traces,
     usagemsgs,
+    yarn2020,
 )
 from emulator.results import compare, registry
 from emulator.results.figures import Figure
 from emulator.study import tables as study_tables
 
 E1_COMMAND = "make e1 (emulator e1 scenarios/e1-faithful.toml --out runs/e1 --json docs/e1.json)"
-E1_SEEDS20 = ("emulator e1 --study scenarios/studies/e1-seeds20.toml --out runs/e1-20 "
-              "--json docs/e1-seeds20.json (~1 h on 2 cores)")
-E1_EXPLORE = ("emulator e1 --study scenarios/studies/e1-explore.toml --out runs/e1-explore "
-              "--json docs/e1-explore.json (several hours on 2 cores)")
+# The two files below were run before issue 33: preemption by the earlier rule (today's
+# `--preemption-rule reconstruction`), and `fit` with the window of 30 it had then (`fit-w60` there
+# is today's `fit`).
+E1_SEEDS20 = ("emulator e1 --study scenarios/studies/e1-seeds20.toml --preemption-rule reconstruction "
+              "--out runs/e1-20 --json docs/e1-seeds20.json (~1 h on 2 cores; run before issue 33, when "
+              "`fit` had window 30)")
+E1_EXPLORE = ("emulator e1 --study scenarios/studies/e1-explore.toml --preemption-rule reconstruction "
+              "--out runs/e1-explore --json docs/e1-explore.json (several hours on 2 cores; run before "
+              "issue 33, when `fit` had window 30)")
 E2_VIRTUAL = ("emulator sweep scenarios/e2-scale-sweep-virtual.toml --out runs/e2v && "
               "cp runs/e2v/sweep.json docs/e2-sweep-virtual.json")
 E2_VIRTUAL_BIG = ("emulator sweep scenarios/e2-scale-sweep-virtual.toml --nodes 18000,24000 --modes delta "
                   "--out runs/e2v-big && cp runs/e2v-big/sweep.json docs/e2-sweep-virtual-big.json")
+E2_YARN2020 = ("make e2-yarn2020 (emulator sweep scenarios/e2-scale-sweep-yarn2020.toml --modes periodic "
+               "--nodes 3000,3500,4000,4250,4500,5000 --duration 400 --out runs/e2-yarn2020-periodic, and "
+               "--modes delta --nodes 6000,7000,7500,7750,8000,8500,9000 --out runs/e2-yarn2020-delta; each "
+               "sweep.json copied to docs/e2-sweep-yarn2020-{periodic,delta}.json)")
 FIGURES: dict[str, Figure] = {
     "bench": Figure("docs/bench.json", bench.markdown_table,
                     "emulator bench --baseline --out docs/bench.json"),
@@ -50,21 +60,21 @@ FIGURES: dict[str, Figure] = {
                         "cp runs/idle50k/summary.json docs/idle-host-50k.json; the same with --set "
                         "cluster.join_over_s=0 --out runs/idle50k-storm, to docs/idle-host-50k-storm.json",
                         ("docs/idle-host-50k-storm.json",)),
-    "e1": Figure("docs/e1.json", e1.markdown_table, E1_COMMAND),
-    "e1-headline": Figure("docs/e1.json", e1.headline_table, E1_COMMAND),
-    "e1-seeds20": Figure("docs/e1-seeds20.json", e1.markdown_table, E1_SEEDS20),
-    "e1-explore": Figure("docs/e1-explore.json", e1.variants_table, E1_EXPLORE),
-    "e1-explore-by-resource": Figure("docs/e1-explore.json", e1.by_resource_table,
+    "e1": Figure("docs/e1.json", e1tables.markdown_table, E1_COMMAND),
+    "e1-headline": Figure("docs/e1.json", e1tables.headline_table, E1_COMMAND),
+    "e1-seeds20": Figure("docs/e1-seeds20.json", e1tables.markdown_table, E1_SEEDS20),
+    "e1-explore": Figure("docs/e1-explore.json", e1tables.variants_table, E1_EXPLORE),
+    "e1-explore-by-resource": Figure("docs/e1-explore.json", e1tables.by_resource_table,
                                      E1_EXPLORE),
-    "e1-explore-fair-share": Figure("docs/e1-explore.json", e1.fair_share_table,
+    "e1-explore-fair-share": Figure("docs/e1-explore.json", e1tables.fair_share_table,
                                     E1_EXPLORE),
-    "e1-seeds20-by-resource": Figure("docs/e1-seeds20.json", e1.by_resource_table,
+    "e1-seeds20-by-resource": Figure("docs/e1-seeds20.json", e1tables.by_resource_table,
                                      E1_SEEDS20),
-    "e1-seeds20-variants": Figure("docs/e1-seeds20.json", e1.variants_table,
+    "e1-seeds20-variants": Figure("docs/e1-seeds20.json", e1tables.variants_table,
                                   E1_SEEDS20),
-    "e1-seeds20-fairness": Figure("docs/e1-seeds20.json", e1.fairness_table,
+    "e1-seeds20-fairness": Figure("docs/e1-seeds20.json", e1tables.fairness_table,
                                   E1_SEEDS20),
-    "e1-seeds20-fair-share": Figure("docs/e1-seeds20.json", e1.fair_share_table,
+    "e1-seeds20-fair-share": Figure("docs/e1-seeds20.json", e1tables.fair_share_table,
                                     E1_SEEDS20),
     "e2": Figure("docs/e2-sweep.json", sweep.markdown_table,
                  "make e2 && cp runs/e2-sweep/sweep.json docs/e2-sweep.json"),
@@ -80,6 +90,8 @@ FIGURES: dict[str, Figure] = {
                          E2_VIRTUAL),
     "e2-virtual-big": Figure("docs/e2-sweep-virtual-big.json", sweep.markdown_table,
                              E2_VIRTUAL_BIG),
+    "e2-yarn2020": Figure("docs/e2-sweep-yarn2020-periodic.json", yarn2020.markdown_table, E2_YARN2020,
+                          ("docs/e2-sweep-yarn2020-delta.json",)),
     "e2-headline": Figure("docs/e2-sweep.json", sweep.headline_table,
                           "make e2, then the two virtual sweeps (docs/scalability.md §5.2)",
                           ("docs/e2-sweep-virtual.json", "docs/e2-sweep-virtual-big.json")),

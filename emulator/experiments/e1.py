@@ -1,12 +1,12 @@
 """``emulator e1``: the faithful E1 (thesis Tables 4.1-4.3; issue 14) -- 3 seeds x {no packing,
 thesis packing, our `fit` packing} x {preemption off, on} on a fixed node list, in virtual time.
 ``--policies`` / ``--preemption`` choose what runs (e.g. our `fit-fair`), ``--merge`` adds the runs
-to an existing results file.
+to an existing results file, ``--table`` prints the markdown table from the JSON (the tables:
+``e1tables``).
 
-Every figure is reported as mean ± sd over the seeds, beside the pooled-cluster bound of the same
-run. Gap closed: (packing - no packing) / (no-packing bound - no packing) per resource, for the
-same seed and preemption setting. User move: the largest |dominant share / no-packing dominant
-share - 1| over the users (pools) of one run. ``--table`` prints the markdown table from the JSON.
+Preemption runs under a named rule (``--preemption-rule``): ``yt-thesis`` (the scenario's
+calibrated settings, lost work as the CPU preempted tasks used; issue 33) or ``reconstruction``
+(the rule before issue 33).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 import tomllib
@@ -24,34 +23,40 @@ from pathlib import Path
 from typing import Any
 
 from emulator.experiments.e1study import check_alone, e1_grid
+from emulator.experiments.e1tables import (
+    DEFAULT_POLICIES,
+    POLICIES,
+    PREEMPTION,
+    NoBaseline,
+    beside_thesis,
+    markdown_table,
+)
 from emulator.harness.runner import run_blocking
-from emulator.results.compare import REFERENCES
 from emulator.results.summary import write_results
 from emulator.scenario.loader import ScenarioError, load_scenario
 
 SEEDS = (1, 2, 3)
-# variant -> scenario overrides (on top of the file's plain DRF)
-POLICIES: dict[str, dict[str, Any]] = {
-    "none": {"scheduler.policy": "drf"},
-    "thesis": {"scheduler.policy": "packing", "scheduler.packing.preset": "thesis"},
-    "fit": {"scheduler.policy": "packing", "scheduler.packing.preset": "fit"},
-    "fit-fair": {"scheduler.policy": "packing", "scheduler.packing.preset": "fit-fair"},
+# Named preemption rules: scenario overrides on top of the file's `[scheduler.preemption]`.
+PREEMPTION_RULES: dict[str, dict[str, Any]] = {
+    # As the thesis's YT ran it: the scenario file's settings (its tolerance calibrated so that no
+    # packing loses about the thesis's 1.6 pp), lost work the CPU preempted tasks used.
+    "yt-thesis": {"scheduler.preemption.lost_work": "consumed"},
+    # The rule before issue 33: YT's default tolerance and timeout, lost work counted as reserved.
+    "reconstruction": {"scheduler.preemption.tolerance": 0.8,
+                       "scheduler.preemption.starvation_timeout_s": 30.0,
+                       "scheduler.preemption.lost_work": "reserved"},
 }
-# What `emulator e1` runs unless --policies says otherwise (docs/e1.json's columns).
-DEFAULT_POLICIES = ("none", "thesis", "fit")
-# Table column labels (README headline).
-LABELS = {"none": "no packing", "thesis": "thesis packing", "fit": "`fit` packing (ours)",
-          "fit-fair": "`fit-fair` packing (ours)"}
-PREEMPTION = (False, True)
+DEFAULT_PREEMPTION_RULE = "yt-thesis"
 KEYS = ("cpu_utilization", "ram_utilization", "cpu_utilization_excl_preempted", "fair_cpu_bound",
         "fair_ram_bound", "preemptions", "preempted_cpu_s", "fallback_allocations", "refusals",
         "allocations")
 
 
 def _one(path: str, policy: str, preemption: bool, seed: int, out: str,
-         settings: dict[str, Any]) -> dict[str, Any]:
+         settings: dict[str, Any], rule: str = DEFAULT_PREEMPTION_RULE) -> dict[str, Any]:
     os.nice(19)
-    overrides = {**settings, "scheduler.preemption.enabled": preemption, "run.seed": seed}
+    overrides = {**settings, **PREEMPTION_RULES[rule], "scheduler.preemption.enabled": preemption,
+                 "run.seed": seed}
     sc = load_scenario(path, overrides)
     t0 = time.monotonic()
     outcome = run_blocking(sc, None)
@@ -71,27 +76,31 @@ def _one(path: str, policy: str, preemption: bool, seed: int, out: str,
 def run_e1(
     path: Path, out: Path, seeds: tuple[int, ...], jobs: int, say: Callable[[str], None],
     policies: tuple[str, ...] = DEFAULT_POLICIES, preemption: tuple[bool, ...] = PREEMPTION,
-    variants: dict[str, dict[str, Any]] | None = None,
+    variants: dict[str, dict[str, Any]] | None = None, rule: str = DEFAULT_PREEMPTION_RULE,
 ) -> dict[str, Any]:
-    """``variants``: more packing policies, by name, as scenario overrides (``--variant``)."""
+    """``variants``: more packing policies, by name, as scenario overrides (``--variant``);
+    ``rule``: the named preemption rule (PREEMPTION_RULES)."""
     variants = variants or {}
     settings = {**{p: POLICIES[p] for p in policies}, **variants}
     if not settings:
         raise ScenarioError("nothing to run: --policies is empty and no --variant is given")
     for overrides in settings.values():
-        load_scenario(path, overrides)  # bad input fails here, before any worker starts
+        # Bad input fails here, before any worker starts.
+        load_scenario(path, {**overrides, **PREEMPTION_RULES[rule]})
     out.mkdir(parents=True, exist_ok=True)
     cases = [(p, pre, s) for pre in preemption for p in settings for s in seeds]
     rows: list[dict[str, Any]] = []
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(_one, str(path), p, pre, s, str(out), settings[p]) for p, pre, s in cases]
+        futures = [pool.submit(_one, str(path), p, pre, s, str(out), settings[p], rule)
+                   for p, pre, s in cases]
         for fut in futures:
             row = fut.result()
             say(f"{row['policy']:>8} preemption {'on ' if row['preemption'] else 'off'} seed {row['seed']}: "
                 f"CPU {100 * row['cpu_utilization']:.2f}% RAM {100 * row['ram_utilization']:.2f}% "
                 f"({row['wall_s']} s)")
             rows.append(row)
-    result: dict[str, Any] = {"scenario": str(path), "seeds": list(seeds), "runs": rows}
+    result: dict[str, Any] = {"scenario": str(path), "seeds": list(seeds), "preemption_rule": rule,
+                              "runs": rows}
     if variants:
         result["variants"] = variants
     return result
@@ -102,318 +111,20 @@ def merge(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     a partial run (``--policies``) completes a results file without re-running the rest."""
     if old.get("scenario") != new["scenario"]:
         raise ValueError(f"merging runs of {new['scenario']} into results of {old.get('scenario')}")
+    # Files from before issue 33 ran the earlier rule.
+    if old.get("preemption_rule", "reconstruction") != new.get("preemption_rule", "reconstruction"):
+        raise ValueError(f"merging runs of preemption rule {new.get('preemption_rule')} into results "
+                         f"of rule {old.get('preemption_rule', 'reconstruction')}")
     fresh = {(r["policy"], r["preemption"], r["seed"]) for r in new["runs"]}
     runs = [r for r in old["runs"] if (r["policy"], r["preemption"], r["seed"]) not in fresh]
     seeds = list(old["seeds"]) + [s for s in new["seeds"] if s not in old["seeds"]]
     merged = {"scenario": new["scenario"], "seeds": seeds, "runs": runs + new["runs"]}
+    if "preemption_rule" in new:
+        merged["preemption_rule"] = new["preemption_rule"]
     variants = {**old.get("variants", {}), **new.get("variants", {})}
     if variants:
         merged["variants"] = variants
     return merged
-
-
-def _present(data: dict[str, Any]) -> list[str]:
-    """The policies a results file has runs of, in POLICIES order (older files lack `fit-fair`),
-    then its variants."""
-    have = {r["policy"] for r in data["runs"]}
-    return [p for p in POLICIES if p in have] + [v for v in data.get("variants", {}) if v in have]
-
-
-class NoBaseline(ValueError):
-    """A packing run without the no-packing run of its seed and preemption setting."""
-
-
-def _derived(data: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per run: gap closed and largest user move against the no-packing run of the same seed and
-    preemption setting."""
-    base = {(r["preemption"], r["seed"]): r for r in data["runs"] if r["policy"] == "none"}
-    out = []
-    for r in data["runs"]:
-        b = base.get((r["preemption"], r["seed"]))
-        if b is None:
-            raise NoBaseline(f"no no-packing run for preemption {'on' if r['preemption'] else 'off'}, "
-                             f"seed {r['seed']}: gains are measured against it (run --policies none "
-                             "too, or --merge into a file that has it)")
-        d = dict(r)
-        for res, key, bound in (("cpu", "cpu_utilization", "fair_cpu_bound"),
-                                ("ram", "ram_utilization", "fair_ram_bound")):
-            gap = b[bound] - b[key]
-            d[f"gain_{res}"] = r[key] - b[key]
-            d[f"gap_closed_{res}"] = (r[key] - b[key]) / gap if gap > 0 else None
-        moves = [abs(ds / b["pools"][n] - 1) for n, ds in r["pools"].items()
-                 if ds is not None and b["pools"].get(n)]
-        d["user_move_max"] = max(moves) if moves else None
-        out.append(d)
-    return out
-
-
-def _ms(values: list[float | None], scale: float = 100.0, digits: int = 1) -> str:
-    xs = [v * scale for v in values if v is not None]
-    if not xs:
-        return "–"
-    sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
-    return f"{statistics.mean(xs):.{digits}f} ± {sd:.{digits}f}"
-
-
-ROWS: tuple[tuple[str, str, float, int], ...] = (
-    ("cpu_utilization", "CPU %", 100.0, 2),
-    ("ram_utilization", "RAM %", 100.0, 2),
-    ("cpu_utilization_excl_preempted", "CPU excl. preempted %", 100.0, 2),
-    ("preempted_pct", "preempted (lost CPU) %", 100.0, 2),
-    ("fair_cpu_bound", "pooled bound CPU %", 100.0, 2),
-    ("fair_ram_bound", "pooled bound RAM %", 100.0, 2),
-    ("gain_cpu", "CPU gain pp", 100.0, 2),
-    ("gain_ram", "RAM gain pp", 100.0, 2),
-    ("gap_closed_cpu", "CPU gap closed %", 100.0, 0),
-    ("gap_closed_ram", "RAM gap closed %", 100.0, 0),
-    ("user_move_max", "max user dominant-share move %", 100.0, 1),
-    ("preemptions", "preemptions", 1.0, 0),
-    ("fallback_allocations", "all-refused fallbacks", 1.0, 0),
-)
-
-
-def _thesis(key: str) -> str:
-    ref = REFERENCES["thesis-e1"]
-    if key.startswith("gain_"):
-        used = "cpu_utilization" if key == "gain_cpu" else "ram_utilization"
-        return f"{100 * (ref['thesis with packing'][used] - ref['thesis without packing'][used]):+.1f}"
-    a, b = ref["thesis without packing"].get(key), ref["thesis with packing"].get(key)
-    if a is None or b is None:
-        return ""
-    return f"{100 * a:.1f} → {100 * b:.1f} ({100 * (b - a):+.1f} pp)"
-
-
-def _pools(runs: list[dict[str, Any]], policy: str, pre: bool) -> list[dict[str, float]]:
-    return [r["pools"] for r in runs if r["policy"] == policy and r["preemption"] == pre]
-
-
-def _changes(mine: list[dict[str, float]], base: list[dict[str, float]], net: bool = False) -> list[float]:
-    """Per user, signed: mean dominant share in ``mine`` / mean in ``base`` - 1, means over the
-    runs (seed noise averages out), for the users every base run has. ``net``: each user's ratio
-    divided by the ratio of the summed shares, i.e. net of the rise every user shares (a policy
-    that raises every share by 4% moves nobody)."""
-    if not mine or not base:
-        return []
-    names = [n for n in base[0] if all(b.get(n) for b in base)]
-    m = {n: statistics.mean(x[n] for x in mine) for n in names}
-    b = {n: statistics.mean(x[n] for x in base) for n in names}
-    rise = sum(m.values()) / sum(b.values()) if net else 1.0
-    return [m[n] / b[n] / rise - 1 for n in names]
-
-
-def _moves(mine: list[dict[str, float]], base: list[dict[str, float]], net: bool = False) -> list[float]:
-    """Per user, sorted: how far the user moved either way (see ``_changes``)."""
-    return sorted(abs(c) for c in _changes(mine, base, net))
-
-
-def _mean_move(runs: list[dict[str, Any]], policy: str, pre: bool) -> float | None:
-    """The largest user move of the seed means against no packing."""
-    moves = _moves(_pools(runs, policy, pre), _pools(runs, "none", pre))
-    return moves[-1] if moves else None
-
-
-def _noise(runs: list[dict[str, Any]], pre: bool) -> float | None:
-    """The same move between two no-packing runs of different seeds: the metric's noise floor."""
-    base = _pools(runs, "none", pre)
-    moves = [abs(a[n] / b[n] - 1) for a in base for b in base if a is not b for n in a if b.get(n)]
-    return max(moves) if moves else None
-
-
-def markdown_table(data: dict[str, Any]) -> str:
-    runs = _derived(data)
-    lines = []
-    for pre in PREEMPTION:
-        cols = _present(data)
-        n = len(data["seeds"])
-        lines.append(f"**Preemption {'on' if pre else 'off'}** ({n} seeds {data['seeds']}, mean ± sd)")
-        lines.append("")
-        lines.append("| metric | " + " | ".join(f"{c} packing" if c != "none" else "no packing" for c in cols)
-                     + " | thesis without → with (Table 4.3, preemption on) |")
-        lines.append("|---|" + "---|" * (len(cols) + 1))
-        for key, label, scale, digits in ROWS:
-            cells = []
-            for c in cols:
-                vals = [r.get(key) for r in runs if r["policy"] == c and r["preemption"] == pre]
-                cells.append("–" if c == "none" and key.startswith(("gain", "gap", "user")) else
-                             _ms(vals, scale, digits))
-            lines.append(f"| {label} | " + " | ".join(cells) + f" | {_thesis(key) if pre else ''} |")
-        means = [_mean_move(data["runs"], c, pre) for c in cols[1:]]
-        lines.append("| max user move of the seed means % | – | "
-                     + " | ".join("–" if m is None else f"{100 * m:.1f}" for m in means) + " | |")
-        noise = _noise(data["runs"], pre)
-        lines.append("| no packing, seed vs seed: max user move % (noise) | "
-                     + ("–" if noise is None else f"{100 * noise:.1f}") + " |" + " |" * len(cols))
-        lines.append("")
-    return "\n".join(lines).rstrip() + "\n"
-
-
-def headline_table(data: dict[str, Any]) -> str:
-    """The README's short E1 table: preemption on (as the thesis ran), mean ± sd over the seeds."""
-    runs = [r for r in _derived(data) if r["preemption"]]
-    ref = REFERENCES["thesis-e1"]
-    rows = [("CPU %", "cpu_utilization", 2), ("RAM %", "ram_utilization", 2),
-            ("pooled bound CPU / RAM %", "", 1), ("gain over no packing CPU / RAM pp", "gain", 2),
-            ("gap to the bound closed CPU / RAM %", "gap_closed", 0)]
-    seeds = ", ".join(map(str, data["seeds"]))
-    cols = _present(data)
-    head = f"| preemption on, seeds {seeds} | " + " | ".join(LABELS.get(c, c) for c in cols) \
-        + " | the thesis, without → with |"
-    lines = [head, "|---|" + "---|" * (len(cols) + 1)]
-    for label, key, digits in rows:
-        cells = []
-        for policy in cols:
-            mine = [r for r in runs if r["policy"] == policy]
-            if key in ("cpu_utilization", "ram_utilization"):
-                cells.append(_ms([r[key] for r in mine], 100.0, digits))
-            elif key == "":
-                cells.append(" / ".join(_ms([r[b] for r in mine], 100.0, digits)
-                                        for b in ("fair_cpu_bound", "fair_ram_bound")))
-            elif policy == "none":
-                cells.append("–")
-            else:
-                cells.append(" / ".join(_ms([r[f"{key}_{res}"] for r in mine], 100.0, digits)
-                                        for res in ("cpu", "ram")))
-        without, with_ = ref["thesis without packing"], ref["thesis with packing"]
-        pair = {k: f"{100 * without[k]:.1f} → {100 * with_[k]:.1f}"
-                for k in ("cpu_utilization", "ram_utilization")}
-        thesis = {**pair, "gain": _thesis("gain_cpu") + " / " + _thesis("gain_ram")}.get(key, "")
-        lines.append(f"| {label} | " + " | ".join(cells) + f" | {thesis} |")
-    return "\n".join(lines) + "\n"
-
-
-def fairness_table(data: dict[str, Any]) -> str:
-    """How far packing moves users from their no-packing dominant share, on the seed means, beside
-    the same measure between two halves of the no-packing seeds (what noise alone gives)."""
-    runs, seeds = data["runs"], list(data["seeds"])
-    half = set(seeds[: len(seeds) // 2])
-    lines = ["| preemption | policy | users | max move | users moved > 10% | median move | "
-             "noise: max move between two halves of the no-packing seeds |", "|---|---|---|---|---|---|---|"]
-    for pre in PREEMPTION:
-        plain = [r for r in runs if r["policy"] == "none" and r["preemption"] == pre]
-        halves = _moves([r["pools"] for r in plain if r["seed"] in half],
-                        [r["pools"] for r in plain if r["seed"] not in half])
-        noise = f"{100 * halves[-1]:.1f}%" if halves else "–"
-        for policy in [p for p in _present(data) if p != "none"]:
-            moves = _moves(_pools(runs, policy, pre), _pools(runs, "none", pre))
-            if not moves:
-                continue
-            lines.append(
-                f"| {'on' if pre else 'off'} | {policy} | {len(moves)} | {100 * moves[-1]:.1f}% | "
-                f"{sum(v > 0.10 for v in moves)} | {100 * statistics.median(moves):.1f}% | {noise} |")
-    return "\n".join(lines) + "\n"
-
-
-def variants_table(data: dict[str, Any]) -> str:
-    """One row per packing policy and preemption setting: gains, gap closed and how far users move
-    (on the seed means; raw, net of the rise all users share, and the largest fall: the one-sided
-    reading, "no user loses more than 10%"), against the thesis's gains."""
-    runs, derived = data["runs"], _derived(data)
-    lines = ["| preemption | policy | CPU / RAM gain pp | CPU / RAM gap closed % | max user move % "
-             "| users moved > 10% | max move net of the common rise % | users > 10% net "
-             "| largest user loss % |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for pre in PREEMPTION:
-        for policy in [p for p in _present(data) if p != "none"]:
-            mine = [r for r in derived if r["policy"] == policy and r["preemption"] == pre]
-            if not mine:
-                continue
-            signed = _changes(_pools(runs, policy, pre), _pools(runs, "none", pre))
-            if not signed:
-                continue
-            raw = sorted(map(abs, signed))
-            net = _moves(_pools(runs, policy, pre), _pools(runs, "none", pre), net=True)
-            loss = max(0.0, -min(signed))
-            gains = " / ".join(_ms([r[f"gain_{x}"] for r in mine], 100.0, 2) for x in ("cpu", "ram"))
-            gaps = " / ".join(_ms([r[f"gap_closed_{x}"] for r in mine], 100.0, 0) for x in ("cpu", "ram"))
-            lines.append(
-                f"| {'on' if pre else 'off'} | {policy} | {gains} | {gaps} | {100 * raw[-1]:.1f} | "
-                f"{sum(v > 0.10 for v in raw)} | {100 * net[-1]:.1f} | {sum(v > 0.10 for v in net)} | "
-                f"{100 * loss:.1f} |")
-    thesis = f"{_thesis('gain_cpu')} / {_thesis('gain_ram')}"
-    lines.append(f"| on | the thesis (Table 4.3) | {thesis} | | | | | | |")
-    return "\n".join(lines) + "\n"
-
-
-def fair_share_table(data: dict[str, Any]) -> str:
-    """How far each policy leaves users from DRF's own fair share (progressive filling on the pooled
-    cluster, with each user's demand, in the same run): per user the seed mean of the dominant share
-    over the seed mean of the fair share, minus 1. Unlike the move against no packing, this needs no
-    second run, and no packing is measured the same way. Policies whose runs lack fair shares (older
-    results files) are left out."""
-    lines = ["| preemption | policy | max distance from fair share % | users > 10% above | "
-             "users > 10% below | mean distance % |", "|---|---|---|---|---|---|"]
-    for pre in PREEMPTION:
-        for policy in _present(data):
-            mine = [r for r in data["runs"] if r["policy"] == policy and r["preemption"] == pre]
-            if not mine or not all(r.get("fair") for r in mine):
-                continue
-            names = [n for n in mine[0]["fair"] if all(r["fair"].get(n) for r in mine)]
-            dev = [statistics.mean(r["pools"][n] for r in mine)
-                   / statistics.mean(r["fair"][n] for r in mine) - 1 for n in names]
-            if not dev:
-                continue
-            lines.append(
-                f"| {'on' if pre else 'off'} | {policy} | {100 * max(map(abs, dev)):.1f} | "
-                f"{sum(d > 0.10 for d in dev)} | {sum(d < -0.10 for d in dev)} | "
-                f"{100 * statistics.mean(map(abs, dev)):.1f} |")
-    return "\n".join(lines) + "\n"
-
-
-def dominant_resources(scenario: str) -> dict[str, str]:
-    """Per pool of an E1 scenario with fixed node and task sizes: "ram" when its operations ask more
-    GiB per core than the cluster holds (RAM is its dominant resource), else "cpu"."""
-    sc = load_scenario(scenario)
-
-    def fixed(value: object) -> float:
-        if not isinstance(value, int | float):
-            raise ValueError(f"{scenario}: dominant resources need fixed node and task sizes")
-        return float(value)
-
-    cores = sum(g.count * fixed(g.cpu) for g in sc.cluster.nodes)
-    per_core = sum(g.count * fixed(g.ram_gib) for g in sc.cluster.nodes) / cores
-    return {o.pool: "ram" if fixed(o.ram_gib) / fixed(o.cpu) > per_core else "cpu"
-            for o in sc.workload.operations}
-
-
-def _jain(shares: dict[str, float]) -> float:
-    x = list(shares.values())
-    return sum(x) ** 2 / (len(x) * sum(v * v for v in x))
-
-
-def by_resource_table(data: dict[str, Any]) -> str:
-    """Where packing's gain goes: per policy, the rise of CPU and RAM use and the mean move of the
-    users whose dominant resource is RAM and of those whose is CPU (seed means, against no
-    packing); and Jain's index of the users' dominant shares (per run, mean over seeds)."""
-    kind = dominant_resources(data["scenario"])
-    runs = data["runs"]
-    lines = ["| preemption | policy | CPU use rise % | RAM use rise % | mean move, RAM-dominant users % "
-             "| mean move, CPU-dominant users % | max user move % | Jain's index of dominant shares |",
-             "|---|---|---|---|---|---|---|---|"]
-    for pre in PREEMPTION:
-        base = [r for r in runs if r["policy"] == "none" and r["preemption"] == pre]
-        if not base:
-            continue
-        b = {n: statistics.mean(r["pools"][n] for r in base) for n in base[0]["pools"]}
-        b_cpu = statistics.mean(r["cpu_utilization"] for r in base)
-        b_ram = statistics.mean(r["ram_utilization"] for r in base)
-        for policy in _present(data):
-            mine = [r for r in runs if r["policy"] == policy and r["preemption"] == pre]
-            if not mine:
-                continue
-            jain = statistics.mean(_jain(r["pools"]) for r in mine)
-            if policy == "none":
-                lines.append(f"| {'on' if pre else 'off'} | none | | | | | | {jain:.3f} |")
-                continue
-            m = {n: statistics.mean(r["pools"][n] for r in mine) for n in b}
-            move = {n: m[n] / b[n] - 1 for n in b if b[n]}
-            group = {k: [v for n, v in move.items() if kind.get(n) == k] for k in ("ram", "cpu")}
-            cpu = statistics.mean(r["cpu_utilization"] for r in mine) / b_cpu - 1
-            ram = statistics.mean(r["ram_utilization"] for r in mine) / b_ram - 1
-            lines.append(
-                f"| {'on' if pre else 'off'} | {policy} | {100 * cpu:+.1f} | {100 * ram:+.1f} | "
-                f"{100 * statistics.mean(group['ram']):+.1f} | {100 * statistics.mean(group['cpu']):+.1f} | "
-                f"{100 * max(abs(v) for v in move.values()):.1f} | {jain:.3f} |")
-    return "\n".join(lines) + "\n"
 
 
 def _seeds(text: str) -> tuple[int, ...]:
@@ -493,12 +204,12 @@ def cmd_e1(args: argparse.Namespace) -> int:
             check_alone(args)
             grid = e1_grid(Path(args.study), POLICIES)
             data = run_e1(grid.scenario, Path(args.out), grid.seeds, args.jobs, print, grid.policies,
-                          grid.preemption, grid.variants)
+                          grid.preemption, grid.variants, args.preemption_rule)
         else:
             data = run_e1(Path(args.file), Path(args.out), args.seeds or SEEDS, args.jobs, print,
                           DEFAULT_POLICIES if args.policies is None else args.policies,
                           PREEMPTION_CHOICES[args.preemption],
-                          dict(args.variant or []))
+                          dict(args.variant or []), args.preemption_rule)
     except ScenarioError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -508,6 +219,10 @@ def cmd_e1(args: argparse.Namespace) -> int:
         except (ValueError, KeyError, TypeError) as err:
             print(f"error: {dest}: cannot merge ({type(err).__name__}: {err})", file=sys.stderr)
             return 2
+    try:
+        data["beside_thesis"] = beside_thesis(data)
+    except NoBaseline:
+        data.pop("beside_thesis", None)  # a partial file: the summary comes with the no-packing runs
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     try:
@@ -531,6 +246,9 @@ def add_command(sub: Any) -> None:
                    help="also run this packing policy (repeatable), e.g. fit-w60=fit,window=60")
     s.add_argument("--preemption", choices=list(PREEMPTION_CHOICES), default="both",
                    help="preemption settings to run (default both)")
+    s.add_argument("--preemption-rule", choices=list(PREEMPTION_RULES), default=DEFAULT_PREEMPTION_RULE,
+                   help="yt-thesis: the scenario's calibrated preemption, lost work as CPU used (default); "
+                        "reconstruction: the earlier rule (tolerance 0.8, lost work as reserved)")
     s.add_argument("--merge", action="store_true",
                    help="add the runs to the --json file's (same policy, preemption and seed replaced)")
     s.add_argument("--table", metavar="JSON", help="only print the markdown table of an e1.json")

@@ -16,6 +16,7 @@ import msgspec
 from emulator.scenario.checks import first_problem
 from emulator.scenario.credentials import CredentialsError, resolve_credentials
 from emulator.scenario.schema import Scenario, TraceConfig
+from rm.config import SERVICE_TIME_PRESETS
 
 
 class ScenarioError(Exception):
@@ -114,6 +115,7 @@ def scenario_from_dict(
     """``base_dir``: where a relative ``rm.credentials_file`` is (default: the current directory);
     ``machine_bytes``: the memory the run must fit in (default: what this machine has available)."""
     data = _expand_queues(_expand_trace(data, source, base_dir), source, base_dir)
+    data = _expand_service_time(data, source)
     try:
         scenario = msgspec.convert(data, Scenario, strict=True)
     except msgspec.ValidationError as err:
@@ -127,6 +129,21 @@ def scenario_from_dict(
         return resolve_credentials(scenario, base_dir)
     except CredentialsError as err:
         raise ScenarioError(f"{source}: {err}") from None
+
+
+def _expand_service_time(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """``[rm] service_time = "NAME"``: a named service-time model becomes its table of costs (so the
+    resolved scenario a run records replays without the name)."""
+    rm = data.get("rm")
+    if not isinstance(rm, dict) or not isinstance(rm.get("service_time"), str):
+        return data
+    name = rm["service_time"]
+    preset = SERVICE_TIME_PRESETS.get(name)
+    if preset is None:
+        names = ", ".join(f"`{n}`" for n in SERVICE_TIME_PRESETS)
+        raise ScenarioError(_printable(f"{source}: at `rm.service_time`: unknown service-time model "
+                                       f"`{name}`; expected a table of costs or one of {names}"))
+    return {**data, "rm": {**rm, "service_time": msgspec.to_builtins(preset)}}
 
 
 def _expand_trace(data: dict[str, Any], source: str, base_dir: Path | None) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from emulator.experiments.e1 import _derived, fairness_table, headline_table, markdown_table
+from emulator.experiments.e1tables import _derived, fairness_table, headline_table, markdown_table
 
 
 def run(policy: str, pre: bool, seed: int, cpu: float, ram: float, u1: float) -> dict[str, Any]:
@@ -119,7 +119,8 @@ def test_variants_are_named_packing_overrides_and_get_their_own_rows() -> None:
 
     import pytest
 
-    from emulator.experiments.e1 import _variant, variants_table
+    from emulator.experiments.e1 import _variant
+    from emulator.experiments.e1tables import variants_table
 
     name, overrides = _variant("fit-w60=fit,window=60,share_band=0.25")
     assert name == "fit-w60"
@@ -154,7 +155,7 @@ def test_an_empty_policy_list_runs_only_the_variants() -> None:
 
 
 def test_by_resource_splits_users_by_their_dominant_resource(tmp_path) -> None:
-    from emulator.experiments.e1 import by_resource_table, dominant_resources
+    from emulator.experiments.e1tables import by_resource_table, dominant_resources
 
     scenario = tmp_path / "e1.toml"
     scenario.write_text("""
@@ -186,7 +187,7 @@ seconds_mean = 10
 
 
 def test_fair_share_table_measures_each_policy_against_drf_fair_share() -> None:
-    from emulator.experiments.e1 import fair_share_table
+    from emulator.experiments.e1tables import fair_share_table
 
     d = data()
     for r in d["runs"]:

@@ -17,10 +17,10 @@ def test_fit_is_a_preset_beside_thesis_and_yt() -> None:
     assert fit.all_refused == "best_continue"
     assert thesis.all_refused == "neediest_stop"
     assert PackingConfig(preset="yt").resolve().all_refused == "neediest_stop"
-    # The thesis's heuristic and test, pickier: no better offer among the last 30.
+    # The thesis's heuristic and test, pickier: no better offer among the last 60.
     assert (fit.heuristic, fit.significance, fit.warmup_refusals) == (
         thesis.heuristic, thesis.significance, thesis.warmup_refusals)
-    assert (fit.window, fit.k) == (30, 0)
+    assert (fit.window, fit.k) == (60, 0)
 
 
 def test_all_refused_starts_the_best_packer_and_the_update_goes_on() -> None:

@@ -10,8 +10,9 @@ import pytest
 
 from emulator.cli.figure_table import FIGURES
 from emulator.cli.main import main
-from emulator.experiments.e1 import DEFAULT_POLICIES, POLICIES, PREEMPTION, SEEDS
+from emulator.experiments.e1 import SEEDS
 from emulator.experiments.e1study import e1_grid
+from emulator.experiments.e1tables import DEFAULT_POLICIES, POLICIES, PREEMPTION
 from emulator.results.figures import stale
 from emulator.results.record import load_record
 from emulator.scenario.loader import load_scenario
