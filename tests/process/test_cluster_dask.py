@@ -82,7 +82,7 @@ def test_node_hosts_run_as_tasks_on_the_dask_workers_and_report_back(
 ) -> None:
     client, address = cluster
     pids = set(client.run(os.getpid).values())
-    proc, out = start_run(tmp_path, address, nodes=60, duration=60)
+    proc, out = start_run(tmp_path, address, nodes=60, duration=30)
     err = finish(proc, 60)
     assert proc.returncode == 0, err
     s = json.loads((out / "summary.json").read_text())

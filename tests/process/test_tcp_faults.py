@@ -110,8 +110,8 @@ def test_message_faults_lose_and_duplicate_no_task(fault: dict[str, Any]) -> Non
         workload={"operations": [
             {"name": "a", "cpu": 1, "ram_gib": 2, "tasks": 150, "seconds_mean": 15, "seconds_deviation": 4},
         ]},
-        faults=[{"kind": "messages", "at_s": 0, "duration_s": 150, **fault}],
-        run={"duration_s": 240, "clock": "realtime", "speed": 40, "seed": 3},
+        faults=[{"kind": "messages", "at_s": 0, "duration_s": 100, **fault}],
+        run={"duration_s": 160, "clock": "realtime", "speed": 40, "seed": 3},
     )
     out = run_blocking(sc, check_invariants=True)
     s = build_summary(out)
