@@ -21,14 +21,13 @@ import argparse
 import json
 import math
 import random
-import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import msgspec
 
 from emulator.measure.binpack import ALGORITHMS, RATIOS, lower_bound
-from emulator.scenario.loader import ScenarioError
+from emulator.scenario.tomlfile import decode_file, has_table
 from nodemanager.usage import UsageProcess
 from rm.protocol import UsageModel
 from rm.scheduler.sbp import (
@@ -85,20 +84,11 @@ class E5File(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
 
 def is_e5_file(path: Path) -> bool:
     """A TOML file whose top level has an ``e5`` table (and can be read)."""
-    try:
-        return "e5" in tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
-        return False
+    return has_table(path, "e5")
 
 
 def load(path: Path) -> E5Config:
-    try:
-        return msgspec.toml.decode(path.read_bytes(), type=E5File).e5
-    except FileNotFoundError as err:
-        raise ScenarioError(f"{path}: no such file") from err
-    except (msgspec.ValidationError, msgspec.DecodeError) as err:
-        text = str(err).replace("`$.", "`")
-        raise ScenarioError(f"{path}: {text}") from err
+    return decode_file(path, E5File).e5
 
 
 class Task:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 import time
-import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -40,7 +39,7 @@ from emulator.experiments.e5pack import (
     significant_count,
     skewness,
 )
-from emulator.scenario.loader import ScenarioError
+from emulator.scenario.tomlfile import decode_file, has_table
 from rm.scheduler.sbp import z
 
 Method = Literal["request", "av", "perc", "gpa-g", "gpa-sqrt", "cantelli", "emp-perc"]
@@ -75,21 +74,12 @@ class E5ClusterFile(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, fr
 
 
 def is_e5_cluster_file(path: Path) -> bool:
-    try:
-        return "e5_cluster" in tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
-        return False
+    return has_table(path, "e5_cluster")
 
 
 def load(path: Path) -> Packing:
     """The file's ``[e5_cluster]`` table; a bad one is one ScenarioError naming file and field."""
-    try:
-        return msgspec.toml.decode(path.read_bytes(), type=E5ClusterFile).e5_cluster
-    except FileNotFoundError as err:
-        raise ScenarioError(f"{path}: no such file") from err
-    except (msgspec.ValidationError, msgspec.DecodeError) as err:
-        text = str(err).replace("`$.", "`")
-        raise ScenarioError(f"{path}: {text}") from err
+    return decode_file(path, E5ClusterFile).e5_cluster
 
 
 def configs(cfg: Packing) -> list[tuple[str, str, float | None, float]]:
