@@ -100,6 +100,8 @@ FIGURES: dict[str, Figure] = {
                           ("docs/e2-sweep-virtual.json", "docs/e2-sweep-virtual-big.json",
                            "docs/e2-sweep-repeat.json")),
     "e2-repeat": Figure("docs/e2-sweep-repeat.json", sweep.markdown_table, E2_REPEAT),
+    "e2-dask": Figure("docs/e2-sweep-dask.json", sweep.markdown_table,
+                      "make e2-dask && cp runs/e2-sweep-dask/sweep.json docs/e2-sweep-dask.json"),
     "e3": Figure("docs/ring-e3.json", e3.markdown_table,
                  "make e3 && cp runs/e3/e3.json docs/ring-e3.json"),
     "e3-tcp": Figure("docs/e3-tcp.json", e3tcp.markdown_table,
