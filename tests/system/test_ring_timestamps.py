@@ -15,7 +15,7 @@ from emulator.harness.runner import run_blocking
 from emulator.scenario.loader import load_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
-NODES = 300
+NODES = 200
 
 SHRUNK: dict[str, dict[str, Any]] = {
     "e3-crash": {"run": {"duration_s": 280.0}, "faults": [{"kind": "crash", "at_s": 200, "fraction": 0.05}]},
