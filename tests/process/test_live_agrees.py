@@ -72,8 +72,9 @@ async def test_the_page_and_metrics_agree_with_summary_json_at_the_end(tmp_path:
     for name in ("h1", "h2", "nodes_lost", "heartbeats_sent", "cpu_utilization", "false_removals"):
         assert page[name] == summary[name], name
     assert page["detection_latency_s"] == summary["detection_latency_s"]
-    # Whole-run figures are bounded as defined; values of the last instant are named *_now.
-    assert 0 < page["h1"] <= 1 and 0 < page["h2"] <= 1
+    # Whole-run figures are bounded as defined (0 is one: an interval whose answers all came late,
+    # which a real-time run on a busy machine may have); values of the last instant are *_now.
+    assert 0 <= page["h1"] <= 1 and 0 <= page["h2"] <= 1
     assert "cpu_utilization_now" in page and "h1_now" in page
     states = {dict(k)["state"]: v for k, v in metrics["hbemu_nodes"].items()}
     assert sum(states.values()) == NODES
