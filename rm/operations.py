@@ -87,6 +87,13 @@ class Pool:
             p = p.parent
         return cpu, ram
 
+    def takes(self, demand: Resources) -> bool:
+        """A task of ``demand`` fits under this pool's maximum and every maximum above it."""
+        if not self.capped:
+            return True
+        cpu, ram = self.room()
+        return demand.cpu <= cpu + 1e-9 and demand.ram_gib <= ram + 1e-9
+
     def ancestors(self) -> list[Pool]:
         chain: list[Pool] = []
         p: Pool | None = self

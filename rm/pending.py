@@ -242,13 +242,12 @@ def _order_reason(op: Operation, ahead: list[Ahead], tiered: bool, cap: Resource
 def _pool_reasons(op: Operation, fair: dict[str, float], cap: Resources, reasons: dict[str, int],
                   lines: list[str]) -> None:
     """The pools above ``op`` (not the root) at their maximum or above their fair share."""
-    if op.pool.capped:
+    if not op.pool.takes(op.demand):
         cpu, ram = op.pool.room()
-        if op.demand.cpu > cpu + 1e-9 or op.demand.ram_gib > ram + 1e-9:
-            reasons["pool_at_maximum"] = 1
-            room = [f"{max(v, 0.0):g} {unit}" for v, unit in ((cpu, "cpu"), (ram, "GiB")) if v < math.inf]
-            lines.append(f"its pool is at its maximum: room for {' and '.join(room)} more, a task needs "
-                         f"{_demand(op.demand)}")
+        reasons["pool_at_maximum"] = 1
+        room = [f"{max(v, 0.0):g} {unit}" for v, unit in ((cpu, "cpu"), (ram, "GiB")) if v < math.inf]
+        lines.append(f"its pool is at its maximum: room for {' and '.join(room)} more, a task needs "
+                     f"{_demand(op.demand)}")
     over = []
     for p in op.pools_up[:-1]:
         fair_share = fair.get(p.name, 0.0)

@@ -163,7 +163,4 @@ class TierPreemptor:
 def _below_max(op: Operation) -> bool:
     """A task of ``op`` fits under its pool's maximum (and those above): preempting for one that
     does not would start nothing."""
-    if not op.pool.capped:
-        return True
-    cpu, ram = op.pool.room()
-    return op.demand.cpu <= cpu + EPS and op.demand.ram_gib <= ram + EPS
+    return op.pool.takes(op.demand)

@@ -32,9 +32,6 @@ class FIFOPolicy(PolicyBase):
         free_cpu = node.free_cpu + EPS
         free_ram = node.free_ram + EPS
         for op in self.queue:
-            if op.pending and op.demand.cpu <= free_cpu and op.demand.ram_gib <= free_ram:
-                if op.pool.capped:  # not past its pool's (or a pool above's) maximum
-                    cpu, ram = op.pool.room()
-                    if op.demand.cpu > cpu + EPS or op.demand.ram_gib > ram + EPS:
-                        continue
+            fits = op.demand.cpu <= free_cpu and op.demand.ram_gib <= free_ram
+            if op.pending and fits and op.pool.takes(op.demand):  # not past a pool maximum
                 yield op
