@@ -60,7 +60,8 @@ class Dispatcher(Generic[T]):
         self.depth_max = 0
         self.processed = 0
         self.busy_s = 0.0
-        self.waits = LogHistogram()
+        self._waits = LogHistogram()
+        self._served_at_once = 0  # items that waited 0 s (folded into the waits when read)
         self._stalled_until = 0.0
         # Fault injection (RM overload): every service-time cost is multiplied by this.
         self.cost_scale = 1.0
@@ -76,7 +77,7 @@ class Dispatcher(Generic[T]):
             # ``_drain`` would, without the queue's bookkeeping (every heartbeat comes this way).
             if not self.depth_max:
                 self.depth_max = 1
-            self.waits.add(0.0)
+            self._served_at_once += 1
             self._draining = True
             try:
                 self._handle(item)
@@ -125,7 +126,7 @@ class Dispatcher(Generic[T]):
                     self._since_low = 0
                     t_enq, item, weight = low.popleft()
                     self._low_weight -= weight
-                self.waits.add(now - t_enq)
+                self._waits.add(now - t_enq)
                 cost = self._cost_s(item) * self.cost_scale if self._cost_s is not None else 0.0
                 if cost > 0:
                     self.busy_s += cost
@@ -179,13 +180,17 @@ class Dispatcher(Generic[T]):
         return len(self._queue) + len(self._low)
 
     def statistics(self) -> DispatcherStatistics:
+        if self._served_at_once:
+            self._waits.add_many(0.0, self._served_at_once)
+            self._served_at_once = 0
+        waits = self._waits
         return DispatcherStatistics(
             depth=len(self._queue) + len(self._low),
             depth_max=self.depth_max,
             processed=self.processed,
             busy_s=self.busy_s,
-            wait_mean_s=self.waits.mean(),
-            wait_p99_s=self.waits.quantile(0.99),
-            wait_max_s=self.waits.max,
+            wait_mean_s=waits.mean(),
+            wait_p99_s=waits.quantile(0.99),
+            wait_max_s=waits.max,
             dropped=self.dropped,
         )

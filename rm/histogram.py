@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 _BUCKETS_PER_OCTAVE = 16
 _MIN = 1e-9
@@ -42,6 +43,20 @@ class LogHistogram:
             return
         b = math.floor(math.log2(value) * _BUCKETS_PER_OCTAVE)
         self._buckets[b] = self._buckets.get(b, 0) + n
+
+    @classmethod
+    def merged(cls, parts: Iterable[LogHistogram]) -> LogHistogram:
+        """One histogram of every observation of ``parts``."""
+        out = cls()
+        buckets = out._buckets
+        for h in parts:
+            out.count += h.count
+            out.zeros += h.zeros
+            out.sum += h.sum
+            out.max = max(out.max, h.max)
+            for b, n in h._buckets.items():
+                buckets[b] = buckets.get(b, 0) + n
+        return out
 
     def mean(self) -> float:
         return self.sum / self.count if self.count else 0.0

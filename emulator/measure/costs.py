@@ -59,7 +59,8 @@ class RMCostMeter:
         self.arrived_by_interval: dict[int, int] = {}
         self.timely_by_interval: dict[int, int] = {}
         self._arrival: dict[Any, float] = {}
-        # Wall seconds per handled item, by its type (``busy`` names them).
+        # Wall seconds per node message handled, by its type (``busy`` names them with the
+        # scheduler's events, which the decision timer holds).
         self._busy: dict[type, LogHistogram] = {}
         self.decode = LogHistogram()
         self.heartbeat_fit = LinearFit()
@@ -70,21 +71,26 @@ class RMCostMeter:
         # update runs at once when the scheduler is free): counted for the event, not twice.
         self._nested_s = 0.0
         self._allocs_seen = 0  # allocations when the last scheduler event ended
+        self._decisions: DecisionTimer | None = None  # times the scheduler's events (``install``)
 
     def install(self, decisions: DecisionTimer | None = None) -> None:
         """``decisions``: the run's scheduler-decision timer, already installed; its clock
-        readings time the scheduler's events here too (else the meter times them itself)."""
+        readings and histograms time the scheduler's events here too (else the meter installs
+        one of its own)."""
         self._allocs_seen = self._rm.allocations
-        if decisions is not None:
-            decisions.observer = self._on_event
-            self._rm.instrument(self._wrap_inbound, lambda handler: handler)
+        if decisions is None:
+            decisions = DecisionTimer()
+            self._rm.instrument(self._wrap_inbound, decisions.wrap)
         else:
-            self._rm.instrument(self._wrap_inbound, self._wrap_events)
+            self._rm.instrument(self._wrap_inbound, lambda handler: handler)
+        decisions.observer = self._on_event
+        self._decisions = decisions
 
     @property
     def busy(self) -> dict[str, LogHistogram]:
         """Wall seconds per handled item, by kind (message or event type name)."""
-        return {cls.__name__: h for cls, h in self._busy.items()}
+        events = self._decisions.by_type if self._decisions is not None else {}
+        return {cls.__name__: h for cls, h in (*self._busy.items(), *events.items())}
 
     def start(self) -> None:
         self._wall0, self._cpu0 = wall_time(), time.process_time()
@@ -133,27 +139,10 @@ class RMCostMeter:
 
         return stamped
 
-    def _wrap_events(self, handler: Handler[SchedulerItem]) -> Handler[SchedulerItem]:
-        on_event = self._on_event
-        now = wall_time
-
-        def timed(item: SchedulerItem) -> float | None:
-            t0 = now()
-            extra = handler(item)
-            on_event(item, now() - t0)
-            return extra
-
-        return timed
-
     def _on_event(self, item: SchedulerItem, dt: float) -> None:
         """A scheduler event took ``dt`` wall seconds. Allocations happen only in events, so
         those made since the last one ended are this one's."""
         self._nested_s += dt
-        cls = type(item)
-        h = self._busy.get(cls)
-        if h is None:
-            h = self._busy[cls] = LogHistogram()
-        h.add(dt)
         allocs = self._rm.allocations
         made, self._allocs_seen = allocs - self._allocs_seen, allocs
         if isinstance(item, NodeUpdate):
@@ -167,7 +156,7 @@ class RMCostMeter:
     # ---- report -------------------------------------------------------------------------
 
     def busy_s(self) -> float:
-        return sum(h.sum for h in self._busy.values()) + self.decode.sum
+        return sum(h.sum for h in self.busy.values()) + self.decode.sum
 
     def report(
         self, nodes: int, emulated_s: float, speed: float, traffic: dict[str, int] | None

@@ -20,11 +20,16 @@ from rm.scheduling import SchedulerItem
 BUCKETS_US = (5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 50000.0, 250000.0)
 
 
+_BUCKETS_S = tuple(edge / 1e6 for edge in BUCKETS_US)
+
+
 class DecisionTimer:
     def __init__(self, now: Callable[[], float] = wall_time) -> None:
         """``now``: a monotonic wall clock in seconds (injectable for tests)."""
         self._now = now
-        self.histogram = LogHistogram()  # µs
+        # Wall seconds per event, by its type (one histogram update per event: the cost meter of
+        # a real-time run reads these too, rather than timing the same events again).
+        self.by_type: dict[type, LogHistogram] = {}
         self.counts = [0] * (len(BUCKETS_US) + 1)
         # Told each item and its wall seconds (the cost meter of a real-time run): one clock
         # reading per event serves both, which is measurement the RM process pays per heartbeat.
@@ -32,13 +37,19 @@ class DecisionTimer:
 
     def wrap(self, handler: Handler[SchedulerItem]) -> Handler[SchedulerItem]:
         now = self._now
-        add = self.add
+        by_type = self.by_type
+        counts = self.counts
 
         def timed(item: SchedulerItem) -> float | None:
             t0 = now()
             extra = handler(item)
             dt = now() - t0
-            add(dt * 1e6)
+            cls = type(item)
+            h = by_type.get(cls)
+            if h is None:
+                h = by_type[cls] = LogHistogram()
+            h.add(dt)
+            counts[bisect_left(_BUCKETS_S, dt)] += 1
             observer = self.observer
             if observer is not None:
                 observer(item, dt)
@@ -46,17 +57,17 @@ class DecisionTimer:
 
         return timed
 
-    def add(self, us: float) -> None:
-        self.histogram.add(us)
-        self.counts[bisect_left(BUCKETS_US, us)] += 1
+    def total_s(self) -> float:
+        """Wall seconds of every event timed."""
+        return sum(h.sum for h in self.by_type.values())
 
     def summary(self) -> dict[str, float]:
-        """``{"count", "p50", "p90", "p99", "max"}`` in µs (quantiles within ~4%)."""
-        h = self.histogram
+        """``{"count", "p50", "p90", "p99", "max"}`` in µs over every event (quantiles within ~4%)."""
+        h = LogHistogram.merged(self.by_type.values())
         return {
             "count": h.count,
-            "p50": round(h.quantile(0.5), 3),
-            "p90": round(h.quantile(0.9), 3),
-            "p99": round(h.quantile(0.99), 3),
-            "max": round(h.max, 3),
+            "p50": round(h.quantile(0.5) * 1e6, 3),
+            "p90": round(h.quantile(0.9) * 1e6, 3),
+            "p99": round(h.quantile(0.99) * 1e6, 3),
+            "max": round(h.max * 1e6, 3),
         }

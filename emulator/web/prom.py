@@ -111,7 +111,7 @@ class RunCollector(Collector):
         yield HistogramMetricFamily(
             "hbemu_scheduler_decision_seconds",
             "Wall time the scheduler took per event (node update or scheduling pass).",
-            buckets=buckets, sum_value=d.histogram.sum / 1e6,
+            buckets=buckets, sum_value=d.total_s(),
         )
 
 
