@@ -146,7 +146,7 @@ class MembershipService:
             sus.timer.cancel()
         if node.machine_id not in self.ring:
             self.ring.insert(node.machine_id, node.peer_endpoint)
-            self.publisher.changed()
+            self.publisher.changed(removal=False)
 
     def node_left(self, node: NodeRecord) -> None:
         mid = node.machine_id
@@ -156,7 +156,7 @@ class MembershipService:
         self._held.pop(mid, None)
         if mid in self.ring:
             self.ring.remove(mid)
-            self.publisher.changed()
+            self.publisher.changed(removal=True)
 
     # ---- node messages -----------------------------------------------------------------
 

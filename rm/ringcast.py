@@ -1,8 +1,9 @@
 """How the RM publishes ring changes (issue 34): batches of joins and removals become versioned
 deltas, sent to the nodes they concern first; a bounded history answers a node that fell behind.
 
-- Batching: a change waits at most ``batch_s`` (the first pending change's age) or until
-  ``batch_max`` removals are pending (joins do not count: see ``RingConfig.batch_max``). The
+- Batching: a removal waits at most ``batch_s`` (the first pending removal's age) or until
+  ``batch_max`` removals are pending; joins alone wait ``join_batch`` intervals (a start-up
+  storm is a few deltas, not one per half second: each goes to every node). The
   age is checked by a timer *and* whenever the RM handles a message (``flush_due``): a timer
   starves while the RM drains a long inbound queue, and a delta that tells a watcher its new
   predecessor then reaches it seconds late.
@@ -76,6 +77,7 @@ class RingPublisher:
     ) -> None:
         self.ring = ring
         self._batch_s = config.batch_s
+        self._join_batch_s = config.join_batch * config.interval_s
         self._batch_max = config.batch_max
         self._clock = clock
         self._log = log
@@ -83,7 +85,9 @@ class RingPublisher:
         self.stats = stats
         self._encoder = msgspec.msgpack.Encoder()
         self._timer: Timer | None = None
-        self._pending_since: float | None = None
+        self._pending_since: float | None = None  # the first pending change (a join or a removal)
+        self._removal_since: float | None = None  # the first pending removal
+        self._timer_at = float("inf")
         self._snapshot: tuple[int, Ring, int] | None = None
         # (delta, its encoded size, the view it produced), oldest first.
         self._recent: deque[tuple[RingDelta, int, RingView]] = deque(maxlen=RECENT_DELTAS)
@@ -101,31 +105,49 @@ class RingPublisher:
         if self._timer is not None:
             self._timer.cancel()
         self._timer = None
+        self._timer_at = float("inf")
 
     # ---- batching -----------------------------------------------------------------------
 
-    def changed(self) -> None:
-        """The ring changed (a join or a removal): publish within ``batch_s``."""
+    def changed(self, removal: bool) -> None:
+        """The ring changed (a join or a removal): publish within ``batch_s`` of the first
+        pending removal, or ``join_batch`` intervals of the first pending join."""
+        now = self._clock.now()
         if self._pending_since is None:
-            self._pending_since = self._clock.now()
-            self._timer = self._clock.call_later(self._batch_s, self._on_timer)
+            self._pending_since = now
+        if removal and self._removal_since is None:
+            self._removal_since = now
+        due = self._due_at()
+        if due < self._timer_at:
+            self.close()
+            self._timer_at = due
+            self._timer = self._clock.call_later(max(0.0, due - now), self._on_timer)
+
+    def _due_at(self) -> float:
+        since = self._pending_since
+        if since is None:
+            return float("inf")
+        due = since + self._join_batch_s
+        if self._removal_since is not None:
+            due = min(due, self._removal_since + self._batch_s)
+        return due
 
     def flush_due(self) -> None:
         """Publish now if the batch is old enough or holds enough removals (called on every
         message the RM handles)."""
-        since = self._pending_since
-        if since is not None and (
-            self._clock.now() - since >= self._batch_s - 1e-9 or self.ring.pending_removals >= self._batch_max
+        if self._pending_since is not None and (
+            self._clock.now() >= self._due_at() - 1e-9 or self.ring.pending_removals >= self._batch_max
         ):
             self.flush()
 
     def _on_timer(self) -> None:
         self._timer = None
+        self._timer_at = float("inf")
         self.flush()
 
     def flush(self) -> None:
         self.close()
-        self._pending_since = None
+        self._pending_since = self._removal_since = None
         delta = self.ring.flush()
         if delta is None:
             return

@@ -30,6 +30,9 @@ class Cluster:
     def __init__(self, clock: FakeClock, n: int, **ring: Any) -> None:
         self.clock = clock
         log = make_logger(clock, None)
+        # Joins published within batch_s (not the default interval, 3 s), as removals are: these
+        # tests are about reports, probes and removals on a ring that has settled.
+        ring.setdefault("join_batch", ring.get("batch_s", 0.5) / ring.get("interval_s", 3.0))
         self.rm = ResourceManager(clock, log, heartbeat_mode="delta", ring=RingConfig(**ring))
         assert self.rm.membership is not None
         self.svc: MembershipService = self.rm.membership
@@ -424,8 +427,8 @@ def test_a_node_several_versions_behind_gets_one_combined_delta() -> None:
 def test_pending_changes_are_flushed_by_count_and_by_age_on_a_handled_message() -> None:
     def body(clock: FakeClock) -> None:
         # By count: the third pending removal publishes at once, long before batch_s; joins,
-        # however many, wait for batch_s.
-        c = Cluster(clock, 12, batch_s=10.0, batch_max=3)
+        # however many, wait for join_batch (10 s here).
+        c = Cluster(clock, 12, batch_s=10.0, batch_max=3, join_batch=10.0 / 3.0)
         assert not c.links[1].of(RingDelta)
         clock.advance_to(10.0)
         assert [decode_ids(d.added) for d in c.links[1].of(RingDelta)] == [list(range(1, 13))]
@@ -450,6 +453,27 @@ def test_pending_changes_are_flushed_by_count_and_by_age_on_a_handled_message() 
         assert [decode_ids(d.added) for d in c.links[1].of(RingDelta)] == [[1, 2, 3]]
 
     drive(starved)
+
+
+def test_joins_wait_a_whole_interval_and_a_removal_takes_them_along() -> None:
+    def body(clock: FakeClock) -> None:
+        # A start-up storm: joins alone are published once per interval (3 s), not per batch_s.
+        c = Cluster(clock, 4, join_batch=1.0)
+        clock.advance_to(2.9)
+        assert not c.links[1].of(RingDelta)
+        clock.advance_to(3.0)
+        assert [decode_ids(d.added) for d in c.links[1].of(RingDelta)] == [[1, 2, 3, 4]]
+        # A join, then a removal 1 s later: both go out batch_s after the removal.
+        c.rm.receive(Link(), Register(address="late", resources=Resources(4, 8)))
+        clock.advance_to(4.0)
+        c.rm.remove_node(record(c.rm, 2), "x")
+        clock.advance_to(4.49)
+        assert len(c.links[1].of(RingDelta)) == 1
+        clock.advance_to(4.5)
+        last = c.links[1].of(RingDelta)[-1]
+        assert decode_ids(last.added) == [5] and decode_ids(last.removed) == [2]
+
+    drive(body)
 
 
 def test_the_paper_ring_does_not_remove_on_a_report_from_an_older_version() -> None:
