@@ -192,7 +192,7 @@ def test_auto_workers_is_one_per_core_less_the_rms(monkeypatch: pytest.MonkeyPat
         scenario_from_dict(data, "x.toml")
 
 
-def test_the_headline_names_the_busier_process_past_each_limit() -> None:
+def test_the_headline_names_the_busier_process_at_and_past_each_limit() -> None:
     from emulator.experiments.sweep import saturates_first
 
     def row(mode: str, n: int, ok: bool, rm: float, host: float) -> dict[str, Any]:
@@ -203,6 +203,7 @@ def test_the_headline_names_the_busier_process_past_each_limit() -> None:
             row("delta", 1, True, 2, 20), row("delta", 2, False, 5, 60), row("delta", 3, False, 99, 1)]
     verdict = saturates_first({"threshold": 0.99, "rows": rows})
     assert verdict == (
-        "periodic: RM busier past the limit (RM 90%, node host 40% CPU); "
-        "delta: node host busier past the limit (RM 5%, node host 60% CPU)")
+        "periodic: busier at the limit RM (RM 10%, node host 5%), past it RM (RM 90%, node host 40%); "
+        "delta: busier at the limit node host (RM 2%, node host 20%), "
+        "past it node host (RM 5%, node host 60%)")
     assert saturates_first({"threshold": 0.99, "rows": rows[:1]}) == "no limit reached"
