@@ -228,10 +228,13 @@ def dask_hosts(spec: str | None, slices: int) -> Iterator[ClusterOptions | None]
 def run_sweep(path: Path, out: Path, plots_dir: Path | None, nodes: list[int] | None,
               modes: list[str] | None, duration: float | None, console: Console,
               workers: int | str | None = None, speed: float | None = None,
-              cluster: str | None = None) -> dict[str, Any]:
-    """``workers``, ``speed``: override ``transport.workers`` (a count or "auto") and ``run.speed``;
-    ``cluster``: host the nodes on a Dask cluster (see ``dask_hosts``)."""
+              cluster: str | None = None, warmup: float | None = None) -> dict[str, Any]:
+    """``workers``, ``speed``, ``warmup``: override ``transport.workers`` (a count or "auto"),
+    ``run.speed`` and ``run.warmup_s``; ``cluster``: host the nodes on a Dask cluster (see
+    ``dask_hosts``)."""
     base, cfg = load_sweep(path)
+    if warmup is not None:
+        base.setdefault("run", {})["warmup_s"] = warmup
     if duration is not None:
         base.setdefault("run", {})["duration_s"] = duration
     if workers is not None:
@@ -450,7 +453,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             raise ScenarioError(f"--workers: expected a count >= 1 or auto, got {args.workers!r}")
         workers = args.workers if args.workers == "auto" else int(args.workers)
     run_sweep(path, out, Path(args.plots_dir) if args.plots_dir else None, nodes, modes, args.duration,
-              Console(width=150), workers, args.speed, args.cluster)
+              Console(width=150), workers, args.speed, args.cluster, args.warmup)
     return 0
 
 
@@ -465,6 +468,8 @@ def add_command(sub: Any) -> None:
     s.add_argument("--duration", type=float, help="override run.duration_s")
     s.add_argument("--workers", help="override transport.workers: node-host processes (a count, or auto)")
     s.add_argument("--speed", type=float, help="override run.speed (real time)")
+    s.add_argument("--warmup", type=float, metavar="S",
+                   help="override run.warmup_s: emulated seconds not measured (registration, ring joins)")
     s.add_argument("--cluster", metavar="ADDRESS|local[:N]",
                    help="host the nodes on a Dask cluster: a scheduler's address, or local[:N] for a "
                         "LocalCluster of N worker processes started for the sweep (docs/cluster.md)")

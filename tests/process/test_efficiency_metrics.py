@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -146,7 +147,9 @@ def test_sweep_scales_the_workload_finds_limits_and_writes_plots(tmp_path: Any) 
     assert sc.node_count == 40 and sc.heartbeat.mode == "delta"
     assert sc.workload.operations[0].task_count == 400  # t = n·c·l/a scales with n
     # 400 nodes x 3 s heartbeats of >= 20 ms each overload the modelled RM in periodic mode.
-    result = run_sweep(path, tmp_path / "out", None, None, None, None, Console(quiet=True))
+    result = run_sweep(path, tmp_path / "out", None, None, None, None, Console(quiet=True), warmup=30.0)
+    summary = json.loads((tmp_path / "out" / "delta-40" / "summary.json").read_text())
+    assert summary["warmup_s"] == 30.0  # --warmup reaches every point
     by = {(r["mode"], r["nodes"]): r for r in result["rows"]}
     assert by[("periodic", 10)]["h1"] == 1.0 and by[("periodic", 10)]["h2"] == 1.0
     assert by[("periodic", 400)]["h2"] < 0.99
