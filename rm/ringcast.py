@@ -9,6 +9,9 @@ deltas, sent to the nodes they concern first; a bounded history answers a node t
   predecessor then reaches it seconds late.
 - Order: the nodes next to a changed id in some stride ring (whose predecessor or successor
   changed) get the delta before everyone else; over TCP a 20,000-node burst takes seconds.
+  Everyone else gets it ``BROADCAST_CHUNK`` nodes per turn of the RM's loop, so that one flush
+  does not hold the loop for a send per node (80 ms at 50,000 nodes); an earlier delta still on
+  its way is sent out whole before a newer one.
 - History: the last ``RECENT_DELTAS`` deltas and the views they produced. A node behind by a
   version the history covers gets one combined delta (``ringmon.membership.combine``), a few
   hundred bytes, instead of the whole ring (78 KB at 20,000 nodes); the views let the RM check a
@@ -31,6 +34,8 @@ from rm.ports import Clock, Link, Log, Timer
 
 # Deltas (and their views) kept to answer a node a few versions behind (older: the whole ring).
 RECENT_DELTAS = 32
+# Nodes sent a delta per turn of the RM's loop, after those it concerns (~1 µs each over TCP).
+BROADCAST_CHUNK = 2000
 
 
 class MembershipCounters(msgspec.Struct):
@@ -95,6 +100,9 @@ class RingPublisher:
         # storm hundreds of nodes fall behind by the same versions and ask at once.
         self._combined: dict[int, tuple[RingDelta, int]] = {}
         self.published_at = clock.now()  # emulated time of the last published ring change
+        # A delta still on its way to the nodes it does not concern: it, the nodes, the next one.
+        self._broadcast: tuple[RingDelta, list[NodeRecord], int] | None = None
+        self._broadcast_timer: Timer | None = None
 
     @property
     def waiting(self) -> bool:
@@ -102,6 +110,14 @@ class RingPublisher:
         return self._pending_since is not None or self.ring.pending
 
     def close(self) -> None:
+        """This RM life ended: nothing more is published or sent."""
+        self._cancel_flush()
+        if self._broadcast_timer is not None:
+            self._broadcast_timer.cancel()
+        self._broadcast_timer = None
+        self._broadcast = None
+
+    def _cancel_flush(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
         self._timer = None
@@ -119,7 +135,7 @@ class RingPublisher:
             self._removal_since = now
         due = self._due_at()
         if due < self._timer_at:
-            self.close()
+            self._cancel_flush()
             self._timer_at = due
             self._timer = self._clock.call_later(max(0.0, due - now), self._on_timer)
 
@@ -146,7 +162,7 @@ class RingPublisher:
         self.flush()
 
     def flush(self) -> None:
-        self.close()
+        self._cancel_flush()
         self._pending_since = self._removal_since = None
         delta = self.ring.flush()
         if delta is None:
@@ -156,6 +172,7 @@ class RingPublisher:
         self.published_at = self._clock.now()
         size = len(self._encoder.encode(delta))
         self._recent.append((delta, size, self.ring.published))
+        self._finish_broadcast()  # every node gets the previous delta before this one
         # The nodes whose watched or watching set changed first, then everyone else.
         changed = decode_ids(delta.removed) + decode_ids(delta.added)
         first: dict[int, NodeRecord] = {}
@@ -165,11 +182,11 @@ class RingPublisher:
                 first[mid] = node
         for node in first.values():
             node.link.send(delta)
-        count = len(first)
-        for node in self._nodes.nodes():
-            if node.machine_id not in first:
-                node.link.send(delta)
-                count += 1
+        rest = [node for node in self._nodes.nodes() if node.machine_id not in first]
+        count = len(first) + len(rest)
+        if rest:
+            self._broadcast = (delta, rest, 0)
+            self._broadcast_some()
         self.stats.ring_messages += count
         if delta.removed:
             self.stats.bytes_removal += size * count
@@ -179,6 +196,29 @@ class RingPublisher:
             "ring.updated", version=delta.version, added=len(delta.added), removed=len(delta.removed),
             members=len(self.ring), recipients=count, first=len(first),
         )
+
+    def _broadcast_some(self) -> None:
+        self._broadcast_timer = None
+        if self._broadcast is None:
+            return
+        delta, nodes, k = self._broadcast
+        end = min(len(nodes), k + BROADCAST_CHUNK)
+        for node in nodes[k:end]:
+            node.link.send(delta)  # a node gone since has a closed link: nothing is sent
+        if end < len(nodes):
+            self._broadcast = (delta, nodes, end)
+            self._broadcast_timer = self._clock.call_later(0.0, self._broadcast_some)
+        else:
+            self._broadcast = None
+
+    def _finish_broadcast(self) -> None:
+        while self._broadcast is not None:
+            if self._broadcast_timer is not None:
+                self._broadcast_timer.cancel()
+            self._broadcast_some()
+        if self._broadcast_timer is not None:
+            self._broadcast_timer.cancel()
+            self._broadcast_timer = None
 
     # ---- the published ring and its history ----------------------------------------------
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from emulator.harness.eventlog import make_logger
 from ringmon.config import RingConfig
 from ringmon.membership import decode_ids
@@ -17,6 +19,7 @@ from ringmon.protocol import (
     UnlivelinessReport,
     UnlivelinessResponse,
 )
+from rm import ringcast
 from rm.manager import ResourceManager
 from rm.membership import MembershipService
 from rm.operations import OperationSpec
@@ -472,6 +475,33 @@ def test_joins_wait_a_whole_interval_and_a_removal_takes_them_along() -> None:
         clock.advance_to(4.5)
         last = c.links[1].of(RingDelta)[-1]
         assert decode_ids(last.added) == [5] and decode_ids(last.removed) == [2]
+
+    drive(body)
+
+
+def test_a_delta_reaches_the_rest_a_chunk_per_loop_turn_and_never_after_a_newer_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(ringcast, "BROADCAST_CHUNK", 10)
+
+    def body(clock: FakeClock) -> None:
+        c = Cluster(clock, 60)
+        clock.advance_to(1.0)  # the joins' delta, sent out whole by now
+        assert all(len(link.of(RingDelta)) == 1 for link in c.links.values())
+        c.rm.remove_node(record(c.rm, 30), "x")
+        c.svc.publisher.flush()
+        got = {mid for mid, link in c.links.items() if len(link.of(RingDelta)) == 2}
+        # The nodes next to 30 and one chunk of the rest now; the others on later turns.
+        assert {29, 31} <= got and len(got) < 59
+        c.rm.remove_node(record(c.rm, 40), "x")
+        c.svc.publisher.flush()  # a newer delta: the older one first reaches everyone
+        for mid, link in c.links.items():
+            if mid in (30, 40):
+                continue
+            versions = [d.version for d in link.of(RingDelta)]
+            assert versions == sorted(versions) and len(versions) >= 2, mid
+        clock.advance_to(clock.now())  # the loop turns: the rest of the newer one
+        assert all(len(link.of(RingDelta)) == 3 for mid, link in c.links.items() if mid not in (30, 40))
 
     drive(body)
 
