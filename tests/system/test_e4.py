@@ -96,7 +96,7 @@ def test_shortage_kills_batch_then_above_soft_limit_first() -> None:
 
 def test_reservations_reclaim_memory_and_production_fits_by_limits() -> None:
     cfg = msgspec.structs.replace(TINY, machines=1)  # more limits than memory
-    cell = Cell(cfg, 3)
+    cell = Cell(cfg, 1)
     j = cell.jobs
     for w in range(40):
         cell.step(w)
@@ -110,7 +110,7 @@ def test_reservations_reclaim_memory_and_production_fits_by_limits() -> None:
     assert cell.resv[run].sum() <= cfg.machine_ram_gib * 1.1
     assert cell.limit[j.slot][run].sum() > 1.2 * cfg.machine_ram_gib
     # Production only: reservations decay just the same, but no more limits than memory run.
-    prod_only = Cell(msgspec.structs.replace(cfg, prod_share=1.0), 3)
+    prod_only = Cell(msgspec.structs.replace(cfg, prod_share=1.0), 1)
     for w in range(40):
         prod_only.step(w)
     run = prod_only.machine >= 0
@@ -157,3 +157,60 @@ def test_e4_command_rejects_bad_input(capsys: pytest.CaptureFixture[str]) -> Non
     with pytest.raises(SystemExit):
         main(["e4", "--seeds", "0"])
     assert "whole number" in capsys.readouterr().err
+
+
+def test_window_samples_peak_above_the_mean_and_machines_are_judged_at_them() -> None:
+    cell = Cell(msgspec.structs.replace(TINY, peak_job_corr=1.0), 4)
+    j = cell.jobs
+    u = j.advance(0.0)
+    s = j.samples(u)
+    assert s.shape == (len(u), TINY.peak_samples)
+    assert np.allclose(s.mean(axis=1), u) and (s.max(axis=1) > u).all()  # peaks above the mean
+    two = np.flatnonzero(j.slot == j.slot[0])[:2]  # replicas of one job share their samples' shape
+    assert np.allclose(s[two[0]] / u[two[0]], s[two[1]] / u[two[1]])
+    one = Cell(msgspec.structs.replace(TINY, peak_samples=1), 4).jobs
+    assert np.array_equal(one.samples(u), u[:, None])
+    # A machine under its memory on the window's mean but over at one sample runs short.
+    cell.machine[:] = -1
+    t = np.flatnonzero(~cell.task_prod)[:2]
+    cell.machine[t] = 0
+    cap = TINY.machine_ram_gib
+    samples = np.zeros((len(u), 2))
+    samples[t] = [[0.40 * cap, 0.56 * cap], [0.50 * cap, 0.50 * cap]]  # means 0.48 and 0.5 of it
+    killed = cell.shortage(samples, cell.machine >= 0)
+    assert killed.sum() == 1 and cell.short_now == 1
+
+
+def test_a_recurring_batch_job_keeps_its_profile_and_autopilot_its_history() -> None:
+    def rerun(share: float) -> tuple[float, float, float, float, bool]:
+        cell = Cell(msgspec.structs.replace(TINY, prod_share=0.0, recurring_share=share), 5)
+        j = cell.jobs
+        slot = int(cell.ap_rows[0])
+        w = 0
+        while j.ends_at[slot] > w * TINY.window_s or not cell.recommended[slot]:
+            cell.step(w)
+            w += 1
+        base, user, limit = j.base[slot], j.user_limit[slot], cell.limit[slot]
+        cell.step(w)  # the job ends and its slot is drawn again
+        assert j.started_at[slot] == w * TINY.window_s
+        return base, j.base[slot], user, cell.limit[slot] / limit, bool(cell.recommended[slot])
+
+    base, again, _, kept, recommended = rerun(1.0)
+    assert again == base and recommended and kept == pytest.approx(1.0, rel=0.3)
+    base, new, _, _, recommended = rerun(0.0)
+    assert new != base and not recommended
+
+
+def test_task_days_count_a_crash_loop_from_its_first_start() -> None:
+    def windows(how: str) -> float:
+        cfg = msgspec.structs.replace(TINY, warmup_days=0.0, days=0.25, task_days=how)
+        cell = Cell(cfg, 6)
+        slot = int(np.flatnonzero(cell.jobs.mode == 0)[0])  # a hard-limit job
+        for w in range(cfg.windows):
+            if w == 2:
+                cell.limit[slot] = 1e-3  # from now on every start dies: a crash loop with backoff
+            cell.step(w)
+        return float(cell.acc["windows"][slot])
+
+    running, started = windows("running"), windows("started")
+    assert started > 2 * running
