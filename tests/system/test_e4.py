@@ -214,3 +214,18 @@ def test_task_days_count_a_crash_loop_from_its_first_start() -> None:
 
     running, started = windows("running"), windows("started")
     assert started > 2 * running
+
+
+def test_a_young_job_is_not_limited_below_its_largest_sample() -> None:
+    def recommendations(young_s: float) -> list[float]:
+        cfg = E4Config(buckets=100, min_history_s=0, hold_s=300, margin=0.1, young_history_s=young_s)
+        width = np.array([0.1])
+        stats = AutopilotStats(cfg, width, np.array([0]))  # low tolerance: S_p98
+        values = np.array([1.0] * 200 + [3.0])  # one sample at 3 GiB among 200 at 1 GiB
+        counts = window_counts(width, 100, np.zeros(len(values), dtype=np.int64), values)
+        return [float(stats.close(counts)[0]) for _ in range(4)]
+
+    young = recommendations(3 * 300.0)
+    assert young[:2] == pytest.approx([3.3, 3.3])  # under three windows of history: S_max (+10%)
+    assert young[2:] == pytest.approx([1.1, 1.1])  # then the load-adjusted S_p98
+    assert recommendations(0.0)[0] == pytest.approx(1.1)

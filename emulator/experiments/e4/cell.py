@@ -51,9 +51,10 @@ class Cell:
         self.acc = {k: np.zeros(slots) for k in COUNTERS}
         self.records: list[dict[str, Any]] = []
         self.short_now = 0
+        self.fullest_now = 0.0
         self.ml_choices = np.zeros(len(cfg.ml_half_lives_h) * len(cfg.ml_margins))  # job-windows per model
         self.cell = {"machine_windows": 0, "short_machine_windows": 0, "task_windows": 0,
-                     "pending_task_windows": 0, "usage": 0.0, "reserved": 0.0}
+                     "pending_task_windows": 0, "usage": 0.0, "reserved": 0.0, "fullest_peak": 0.0}
 
     def width(self, rows: Ints) -> F:
         w: F = self.cfg.range_factor * self.jobs.user_limit[rows] / self.cfg.buckets
@@ -136,10 +137,12 @@ class Cell:
         n = s.shape[1]
         killed = np.zeros(len(s), dtype=bool)
         self.short_now = 0
+        self.fullest_now = 0.0
         cells = (self.machine[alive][:, None] * n + np.arange(n)[None, :]).ravel()
         loads = np.bincount(cells, s[alive].ravel(), minlength=cfg.machines * n).reshape(cfg.machines, n)
         worst = np.argmax(loads, axis=1)
         load = loads[np.arange(cfg.machines), worst]
+        self.fullest_now = float(load.max())
         short = np.flatnonzero(load > cfg.machine_ram_gib)
         if not len(short):
             return killed
@@ -187,6 +190,7 @@ class Cell:
             c = self.cell
             c["machine_windows"] += cfg.machines
             c["short_machine_windows"] += self.short_now
+            c["fullest_peak"] = max(c["fullest_peak"], self.fullest_now)
             c["task_windows"] += int(run.sum())
             c["pending_task_windows"] += int((~run).sum())
             c["usage"] += float(u[run].sum())
@@ -220,12 +224,15 @@ class Cell:
             local = np.full(len(j.mode), -1, dtype=np.int64)
             local[rows] = np.arange(len(rows))
             mine = run & (local[j.slot] >= 0)
-            counts = window_counts(rec.width, cfg.buckets, np.repeat(local[j.slot[mine]], n),
-                                   samples[mine].ravel())
             if isinstance(rec, AutopilotStats):
-                got = rec.close(counts)
+                # Autopilot's histograms: every sample of the window (the lecture's s_i[t][k]).
+                got = rec.close(window_counts(rec.width, cfg.buckets, np.repeat(local[j.slot[mine]], n),
+                                              samples[mine].ravel()))
             else:
-                got = rec.close(counts, self.limit[rows])
+                # ML prices the tasks above a limit (the lecture: "tasks above the limit"): one
+                # value per task and window, its peak.
+                got = rec.close(window_counts(rec.width, cfg.buckets, local[j.slot[mine]],
+                                              samples[mine].max(axis=1)), self.limit[rows])
             fresh = ~np.isnan(got)
             self.recommended[rows] |= fresh
             self.limit[rows] = np.fmax(np.where(fresh, got, self.limit[rows]), self.floor[rows])

@@ -103,6 +103,10 @@ class E4Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=
     margin: Share = 0.15
     hold_s: Pos = 3600.0
     min_history_s: Annotated[float, msgspec.Meta(ge=0, le=1e9)] = 3600.0
+    # A job with less than young_history_s of samples (its own or its prior executions'): the
+    # recommendation is not below S_max of that short history (a percentile of a few hours does
+    # not yet describe the job); one day, the S_max window.
+    young_history_s: Annotated[float, msgspec.Meta(ge=0, le=1e9)] = 86400.0
     tolerance_low: Share = 0.8
     tolerance_minimal: Share = 0.1  # the rest: medium
     oom_bump: Share = 0.2
