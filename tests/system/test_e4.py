@@ -16,6 +16,7 @@ from emulator.experiments.e4.recommend import (
     load_adjusted_percentile,
     window_counts,
 )
+from emulator.experiments.e4.usage import F
 
 TINY = E4Config(days=1.0, warmup_days=0.25, machines=3, jobs_per_mode=5, replicas_max=5, buckets=100)
 
@@ -229,3 +230,26 @@ def test_a_young_job_is_not_limited_below_its_largest_sample() -> None:
     assert young[:2] == pytest.approx([3.3, 3.3])  # under three windows of history: S_max (+10%)
     assert young[2:] == pytest.approx([1.1, 1.1])  # then the load-adjusted S_p98
     assert recommendations(0.0)[0] == pytest.approx(1.1)
+
+
+def test_a_hard_limit_kills_at_a_peak_within_the_window() -> None:
+    cell = Cell(msgspec.structs.replace(TINY, warmup_days=0.0), 7)
+    for w in range(3):
+        cell.step(w)
+    j = cell.jobs
+    running = np.bincount(j.slot[cell.machine >= 0], minlength=len(j.mode)) > 0
+    slot = int(np.flatnonzero((j.mode == 0) & running)[0])  # a hard-limit job with replicas running
+    mine = j.slot == slot
+    limit = float(cell.limit[slot])
+
+    def samples(u: F) -> F:
+        # This job's replicas: mean 0.8 × the limit, one sample 1.2 ×; everyone else flat.
+        flat = np.repeat(u[:, None], 2, axis=1)
+        flat[mine] = [0.4 * limit, 1.2 * limit]
+        return flat
+
+    cell.jobs.samples = samples  # type: ignore[method-assign,assignment]
+    before = cell.acc["oom_limit"][slot]
+    cell.step(3)
+    assert cell.acc["oom_limit"][slot] - before >= 1
+    assert (cell.machine[mine] < 0).all()  # every replica that ran died at the peak
