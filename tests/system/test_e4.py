@@ -204,7 +204,7 @@ def test_a_recurring_batch_job_keeps_its_profile_and_autopilot_its_history() -> 
 
 def test_task_days_count_a_crash_loop_from_its_first_start() -> None:
     def windows(how: str) -> float:
-        cfg = msgspec.structs.replace(TINY, warmup_days=0.0, days=0.25, task_days=how)
+        cfg = msgspec.structs.replace(TINY, warmup_days=0.0, days=0.1, task_days=how)
         cell = Cell(cfg, 6)
         slot = int(np.flatnonzero(cell.jobs.mode == 0)[0])  # a hard-limit job
         for w in range(cfg.windows):
