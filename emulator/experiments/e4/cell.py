@@ -54,7 +54,8 @@ class Cell:
         self.fullest_now = 0.0
         self.ml_choices = np.zeros(len(cfg.ml_half_lives_h) * len(cfg.ml_margins))  # job-windows per model
         self.cell = {"machine_windows": 0, "short_machine_windows": 0, "task_windows": 0,
-                     "pending_task_windows": 0, "usage": 0.0, "reserved": 0.0, "fullest_peak": 0.0}
+                     "pending_task_windows": 0, "usage": 0.0, "reserved": 0.0, "fullest_peak": 0.0,
+                     "reserved_above_usage_young": 0.0}
 
     def width(self, rows: Ints) -> F:
         w: F = self.cfg.range_factor * self.jobs.user_limit[rows] / self.cfg.buckets
@@ -195,6 +196,8 @@ class Cell:
             c["pending_task_windows"] += int((~run).sum())
             c["usage"] += float(u[run].sum())
             c["reserved"] += float(self.resv[run].sum())
+            young = run & ((w - self.placed_at) * cfg.window_s < 3 * 3600)  # started under 3 h ago
+            c["reserved_above_usage_young"] += float((self.resv[young] - u[young]).sum())
         # The OOM bump: Autopilot and ML raise a job's limit above the usage that killed.
         bumped = over & np.isin(j.mode[j.slot], (AUTOPILOT, ML))
         np.maximum.at(self.floor, j.slot[bumped], peak[bumped] * (1 + cfg.oom_bump))

@@ -71,6 +71,9 @@ def run_seed(cfg: E4Config, seed: int) -> dict[str, Any]:
         "usage_of_capacity": cell["usage"] / cap if cap else 0.0,
         "reserved_of_capacity": cell["reserved"] / cap if cap else 0.0,
         "fullest_machine_peak": cell["fullest_peak"] / cfg.machine_ram_gib,
+        # Of the memory reserved above usage, what tasks started under 3 h ago hold (their
+        # reservations start at the limit).
+        "reserved_above_usage_young_of_capacity": cell["reserved_above_usage_young"] / cap if cap else 0.0,
     }}
 
 
@@ -180,6 +183,10 @@ def variants_table(data: dict[str, Any]) -> str:
         f"{d['cell']['machine_windows_short'][0] * 100:.3f}%" for _, d in cols) + " |")
     lines.append("| the fullest machine's highest sample (of its memory) | " + " | ".join(
         f"{d['cell']['fullest_machine_peak'][0] * 100:.1f}%" for _, d in cols) + " |")
+    lines.append("| memory reserved above usage (of capacity): all / in tasks (re)started under 3 h ago | "
+                 + " | ".join(
+        f"{(d['cell']['reserved_of_capacity'][0] - d['cell']['usage_of_capacity'][0]) * 100:.1f}% / "
+        f"{d['cell']['reserved_above_usage_young_of_capacity'][0] * 100:.1f}%" for _, d in cols) + " |")
     lines.append("| autopilot OOMs within an hour of a step up | " + " | ".join(
         f"{d['rows'][2]['ooms_after_step_share'][0] * 100:.0f}%" for _, d in cols) + " |")
     lines.append("| autopilot OOMs under the user's limit (before the first recommendation) | " + " | ".join(
