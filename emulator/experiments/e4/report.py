@@ -50,6 +50,7 @@ def mode_figures(jobs: list[dict[str, Any]], by_tolerance: bool = False) -> dict
         "ooms_underprovisioned_share": sum(under) / sum(ooms) if sum(ooms) else 0.0,
         "ooms_after_step_share": sum(j["oom_after_step"] for j in jobs) / sum(ooms) if sum(ooms) else 0.0,
         "ooms_in_first_day_share": sum(j["oom_young_job"] for j in jobs) / sum(ooms) if sum(ooms) else 0.0,
+        "ooms_per_task_day_provisioned": per_day([j for j in jobs if not j["underprovisioned"]]),
         "ooms_per_task_day_production": per_day(prod),
         "ooms_per_task_day_batch": per_day(batch),
     }
@@ -179,6 +180,11 @@ def variants_table(data: dict[str, Any]) -> str:
         h, a = d["rows"][0]["ooms_per_task_day"][0], d["rows"][2]["ooms_per_task_day"][0]
         ratio.append(f"÷{h / a:.1f}" if a > 0 else "∞")
     lines.append("| hard → autopilot OOMs | " + " | ".join(ratio) + " |")
+    ratio = []
+    for _, d in cols:
+        h, a = (d["rows"][i]["ooms_per_task_day_provisioned"][0] for i in (0, 2))
+        ratio.append(f"÷{h / a:.1f}" if a > 0 else "∞")
+    lines.append("| the same, under-provisioned jobs left out | " + " | ".join(ratio) + " |")
     lines.append("| machines short (machine-windows) | " + " | ".join(
         f"{d['cell']['machine_windows_short'][0] * 100:.3f}%" for _, d in cols) + " |")
     lines.append("| the fullest machine's highest sample (of its memory) | " + " | ".join(
