@@ -171,6 +171,11 @@ def test_window_samples_peak_above_the_mean_and_machines_are_judged_at_them() ->
     assert np.allclose(s[two[0]] / u[two[0]], s[two[1]] / u[two[1]])
     one = Cell(msgspec.structs.replace(TINY, peak_samples=1), 4).jobs
     assert np.array_equal(one.samples(u), u[:, None])
+    # A burst the cell shares: every production task's samples rise and fall together.
+    shared = Cell(msgspec.structs.replace(TINY, peak_cell_corr=1.0, peak_sd_min=0.05, peak_sd_max=0.05), 4)
+    prod = shared.task_prod
+    shape = shared.jobs.samples(u)[prod] / u[prod, None]
+    assert np.allclose(shape, shape[0]) and not np.allclose(s[prod] / u[prod, None], shape[0])
     # A machine under its memory on the window's mean but over at one sample runs short.
     cell.machine[:] = -1
     t = np.flatnonzero(~cell.task_prod)[:2]

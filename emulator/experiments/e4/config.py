@@ -66,6 +66,8 @@ class E4Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=
     peak_sd_min: Share = 0.01
     peak_sd_max: Share = 0.05
     peak_job_corr: Share = 0.5
+    # Off by default (not in the lecture): the share of production jobs' bursts common to the cell.
+    peak_cell_corr: Share = 0.0
     # Recurring batch jobs: a new batch job re-runs its slot's previous job (same usage profile and
     # user limit) with this probability; Autopilot and ML start it from the prior execution's
     # limit and histograms (history about prior executions, as Autopilot uses).

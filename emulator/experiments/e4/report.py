@@ -91,6 +91,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "task-days while running": {"task_days": "running"},
     "no steps in usage": {"steps_per_day": 0.0},
     "reclamation without margin": {"reclaim_margin": 0.0, "reclaim_tau_s": 600.0},
+    "bursts up to 15%, production's half cell-wide": {"peak_sd_max": 0.15, "peak_cell_corr": 0.5},
 }
 
 

@@ -27,8 +27,8 @@ class Jobs:
         # One stream each for the jobs' draws, the noise, the steps and the within-window samples:
         # a variant of the cell that changes one of them keeps the others' draws (paired comparisons).
         self.cfg = cfg
-        self.rng, self.noise_rng, self.step_rng, self.peak_rng = (
-            np.random.default_rng(s) for s in seed.spawn(4))
+        self.rng, self.noise_rng, self.step_rng, self.peak_rng, self.burst_rng = (
+            np.random.default_rng(s) for s in seed.spawn(5))
         rng = self.rng
         n = cfg.jobs_per_mode
         self.mode = np.repeat(np.arange(len(MODES)), n)
@@ -141,6 +141,9 @@ class Jobs:
         c = cfg.peak_job_corr
         z = (math.sqrt(c) * rng.standard_normal((len(self.mode), n))[self.slot]
              + math.sqrt(1 - c) * rng.standard_normal((len(self.slot), n)))
+        if cfg.peak_cell_corr > 0:  # a burst the whole cell's production shares (users' traffic)
+            cell = cfg.peak_cell_corr * self.prod[self.slot][:, None]
+            z = np.sqrt(cell) * self.burst_rng.standard_normal(n)[None, :] + np.sqrt(1 - cell) * z
         z -= z.mean(axis=1, keepdims=True)
         out: F = usage[:, None] * np.maximum(0.0, 1 + self.peak_sd[self.slot][:, None] * z)
         return out
