@@ -243,6 +243,6 @@ def add_command(sub: Any) -> None:
     e.add_argument("--out", default="docs/e4.json")
     e.add_argument("--seeds", type=_positive_int, default=len(SEEDS), help="seeds 1..N (default 3)")
     e.add_argument("--days", type=float, help="emulated days, the first a warm-up (default 5)")
-    e.add_argument("--machines", type=_positive_int, help="machines in the cell (default 40)")
+    e.add_argument("--machines", type=_positive_int, help="machines in the cell (default 20)")
     e.add_argument("--table", metavar="JSON", help="only print the table of an e4.json")
     e.set_defaults(func=cmd_e4)
