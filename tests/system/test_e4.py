@@ -16,6 +16,7 @@ from emulator.experiments.e4.recommend import (
     load_adjusted_percentile,
     window_counts,
 )
+from emulator.experiments.e4.usage import F
 
 TINY = E4Config(days=1.0, warmup_days=0.25, machines=3, jobs_per_mode=5, replicas_max=5, buckets=100)
 
@@ -96,7 +97,7 @@ def test_shortage_kills_batch_then_above_soft_limit_first() -> None:
 
 def test_reservations_reclaim_memory_and_production_fits_by_limits() -> None:
     cfg = msgspec.structs.replace(TINY, machines=1)  # more limits than memory
-    cell = Cell(cfg, 3)
+    cell = Cell(cfg, 1)
     j = cell.jobs
     for w in range(40):
         cell.step(w)
@@ -110,7 +111,7 @@ def test_reservations_reclaim_memory_and_production_fits_by_limits() -> None:
     assert cell.resv[run].sum() <= cfg.machine_ram_gib * 1.1
     assert cell.limit[j.slot][run].sum() > 1.2 * cfg.machine_ram_gib
     # Production only: reservations decay just the same, but no more limits than memory run.
-    prod_only = Cell(msgspec.structs.replace(cfg, prod_share=1.0), 3)
+    prod_only = Cell(msgspec.structs.replace(cfg, prod_share=1.0), 1)
     for w in range(40):
         prod_only.step(w)
     run = prod_only.machine >= 0
@@ -157,3 +158,103 @@ def test_e4_command_rejects_bad_input(capsys: pytest.CaptureFixture[str]) -> Non
     with pytest.raises(SystemExit):
         main(["e4", "--seeds", "0"])
     assert "whole number" in capsys.readouterr().err
+
+
+def test_window_samples_peak_above_the_mean_and_machines_are_judged_at_them() -> None:
+    cell = Cell(msgspec.structs.replace(TINY, peak_job_corr=1.0), 4)
+    j = cell.jobs
+    u = j.advance(0.0)
+    s = j.samples(u)
+    assert s.shape == (len(u), TINY.peak_samples)
+    assert np.allclose(s.mean(axis=1), u) and (s.max(axis=1) > u).all()  # peaks above the mean
+    two = np.flatnonzero(j.slot == j.slot[0])[:2]  # replicas of one job share their samples' shape
+    assert np.allclose(s[two[0]] / u[two[0]], s[two[1]] / u[two[1]])
+    one = Cell(msgspec.structs.replace(TINY, peak_samples=1), 4).jobs
+    assert np.array_equal(one.samples(u), u[:, None])
+    # A burst the cell shares: every production task's samples rise and fall together.
+    shared = Cell(msgspec.structs.replace(TINY, peak_cell_corr=1.0, peak_sd_min=0.05, peak_sd_max=0.05), 4)
+    prod = shared.task_prod
+    shape = shared.jobs.samples(u)[prod] / u[prod, None]
+    assert np.allclose(shape, shape[0]) and not np.allclose(s[prod] / u[prod, None], shape[0])
+    # A machine under its memory on the window's mean but over at one sample runs short.
+    cell.machine[:] = -1
+    t = np.flatnonzero(~cell.task_prod)[:2]
+    cell.machine[t] = 0
+    cap = TINY.machine_ram_gib
+    samples = np.zeros((len(u), 2))
+    samples[t] = [[0.40 * cap, 0.56 * cap], [0.50 * cap, 0.50 * cap]]  # means 0.48 and 0.5 of it
+    killed = cell.shortage(samples, cell.machine >= 0)
+    assert killed.sum() == 1 and cell.short_now == 1
+
+
+def test_a_recurring_batch_job_keeps_its_profile_and_autopilot_its_history() -> None:
+    def rerun(share: float) -> tuple[float, float, float, float, bool]:
+        cell = Cell(msgspec.structs.replace(TINY, prod_share=0.0, recurring_share=share), 5)
+        j = cell.jobs
+        slot = int(cell.ap_rows[0])
+        w = 0
+        while j.ends_at[slot] > w * TINY.window_s or not cell.recommended[slot]:
+            cell.step(w)
+            w += 1
+        base, user, limit = j.base[slot], j.user_limit[slot], cell.limit[slot]
+        cell.step(w)  # the job ends and its slot is drawn again
+        assert j.started_at[slot] == w * TINY.window_s
+        return base, j.base[slot], user, cell.limit[slot] / limit, bool(cell.recommended[slot])
+
+    base, again, _, kept, recommended = rerun(1.0)
+    assert again == base and recommended and kept == pytest.approx(1.0, rel=0.3)
+    base, new, _, _, recommended = rerun(0.0)
+    assert new != base and not recommended
+
+
+def test_task_days_count_a_crash_loop_from_its_first_start() -> None:
+    def windows(how: str) -> float:
+        cfg = msgspec.structs.replace(TINY, warmup_days=0.0, days=0.1, task_days=how)
+        cell = Cell(cfg, 6)
+        slot = int(np.flatnonzero(cell.jobs.mode == 0)[0])  # a hard-limit job
+        for w in range(cfg.windows):
+            if w == 2:
+                cell.limit[slot] = 1e-3  # from now on every start dies: a crash loop with backoff
+            cell.step(w)
+        return float(cell.acc["windows"][slot])
+
+    running, started = windows("running"), windows("started")
+    assert started > 2 * running
+
+
+def test_a_young_job_is_not_limited_below_its_largest_sample() -> None:
+    def recommendations(young_s: float) -> list[float]:
+        cfg = E4Config(buckets=100, min_history_s=0, hold_s=300, margin=0.1, young_history_s=young_s)
+        width = np.array([0.1])
+        stats = AutopilotStats(cfg, width, np.array([0]))  # low tolerance: S_p98
+        values = np.array([1.0] * 200 + [3.0])  # one sample at 3 GiB among 200 at 1 GiB
+        counts = window_counts(width, 100, np.zeros(len(values), dtype=np.int64), values)
+        return [float(stats.close(counts)[0]) for _ in range(4)]
+
+    young = recommendations(3 * 300.0)
+    assert young[:2] == pytest.approx([3.3, 3.3])  # under three windows of history: S_max (+10%)
+    assert young[2:] == pytest.approx([1.1, 1.1])  # then the load-adjusted S_p98
+    assert recommendations(0.0)[0] == pytest.approx(1.1)
+
+
+def test_a_hard_limit_kills_at_a_peak_within_the_window() -> None:
+    cell = Cell(msgspec.structs.replace(TINY, warmup_days=0.0), 7)
+    for w in range(3):
+        cell.step(w)
+    j = cell.jobs
+    running = np.bincount(j.slot[cell.machine >= 0], minlength=len(j.mode)) > 0
+    slot = int(np.flatnonzero((j.mode == 0) & running)[0])  # a hard-limit job with replicas running
+    mine = j.slot == slot
+    limit = float(cell.limit[slot])
+
+    def samples(u: F) -> F:
+        # This job's replicas: mean 0.8 × the limit, one sample 1.2 ×; everyone else flat.
+        flat = np.repeat(u[:, None], 2, axis=1)
+        flat[mine] = [0.4 * limit, 1.2 * limit]
+        return flat
+
+    cell.jobs.samples = samples  # type: ignore[method-assign,assignment]
+    before = cell.acc["oom_limit"][slot]
+    cell.step(3)
+    assert cell.acc["oom_limit"][slot] - before >= 1
+    assert (cell.machine[mine] < 0).all()  # every replica that ran died at the peak

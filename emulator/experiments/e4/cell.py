@@ -1,12 +1,13 @@
 """E4's Borg cell, window by window (design.md §3b, issue 33).
 
-Each window (the lecture's 5 minutes): batch jobs that ended are replaced by new draws; every
-replica's usage moves (usage.py); pending tasks are placed best-fit by reservation (production
-only where the production limits fit the machine, batch into what reclamation freed); a task
-with a hard limit whose usage exceeds it dies (an OOM); a machine whose usage exceeds its memory
-kills batch before production and, within a tier, tasks above their soft limit first, largest
-first, until it fits (also OOMs); reservations decay toward usage + margin; Autopilot's and the
-ML recommender's windows close and their limits (bumped after an OOM) apply to running replicas
+Each window (the lecture's 5 minutes): batch jobs that ended are replaced by new draws or
+re-runs; every replica's usage moves (usage.py); pending tasks are placed best-fit by reservation
+(production only where the production limits fit the machine, batch into what reclamation
+freed); a task with a hard limit whose usage exceeds it at any of the window's samples dies (an
+OOM); a machine whose usage exceeds its memory at a sample kills batch before production and,
+within a tier, tasks above their soft limit first, largest first, until it fits (also OOMs);
+reservations decay toward the window's mean usage + margin; Autopilot's and the ML recommender's
+windows close on the samples and their limits (bumped after an OOM) apply to running replicas
 and, as their reservations, to the machines."""
 
 from __future__ import annotations
@@ -46,12 +47,15 @@ class Cell:
         self.resv = np.zeros(tasks)
         self.kills_in_row = np.zeros(tasks, dtype=np.int64)
         self.placed_at = np.zeros(tasks, dtype=np.int64)
+        self.started = np.zeros(tasks, dtype=bool)  # placed once since its job began
         self.acc = {k: np.zeros(slots) for k in COUNTERS}
         self.records: list[dict[str, Any]] = []
         self.short_now = 0
+        self.fullest_now = 0.0
         self.ml_choices = np.zeros(len(cfg.ml_half_lives_h) * len(cfg.ml_margins))  # job-windows per model
         self.cell = {"machine_windows": 0, "short_machine_windows": 0, "task_windows": 0,
-                     "pending_task_windows": 0, "usage": 0.0, "reserved": 0.0}
+                     "pending_task_windows": 0, "usage": 0.0, "reserved": 0.0, "fullest_peak": 0.0,
+                     "reserved_above_usage_young": 0.0}
 
     def width(self, rows: Ints) -> F:
         w: F = self.cfg.range_factor * self.jobs.user_limit[rows] / self.cfg.buckets
@@ -76,16 +80,20 @@ class Cell:
     def renew(self, slots: Ints, w: int, now: float) -> None:
         j = self.jobs
         self.flush(slots)
-        j.draw(slots, now)
+        again = j.draw(slots, now)
         tasks = np.isin(j.slot, slots)
         self.machine[tasks] = -1
         self.ready_at[tasks] = w
         self.kills_in_row[tasks] = 0
-        self.limit[slots] = j.user_limit[slots]
-        self.floor[slots] = 0.0
-        self.recommended[slots] = False
+        self.started[tasks] = False
+        # A re-run keeps its limit (the user's, or the recommenders' last for the prior
+        # execution), its OOM floor and its recommenders' histories; a new job starts afresh.
+        fresh = slots[~again]
+        self.limit[fresh] = j.user_limit[fresh]
+        self.floor[fresh] = 0.0
+        self.recommended[fresh] = False
         for rows, rec in ((self.ap_rows, self.ap), (self.ml_rows, self.ml)):
-            hit = np.flatnonzero(np.isin(rows, slots))
+            hit = np.flatnonzero(np.isin(rows, fresh))
             if len(hit):
                 rec.reset(hit, self.width(rows[hit]))
 
@@ -117,26 +125,37 @@ class Cell:
             self.machine[t] = best
             self.resv[t] = need
             self.placed_at[t] = w
+            self.started[t] = True
             resv[best] += need
             if self.task_prod[t]:
                 prod[best] += need
 
-    def shortage(self, u: F, alive: B) -> B:
-        """Kills on machines whose usage exceeds their memory."""
+    def shortage(self, samples: F, alive: B) -> B:
+        """Kills on machines whose usage exceeds their memory at one of the window's samples
+        (``samples``: tasks × samples, or one usage per task); judged at the machine's worst."""
         cfg, j = self.cfg, self.jobs
-        killed = np.zeros(len(u), dtype=bool)
+        s = samples if samples.ndim == 2 else samples[:, None]
+        n = s.shape[1]
+        killed = np.zeros(len(s), dtype=bool)
         self.short_now = 0
-        load = np.bincount(self.machine[alive], u[alive], minlength=cfg.machines)
+        self.fullest_now = 0.0
+        cells = (self.machine[alive][:, None] * n + np.arange(n)[None, :]).ravel()
+        loads = np.bincount(cells, s[alive].ravel(), minlength=cfg.machines * n).reshape(cfg.machines, n)
+        worst = np.argmax(loads, axis=1)
+        load = loads[np.arange(cfg.machines), worst]
+        self.fullest_now = float(load.max())
         short = np.flatnonzero(load > cfg.machine_ram_gib)
         if not len(short):
             return killed
-        above = u > self.limit[j.slot]
+        lim = self.limit[j.slot]
         for m in short:
             idx = np.flatnonzero(alive & (self.machine == m))
-            order = idx[np.lexsort((-u[idx], ~above[idx], self.task_prod[idx]))]
+            u = s[idx, worst[m]]
+            order = idx[np.lexsort((-u, ~(u > lim[idx]), self.task_prod[idx]))]
+            used = s[order, worst[m]]
             excess = load[m] - cfg.machine_ram_gib
-            n = int(np.searchsorted(np.cumsum(u[order]), excess - 1e-12)) + 1
-            killed[order[:n]] = True
+            k = int(np.searchsorted(np.cumsum(used), excess - 1e-12)) + 1
+            killed[order[:k]] = True
         self.short_now = len(short)
         return killed
 
@@ -147,15 +166,18 @@ class Cell:
         if len(ended):
             self.renew(ended, w, now)
         u = j.advance(now)
+        samples = j.samples(u)
+        peak = samples.max(axis=1)
         self.place(w, self.machine >= 0)
         run = self.machine >= 0
         lim = self.limit[j.slot]
-        over = run & self.task_hard & (u > lim)
-        short = self.shortage(u, run & ~over)
+        over = run & self.task_hard & (peak > lim)
+        short = self.shortage(samples, run & ~over)
         killed = over | short
         s = len(j.mode)
         if w >= cfg.warmup_windows:
-            a["windows"] += np.bincount(j.slot[run], minlength=s)
+            counted = run if cfg.task_days == "running" else self.started
+            a["windows"] += np.bincount(j.slot[counted], minlength=s)
             a["usage"] += np.bincount(j.slot[run], u[run], minlength=s)
             a["limit"] += np.bincount(j.slot[run], lim[run], minlength=s)
             a["oom_limit"] += np.bincount(j.slot[over], minlength=s)
@@ -169,13 +191,16 @@ class Cell:
             c = self.cell
             c["machine_windows"] += cfg.machines
             c["short_machine_windows"] += self.short_now
+            c["fullest_peak"] = max(c["fullest_peak"], self.fullest_now)
             c["task_windows"] += int(run.sum())
             c["pending_task_windows"] += int((~run).sum())
             c["usage"] += float(u[run].sum())
             c["reserved"] += float(self.resv[run].sum())
+            young = run & ((w - self.placed_at) * cfg.window_s < 3 * 3600)  # started under 3 h ago
+            c["reserved_above_usage_young"] += float((self.resv[young] - u[young]).sum())
         # The OOM bump: Autopilot and ML raise a job's limit above the usage that killed.
         bumped = over & np.isin(j.mode[j.slot], (AUTOPILOT, ML))
-        np.maximum.at(self.floor, j.slot[bumped], u[bumped] * (1 + cfg.oom_bump))
+        np.maximum.at(self.floor, j.slot[bumped], peak[bumped] * (1 + cfg.oom_bump))
         self.machine[killed] = -1
         self.kills_in_row[killed] += 1
         self.ready_at[killed] = w + np.minimum(2 ** (self.kills_in_row[killed] - 1), cfg.restart_backoff_max)
@@ -188,24 +213,29 @@ class Cell:
         decaying = alive & ((w - self.placed_at) * cfg.window_s >= cfg.reclaim_after_s)
         self.resv = np.where(decaying, np.where(self.resv > target, target + (self.resv - target) * keep,
                                                 target), self.resv)
-        self.recommend(u, run)
+        self.recommend(samples, run)
         if w >= cfg.warmup_windows:
             chosen = self.ml.chosen[self.ml.chosen >= 0]
             self.ml_choices += np.bincount(chosen, minlength=len(self.ml_choices))
 
-    def recommend(self, u: F, run: B) -> None:
+    def recommend(self, samples: F, run: B) -> None:
         cfg, j = self.cfg, self.jobs
+        n = samples.shape[1]
         for rows, rec in ((self.ap_rows, self.ap), (self.ml_rows, self.ml)):
             if not len(rows):
                 continue
             local = np.full(len(j.mode), -1, dtype=np.int64)
             local[rows] = np.arange(len(rows))
             mine = run & (local[j.slot] >= 0)
-            counts = window_counts(rec.width, cfg.buckets, local[j.slot[mine]], u[mine])
             if isinstance(rec, AutopilotStats):
-                got = rec.close(counts)
+                # Autopilot's histograms: every sample of the window (the lecture's s_i[t][k]).
+                got = rec.close(window_counts(rec.width, cfg.buckets, np.repeat(local[j.slot[mine]], n),
+                                              samples[mine].ravel()))
             else:
-                got = rec.close(counts, self.limit[rows])
+                # ML prices the tasks above a limit (the lecture: "tasks above the limit"): one
+                # value per task and window, its peak.
+                got = rec.close(window_counts(rec.width, cfg.buckets, local[j.slot[mine]],
+                                              samples[mine].max(axis=1)), self.limit[rows])
             fresh = ~np.isnan(got)
             self.recommended[rows] |= fresh
             self.limit[rows] = np.fmax(np.where(fresh, got, self.limit[rows]), self.floor[rows])

@@ -57,6 +57,25 @@ class E4Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=
     drift_sd_per_day: Share = 0.05
     steps_per_day: Annotated[float, msgspec.Meta(ge=0, le=1e3)] = 0.3
     step_sd: Share = 0.15
+    # Within a window (the lecture samples about every second): peak_samples samples per replica,
+    # each the window's mean × (1 + sd·z), sd per job uniform in [peak_sd_min, peak_sd_max], z
+    # shared by a job's replicas with correlation peak_job_corr. Hard limits and machines are
+    # judged at these samples, the histograms count them; reservations follow the window mean
+    # (what the Borglet reports). peak_samples = 1: the window mean only.
+    peak_samples: Count = 10
+    peak_sd_min: Share = 0.01
+    peak_sd_max: Share = 0.05
+    peak_job_corr: Share = 0.5
+    # Off by default (not in the lecture): the share of production jobs' bursts common to the cell.
+    peak_cell_corr: Share = 0.0
+    # Recurring batch jobs: a new batch job re-runs its slot's previous job (same usage profile and
+    # user limit) with this probability; Autopilot and ML start it from the prior execution's
+    # limit and histograms (history about prior executions, as Autopilot uses).
+    recurring_share: Share = 0.5
+    # Task-days, the OOM rate's denominator: windows a task runs ("running") or windows from its
+    # first start to its job's end, restarts and their backoff included ("started", as a
+    # crash-looping Borg task stays a task of its job).
+    task_days: Literal["running", "started"] = "started"
     # Users' limits: mean usage × a lognormal factor (median 1 / (1 − target slack)); a share of
     # jobs is under-provisioned: factor uniform in [low, high] (below the job's daily peak).
     hard_limit_factor: Pos = 2.5
@@ -86,6 +105,10 @@ class E4Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=
     margin: Share = 0.15
     hold_s: Pos = 3600.0
     min_history_s: Annotated[float, msgspec.Meta(ge=0, le=1e9)] = 3600.0
+    # A job with less than young_history_s of samples (its own or its prior executions'): the
+    # recommendation is not below S_max of that short history (a percentile of a few hours does
+    # not yet describe the job); one day, the S_max window.
+    young_history_s: Annotated[float, msgspec.Meta(ge=0, le=1e9)] = 86400.0
     tolerance_low: Share = 0.8
     tolerance_minimal: Share = 0.1  # the rest: medium
     oom_bump: Share = 0.2

@@ -46,6 +46,7 @@ class AutopilotStats:
         self.hold = np.full((n, max(1, round(cfg.hold_s / cfg.window_s))), np.nan)
         self.seen = np.zeros(n, dtype=np.int64)
         self.need = math.ceil(cfg.min_history_s / cfg.window_s)
+        self.young = math.ceil(cfg.young_history_s / cfg.window_s)
 
     def reset(self, rows: Ints, width: F) -> None:
         self.width[rows] = width
@@ -71,6 +72,8 @@ class AutopilotStats:
         p98 = load_adjusted_percentile(b, self.hist, 98.0)
         p60 = load_adjusted_percentile(b, self.hist, 60.0)
         rec = np.select([self.tolerance == 0, self.tolerance == 1], [p98, s_max], np.fmax(p60, 0.5 * s_max))
+        # A young history has not yet shown the job's range: not below its largest sample.
+        rec = np.where(self.seen < self.young, np.fmax(rec, s_max), rec)
         self.hold = np.roll(self.hold, 1, axis=1)
         self.hold[:, 0] = rec * (1 + self.cfg.margin)
         out: F = np.where(self.seen >= self.need, np.nanmax(np.where(np.isnan(self.hold), -1.0, self.hold),

@@ -50,6 +50,7 @@ def mode_figures(jobs: list[dict[str, Any]], by_tolerance: bool = False) -> dict
         "ooms_underprovisioned_share": sum(under) / sum(ooms) if sum(ooms) else 0.0,
         "ooms_after_step_share": sum(j["oom_after_step"] for j in jobs) / sum(ooms) if sum(ooms) else 0.0,
         "ooms_in_first_day_share": sum(j["oom_young_job"] for j in jobs) / sum(ooms) if sum(ooms) else 0.0,
+        "ooms_per_task_day_provisioned": per_day([j for j in jobs if not j["underprovisioned"]]),
         "ooms_per_task_day_production": per_day(prod),
         "ooms_per_task_day_batch": per_day(batch),
     }
@@ -70,6 +71,10 @@ def run_seed(cfg: E4Config, seed: int) -> dict[str, Any]:
         "tasks_pending": cell["pending_task_windows"] / max(1, tw + cell["pending_task_windows"]),
         "usage_of_capacity": cell["usage"] / cap if cap else 0.0,
         "reserved_of_capacity": cell["reserved"] / cap if cap else 0.0,
+        "fullest_machine_peak": cell["fullest_peak"] / cfg.machine_ram_gib,
+        # Of the memory reserved above usage, what tasks started under 3 h ago hold (their
+        # reservations start at the limit).
+        "reserved_above_usage_young_of_capacity": cell["reserved_above_usage_young"] / cap if cap else 0.0,
     }}
 
 
@@ -77,13 +82,16 @@ def _mean_sd(xs: list[float]) -> list[float]:
     return [statistics.fmean(xs), statistics.stdev(xs) if len(xs) > 1 else 0.0]
 
 
-# What the OOMs come from: the same cell without steps in usage, and with reclamation down to
-# usage itself (no safety margin), where machines do run short.
+# What the OOMs come from: the same cell (same seeds and draws) with one mechanism off or one
+# input changed each.
 VARIANTS: dict[str, dict[str, Any]] = {
+    "no within-window samples": {"peak_samples": 1},
+    "no recurring batch jobs": {"recurring_share": 0.0},
+    "no young-job rule": {"young_history_s": 0.0},
+    "task-days while running": {"task_days": "running"},
     "no steps in usage": {"steps_per_day": 0.0},
-    "batch without a daily cycle": {"batch_diurnal": False},
-    "Autopilot and ML after 6 h of history": {"min_history_s": 6 * 3600.0},
     "reclamation without margin": {"reclaim_margin": 0.0, "reclaim_tau_s": 600.0},
+    "bursts up to 15%, production's half cell-wide": {"peak_sd_max": 0.15, "peak_cell_corr": 0.5},
 }
 
 
@@ -154,7 +162,8 @@ def markdown_table(data: dict[str, Any]) -> str:
     lines += ["", f"Hard limits → Autopilot: OOMs per task-day {ratio} (lecture ÷{0.069 / 0.002:.1f}). "
               f"Mean ± sd over {n} seeds; the cell: memory used {c['usage_of_capacity'][0] * 100:.0f}% and "
               f"reserved {c['reserved_of_capacity'][0] * 100:.0f}% of capacity, machines short "
-              f"{c['machine_windows_short'][0] * 100:.2f}% of machine-windows, tasks pending "
+              f"{c['machine_windows_short'][0] * 100:.2f}% of machine-windows (the fullest machine's highest "
+              f"sample {c['fullest_machine_peak'][0] * 100:.1f}% of its memory), tasks pending "
               f"{c['tasks_pending'][0] * 100:.1f}%."]
     return "\n".join(lines)
 
@@ -172,8 +181,19 @@ def variants_table(data: dict[str, Any]) -> str:
         h, a = d["rows"][0]["ooms_per_task_day"][0], d["rows"][2]["ooms_per_task_day"][0]
         ratio.append(f"÷{h / a:.1f}" if a > 0 else "∞")
     lines.append("| hard → autopilot OOMs | " + " | ".join(ratio) + " |")
+    ratio = []
+    for _, d in cols:
+        h, a = (d["rows"][i]["ooms_per_task_day_provisioned"][0] for i in (0, 2))
+        ratio.append(f"÷{h / a:.1f}" if a > 0 else "∞")
+    lines.append("| the same, under-provisioned jobs left out | " + " | ".join(ratio) + " |")
     lines.append("| machines short (machine-windows) | " + " | ".join(
         f"{d['cell']['machine_windows_short'][0] * 100:.3f}%" for _, d in cols) + " |")
+    lines.append("| the fullest machine's highest sample (of its memory) | " + " | ".join(
+        f"{d['cell']['fullest_machine_peak'][0] * 100:.1f}%" for _, d in cols) + " |")
+    lines.append("| memory reserved above usage (of capacity): all / in tasks (re)started under 3 h ago | "
+                 + " | ".join(
+        f"{(d['cell']['reserved_of_capacity'][0] - d['cell']['usage_of_capacity'][0]) * 100:.1f}% / "
+        f"{d['cell']['reserved_above_usage_young_of_capacity'][0] * 100:.1f}%" for _, d in cols) + " |")
     lines.append("| autopilot OOMs within an hour of a step up | " + " | ".join(
         f"{d['rows'][2]['ooms_after_step_share'][0] * 100:.0f}%" for _, d in cols) + " |")
     lines.append("| autopilot OOMs under the user's limit (before the first recommendation) | " + " | ".join(
@@ -223,6 +243,6 @@ def add_command(sub: Any) -> None:
     e.add_argument("--out", default="docs/e4.json")
     e.add_argument("--seeds", type=_positive_int, default=len(SEEDS), help="seeds 1..N (default 3)")
     e.add_argument("--days", type=float, help="emulated days, the first a warm-up (default 5)")
-    e.add_argument("--machines", type=_positive_int, help="machines in the cell (default 40)")
+    e.add_argument("--machines", type=_positive_int, help="machines in the cell (default 20)")
     e.add_argument("--table", metavar="JSON", help="only print the table of an e4.json")
     e.set_defaults(func=cmd_e4)

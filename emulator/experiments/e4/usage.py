@@ -1,7 +1,8 @@
 """E4's jobs and their memory usage with time structure (issue 33): per job a level, a diurnal
 cycle, AR(1) noise at window resolution, a slow random-walk drift and occasional steps; per
-replica a factor a few percent off the job's and a small AR(1) noise of its own. Jobs live in
-slots (a mode, a tier and a replica count each); a batch job that ends is replaced by a new draw."""
+replica a factor a few percent off the job's and a small AR(1) noise of its own; within a window,
+samples around the window's mean (its peaks). Jobs live in slots (a mode, a tier and a replica
+count each); a batch job that ends is replaced by a new draw or, recurring, by a re-run of itself."""
 
 from __future__ import annotations
 
@@ -23,10 +24,11 @@ class Jobs:
     """Slot arrays (index s) and task arrays (index t, ``slot[t]`` its job's slot)."""
 
     def __init__(self, cfg: E4Config, seed: np.random.SeedSequence) -> None:
-        # One stream each for the jobs' draws, the noise and the steps: a variant of the cell that
-        # changes one of them keeps the others' draws (paired comparisons).
+        # One stream each for the jobs' draws, the noise, the steps and the within-window samples:
+        # a variant of the cell that changes one of them keeps the others' draws (paired comparisons).
         self.cfg = cfg
-        self.rng, self.noise_rng, self.step_rng = (np.random.default_rng(s) for s in seed.spawn(3))
+        self.rng, self.noise_rng, self.step_rng, self.peak_rng, self.burst_rng = (
+            np.random.default_rng(s) for s in seed.spawn(5))
         rng = self.rng
         n = cfg.jobs_per_mode
         self.mode = np.repeat(np.arange(len(MODES)), n)
@@ -40,6 +42,7 @@ class Jobs:
         self.base, self.amp, self.phase, self.noise_sd, self.noise = (np.zeros(slots) for _ in range(5))
         self.drift, self.step, self.user_limit, self.ends_at = (np.zeros(slots) for _ in range(4))
         self.started_at = np.zeros(slots)
+        self.peak_sd = np.zeros(slots)
         self.last_step_up = np.full(slots, -math.inf)  # when the level last stepped up
         self.underprovisioned = np.zeros(slots, dtype=bool)
         self.tolerance = np.zeros(slots, dtype=np.int64)
@@ -48,11 +51,18 @@ class Jobs:
         self.rep_noise = np.zeros(tasks)
         self.draw(np.arange(slots), 0.0)
 
-    def draw(self, slots: Ints, now: float) -> None:
-        """New jobs in ``slots`` (starting at ``now``)."""
+    def draw(self, slots: Ints, now: float) -> B:
+        """New jobs in ``slots`` (starting at ``now``); which of them re-run their slot's previous
+        job (recurring batch: the same profile, user limit and replicas' factors)."""
         cfg, rng, k = self.cfg, self.rng, len(slots)
         if k == 0:
-            return
+            return np.zeros(0, dtype=bool)
+        again = (~self.prod[slots] & (self.job_id[slots] >= 0)
+                 & (rng.random(k) < cfg.recurring_share))
+        kept = slots[again]
+        old = [a[kept].copy() for a in self._profile()]
+        tasks_kept = np.flatnonzero(np.isin(self.slot, kept))
+        old_rep = self.rep_factor[tasks_kept].copy()
         self.job_id[slots] = np.arange(self.next_id, self.next_id + k)
         self.started_at[slots] = now
         self.next_id += k
@@ -87,6 +97,17 @@ class Jobs:
         tasks = np.flatnonzero(np.isin(self.slot, slots))
         self.rep_factor[tasks] = 1 + cfg.replica_sd * rng.standard_normal(len(tasks))
         self.rep_noise[tasks] = cfg.replica_noise_sd * rng.standard_normal(len(tasks))
+        self.peak_sd[slots] = rng.uniform(cfg.peak_sd_min, cfg.peak_sd_max, k)
+        # A re-run: every draw above was made (paired streams), then the previous job's kept.
+        for a, v in zip(self._profile(), old, strict=True):
+            a[kept] = v
+        self.rep_factor[tasks_kept] = old_rep
+        return again
+
+    def _profile(self) -> tuple[npt.NDArray[np.generic], ...]:
+        """What a recurring job keeps from its previous execution."""
+        return (self.base, self.amp, self.phase, self.noise_sd, self.peak_sd, self.user_limit,
+                self.underprovisioned, self.tolerance)
 
     def mean_factor(self, slots: Ints) -> F:
         """E[exp(job noise + replica noise)]: the level's mean multiplier at start."""
@@ -110,3 +131,19 @@ class Jobs:
         level = self.base * cycle * np.exp(self.drift + self.step + self.noise)
         usage: F = level[self.slot] * self.rep_factor * np.exp(self.rep_noise)
         return usage
+
+    def samples(self, usage: F) -> F:
+        """Within the window: ``peak_samples`` samples per task (tasks × samples) around its window
+        mean ``usage``, their mean exactly that."""
+        cfg, rng, n = self.cfg, self.peak_rng, self.cfg.peak_samples
+        if n == 1:
+            return usage[:, None]
+        c = cfg.peak_job_corr
+        z = (math.sqrt(c) * rng.standard_normal((len(self.mode), n))[self.slot]
+             + math.sqrt(1 - c) * rng.standard_normal((len(self.slot), n)))
+        if cfg.peak_cell_corr > 0:  # a burst the whole cell's production shares (users' traffic)
+            cell = cfg.peak_cell_corr * self.prod[self.slot][:, None]
+            z = np.sqrt(cell) * self.burst_rng.standard_normal(n)[None, :] + np.sqrt(1 - cell) * z
+        z -= z.mean(axis=1, keepdims=True)
+        out: F = usage[:, None] * np.maximum(0.0, 1 + self.peak_sd[self.slot][:, None] * z)
+        return out
