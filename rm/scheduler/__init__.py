@@ -1,0 +1,1 @@
+"""Scheduling: the policy interface and registry, the scheduling loop, fair shares, preemption; the built-in policies in ``policies/``."""
