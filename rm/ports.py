@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ringmon.protocol import RingMessage
-    from rm.cluster import NodeRecord
+    from rm.state.cluster import NodeRecord
 
 
 class Timer(Protocol):

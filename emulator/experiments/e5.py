@@ -5,7 +5,7 @@ the emulator's own usage processes (nodemanager/usage.py) every ``sample_interva
 ``history_samples`` are what the scheduler observed (per-task statistics), the next
 ``test_samples`` are the future the packing is judged on. Tasks arrive in a seeded random
 order and go best-fit (the machine with the largest estimated mean load) onto machines of
-capacity 1, a task fitting a machine when the admission method says so (rm/scheduler/sbp.py, the
+capacity 1, a task fitting a machine when the admission method says so (rm/borg/sbp.py, the
 same functions the RM uses). Per method and SLO: machines used, and the measured overflow
 frequency (machine-samples with usage > capacity) against the target η = 1 − SLO.
 
@@ -29,8 +29,7 @@ import msgspec
 from emulator.measure.binpack import ALGORITHMS, RATIOS, lower_bound
 from emulator.scenario.tomlfile import decode_file, has_table
 from nodemanager.usage import UsageProcess
-from rm.protocol import UsageModel
-from rm.scheduler.sbp import (
+from rm.borg.sbp import (
     cantelli_b,
     fits_emp_perc,
     fits_gpa_sqrt,
@@ -38,6 +37,7 @@ from rm.scheduler.sbp import (
     percentile,
     z,
 )
+from rm.protocol import UsageModel
 
 Method = Literal["request", "av", "perc", "gpa-g", "gpa-sqrt", "cantelli", "emp-perc"]
 # The lecture's required bin size relative to the mean, Google 2011 trace, SLO 90/99/99.9/99.99%.
@@ -135,7 +135,7 @@ class Machine:
 
 def _fits(m: Machine, t: Task, method: str, slo: float, f: float, perc: float) -> bool:
     """The admission test (capacity 1) on the machine's sums; the same inequalities as
-    rm/scheduler/sbp.py (gpa-sqrt and emp-perc call its functions on the summed history)."""
+    rm/borg/sbp.py (gpa-sqrt and emp-perc call its functions on the summed history)."""
     mu = m.mean + t.mean
     sd = math.sqrt(m.var + t.sd * t.sd)
     if method == "request":

@@ -19,10 +19,10 @@ from rich.table import Table
 from emulator.harness.eventlog import make_logger
 from emulator.time.clock import LoopClock, run, wall_time
 from emulator.transport.framing import FrameDecoder, FrameEncoder
-from rm.dispatcher import Dispatcher
-from rm.manager import ResourceManager
-from rm.operations import OperationSpec
 from rm.protocol import ContainerStatus, Heartbeat, Register, Resources, RMInbound
+from rm.queues.dispatcher import Dispatcher
+from rm.shell.manager import ResourceManager
+from rm.state.operations import OperationSpec
 
 SLOTS = 20
 

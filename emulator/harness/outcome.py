@@ -19,8 +19,8 @@ from emulator.scenario.schema import Scenario
 from emulator.transport.faulty import MessageFaultCounters
 from nodemanager.stats import NodeCounters
 from ringmon.ports import RingCounters
-from rm.journal import Totals
-from rm.snapshot import OperationView, RMSnapshot
+from rm.recovery.journal import Totals
+from rm.views.snapshot import OperationView, RMSnapshot
 
 
 class ShareMean(msgspec.Struct, frozen=True):

@@ -15,10 +15,10 @@ import msgspec
 
 from emulator.scenario.schema import Scenario
 from emulator.time.clock import LoopClock, wall_time
-from rm.journal import Journal
-from rm.manager import ResourceManager
-from rm.observer import NodeEvent, RMObserver
-from rm.recovery import Recovery
+from rm.recovery.journal import Journal
+from rm.recovery.restart import Recovery
+from rm.shell.manager import ResourceManager
+from rm.views.observer import NodeEvent, RMObserver
 
 
 class JournalInUse(Exception):

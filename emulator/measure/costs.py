@@ -15,11 +15,11 @@ from typing import Any
 
 from emulator.measure.decisions import DecisionTimer
 from emulator.time.clock import wall_time
-from rm.dispatcher import Handler
-from rm.histogram import LogHistogram
-from rm.manager import Inbound, ResourceManager
 from rm.protocol import Heartbeat
-from rm.scheduling import NodeUpdate, SchedulerItem
+from rm.queues.dispatcher import Handler
+from rm.queues.histogram import LogHistogram
+from rm.scheduler.loop import NodeUpdate, SchedulerItem
+from rm.shell.manager import Inbound, ResourceManager
 
 
 class LinearFit:

@@ -3,13 +3,13 @@ placement policy choosing nodes over the whole cluster, or tiers over the config
 
 from __future__ import annotations
 
-from rm.cluster import Cluster
+from rm.borg.placement import PlacementPolicy
+from rm.borg.sbp import Admission
+from rm.borg.tiers import TieredPolicy
 from rm.scheduler.config import SchedulerConfig
-from rm.scheduler.placement import PlacementPolicy
 from rm.scheduler.policy import Policy
-from rm.scheduler.sbp import Admission
-from rm.tiers import TieredPolicy
-from rm.workload import WorkloadBook
+from rm.state.cluster import Cluster
+from rm.state.workload import WorkloadBook
 
 
 def borg_policy(inner: Policy, config: SchedulerConfig, book: WorkloadBook, cluster: Cluster) -> Policy:

@@ -11,7 +11,7 @@ submission; each task goes to a node chosen by the rule:
 "Fits" is the request check, with overcommit: tasks of tiers below ``overcommit_below`` may be
 reserved up to ``overcommit`` × a node's capacity, tasks of that tier and above only within its
 capacity (counting only their own tier group's reservations). An admission method
-(rm/scheduler/sbp.py) may refuse a node on the usage it predicts.
+(rm/borg/sbp.py) may refuse a node on the usage it predicts.
 
 Cost: an index keeps the nodes sorted by headroom on each resource (updated on every allocation
 and release), so a task looks only at the nodes with room for it on the scarcer resource, not at
@@ -26,12 +26,12 @@ from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator
 from typing import ClassVar
 
-from rm.cluster import EPS, Cluster, NodeRecord
-from rm.operations import Operation
+from rm.borg.sbp import Admission
 from rm.protocol import TIER_NAMES, Resources
 from rm.scheduler.borg_config import PlacementConfig
-from rm.scheduler.sbp import Admission
-from rm.workload import WorkloadBook
+from rm.state.cluster import EPS, Cluster, NodeRecord
+from rm.state.operations import Operation
+from rm.state.workload import WorkloadBook
 
 # The index's bound is looser than the fit test by this much (float rounding), so the candidates
 # always include every node that fits.

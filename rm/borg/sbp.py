@@ -11,8 +11,8 @@ predicted usage, with the task added, overflows the node's capacity with probabi
 
 The pure functions take plain numbers (tests and the offline E5 experiment use them); the
 ``Admission`` object applies them to what the RM observed: each running task's reported usage
-(``rm.observed.Observations``) and each node's usage over time. A task not observed yet counts as its
-request, with no variance (a new task starts from its request), and so does one observed fewer
+(``rm.state.observed_usage.Observations``) and each node's usage over time. A task not observed yet
+counts as its request, with no variance (a new task starts from its request), and so does one observed fewer
 than ``min_samples`` times.
 """
 
@@ -22,9 +22,9 @@ import math
 from collections.abc import Sequence
 from statistics import NormalDist
 
-from rm.cluster import NodeRecord
-from rm.operations import Operation
 from rm.scheduler.borg_config import AdmissionConfig
+from rm.state.cluster import NodeRecord
+from rm.state.operations import Operation
 
 _EPS = 1e-9
 

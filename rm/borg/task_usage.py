@@ -7,11 +7,11 @@ from collections.abc import Iterable
 
 import msgspec
 
-from rm.autopilot import Autopilot
-from rm.cluster import NodeRecord
-from rm.observed import Observations
-from rm.operations import Operation, Task
+from rm.borg.autopilot import Autopilot
 from rm.protocol import ContainerLaunch, ContainerLimits, ContainerUsage, UpdateLimits
+from rm.state.cluster import NodeRecord
+from rm.state.observed_usage import Observations
+from rm.state.operations import Operation, Task
 
 
 def launch_for(cid: int, op: Operation, task: Task, autopilot: Autopilot | None = None) -> ContainerLaunch:

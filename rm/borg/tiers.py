@@ -14,13 +14,13 @@ from typing import ClassVar, Protocol
 
 import msgspec
 
-from rm.cluster import EPS, Allocation, Cluster, NodeRecord
-from rm.operations import Operation
 from rm.ports import Clock
 from rm.protocol import EXIT_PREEMPTED, TIER_NAMES
 from rm.scheduler.borg_config import TiersConfig
 from rm.scheduler.policy import Policy
-from rm.workload import WorkloadBook
+from rm.state.cluster import EPS, Allocation, Cluster, NodeRecord
+from rm.state.operations import Operation
+from rm.state.workload import WorkloadBook
 
 
 def tier_of(op: Operation) -> int:

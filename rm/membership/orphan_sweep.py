@@ -1,4 +1,4 @@
-"""No live watcher in evidence (``rm.membership``): when no node has said anything for
+"""No live watcher in evidence (``rm.membership.service``): when no node has said anything for
 ``orphan_after`` intervals (every node crashed, or one node alone), the RM probes members itself,
 least recently heard first, at most the brake's fraction per look, paced over one interval."""
 
@@ -9,9 +9,9 @@ from collections import deque
 from collections.abc import Callable
 
 from ringmon.config import RingConfig
-from rm.cluster import NodeRecord
+from rm.membership.ring_publisher import NodeDirectory
 from rm.ports import Clock, Log, Timer
-from rm.ringcast import NodeDirectory
+from rm.state.cluster import NodeRecord
 
 
 class OrphanSweep:

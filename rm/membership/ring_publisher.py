@@ -25,8 +25,8 @@ import msgspec
 from ringmon.config import RingConfig
 from ringmon.membership import Membership, RingView, combine, decode_ids
 from ringmon.protocol import Ring, RingDelta, RingUpdate
-from rm.cluster import NodeRecord
 from rm.ports import Clock, Link, Log, Timer
+from rm.state.cluster import NodeRecord
 
 # Deltas (and their views) kept to answer a node a few versions behind (older: the whole ring).
 RECENT_DELTAS = 32

@@ -48,13 +48,13 @@ from ringmon.protocol import (
     UnlivelinessResponse,
 )
 from ringmon.rtt import LossEstimator, RttEstimator
-from rm.cluster import NodeRecord
-from rm.orphans import OrphanSweep
+from rm.membership.orphan_sweep import OrphanSweep
+from rm.membership.ring_publisher import RECENT_DELTAS, MembershipCounters, RingPublisher
+from rm.membership.suspicion import Attempt, DisconnectExpired, ProbeExpired, Suspicion
 from rm.ports import Clock, Link, Log, MembershipHost, Timer
 from rm.protocol import HeartbeatResponse
-from rm.ringcast import RECENT_DELTAS, MembershipCounters, RingPublisher
-from rm.snapshot import MembershipSnapshot, RingSnapshot
-from rm.suspicion import Attempt, DisconnectExpired, ProbeExpired, Suspicion
+from rm.state.cluster import NodeRecord
+from rm.views.snapshot import MembershipSnapshot, RingSnapshot
 
 __all__ = [
     "RECENT_DELTAS", "DisconnectExpired", "MembershipCounters", "MembershipHost", "MembershipService",
@@ -453,7 +453,7 @@ class MembershipService:
     # ---- no live watcher -------------------------------------------------------------------
 
     def sweep(self, last_inbound_at: float) -> None:
-        """The RM's periodic look (every ring interval): see ``rm.orphans``."""
+        """The RM's periodic look (every ring interval): see ``rm.membership.orphan_sweep``."""
         self._orphans.sweep(last_inbound_at, len(self.ring))
 
     def _idle(self, node: NodeRecord) -> bool:

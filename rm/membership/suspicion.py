@@ -1,11 +1,11 @@
-"""A suspicion the RM is probing (``rm.membership``): its rounds, its probe attempts, and the
+"""A suspicion the RM is probing (``rm.membership.service``): its rounds, its probe attempts, and the
 internal deadlines queued behind the RM's inbound work."""
 
 from __future__ import annotations
 
 from ringmon.protocol import RingMessage
-from rm.cluster import NodeRecord
 from rm.ports import Link, Timer
+from rm.state.cluster import NodeRecord
 
 
 class ProbeExpired(RingMessage, frozen=True):

@@ -9,7 +9,7 @@ more). ``stall`` stops the server for a while: the process is paused, what arriv
 Items come in two classes: ``submit`` (served first) and ``submit_low``, a class with a bound on
 its total weight that gets one turn in ``LOW_EVERY`` + 1 while the first is busy (so an honest
 node re-registering under overload waits, but is not starved); what does not fit is dropped, not
-queued (``rm.admission`` decides who goes where).
+queued (``rm.queues.inbound`` decides who goes where).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Generic, TypeVar
 
 import msgspec
 
-from rm.histogram import LogHistogram
 from rm.ports import Clock, Timer
+from rm.queues.histogram import LogHistogram
 
 T = TypeVar("T")
 # Handles one item; may return extra service time known only afterwards (e.g. allocations made).

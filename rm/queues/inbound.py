@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import msgspec
 
-from rm.dispatcher import Dispatcher
-from rm.logbudget import LogBudget
 from rm.ports import Link
 from rm.protocol import Disconnected, Heartbeat, Register
+from rm.queues.dispatcher import Dispatcher
+from rm.queues.logbudget import LogBudget
 
 # An honest node has a heartbeat or two and a few ring messages queued at a time.
 MAX_PER_LINK = 256

@@ -1,7 +1,7 @@
 """The RM's use of its journal: records written before the change they describe, compaction once
 the change is made, a write that fails stops the RM, and the run's totals across RM processes.
 
-``rm.journal`` is the file format and its replay; this is the policy around it, kept out of the
+``rm.recovery.journal`` is the file format and its replay; this is the policy around it, kept out of the
 ResourceManager shell. The journal is optional: without one every call here does nothing.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rm.counters import RMCounters
-from rm.journal import AnyRecord, Journal, JournalState, JournalWriteFailed, Totals
 from rm.ports import Clock, Log
+from rm.recovery.journal import AnyRecord, Journal, JournalState, JournalWriteFailed, Totals
 
 # Compact the journal when it holds this many times more records than a snapshot would.
 COMPACT_RATIO = 4

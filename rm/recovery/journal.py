@@ -26,8 +26,8 @@ from typing import IO
 
 import msgspec
 
-from rm.operations import OperationSpec
 from rm.protocol import Resources
+from rm.state.operations import OperationSpec
 
 
 class JournalWriteFailed(Exception):

@@ -16,11 +16,20 @@ from collections.abc import Callable
 
 import msgspec
 
-from rm.cluster import Allocation, Cluster, NodeRecord
-from rm.journal import AnyRecord, Epoch, IdMark, JournalState, PoolAdded, Progress, Started, Submitted
-from rm.operations import Operation, OperationSpec, Task
 from rm.ports import Clock, Timer
-from rm.workload import WorkloadBook
+from rm.recovery.journal import (
+    AnyRecord,
+    Epoch,
+    IdMark,
+    JournalState,
+    PoolAdded,
+    Progress,
+    Started,
+    Submitted,
+)
+from rm.state.cluster import Allocation, Cluster, NodeRecord
+from rm.state.operations import Operation, OperationSpec, Task
+from rm.state.workload import WorkloadBook
 
 
 class RecoveryStats(msgspec.Struct):

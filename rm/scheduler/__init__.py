@@ -1,1 +1,2 @@
-"""Scheduling: the policy interface and registry, the scheduling loop, fair shares, preemption; the built-in policies in ``policies/``."""
+"""Scheduling: the policy interface and registry, the scheduling loop, fair shares and preemption;
+the built-in policies in ``policies/``."""

@@ -19,15 +19,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from rm.cluster import Cluster, NodeRecord
 from rm.config import ServiceTimeConfig
 from rm.counters import RMCounters
-from rm.offers import Demand
-from rm.operations import Operation
 from rm.ports import Clock, Timer
 from rm.protocol import ContainerLaunch, LaunchContainers
 from rm.scheduler.policy import Policy
-from rm.workload import WorkloadBook
+from rm.state.cluster import Cluster, NodeRecord
+from rm.state.operations import Operation
+from rm.state.room_index import Demand
+from rm.state.workload import WorkloadBook
 
 _US = 1e-6
 

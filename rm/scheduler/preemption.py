@@ -28,14 +28,14 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from rm.cluster import EPS, Allocation, Cluster, NodeRecord
-from rm.context import RMContext
 from rm.counters import PreemptionCounters
-from rm.operations import Operation, Pool
 from rm.protocol import EXIT_PREEMPTED
 from rm.scheduler.config import PreemptionConfig
 from rm.scheduler.fair_share import FairShares, progressive_filling
-from rm.workload import WorkloadBook
+from rm.shell.context import RMContext
+from rm.state.cluster import EPS, Allocation, Cluster, NodeRecord
+from rm.state.operations import Operation, Pool
+from rm.state.workload import WorkloadBook
 
 
 class PreemptionHost(Protocol):

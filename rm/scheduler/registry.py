@@ -17,24 +17,24 @@ from typing import Any, cast
 
 import msgspec
 
-from rm.cluster import Cluster
-from rm.operations import Pool
 from rm.plugins import PluginError, Registry, discover
 from rm.ports import Clock
 from rm.scheduler.config import SchedulerConfig
 from rm.scheduler.policy import Policy, PolicyCounters, RegisteredPolicy
+from rm.state.cluster import Cluster
+from rm.state.operations import Pool
 
 GROUP = "hbemu.policies"
 
 BUILTIN_POLICIES: Mapping[str, str] = MappingProxyType({
-    "drf": "rm.scheduler.drf:DRFPolicy",
-    "drfh": "rm.scheduler.drfh:DRFHPolicy",
-    "fifo": "rm.scheduler.fifo:FIFOPolicy",
-    "packing": "rm.scheduler.packing:PackingPolicy",
-    "tetris": "rm.scheduler.tetris:TetrisPolicy",
+    "drf": "rm.scheduler.policies.drf:DRFPolicy",
+    "drfh": "rm.scheduler.policies.drfh:DRFHPolicy",
+    "fifo": "rm.scheduler.policies.fifo:FIFOPolicy",
+    "packing": "rm.scheduler.policies.packing:PackingPolicy",
+    "tetris": "rm.scheduler.policies.tetris:TetrisPolicy",
 })
 
-# What the scheduling loop calls on every policy (rm/scheduling.py, rm/life.py).
+# What the scheduling loop calls on every policy (rm/scheduler/loop.py, rm/shell/life.py).
 _METHODS = ("candidates", "assign", "place", "on_submitted", "on_finished", "begin_fill")
 
 

@@ -5,17 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from rm.autopilot import Autopilot
-from rm.cluster import NodeRecord, UsageIntegral
+from rm.borg.autopilot import Autopilot
+from rm.borg.tiers import TierCounters
 from rm.config import RMConfig
 from rm.counters import GroupCounters, PreemptionCounters, RMCounters
-from rm.journal import AnyRecord
-from rm.logbudget import LogBudget
-from rm.observer import Observers
 from rm.ports import Clock, Log
+from rm.queues.logbudget import LogBudget
+from rm.recovery.journal import AnyRecord
 from rm.scheduler.config import SchedulerConfig
 from rm.scheduler.policy import PolicyCounters
-from rm.tiers import TierCounters
+from rm.state.cluster import NodeRecord, UsageIntegral
+from rm.views.observer import Observers
 
 if TYPE_CHECKING:
     from ringmon.protocol import Ring

@@ -11,14 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rm.cluster import Allocation, Cluster, NodeRecord
-from rm.context import RMContext
+from rm.borg.layer import borg_policy
+from rm.borg.task_usage import apply_limits, launch_for
+from rm.borg.tiers import TierPreemptor
 from rm.counters import GroupCounters
-from rm.journal import AnyRecord, Ended, JournalState, Started
-from rm.ledger import ContainerLedger
-from rm.observer import NodeEvent, OperationEvent, TaskCompleted, TaskStarted
-from rm.operations import Operation, OperationSpec, Task
-from rm.preemption import Preemptor
 from rm.protocol import (
     EXIT_KILLED,
     EXIT_SUCCESS,
@@ -26,14 +22,18 @@ from rm.protocol import (
     KillContainers,
     LaunchContainers,
 )
-from rm.recovery import Recovery, journal_snapshot
-from rm.scheduler.borg import borg_policy
-from rm.scheduler.plugin import make_policy
-from rm.scheduling import NodeUpdate, SchedulePass, SchedulerItem, SchedulingLoop
-from rm.tiers import TierPreemptor
-from rm.tracker import ResourceTracker
-from rm.usage import apply_limits, launch_for
-from rm.workload import WorkloadBook
+from rm.recovery.journal import AnyRecord, Ended, JournalState, Started
+from rm.recovery.restart import Recovery, journal_snapshot
+from rm.scheduler.loop import NodeUpdate, SchedulePass, SchedulerItem, SchedulingLoop
+from rm.scheduler.preemption import Preemptor
+from rm.scheduler.registry import make_policy
+from rm.shell.context import RMContext
+from rm.state.cluster import Allocation, Cluster, NodeRecord
+from rm.state.operations import Operation, OperationSpec, Task
+from rm.state.workload import WorkloadBook
+from rm.tracker.container_ledger import ContainerLedger
+from rm.tracker.resource_tracker import ResourceTracker
+from rm.views.observer import NodeEvent, OperationEvent, TaskCompleted, TaskStarted
 
 
 class RMLife:

@@ -8,7 +8,7 @@ continuous-scheduling passes). Each may charge an emulated service time per item
 Everything a crash loses lives in one ``RMLife``; what outlives it (configuration, counters,
 time integrals, the journal, observers, the membership service) stays here. ``crash`` drops the
 life; ``recover`` starts a new one from the journal. The views it gives of itself (``snapshot``,
-``shares``, ``nodes_view``, ...) are built in ``rm.views``.
+``shares``, ``nodes_view``, ...) are built in ``rm.shell.snapshots``.
 """
 
 from __future__ import annotations
@@ -19,28 +19,28 @@ import msgspec
 
 from ringmon.config import RingConfig
 from ringmon.protocol import ProbeAck, RingMessage
-from rm.admission import InboundAdmission
-from rm.cluster import NodeRecord
 from rm.config import RMConfig
-from rm.context import RMContext
 from rm.counters import RMCounters
-from rm.dispatcher import Dispatcher, Handler
-from rm.durability import Durability
-from rm.journal import AnyRecord, Journal, PoolAdded, Submitted, Totals
-from rm.life import RMLife, operation_event
-from rm.membership import MembershipService
-from rm.observer import RMObserver
-from rm.operations import OperationSpec
-from rm.pending import PendingReasons
-from rm.pending import explain as explain_pending
+from rm.membership.service import MembershipService
 from rm.ports import Clock, Link, Log
 from rm.protocol import ZERO, Disconnected, Heartbeat, Register, Resources
-from rm.recovery import Recovery
+from rm.queues.dispatcher import Dispatcher, Handler
+from rm.queues.inbound import InboundAdmission
+from rm.queues.timers import Periodic
+from rm.recovery.durability import Durability
+from rm.recovery.journal import AnyRecord, Journal, PoolAdded, Submitted, Totals
+from rm.recovery.restart import Recovery
 from rm.scheduler.config import SchedulerConfig
-from rm.scheduling import SchedulerItem
-from rm.snapshot import NodeView, OperationView, PoolView, RingSnapshot, RMSnapshot, SharesSnapshot
-from rm.timers import Periodic
-from rm.views import fair_shares, node_view, nodes_view, operations_view, pools_view, rm_snapshot
+from rm.scheduler.loop import SchedulerItem
+from rm.shell.context import RMContext
+from rm.shell.life import RMLife, operation_event
+from rm.shell.snapshots import fair_shares, node_view, nodes_view, operations_view, pools_view, rm_snapshot
+from rm.state.cluster import NodeRecord
+from rm.state.operations import OperationSpec
+from rm.views.observer import RMObserver
+from rm.views.pending_reasons import PendingReasons
+from rm.views.pending_reasons import explain as explain_pending
+from rm.views.snapshot import NodeView, OperationView, PoolView, RingSnapshot, RMSnapshot, SharesSnapshot
 
 _US = 1e-6
 
@@ -337,7 +337,7 @@ class ResourceManager:
 
     def recover(self, died_at: float | None = None) -> Recovery:
         """Start a new life: rebuild pools and operations from the journal, then wait for the
-        nodes to re-register with their containers (``rm.recovery``). ``died_at``: when this
+        nodes to re-register with their containers (``rm.recovery.restart``). ``died_at``: when this
         process takes over from an earlier one, when that one died (emulated s)."""
         if self.up:
             raise RuntimeError("recover() is for an RM that crashed")
@@ -418,7 +418,7 @@ class ResourceManager:
 
     def pending_reasons(self, op_ids: set[int] | None = None) -> list[PendingReasons]:
         """Why each operation with pending tasks waits (``op_ids``: only these), from the
-        scheduler's state now; computed on request (rm/pending.py)."""
+        scheduler's state now; computed on request (rm/views/pending_reasons.py)."""
         life = self._life
         return explain_pending(life.policy, life.cluster, life.book, self.clock.now(), life.holding(), op_ids)
 

@@ -1,4 +1,4 @@
-"""The RM's views of itself (rm/snapshot.py's structs), built from its live state: the whole
+"""The RM's views of itself (rm/views/snapshot.py's structs), built from its live state: the whole
 snapshot, the fair shares, and the operations, pools and nodes as the status page lists them.
 Building one never changes the RM (bar bringing the time integrals up to now)."""
 
@@ -8,14 +8,15 @@ from typing import Any
 
 import msgspec
 
-from rm.cluster import Cluster, NodeRecord, NodeState
-from rm.context import RMContext
-from rm.dispatcher import Dispatcher
-from rm.life import RMLife
-from rm.membership import MembershipService
+from rm.membership.service import MembershipService
 from rm.protocol import Resources
+from rm.queues.dispatcher import Dispatcher
 from rm.scheduler.fair_share import progressive_filling
-from rm.snapshot import (
+from rm.shell.context import RMContext
+from rm.shell.life import RMLife
+from rm.state.cluster import Cluster, NodeRecord, NodeState
+from rm.state.workload import WorkloadBook
+from rm.views.snapshot import (
     ContainerView,
     NodeView,
     OperationView,
@@ -25,7 +26,6 @@ from rm.snapshot import (
     SharesSnapshot,
     UsageWindow,
 )
-from rm.workload import WorkloadBook
 
 
 def rm_snapshot(

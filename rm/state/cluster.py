@@ -6,11 +6,11 @@ import enum
 import heapq
 from collections.abc import Callable, Iterator
 
-from rm.observed import Observations
-from rm.offers import Demand, RoomIndex
-from rm.operations import Operation, Task
 from rm.ports import Link
 from rm.protocol import ZERO, ContainerUsage, HeartbeatResponse, Resources
+from rm.state.observed_usage import Observations
+from rm.state.operations import Operation, Task
+from rm.state.room_index import Demand, RoomIndex
 
 # Resource comparisons tolerate float rounding of this size.
 EPS = 1e-9

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from rm.cluster import NodeRecord
+    from rm.state.cluster import NodeRecord
 
 # Nodes per block: a pass looks at up to this many nodes (a block whose maxima fit) to find one
 # that does, and at one entry per block to skip the rest.
@@ -45,7 +45,7 @@ class _Block:
 
 class RoomIndex:
     def __init__(self, eps: float) -> None:
-        """``eps``: the float tolerance of the policies' fit test (``rm.cluster.EPS``)."""
+        """``eps``: the float tolerance of the policies' fit test (``rm.state.cluster.EPS``)."""
         self._eps = eps
         self._blocks: dict[int, _Block] = {}
         self._ids: list[int] = []  # the blocks holding nodes, in order

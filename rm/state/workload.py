@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from rm.operations import Operation, OperationSpec, Pool
 from rm.protocol import ZERO, Resources
+from rm.state.operations import Operation, OperationSpec, Pool
 
 
 class WorkloadBook:

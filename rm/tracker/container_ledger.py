@@ -12,7 +12,7 @@ node claims to run was answered once, in the reply to that report, and is not st
 
 from __future__ import annotations
 
-from rm.cluster import Allocation, NodeRecord
+from rm.state.cluster import Allocation, NodeRecord
 
 # Far above what an honest node holds (one container needs at least the minimum allocation).
 MAX_KILLS_PER_NODE = 1024

@@ -9,10 +9,7 @@ from __future__ import annotations
 import hmac
 from typing import Protocol
 
-from rm.cluster import Allocation, Cluster, NodeRecord
-from rm.context import RMContext
-from rm.ledger import ContainerLedger
-from rm.observer import NodeEvent
+from rm.borg.task_usage import record_usage
 from rm.ports import Link
 from rm.protocol import (
     EXIT_KILLED,
@@ -23,7 +20,10 @@ from rm.protocol import (
     RegisterResponse,
     resources_problem,
 )
-from rm.usage import record_usage
+from rm.shell.context import RMContext
+from rm.state.cluster import Allocation, Cluster, NodeRecord
+from rm.tracker.container_ledger import ContainerLedger
+from rm.views.observer import NodeEvent
 
 
 class TrackerHost(Protocol):

@@ -22,15 +22,15 @@ from typing import Any
 
 import msgspec
 
-from rm.cluster import EPS, Cluster, NodeRecord
-from rm.operations import Operation
+from rm.borg.placement import PlacementPolicy
+from rm.borg.tiers import TieredPolicy
 from rm.protocol import TIER_NAMES, Resources
 from rm.scheduler.fair_share import progressive_filling
-from rm.scheduler.packing import PackingPolicy
-from rm.scheduler.placement import PlacementPolicy
+from rm.scheduler.policies.packing import PackingPolicy
 from rm.scheduler.policy import Policy
-from rm.tiers import TieredPolicy
-from rm.workload import WorkloadBook
+from rm.state.cluster import EPS, Cluster, NodeRecord
+from rm.state.operations import Operation
+from rm.state.workload import WorkloadBook
 
 # Operations ahead listed by name (the count covers them all).
 AHEAD_LISTED = 5

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import msgspec
 
+from rm.borg.tiers import TierCounters
 from rm.counters import GroupCounters, PreemptionCounters, RMCounters
-from rm.dispatcher import DispatcherStatistics
 from rm.protocol import Resources
+from rm.queues.dispatcher import DispatcherStatistics
 from rm.scheduler.policy import PolicyCounters
-from rm.tiers import TierCounters
 
 
 class UsageWindow(msgspec.Struct, frozen=True):

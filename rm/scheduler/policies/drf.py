@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import ClassVar
 
-from rm.cluster import EPS, NodeRecord
-from rm.operations import Operation, Pool
 from rm.scheduler.policy import PolicyBase
+from rm.state.cluster import EPS, NodeRecord
+from rm.state.operations import Operation, Pool
 
 
 def drf_key(

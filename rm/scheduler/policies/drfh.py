@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar
 
-from rm.cluster import EPS, NodeRecord
-from rm.operations import Operation
-from rm.scheduler.drf import DRFPolicy
-from rm.scheduler.heuristics import drfh, scales
+from rm.scheduler.policies.drf import DRFPolicy
+from rm.scheduler.policies.heuristics import drfh, scales
+from rm.state.cluster import EPS, NodeRecord
+from rm.state.operations import Operation
 
 
 class DRFHPolicy(DRFPolicy):

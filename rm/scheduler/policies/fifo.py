@@ -7,11 +7,11 @@ from collections.abc import Iterator
 
 import msgspec
 
-from rm.cluster import EPS, Cluster, NodeRecord
-from rm.operations import Operation, Pool
 from rm.ports import Clock
 from rm.scheduler.config import SchedulerConfig
 from rm.scheduler.policy import PolicyBase, PolicyCounters
+from rm.state.cluster import EPS, Cluster, NodeRecord
+from rm.state.operations import Operation, Pool
 
 
 class FIFOPolicy(PolicyBase):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from rm.cluster import Cluster
+from rm.state.cluster import Cluster
 
 # (demand cpu, demand ram, free cpu, free ram), all normalised -> value (lower packs better).
 Heuristic = Callable[[float, float, float, float], float]

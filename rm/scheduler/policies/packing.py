@@ -14,7 +14,8 @@ order only to users at most (1 + band) L, and a user below L refuses only so man
 With ``band_reference = "fair_share"`` each user is measured against its own DRF fair share instead
 (progressive filling with its demand, refreshed as preemption refreshes it), since a user whose demand
 keeps it below L is not owed L.
-``ledger_cap`` bounds the share each user receives or gives out of turn (rm/scheduler/ledger.py).
+``ledger_cap`` bounds the share each user receives or gives out of turn
+(rm/scheduler/policies/displacement.py).
 """
 
 from __future__ import annotations
@@ -25,16 +26,16 @@ from typing import ClassVar
 
 import msgspec
 
-from rm.cluster import EPS, Cluster, NodeRecord
-from rm.operations import Operation, Pool
 from rm.ports import Clock
 from rm.scheduler.config import SchedulerConfig
-from rm.scheduler.decision import PackingController
-from rm.scheduler.drf import DRFPolicy, drf_key
 from rm.scheduler.fair_share import FairShares, progressive_filling
-from rm.scheduler.heuristics import HEURISTICS, scales
-from rm.scheduler.ledger import DisplacementLedger
+from rm.scheduler.policies.displacement import DisplacementLedger
+from rm.scheduler.policies.drf import DRFPolicy, drf_key
+from rm.scheduler.policies.heuristics import HEURISTICS, scales
+from rm.scheduler.policies.packing_controller import PackingController
 from rm.scheduler.policy import OfferCounts, PolicyCounters
+from rm.state.cluster import EPS, Cluster, NodeRecord
+from rm.state.operations import Operation, Pool
 
 
 class PackingPolicy(DRFPolicy):

@@ -11,10 +11,10 @@ from __future__ import annotations
 import math
 from typing import ClassVar
 
-from rm.cluster import NodeRecord
-from rm.operations import Operation
-from rm.scheduler.drf import DRFPolicy
-from rm.scheduler.heuristics import scales, tetris
+from rm.scheduler.policies.drf import DRFPolicy
+from rm.scheduler.policies.heuristics import scales, tetris
+from rm.state.cluster import NodeRecord
+from rm.state.operations import Operation
 
 
 class TetrisPolicy(DRFPolicy):
