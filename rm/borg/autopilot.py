@@ -22,34 +22,13 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from typing import Annotated, Literal
-
-import msgspec
+from typing import Literal
 
 from rm.protocol import Resources
+from rm.scheduler.borg_config import AutopilotConfig
 
 JobClass = Literal["batch", "serving"]
 OOMTolerance = Literal["low", "minimal", "medium"]
-Positive = Annotated[float, msgspec.Meta(gt=0, le=1e9)]
-
-
-class AutopilotConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
-    """``[scheduler.autopilot]``: applies to operations whose usage table says ``autopilot = true``."""
-
-    enabled: bool = False
-    window_s: Positive = 300.0
-    cpu_half_life_s: Positive = 12 * 3600.0
-    ram_half_life_s: Positive = 48 * 3600.0
-    buckets: Annotated[int, msgspec.Meta(ge=2, le=400)] = 400
-    range_factor: Annotated[float, msgspec.Meta(gt=0, le=1000)] = 4.0
-    max_windows: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 12
-    # Windows older than this many half-lives weigh < 2^-k and are dropped.
-    keep_half_lives: Annotated[float, msgspec.Meta(gt=0, le=64)] = 10.0
-    serving_percentile: Annotated[float, msgspec.Meta(gt=0, le=100)] = 95.0
-    margin: Annotated[float, msgspec.Meta(ge=0, le=10)] = 0.15
-    hold_s: Annotated[float, msgspec.Meta(ge=0, le=1e9)] = 3600.0
-    # "load-adjusted": S_pj of h[k] = b[k]·(weighted count) as in the lecture; "samples": of the counts.
-    percentile: Literal["load-adjusted", "samples"] = "load-adjusted"
 
 
 class DecayingHistogram:

@@ -48,10 +48,11 @@ from ringmon.protocol import (
     UnlivelinessResponse,
 )
 from ringmon.rtt import LossEstimator, RttEstimator
+from rm.membership.host import MembershipHost
 from rm.membership.orphan_sweep import OrphanSweep
 from rm.membership.ring_publisher import RECENT_DELTAS, MembershipCounters, RingPublisher
 from rm.membership.suspicion import Attempt, DisconnectExpired, ProbeExpired, Suspicion
-from rm.ports import Clock, Link, Log, MembershipHost, Timer
+from rm.ports import Clock, Link, Log, Timer
 from rm.protocol import HeartbeatResponse
 from rm.state.cluster import NodeRecord
 from rm.views.snapshot import MembershipSnapshot, RingSnapshot

@@ -6,8 +6,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from rm.borg.autopilot import AutopilotConfig
-from rm.scheduler.borg_config import AdmissionConfig, PlacementConfig, TiersConfig
+from rm.scheduler.borg_config import AdmissionConfig, AutopilotConfig, PlacementConfig, TiersConfig
 
 # A registered policy's name (rm/scheduler/registry.py: the built-ins and the `hbemu.policies` entry
 # points); the scenario's validation checks it against the registry.

@@ -26,13 +26,14 @@ the time it ran.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol
 
-from rm.counters import PreemptionCounters
+from rm.counters import GroupCounters, PreemptionCounters
+from rm.ports import Clock, Log
 from rm.protocol import EXIT_PREEMPTED
 from rm.scheduler.config import PreemptionConfig
 from rm.scheduler.fair_share import FairShares, progressive_filling
-from rm.shell.context import RMContext
 from rm.state.cluster import EPS, Allocation, Cluster, NodeRecord
 from rm.state.operations import Operation, Pool
 from rm.state.workload import WorkloadBook
@@ -50,11 +51,13 @@ class PreemptionHost(Protocol):
 
 class Preemptor:
     def __init__(
-        self, ctx: RMContext, counters: PreemptionCounters, cluster: Cluster, book: WorkloadBook,
-        host: PreemptionHost,
+        self, config: PreemptionConfig, clock: Clock, log: Log, groups: Mapping[str, GroupCounters],
+        counters: PreemptionCounters, cluster: Cluster, book: WorkloadBook, host: PreemptionHost,
     ) -> None:
-        self._ctx = ctx
-        self.config: PreemptionConfig = ctx.scheduler.preemption
+        self.config = config
+        self._clock = clock
+        self._log = log
+        self._groups = groups  # the RM's per-group counters (a task preempted counts to its group)
         self._counters = counters
         self._cluster = cluster
         self._book = book
@@ -80,7 +83,7 @@ class Preemptor:
 
     def _refresh(self) -> list[Operation]:
         """Recompute fair shares and who is starving, most starved first."""
-        now = self._ctx.clock.now()
+        now = self._clock.now()
         cap = self._cluster.capacity
         ops = list(self._book.operations.values())
         if cap.cpu <= 0 or cap.ram_gib <= 0 or not ops:
@@ -114,7 +117,7 @@ class Preemptor:
         shares = self._shares
         if self.config.mode != "yt" or shares is None or not self._starving or not node.schedulable:
             return 0
-        now = self._ctx.clock.now()
+        now = self._clock.now()
         last = self._last_attempt.get(node.machine_id)
         if last is not None and now - last < self.config.node_backoff_s:
             return 0
@@ -256,8 +259,7 @@ class Preemptor:
         return not used < floor - EPS
 
     def _preempt(self, op: Operation, node: NodeRecord, chosen: list[Allocation]) -> None:
-        ctx = self._ctx
-        now = ctx.clock.now()
+        now = self._clock.now()
         counters = self._counters
         for alloc in chosen:
             counters.preemptions += 1
@@ -268,11 +270,11 @@ class Preemptor:
                 ran = now - max(alloc.started_at, counters.window_start_s)
                 if ran > 0:
                     counters.preempted_cpu_s += alloc.op.demand.cpu * ran
-            group = ctx.groups.get(alloc.op.group)
+            group = self._groups.get(alloc.op.group)
             if group is not None:
                 group.preempted += 1
             self._host.kill_container(alloc, EXIT_PREEMPTED)
-        ctx.log.info(
+        self._log.info(
             "task.preempted", operation=op.name, machine_id=node.machine_id,
             victims=[a.op.name for a in chosen],
         )

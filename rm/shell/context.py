@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
 
 from rm.borg.autopilot import Autopilot
 from rm.borg.tiers import TierCounters
@@ -14,21 +13,9 @@ from rm.queues.logbudget import LogBudget
 from rm.recovery.journal import AnyRecord
 from rm.scheduler.config import SchedulerConfig
 from rm.scheduler.policy import PolicyCounters
-from rm.state.cluster import NodeRecord, UsageIntegral
+from rm.state.cluster import UsageIntegral
+from rm.tracker.services import MembershipPort
 from rm.views.observer import Observers
-
-if TYPE_CHECKING:
-    from ringmon.protocol import Ring
-
-
-class MembershipPort(Protocol):
-    """The ring membership service as the tracker and the node outcomes see it."""
-
-    def node_joined(self, node: NodeRecord) -> None: ...
-
-    def node_left(self, node: NodeRecord) -> None: ...
-
-    def current_ring(self) -> Ring: ...
 
 
 class RMContext:

@@ -64,7 +64,10 @@ class RMLife:
         self.tracker = ResourceTracker(ctx, self.cluster, self.ledger, self)
         self.preemptor: Preemptor | None = None
         if ctx.preemption is not None:
-            self.preemptor = Preemptor(ctx, ctx.preemption, self.cluster, self.book, self)
+            self.preemptor = Preemptor(
+                ctx.scheduler.preemption, ctx.clock, ctx.log, ctx.groups, ctx.preemption,
+                self.cluster, self.book, self,
+            )
         self.tier_preemptor: TierPreemptor | None = None
         if ctx.tiers is not None:
             self.tier_preemptor = TierPreemptor(

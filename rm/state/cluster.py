@@ -144,7 +144,7 @@ class Cluster:
         self._next_id = 1
         # Nodes with room on both resources, so a scheduling pass over a full cluster of thousands
         # of nodes visits the few with room (where some waiting task fits) instead of all of them.
-        self._room = RoomIndex(EPS)
+        self._room: RoomIndex[NodeRecord] = RoomIndex(EPS)
         self._seq = 0
         self.cap_cpu = 0.0
         self.cap_ram = 0.0

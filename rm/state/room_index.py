@@ -12,10 +12,24 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import Generic, Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from rm.state.cluster import NodeRecord
+
+class Roomy(Protocol):
+    """What the index reads of a node (``rm.state.cluster.NodeRecord``): its place in the
+    registration order and its free resources."""
+
+    @property
+    def seq(self) -> int: ...
+
+    @property
+    def free_cpu(self) -> float: ...
+
+    @property
+    def free_ram(self) -> float: ...
+
+
+NodeRecord = TypeVar("NodeRecord", bound=Roomy)  # the cluster's node record
 
 # Nodes per block: a pass looks at up to this many nodes (a block whose maxima fit) to find one
 # that does, and at one entry per block to skip the rest.
@@ -25,7 +39,7 @@ BLOCK = 64
 Demand = tuple[float, float]
 
 
-class _Block:
+class _Block(Generic[NodeRecord]):
     __slots__ = ("max_cpu", "max_ram", "nodes", "stale")
 
     def __init__(self) -> None:
@@ -43,11 +57,11 @@ class _Block:
         return self.max_cpu, self.max_ram
 
 
-class RoomIndex:
+class RoomIndex(Generic[NodeRecord]):
     def __init__(self, eps: float) -> None:
         """``eps``: the float tolerance of the policies' fit test (``rm.state.cluster.EPS``)."""
         self._eps = eps
-        self._blocks: dict[int, _Block] = {}
+        self._blocks: dict[int, _Block[NodeRecord]] = {}
         self._ids: list[int] = []  # the blocks holding nodes, in order
         self._size = 0
 
@@ -126,7 +140,7 @@ class RoomIndex:
             i = bisect_left(ids, b + 1)
 
 
-def fits_any(node: NodeRecord, demands: Sequence[Demand], eps: float) -> bool:
+def fits_any(node: Roomy, demands: Sequence[Demand], eps: float) -> bool:
     """One of ``demands`` passes the policies' fit test on ``node`` (the same float expression)."""
     cpu = node.free_cpu + eps
     ram = node.free_ram + eps

@@ -20,9 +20,9 @@ from rm.protocol import (
     RegisterResponse,
     resources_problem,
 )
-from rm.shell.context import RMContext
 from rm.state.cluster import Allocation, Cluster, NodeRecord
 from rm.tracker.container_ledger import ContainerLedger
+from rm.tracker.services import TrackerServices
 from rm.views.observer import NodeEvent
 
 
@@ -60,7 +60,9 @@ def authorised(link: Link, msg: Register, secret: str) -> bool:
 
 
 class ResourceTracker:
-    def __init__(self, ctx: RMContext, cluster: Cluster, ledger: ContainerLedger, host: TrackerHost) -> None:
+    def __init__(
+        self, ctx: TrackerServices, cluster: Cluster, ledger: ContainerLedger, host: TrackerHost,
+    ) -> None:
         self._ctx = ctx
         self._cluster = cluster
         self._ledger = ledger

@@ -47,7 +47,7 @@ def test_a_name_two_plug_ins_claim_is_refused(tmp_path: Path, monkeypatch: pytes
                  {"hbemu.policies": {"mine": "rm.scheduler.policies.fifo:FIFOPolicy"}})
     with pytest.raises(ScenarioError, match=(
         r"at `scheduler.policy`: scheduling policy `mine` is declared by more than one installed package "
-        r"\((one|two) \(rm.scheduler.(drf|fifo)"
+        r"\((one|two) \(rm.scheduler.policies.(drf|fifo)"
     )):
         scenario(scheduler={"policy": "mine"})
 
