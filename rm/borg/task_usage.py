@@ -9,6 +9,7 @@ import msgspec
 
 from rm.borg.autopilot import Autopilot
 from rm.protocol import ContainerLaunch, ContainerLimits, ContainerUsage, UpdateLimits
+from rm.queues.outbox import Outbox
 from rm.state.cluster import NodeRecord
 from rm.state.observed_usage import Observations
 from rm.state.operations import Operation, Task
@@ -63,7 +64,7 @@ def record_usage(
                 )
 
 
-def apply_limits(nodes: Iterable[NodeRecord], autopilot: Autopilot, groups: list[str]) -> int:
+def apply_limits(nodes: Iterable[NodeRecord], autopilot: Autopilot, groups: list[str], outbox: Outbox) -> int:
     """Send running containers of ``groups`` their group's new limits; returns how many."""
     wanted = set(groups)
     sent = 0
@@ -76,6 +77,6 @@ def apply_limits(nodes: Iterable[NodeRecord], autopilot: Autopilot, groups: list
                 if lim is not None:
                     batch.append(ContainerLimits(alloc.container_id, lim.cpu, lim.ram_gib))
         if batch:
-            node.link.send(UpdateLimits(limits=tuple(batch)))
+            outbox.send(node.link, UpdateLimits(limits=tuple(batch)))
             sent += len(batch)
     return sent

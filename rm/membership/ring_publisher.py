@@ -26,6 +26,7 @@ from ringmon.config import RingConfig
 from ringmon.membership import Membership, RingView, combine, decode_ids
 from ringmon.protocol import Ring, RingDelta, RingUpdate
 from rm.ports import Clock, Link, Log, Timer
+from rm.queues.outbox import Outbox
 from rm.state.cluster import NodeRecord
 
 # Deltas (and their views) kept to answer a node a few versions behind (older: the whole ring).
@@ -72,7 +73,7 @@ class RingPublisher:
 
     def __init__(
         self, ring: Membership, config: RingConfig, clock: Clock, log: Log, nodes: NodeDirectory,
-        stats: MembershipCounters,
+        stats: MembershipCounters, outbox: Outbox,
     ) -> None:
         self.ring = ring
         self._batch_s = config.batch_s
@@ -81,6 +82,7 @@ class RingPublisher:
         self._log = log
         self._nodes = nodes
         self.stats = stats
+        self._outbox = outbox
         self._encoder = msgspec.msgpack.Encoder()
         self._timer: Timer | None = None
         self._pending_since: float | None = None
@@ -142,11 +144,11 @@ class RingPublisher:
             if node is not None:
                 first[mid] = node
         for node in first.values():
-            node.link.send(delta)
+            self._outbox.send(node.link, delta)
         count = len(first)
         for node in self._nodes.nodes():
             if node.machine_id not in first:
-                node.link.send(delta)
+                self._outbox.send(node.link, delta)
                 count += 1
         self.stats.ring_messages += count
         if delta.removed:
@@ -211,8 +213,8 @@ class RingPublisher:
                 delta, size = hit
             self.stats.syncs_combined += 1
             self.stats.bytes_removal += size
-            link.send(delta)
+            self._outbox.send(link, delta)
             return
         ring, size = self._published()
         self.stats.bytes_removal += size
-        link.send(RingUpdate(ring=ring))
+        self._outbox.send(link, RingUpdate(ring=ring))

@@ -54,6 +54,7 @@ from rm.membership.ring_publisher import RECENT_DELTAS, MembershipCounters, Ring
 from rm.membership.suspicion import Attempt, DisconnectExpired, ProbeExpired, Suspicion
 from rm.ports import Clock, Link, Log, Timer
 from rm.protocol import HeartbeatResponse
+from rm.queues.outbox import Outbox
 from rm.state.cluster import NodeRecord
 from rm.views.snapshot import MembershipSnapshot, RingSnapshot
 
@@ -64,8 +65,11 @@ __all__ = [
 
 
 class MembershipService:
-    def __init__(self, config: RingConfig, clock: Clock, log: Log, host: MembershipHost) -> None:
+    def __init__(
+        self, config: RingConfig, clock: Clock, log: Log, host: MembershipHost, outbox: Outbox,
+    ) -> None:
         self._cfg = config
+        self._outbox = outbox
         self._clock = clock
         self._log = log
         self._host = host
@@ -94,7 +98,9 @@ class MembershipService:
             self._publisher.close()
         self._orphans.close()
         self.ring = Membership(self._cfg.ring_strides(), version=self._host.epoch << 32)
-        self._publisher = RingPublisher(self.ring, self._cfg, self._clock, self._log, self._host, self.stats)
+        self._publisher = RingPublisher(
+            self.ring, self._cfg, self._clock, self._log, self._host, self.stats, self._outbox,
+        )
         self._suspects = {}
         self._attempts = {}
         self._held: dict[int, float] = {}
@@ -184,7 +190,7 @@ class MembershipService:
             self.stats.reports_unregistered += 1
             self._log.warning("ring.report_rejected", reporter=msg.reporter, suspect=msg.suspect,
                               why="reporter not registered")
-            link.send(UnlivelinessResponse(action="resync"))
+            self._outbox.send(link, UnlivelinessResponse(action="resync"))
             return
         suspect = self._host.node(msg.suspect)
         ring = self.ring
@@ -203,11 +209,11 @@ class MembershipService:
             self.stats.reports_rejected += 1
             self._log.info("ring.report_rejected", reporter=msg.reporter, suspect=msg.suspect,
                            why="not a watcher of the suspect in the current ring")
-            link.send(UnlivelinessResponse(action="normal"))
+            self._outbox.send(link, UnlivelinessResponse(action="normal"))
             self.publisher.catch_up(link, msg.ring_version)
             return
         assert suspect is not None
-        link.send(UnlivelinessResponse(action="normal"))
+        self._outbox.send(link, UnlivelinessResponse(action="normal"))
         if not self._probe_first:
             self._remove(suspect, f"ring report by {msg.reporter}")
             return
@@ -264,7 +270,7 @@ class MembershipService:
         attempts[pid] = Attempt(sus, node.machine_id, node.link, now, to_control)
         if not to_control:
             sus.sent += 1
-        node.link.send(Probe(probe_id=pid, machine_id=node.machine_id))
+        self._outbox.send(node.link, Probe(probe_id=pid, machine_id=node.machine_id))
 
     def _reprobe(self, node: NodeRecord, sus: Suspicion, round_: int) -> None:
         if (
@@ -430,7 +436,7 @@ class MembershipService:
         # it comes after anything the RM said before, e.g. a registration answer it has not read).
         resync = HeartbeatResponse(action="resync", heartbeat_id=node.last_response_id)
         self.stats.bytes_removal += len(self._encoder.encode(resync))
-        node.link.send(resync)
+        self._outbox.send(node.link, resync)
         self._host.remove_node(node, reason)
 
     def _release(self) -> None:

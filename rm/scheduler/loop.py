@@ -23,6 +23,7 @@ from rm.config import ServiceTimeConfig
 from rm.counters import RMCounters
 from rm.ports import Clock, Timer
 from rm.protocol import ContainerLaunch, LaunchContainers
+from rm.queues.outbox import Outbox
 from rm.scheduler.policy import Policy
 from rm.state.cluster import Cluster, NodeRecord
 from rm.state.operations import Operation
@@ -76,6 +77,7 @@ class SchedulingLoop:
         clock: Clock,
         submit: Callable[[SchedulerItem], None],
         pass_budget: int,
+        outbox: Outbox,
     ) -> None:
         """``submit``: queues an item on the scheduler queue (a pass's next chunk);
         ``pass_budget``: nodes offered plus tasks started per chunk of a pass."""
@@ -88,6 +90,7 @@ class SchedulingLoop:
         self._clock = clock
         self._submit = submit
         self._budget = pass_budget
+        self._outbox = outbox
         self._pass_pending = False  # a pass is queued, or its next chunk is due
         self._cursor: int | None = None  # a pass under way resumes at this node seq
         self._again = False  # a pass was requested while one was under way
@@ -189,7 +192,7 @@ class SchedulingLoop:
                 break
             launches.append(start(op, node))
         if launches:
-            node.link.send(LaunchContainers(containers=tuple(launches)))
+            self._outbox.send(node.link, LaunchContainers(containers=tuple(launches)))
         return len(launches)
 
     def _place(self) -> int:
@@ -207,5 +210,5 @@ class SchedulingLoop:
             op, node = pick
             launches.setdefault(node.machine_id, []).append(start(op, node))
         for mid, batch in launches.items():
-            nodes[mid].link.send(LaunchContainers(containers=tuple(batch)))
+            self._outbox.send(nodes[mid].link, LaunchContainers(containers=tuple(batch)))
         return sum(len(b) for b in launches.values())

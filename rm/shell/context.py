@@ -10,6 +10,7 @@ from rm.config import RMConfig
 from rm.counters import GroupCounters, PreemptionCounters, RMCounters
 from rm.ports import Clock, Log
 from rm.queues.logbudget import LogBudget
+from rm.queues.outbox import Outbox
 from rm.recovery.journal import AnyRecord
 from rm.scheduler.config import SchedulerConfig
 from rm.scheduler.policy import PolicyCounters
@@ -21,7 +22,7 @@ from rm.views.observer import Observers
 class RMContext:
     __slots__ = (
         "autopilot", "clock", "config", "continuous", "counters", "groups", "integral", "log", "membership",
-        "noisy", "observers", "policy_counters", "preemption", "record", "scheduler", "tiers",
+        "noisy", "observers", "outbox", "policy_counters", "preemption", "record", "scheduler", "tiers",
     )
 
     def __init__(
@@ -37,6 +38,8 @@ class RMContext:
         self.log = log
         # For events any peer can cause at will (refused registrations, spoofed heartbeats).
         self.noisy = LogBudget(log, clock.now)
+        # Every message the RM sends leaves through it.
+        self.outbox = Outbox()
         self.config = config
         self.scheduler = scheduler
         # Continuous scheduling: place work as soon as it appears, not only on node updates.

@@ -59,7 +59,7 @@ class RMLife:
         )
         self.scheduling = SchedulingLoop(
             self.policy, self.cluster, self.book, self, ctx.counters, ctx.config.service_time,
-            ctx.clock, submit_event, ctx.config.pass_budget,
+            ctx.clock, submit_event, ctx.config.pass_budget, ctx.outbox,
         )
         self.tracker = ResourceTracker(ctx, self.cluster, self.ledger, self)
         self.preemptor: Preemptor | None = None
@@ -114,7 +114,7 @@ class RMLife:
 
     def start_on(self, op: Operation, node: NodeRecord) -> None:
         """Start one task of ``op`` on ``node`` outside a node update (preemption)."""
-        node.link.send(LaunchContainers(containers=(self.start_task(op, node),)))
+        self._ctx.outbox.send(node.link, LaunchContainers(containers=(self.start_task(op, node),)))
 
     def autopilot_tick(self) -> None:
         """An Autopilot window ends: recommend, and send changed limits to running containers."""
@@ -122,7 +122,7 @@ class RMLife:
         if autopilot is not None:
             changed = autopilot.tick(self._ctx.clock.now())
             if changed:
-                apply_limits(self.cluster.nodes.values(), autopilot, changed)
+                apply_limits(self.cluster.nodes.values(), autopilot, changed, self._ctx.outbox)
 
     # ---- operations ------------------------------------------------------------------------
 
@@ -239,7 +239,9 @@ class RMLife:
     def send_kill(self, node: NodeRecord, container_ids: list[int], exit_code: int = EXIT_KILLED) -> None:
         """Tell ``node`` to kill containers the RM no longer accounts for; resent until confirmed."""
         if container_ids:
-            node.link.send(KillContainers(container_ids=tuple(container_ids), exit_code=exit_code))
+            self._ctx.outbox.send(
+                node.link, KillContainers(container_ids=tuple(container_ids), exit_code=exit_code),
+            )
             self.ledger.expect_kills(node, container_ids, self._ctx.clock.now())
 
     def resend_overdue(self) -> None:
@@ -249,7 +251,7 @@ class RMLife:
         deadline = now - ctx.config.command_timeout_s
         for node, allocs in self.ledger.overdue_launches(deadline, now).items():
             ctx.counters.commands_resent += len(allocs)
-            node.link.send(LaunchContainers(containers=tuple(
+            self._ctx.outbox.send(node.link, LaunchContainers(containers=tuple(
                 launch_for(a.container_id, a.op, a.task, ctx.autopilot) for a in allocs
             )))
         for node, cids in self.ledger.overdue_kills(deadline).items():

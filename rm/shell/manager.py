@@ -86,7 +86,9 @@ class ResourceManager:
         self._epoch = 0
         self._life = RMLife(self._ctx, self.events.submit)
         self.admission = InboundAdmission(self.inbound, self._ctx.noisy)
-        self.membership = MembershipService(ring, clock, log, self) if ring is not None else None
+        self.membership = (
+            MembershipService(ring, clock, log, self, self._ctx.outbox) if ring is not None else None
+        )
         self._ctx.membership = self.membership
         # When a message from any node last arrived (the ring's evidence that someone is alive).
         self.last_inbound_at = clock.now()

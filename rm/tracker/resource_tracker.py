@@ -1,7 +1,7 @@
 """Resource tracker service: the protocol rules of design.md §2 steps 1-2.
 
 Sans-IO: it takes one message and the link it came on, updates the cluster view and the ledger,
-tells the life's outcomes (``TrackerHost``) what happened, and answers through ``link.send``.
+tells the life's outcomes (``TrackerHost``) what happened, and answers through the RM's outbox.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ class ResourceTracker:
         if reason:
             counters.rejected += 1
             ctx.noisy.warning("node.rejected", address=msg.address, reason=reason)
-            link.send(RegisterResponse(action="shutdown", reason=reason))
+            ctx.outbox.send(link, RegisterResponse(action="shutdown", reason=reason))
             return
         now = ctx.clock.now()
         host = self._host
@@ -101,7 +101,7 @@ class ResourceTracker:
             # what started meanwhile, so more retries come: answer it again instead.
             counters.registrations_repeated += 1
             ring = ctx.membership.current_ring() if ctx.membership is not None else None
-            link.send(RegisterResponse(action="normal", machine_id=node.machine_id, ring=ring))
+            ctx.outbox.send(link, RegisterResponse(action="normal", machine_id=node.machine_id, ring=ring))
             return
         if node is not None and node.total != msg.resources:
             host.lose_node(node, reason="re-registered with different resources")
@@ -133,7 +133,7 @@ class ResourceTracker:
         ring = ctx.membership.current_ring() if ctx.membership is not None else None
         # Answered before reconciling: that may end a restart's recovery or free room, and the pass
         # it starts may send launches here, which a node still registering would drop.
-        link.send(RegisterResponse(action="normal", machine_id=node.machine_id, ring=ring))
+        ctx.outbox.send(link, RegisterResponse(action="normal", machine_id=node.machine_id, ring=ring))
         kill = self._reconcile(node, msg.containers)
         host.send_kill(node, kill)
         host.node_update(node)
@@ -175,7 +175,7 @@ class ResourceTracker:
             return
         if hb.heartbeat_id + 1 == node.last_response_id and node.last_response is not None:
             counters.duplicates += 1
-            link.send(node.last_response)
+            ctx.outbox.send(link, node.last_response)
             return
         if hb.heartbeat_id != node.last_response_id:
             self._resync(link, hb, "heartbeat id out of order")
@@ -211,10 +211,10 @@ class ResourceTracker:
         ledger.expect_kills(node, kill, now)
         node.last_response_id += 1
         node.last_response = response
-        link.send(response)
+        ctx.outbox.send(link, response)
         host.node_update(node)
 
     def _resync(self, link: Link, hb: Heartbeat, why: str) -> None:
         self._ctx.counters.resyncs += 1
         self._ctx.noisy.info("node.resync", machine_id=hb.machine_id, reason=why)
-        link.send(HeartbeatResponse(action="resync", heartbeat_id=hb.heartbeat_id))
+        self._ctx.outbox.send(link, HeartbeatResponse(action="resync", heartbeat_id=hb.heartbeat_id))

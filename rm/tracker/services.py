@@ -10,6 +10,7 @@ from rm.config import RMConfig
 from rm.counters import RMCounters
 from rm.ports import Clock, Log
 from rm.queues.logbudget import LogBudget
+from rm.queues.outbox import Outbox
 from rm.scheduler.config import SchedulerConfig
 from rm.state.cluster import NodeRecord
 from rm.views.observer import Observers
@@ -41,6 +42,9 @@ class TrackerServices(Protocol):
     def noisy(self) -> LogBudget:
         """For events any peer can cause at will (refused registrations, spoofed heartbeats)."""
         ...
+
+    @property
+    def outbox(self) -> Outbox: ...
 
     @property
     def config(self) -> RMConfig: ...
