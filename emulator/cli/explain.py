@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import msgspec
 
 from emulator.scenario.loader import ScenarioError
-from rm.views.pending_reasons import PendingReasons
-from rm.views.snapshot import OperationView
+from rm import OperationView, PendingReasons
 
 if TYPE_CHECKING:  # without importing the harness at CLI start-up
     from emulator.harness.runner import RunHandle

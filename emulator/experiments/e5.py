@@ -29,14 +29,7 @@ import msgspec
 from emulator.measure.binpack import ALGORITHMS, RATIOS, lower_bound
 from emulator.scenario.tomlfile import decode_file, has_table
 from nodemanager.usage import UsageProcess
-from rm.borg.sbp import (
-    cantelli_b,
-    fits_emp_perc,
-    fits_gpa_sqrt,
-    mean_sd,
-    percentile,
-    z,
-)
+from rm import sbp
 from rm.protocol import UsageModel
 
 Method = Literal["request", "av", "perc", "gpa-g", "gpa-sqrt", "cantelli", "emp-perc"]
@@ -98,7 +91,7 @@ class Task:
         self.request = request
         self.hist = hist
         self.test = test
-        self.mean, self.sd = mean_sd(hist)
+        self.mean, self.sd = sbp.mean_sd(hist)
 
 
 def workload(cfg: E5Config) -> list[Task]:
@@ -145,17 +138,17 @@ def _fits(m: Machine, t: Task, method: str, slo: float, f: float, perc: float) -
     if method == "perc":
         return m.perc + perc <= 1.0 + 1e-9
     if method == "gpa-g":
-        return mu + z(slo) * sd <= 1.0 + 1e-9
+        return mu + sbp.z(slo) * sd <= 1.0 + 1e-9
     if method == "cantelli":
-        return mu + cantelli_b(1.0 - slo) * sd <= 1.0 + 1e-9
+        return mu + sbp.cantelli_b(1.0 - slo) * sd <= 1.0 + 1e-9
     series = [a + b for a, b in zip(m.hist, t.hist, strict=True)]
-    return (fits_gpa_sqrt if method == "gpa-sqrt" else fits_emp_perc)(series, slo, 1.0)
+    return (sbp.fits_gpa_sqrt if method == "gpa-sqrt" else sbp.fits_emp_perc)(series, slo, 1.0)
 
 
 def pack(tasks: list[Task], method: str, slo: float, f: float, h: int) -> list[Machine]:
     machines: list[Machine] = []
     for t in tasks:
-        perc = percentile(t.hist, slo) if method == "perc" else 0.0
+        perc = sbp.percentile(t.hist, slo) if method == "perc" else 0.0
         best: Machine | None = None
         for m in machines:
             if (best is None or m.mean > best.mean) and _fits(m, t, method, slo, f, perc):
@@ -192,9 +185,9 @@ def bin_sizes(tasks: list[Task], cfg: E5Config) -> list[dict[str, Any]]:
         measured = normal = 0.0
         for b in bins:
             sums = [sum(t.test[i] for t in b) for i in range(cfg.test_samples)]
-            m, s = mean_sd(sums)
-            measured += percentile(sums, slo) / m
-            normal += 1 + z(slo) * s / m
+            m, s = sbp.mean_sd(sums)
+            measured += sbp.percentile(sums, slo) / m
+            normal += 1 + sbp.z(slo) * s / m
         rows.append({"slo": slo, "measured": measured / len(bins), "normal_fit": normal / len(bins),
                      "lecture": LECTURE_BIN_SIZE.get(slo)})
     base = rows[0]

@@ -40,7 +40,7 @@ from emulator.experiments.e5pack import (
     skewness,
 )
 from emulator.scenario.tomlfile import decode_file, has_table
-from rm.borg.sbp import z
+from rm import sbp
 
 Method = Literal["request", "av", "perc", "gpa-g", "gpa-sqrt", "cantelli", "emp-perc"]
 LECTURE_BIN_SIZE = {0.9: 1.294, 0.99: 1.488, 0.999: 1.643, 0.9999: 1.760}
@@ -161,7 +161,7 @@ def bin_sizes(sums: np.ndarray[Any, Any], slos: list[float]) -> list[dict[str, f
     for slo in slos:
         q = ordered[:, rank_index(slo, sums.shape[1])]
         out.append({"slo": slo, "measured": float(np.mean(q / mean)),
-                    "normal_fit": float(np.mean(1 + z(slo) * sd / mean))})
+                    "normal_fit": float(np.mean(1 + sbp.z(slo) * sd / mean))})
     return out
 
 

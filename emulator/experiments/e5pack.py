@@ -13,7 +13,7 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from rm.borg.sbp import cantelli_b, z
+from rm import sbp
 
 Array = npt.NDArray[np.float64]
 Ints = npt.NDArray[np.int64]
@@ -69,13 +69,13 @@ def fits(ms: Machines, st: TaskStats, i: int, method: str, slo: float, f: float)
         return np.asarray(ms.perc[:n] + st.perc[i] <= cap)
     sd = np.sqrt(ms.var[:n] + st.sd[i] ** 2)
     if method == "gpa-g":
-        return np.asarray(mu + z(slo) * sd <= cap)
+        return np.asarray(mu + sbp.z(slo) * sd <= cap)
     if method == "cantelli":
-        return np.asarray(mu + cantelli_b(1.0 - slo) * sd <= cap)
+        return np.asarray(mu + sbp.cantelli_b(1.0 - slo) * sd <= cap)
     series = ms.series[:n] + st.history[i]
     if method == "gpa-sqrt":
         root = np.sqrt(np.maximum(series, 0.0))
-        return np.asarray((root.mean(axis=1) + z(slo) * root.std(axis=1)) ** 2 <= cap)
+        return np.asarray((root.mean(axis=1) + sbp.z(slo) * root.std(axis=1)) ** 2 <= cap)
     if method == "emp-perc":
         k = rank_index(slo, series.shape[1])
         return np.asarray(np.partition(series, k, axis=1)[:, k] <= cap)

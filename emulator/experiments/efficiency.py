@@ -19,10 +19,8 @@ from rich.table import Table
 from emulator.harness.eventlog import make_logger
 from emulator.time.clock import LoopClock, run, wall_time
 from emulator.transport.framing import FrameDecoder, FrameEncoder
+from rm import Dispatcher, OperationSpec, ResourceManager
 from rm.protocol import ContainerStatus, Heartbeat, Register, Resources, RMInbound
-from rm.queues.dispatcher import Dispatcher
-from rm.shell.manager import ResourceManager
-from rm.state.operations import OperationSpec
 
 SLOTS = 20
 

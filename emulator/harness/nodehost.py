@@ -58,8 +58,8 @@ from nodemanager.config import HeartbeatConfig
 from nodemanager.stats import NodeCounters
 from ringmon.config import RingConfig
 from ringmon.ports import RingCounters
+from rm import LogHistogram
 from rm.protocol import Resources
-from rm.queues.histogram import LogHistogram
 
 
 class NodeSpec(msgspec.Struct, array_like=True, frozen=True):

@@ -15,10 +15,7 @@ import msgspec
 
 from emulator.scenario.schema import Scenario
 from emulator.time.clock import LoopClock, wall_time
-from rm.recovery.journal import Journal
-from rm.recovery.restart import Recovery
-from rm.shell.manager import ResourceManager
-from rm.views.observer import NodeEvent, RMObserver
+from rm import Journal, NodeEvent, Recovery, ResourceManager, RMObserver
 
 
 class JournalInUse(Exception):

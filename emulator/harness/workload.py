@@ -28,11 +28,18 @@ from emulator.scenario.distributions import value_rng
 from emulator.scenario.usage import tier_number
 from emulator.scenario.workload_schema import OperationConfig, WorkloadConfig
 from emulator.time.clock import LoopClock
+from rm import (
+    JournalCorrupt,
+    JournalWriteFailed,
+    NodeEvent,
+    OperationEvent,
+    OperationSpec,
+    ResourceManager,
+    RMObserver,
+    RMUnavailable,
+    TaskStarted,
+)
 from rm.protocol import Resources
-from rm.recovery.journal import JournalCorrupt, JournalWriteFailed
-from rm.shell.manager import ResourceManager, RMUnavailable
-from rm.state.operations import OperationSpec
-from rm.views.observer import NodeEvent, OperationEvent, RMObserver, TaskStarted
 
 # A job's AM (`lasts_for_job`) is submitted for this long; its client ends it once the job's other
 # operations completed.

@@ -15,11 +15,8 @@ from typing import Any
 
 from emulator.measure.decisions import DecisionTimer
 from emulator.time.clock import wall_time
+from rm import Handler, Inbound, LogHistogram, NodeUpdate, ResourceManager, SchedulerItem
 from rm.protocol import Heartbeat
-from rm.queues.dispatcher import Handler
-from rm.queues.histogram import LogHistogram
-from rm.scheduler.loop import NodeUpdate, SchedulerItem
-from rm.shell.manager import Inbound, ResourceManager
 
 
 class LinearFit:

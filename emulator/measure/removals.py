@@ -9,7 +9,7 @@ from typing import NamedTuple, Protocol
 
 import msgspec
 
-from rm.views.observer import NodeEvent, RMObserver
+from rm import NodeEvent, RMObserver
 
 
 class Fates(Protocol):

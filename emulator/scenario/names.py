@@ -10,8 +10,7 @@ from importlib.metadata import EntryPoints
 from emulator.scenario.schema import Scenario
 from nodemanager.config import BUILTIN_HEARTBEATS
 from ringmon.config import BUILTIN_DETECTORS
-from rm.plugins import PluginError, discover, installed
-from rm.scheduler.registry import ParamsError, decode_params, load_policy, policies
+from rm import ParamsError, PluginError, decode_params, discover, installed, load_policy, policies
 
 # A Problem is (field path, message); checks.py wraps it.
 Found = tuple[str, str]

@@ -21,8 +21,7 @@ from typing import Any
 from emulator.time.clock import wall_time
 from emulator.transport import auth
 from emulator.transport.tcp import FramedConnection, TransportStats
-from rm.ports import Log
-from rm.queues.logbudget import LogBudget
+from rm import Log, LogBudget
 
 DEFAULT_MAX_CONNECTIONS = 256
 DEFAULT_HANDSHAKE_TIMEOUT_S = 10.0

@@ -32,9 +32,8 @@ from emulator.transport.connection import (
 from emulator.transport.framing import (
     DEFAULT_MAX_FRAME_BYTES,
 )
+from rm import LogBudget, LogHistogram
 from rm.protocol import Disconnected, Register, RegisterResponse, RMInbound
-from rm.queues.histogram import LogHistogram
-from rm.queues.logbudget import LogBudget
 
 
 class _ServerConnection(FramedConnection):

@@ -9,7 +9,7 @@ from typing import Any
 from emulator.results import registry
 from emulator.results.usage import usage_summary
 from emulator.web.state import LiveRun
-from rm.views.pending_reasons import PendingReasons
+from rm import PendingReasons
 
 NODE_SORT_KEYS = ("machine_id", "address", "cpu", "ram_gib", "free_cpu", "free_ram_gib",
                   "containers", "last_heartbeat_age_s", "state")
