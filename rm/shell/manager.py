@@ -8,7 +8,7 @@ continuous-scheduling passes). Each may charge an emulated service time per item
 Everything a crash loses lives in one ``RMLife``; what outlives it (configuration, counters,
 time integrals, the journal, observers, the membership service) stays here. ``crash`` drops the
 life; ``recover`` starts a new one from the journal. The views it gives of itself (``snapshot``,
-``shares``, ``nodes_view``, ...) are built in ``rm.shell.snapshots``.
+``shares``, ``nodes_view``, ...) are built in ``rm.shell.view_builders``.
 """
 
 from __future__ import annotations
@@ -34,7 +34,14 @@ from rm.scheduler.config import SchedulerConfig
 from rm.scheduler.loop import SchedulerItem
 from rm.shell.context import RMContext
 from rm.shell.life import RMLife, operation_event
-from rm.shell.snapshots import fair_shares, node_view, nodes_view, operations_view, pools_view, rm_snapshot
+from rm.shell.view_builders import (
+    fair_shares,
+    node_view,
+    nodes_view,
+    operations_view,
+    pools_view,
+    rm_snapshot,
+)
 from rm.state.cluster import NodeRecord
 from rm.state.operations import OperationSpec
 from rm.views.observer import RMObserver
