@@ -31,9 +31,6 @@ Telling a slow or lossy network from a dead node (docs/ring.md "Robustness"):
 
 from __future__ import annotations
 
-import math
-from collections import deque
-
 import msgspec
 
 from ringmon.config import RingConfig
@@ -48,11 +45,12 @@ from ringmon.protocol import (
     UnlivelinessResponse,
 )
 from ringmon.rtt import LossEstimator, RttEstimator
+from rm.membership.brake import RemovalBrake
 from rm.membership.host import MembershipHost
 from rm.membership.orphan_sweep import OrphanSweep
 from rm.membership.ring_publisher import RECENT_DELTAS, MembershipCounters, RingPublisher
 from rm.membership.suspicion import Attempt, DisconnectExpired, ProbeExpired, Suspicion
-from rm.ports import Clock, Link, Log, Timer
+from rm.ports import Clock, Link, Log
 from rm.protocol import HeartbeatResponse
 from rm.queues.outbox import Outbox
 from rm.state.cluster import NodeRecord
@@ -77,7 +75,7 @@ class MembershipService:
         self._probe_first = config.detector == "kring"
         self._encoder = msgspec.msgpack.Encoder()
         self._publisher: RingPublisher | None = None
-        self._release_timer: Timer | None = None
+        self._brake: RemovalBrake | None = None
         self._suspects: dict[int, Suspicion] = {}
         self._attempts: dict[int, Attempt] = {}
         self._base_wait = config.probe_timeout * config.interval_s
@@ -91,9 +89,11 @@ class MembershipService:
     def reset(self) -> None:
         """A new RM life starts with an empty ring whose versions are above every earlier life's
         (the RM's epoch in the high bits), so nodes never take a new ring for an old one."""
-        for timer in (self._release_timer, *(s.timer for s in self._suspects.values())):
-            if timer is not None:
-                timer.cancel()
+        if self._brake is not None:
+            self._brake.close()
+        for sus in self._suspects.values():
+            if sus.timer is not None:
+                sus.timer.cancel()
         if self._publisher is not None:
             self._publisher.close()
         self._orphans.close()
@@ -103,16 +103,20 @@ class MembershipService:
         )
         self._suspects = {}
         self._attempts = {}
-        self._held: dict[int, float] = {}
-        self._removed_at: deque[float] = deque()
-        self._braking = False
-        self._network_until = -math.inf  # a removal proved false: removals stop until then
+        self._brake = RemovalBrake(
+            self._cfg, self._clock, self._log, self.stats, self.ring, self._suspects, self._host, self.rtt,
+            self._remove, self._open,
+        )
         self._next_probe = 1
-        self._release_timer = None
 
     @property
     def interval_s(self) -> float:
         return self._cfg.interval_s
+
+    @property
+    def brake(self) -> RemovalBrake:
+        assert self._brake is not None  # built by reset()
+        return self._brake
 
     @property
     def publisher(self) -> RingPublisher:
@@ -131,7 +135,7 @@ class MembershipService:
     def quiet_since(self) -> float | None:
         """When the ring last changed, or None while a change is on its way (pending joins or
         removals, open suspicions, suspects held by the brake). For the invariant checker."""
-        if self.publisher.waiting or self._suspects or self._held:
+        if self.publisher.waiting or self._suspects or self.brake.held:
             return None
         return self.published_at
 
@@ -160,7 +164,7 @@ class MembershipService:
         sus = self._suspects.pop(mid, None)
         if sus is not None and sus.timer is not None:
             sus.timer.cancel()
-        self._held.pop(mid, None)
+        self.brake.held.pop(mid, None)
         if mid in self.ring:
             self.ring.remove(mid)
             self.publisher.changed()
@@ -305,14 +309,14 @@ class MembershipService:
         node = self._host.node(msg.machine_id)
         if sus.removed:
             if first and sus.expired:
-                self._late_answer(msg.machine_id)
+                self.brake.late_answer(msg.machine_id)
             return
         if self._suspects.get(msg.machine_id) is not sus or node is None or node.link is not link:
-            if first and node is not None and self._held.pop(msg.machine_id, None) is not None:
+            if first and node is not None and self.brake.held.pop(msg.machine_id, None) is not None:
                 self.stats.refuted += 1  # held by the brake, and alive after all
             return  # an answer to a suspicion already closed
         if msg.stalled_s > self._cfg.grace_s:
-            self._confirm(node, f"stalled {msg.stalled_s:.1f}s > grace")
+            self.brake.confirm(node, f"stalled {msg.stalled_s:.1f}s > grace")
             return
         # Loss on the way to a live node: attempts sent before the answered one were lost.
         lost = sum(
@@ -329,15 +333,6 @@ class MembershipService:
             return  # checked on, alive: nobody had suspected it
         self.stats.refuted += 1
         self._log.info("ring.refuted", machine_id=msg.machine_id, reporters=sorted(sus.reporters))
-
-    def _late_answer(self, machine_id: int) -> None:
-        """A node removed as silent answered its probe: the network, not the node, failed."""
-        self.stats.late_answers += 1
-        now = self._clock.now()
-        if now >= self._network_until:
-            self._log.warning("ring.brake_network", machine_id=machine_id, window_s=self._cfg.brake_window_s,
-                              rtt_timeout_s=round(self.rtt.timeout(), 3))
-        self._network_until = now + self._cfg.brake_window_s
 
     def node_disconnected(self, node: NodeRecord) -> None:
         """``node``'s RM connection was closed: unless it registers again within the grace, probe
@@ -377,59 +372,15 @@ class MembershipService:
             why = f"reported by {sorted(sus.reporters)}"
         else:
             why = "no live watcher" if not node.link.closed else "connection closed"
-        self._confirm(node, f"silent; {why}; probe unanswered")
+        self.brake.confirm(node, f"silent; {why}; probe unanswered")
 
-    # ---- removal and the brake ---------------------------------------------------------
-
-    def _confirm(self, node: NodeRecord, reason: str) -> None:
-        if node.link.closed:
-            # Its host closed the connection: evidence of death, not silence that a partition or an
-            # overloaded RM could also cause. The brake paces only the latter.
-            sus = self._suspects.pop(node.machine_id, None)
-            if sus is not None and sus.timer is not None:
-                sus.timer.cancel()
-            self._remove(node, f"{reason}; connection closed")
-            return
-        now = self._clock.now()
-        window = self._cfg.brake_window_s
-        while self._removed_at and self._removed_at[0] <= now - window:
-            self._removed_at.popleft()
-        if now < self._network_until:
-            # A removal just proved false: silence means nothing now. Hold, probe again later.
-            sus = self._suspects.pop(node.machine_id, None)
-            if sus is not None and sus.timer is not None:
-                sus.timer.cancel()
-            if node.machine_id not in self._held:
-                self._held[node.machine_id] = now
-                self.stats.network_held += 1
-            if self._release_timer is None:
-                self._release_timer = self._clock.call_later(self._network_until - now, self._release)
-            return
-        budget = max(1, int(self._cfg.brake_fraction * (len(self.ring) + len(self._removed_at))))
-        if len(self._removed_at) >= budget:
-            # More removals in one window than crashes plausibly cause: hold, re-probe later.
-            sus = self._suspects.pop(node.machine_id, None)
-            if sus is not None and sus.timer is not None:
-                sus.timer.cancel()
-            if node.machine_id not in self._held:
-                self._held[node.machine_id] = now
-                self.stats.brake_held += 1
-            if not self._braking:
-                self._braking = True
-                self._log.warning("ring.brake_engaged", removed_in_window=len(self._removed_at),
-                                  budget=budget, window_s=window)
-            if self._release_timer is None:
-                self._release_timer = self._clock.call_later(
-                    self._removed_at[0] + window - now, self._release
-                )
-            return
-        self._remove(node, reason)
+    # ---- removal (paced by the brake, rm/membership/brake.py) ------------------------------
 
     def _remove(self, node: NodeRecord, reason: str) -> None:
         sus = self._suspects.get(node.machine_id)
         if sus is not None:
             sus.removed = True  # an answer after this proves the removal false
-        self._removed_at.append(self._clock.now())
+        self.brake.removed(self._clock.now())
         self.stats.removals += 1
         # If it is alive after all (stalled past the grace), it must not run on out of the cluster
         # with nothing to report (delta mode): tell it to register again, on its node channel (so
@@ -439,24 +390,6 @@ class MembershipService:
         self._outbox.send(node.link, resync)
         self._host.remove_node(node, reason)
 
-    def _release(self) -> None:
-        """The brake window moved: probe held suspects again (they may be back)."""
-        self._release_timer = None
-        now = self._clock.now()
-        if now < self._network_until - 1e-9:  # a later false removal moved the end of the stop
-            self._release_timer = self._clock.call_later(self._network_until - now, self._release)
-            return
-        held, self._held = self._held, {}
-        if not held:
-            self._braking = False
-            return
-        self._log.info("ring.brake_release", held=len(held))
-        for mid in sorted(held):
-            node = self._host.node(mid)
-            if node is None or mid in self._suspects:
-                continue
-            self._open(node)
-
     # ---- no live watcher -------------------------------------------------------------------
 
     def sweep(self, last_inbound_at: float) -> None:
@@ -465,7 +398,7 @@ class MembershipService:
 
     def _idle(self, node: NodeRecord) -> bool:
         mid = node.machine_id
-        return mid in self.ring and mid not in self._suspects and mid not in self._held
+        return mid in self.ring and mid not in self._suspects and mid not in self.brake.held
 
     def _probe_orphan(self, node: NodeRecord) -> None:
         self.stats.orphan_probes += 1
@@ -489,6 +422,6 @@ class MembershipService:
         pub = self.ring.published
         return RingSnapshot(
             version=pub.version, members=pub.ids, suspected=tuple(sorted(self._suspects)),
-            held=tuple(sorted(self._held)),
+            held=tuple(sorted(self.brake.held)),
         )
 
