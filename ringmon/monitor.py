@@ -13,7 +13,7 @@ Two detectors share this code (``RingConfig.detector``):
   hung node is removed after ``grace_s`` and a briefly stalled one never. A watcher pings a
   predecessor silent for ``suspect_after`` intervals (one a ring change just gave it, at once)
   and reports only if the ping goes unanswered too; it does not trust silence measured while it
-  was itself late; the RM probes the suspect before removing it (``rm.membership``).
+  was itself late; the RM probes the suspect before removing it (``rm.membership.service``).
 
 Sans-IO: timers on the injected clock; messages come in through ``from_peer`` / ``from_rm`` and go
 out through the ``PeerChannel`` and the ``to_rm`` callable. The node drives ``join`` / ``leave``.

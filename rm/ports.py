@@ -6,12 +6,8 @@ imports it. Nothing here blocks: the RM is driven by the messages it receives an
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Protocol
-
-if TYPE_CHECKING:
-    from ringmon.protocol import RingMessage
-    from rm.cluster import NodeRecord
+from collections.abc import Callable
+from typing import Any, Protocol
 
 
 class Timer(Protocol):
@@ -45,22 +41,3 @@ class Log(Protocol):
     def warning(self, event: str, **fields: Any) -> Any: ...
 
     def error(self, event: str, **fields: Any) -> Any: ...
-
-
-class MembershipHost(Protocol):
-    """What the membership service needs of the RM."""
-
-    @property
-    def epoch(self) -> int:
-        """How many times the RM restarted (ring versions of a new life start above the old)."""
-        ...
-
-    def node(self, machine_id: int) -> NodeRecord | None: ...
-
-    def nodes(self) -> Iterable[NodeRecord]: ...
-
-    def remove_node(self, node: NodeRecord, reason: str) -> None: ...
-
-    def enqueue(self, msg: RingMessage) -> None:
-        """Queue ``msg`` behind the RM's inbound work (handled by ``handle`` in turn)."""
-        ...

@@ -104,7 +104,7 @@ class TaskUsage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     ram_hard: bool = True
     ram_limit_gib: float | None = None
     cpu_limit: float | None = None
-    # Autopilot sets this task group's limits (rm/autopilot.py): its class and OOM tolerance.
+    # Autopilot sets this task group's limits (rm/borg/autopilot.py): its class and OOM tolerance.
     autopilot: bool = False
     job_class: Literal["batch", "serving"] = "batch"
     oom_tolerance: Literal["low", "minimal", "medium"] = "low"

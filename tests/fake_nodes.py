@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from rm.operations import OperationSpec
 from rm.protocol import (
     EXIT_SUCCESS,
     ContainerStatus,
@@ -13,7 +12,8 @@ from rm.protocol import (
     Resources,
 )
 from rm.scheduler.config import SchedulerConfig
-from rm.snapshot import OperationView
+from rm.state.operations import OperationSpec
+from rm.views.snapshot import OperationView
 from tests.helpers import RecordingLink, node_view, sync_rm
 
 

@@ -15,11 +15,11 @@ from emulator.measure.sampler import SampleRow
 from emulator.scenario.loader import scenario_from_dict
 from emulator.scenario.schema import Scenario
 from emulator.time.clock import LoopClock, run
-from rm.cluster import NodeRecord
 from rm.config import RMConfig
-from rm.manager import ResourceManager
 from rm.scheduler.config import SchedulerConfig
-from rm.snapshot import NodeView
+from rm.shell.manager import ResourceManager
+from rm.state.cluster import NodeRecord
+from rm.views.snapshot import NodeView
 
 
 class RecordingLink:

@@ -55,7 +55,7 @@ def measure(policy: str, minutes: float, reference: bool) -> tuple[float, Any]:
         path = Path(d) / "bench.toml"
         path.write_text(scenario_text(policy, minutes))
         sc = load_scenario(path)
-        patch = unittest.mock.patch("rm.scheduler.borg.PlacementPolicy", ScanPlacement) if reference else None
+        patch = unittest.mock.patch("rm.borg.layer.PlacementPolicy", ScanPlacement) if reference else None
         t0 = time.process_time()
         if patch is not None:
             with patch:

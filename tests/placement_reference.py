@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rm.cluster import NodeRecord
-from rm.operations import Operation
-from rm.scheduler.placement import PlacementPolicy, load
+from rm.borg.placement import PlacementPolicy, load
+from rm.state.cluster import NodeRecord
+from rm.state.operations import Operation
 
 
 class ScanPlacement(PlacementPolicy):

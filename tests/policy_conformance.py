@@ -19,10 +19,10 @@ from emulator.harness.eventlog import make_logger
 from nodemanager.config import HeartbeatConfig
 from nodemanager.node import NodeManager
 from nodemanager.stats import NodeCounters
-from rm.manager import ResourceManager
-from rm.operations import OperationSpec
 from rm.protocol import ContainerLaunch, HeartbeatResponse, LaunchContainers, Resources
 from rm.scheduler.config import SchedulerConfig
+from rm.shell.manager import ResourceManager
+from rm.state.operations import OperationSpec
 from tests.helpers import FakeClock
 
 EPS = 1e-6

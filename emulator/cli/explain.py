@@ -2,7 +2,8 @@
 
 The scenario (a results directory's recorded one, or a scenario file) is emulated again in
 virtual time in this process (same seed: the same run) and the RM is asked, at the chosen moment,
-why each operation with waiting tasks waits (rm/pending.py: the scheduler's own state and order).
+why each operation with waiting tasks waits (rm/views/pending_reasons.py: the scheduler's own state
+and order).
 The moment: ``--at`` seconds, or by default the sample where the most tasks waited. Nothing is
 written; the run is stopped once the moment has passed.
 """
@@ -18,8 +19,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import msgspec
 
 from emulator.scenario.loader import ScenarioError
-from rm.pending import PendingReasons
-from rm.snapshot import OperationView
+from rm import OperationView, PendingReasons
 
 if TYPE_CHECKING:  # without importing the harness at CLI start-up
     from emulator.harness.runner import RunHandle

@@ -30,7 +30,7 @@ from emulator.experiments.usagemsgs import add_command as add_usage_messages_com
 from emulator.harness.invariants import InvariantViolation
 from emulator.results.console import EXIT_FAILED, EXIT_STOPPED
 from emulator.scenario.loader import ScenarioError
-from rm.journal import JournalCorrupt, JournalWriteFailed
+from rm import JournalCorrupt, JournalWriteFailed
 
 
 class _Version(argparse.Action):

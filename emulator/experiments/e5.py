@@ -5,7 +5,7 @@ the emulator's own usage processes (nodemanager/usage.py) every ``sample_interva
 ``history_samples`` are what the scheduler observed (per-task statistics), the next
 ``test_samples`` are the future the packing is judged on. Tasks arrive in a seeded random
 order and go best-fit (the machine with the largest estimated mean load) onto machines of
-capacity 1, a task fitting a machine when the admission method says so (rm/scheduler/sbp.py, the
+capacity 1, a task fitting a machine when the admission method says so (rm/borg/sbp.py, the
 same functions the RM uses). Per method and SLO: machines used, and the measured overflow
 frequency (machine-samples with usage > capacity) against the target η = 1 − SLO.
 
@@ -29,15 +29,8 @@ import msgspec
 from emulator.measure.binpack import ALGORITHMS, RATIOS, lower_bound
 from emulator.scenario.tomlfile import decode_file, has_table
 from nodemanager.usage import UsageProcess
+from rm import sbp
 from rm.protocol import UsageModel
-from rm.scheduler.sbp import (
-    cantelli_b,
-    fits_emp_perc,
-    fits_gpa_sqrt,
-    mean_sd,
-    percentile,
-    z,
-)
 
 Method = Literal["request", "av", "perc", "gpa-g", "gpa-sqrt", "cantelli", "emp-perc"]
 # The lecture's required bin size relative to the mean, Google 2011 trace, SLO 90/99/99.9/99.99%.
@@ -98,7 +91,7 @@ class Task:
         self.request = request
         self.hist = hist
         self.test = test
-        self.mean, self.sd = mean_sd(hist)
+        self.mean, self.sd = sbp.mean_sd(hist)
 
 
 def workload(cfg: E5Config) -> list[Task]:
@@ -135,7 +128,7 @@ class Machine:
 
 def _fits(m: Machine, t: Task, method: str, slo: float, f: float, perc: float) -> bool:
     """The admission test (capacity 1) on the machine's sums; the same inequalities as
-    rm/scheduler/sbp.py (gpa-sqrt and emp-perc call its functions on the summed history)."""
+    rm/borg/sbp.py (gpa-sqrt and emp-perc call its functions on the summed history)."""
     mu = m.mean + t.mean
     sd = math.sqrt(m.var + t.sd * t.sd)
     if method == "request":
@@ -145,17 +138,17 @@ def _fits(m: Machine, t: Task, method: str, slo: float, f: float, perc: float) -
     if method == "perc":
         return m.perc + perc <= 1.0 + 1e-9
     if method == "gpa-g":
-        return mu + z(slo) * sd <= 1.0 + 1e-9
+        return mu + sbp.z(slo) * sd <= 1.0 + 1e-9
     if method == "cantelli":
-        return mu + cantelli_b(1.0 - slo) * sd <= 1.0 + 1e-9
+        return mu + sbp.cantelli_b(1.0 - slo) * sd <= 1.0 + 1e-9
     series = [a + b for a, b in zip(m.hist, t.hist, strict=True)]
-    return (fits_gpa_sqrt if method == "gpa-sqrt" else fits_emp_perc)(series, slo, 1.0)
+    return (sbp.fits_gpa_sqrt if method == "gpa-sqrt" else sbp.fits_emp_perc)(series, slo, 1.0)
 
 
 def pack(tasks: list[Task], method: str, slo: float, f: float, h: int) -> list[Machine]:
     machines: list[Machine] = []
     for t in tasks:
-        perc = percentile(t.hist, slo) if method == "perc" else 0.0
+        perc = sbp.percentile(t.hist, slo) if method == "perc" else 0.0
         best: Machine | None = None
         for m in machines:
             if (best is None or m.mean > best.mean) and _fits(m, t, method, slo, f, perc):
@@ -192,9 +185,9 @@ def bin_sizes(tasks: list[Task], cfg: E5Config) -> list[dict[str, Any]]:
         measured = normal = 0.0
         for b in bins:
             sums = [sum(t.test[i] for t in b) for i in range(cfg.test_samples)]
-            m, s = mean_sd(sums)
-            measured += percentile(sums, slo) / m
-            normal += 1 + z(slo) * s / m
+            m, s = sbp.mean_sd(sums)
+            measured += sbp.percentile(sums, slo) / m
+            normal += 1 + sbp.z(slo) * s / m
         rows.append({"slo": slo, "measured": measured / len(bins), "normal_fit": normal / len(bins),
                      "lecture": LECTURE_BIN_SIZE.get(slo)})
     base = rows[0]

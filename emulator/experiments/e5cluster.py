@@ -5,7 +5,7 @@ per machine.
 lecture's published properties of the Google trace) and the packing. Per seed: ``tasks``
 long-running tasks, each observed for ``history`` 5-minute intervals, arrive in random order and
 are placed best-fit with the admission method under test (the inequalities of the RM's
-rm/scheduler/sbp.py, e5pack.py); then the next ``future`` intervals of their usage say, machine
+rm/borg/sbp.py, e5pack.py); then the next ``future`` intervals of their usage say, machine
 by machine, how often the machine's usage exceeded its capacity. The SLO is per machine: a
 machine meets it when its share of intervals over capacity is at most η = 1 − SLO; reported are
 the worst machine, the median and 90th-percentile machine, the share of machines over η and the
@@ -40,7 +40,7 @@ from emulator.experiments.e5pack import (
     skewness,
 )
 from emulator.scenario.tomlfile import decode_file, has_table
-from rm.scheduler.sbp import z
+from rm import sbp
 
 Method = Literal["request", "av", "perc", "gpa-g", "gpa-sqrt", "cantelli", "emp-perc"]
 LECTURE_BIN_SIZE = {0.9: 1.294, 0.99: 1.488, 0.999: 1.643, 0.9999: 1.760}
@@ -161,7 +161,7 @@ def bin_sizes(sums: np.ndarray[Any, Any], slos: list[float]) -> list[dict[str, f
     for slo in slos:
         q = ordered[:, rank_index(slo, sums.shape[1])]
         out.append({"slo": slo, "measured": float(np.mean(q / mean)),
-                    "normal_fit": float(np.mean(1 + z(slo) * sd / mean))})
+                    "normal_fit": float(np.mean(1 + sbp.z(slo) * sd / mean))})
     return out
 
 

@@ -1,5 +1,5 @@
 """E5's admission and per-machine SLO on arrays (issue 33): the inequalities of
-rm/scheduler/sbp.py (the RM's admission test), taken against every open machine at once, and
+rm/borg/sbp.py (the RM's admission test), taken against every open machine at once, and
 the judgment of a packing on the tasks' future usage, machine by machine.
 
 Capacity is 1 (a machine). Best-fit: a task goes to the machine with the largest estimated mean
@@ -13,11 +13,11 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from rm.scheduler.sbp import cantelli_b, z
+from rm import sbp
 
 Array = npt.NDArray[np.float64]
 Ints = npt.NDArray[np.int64]
-EPS = 1e-9  # rm/scheduler/sbp.py's tolerance
+EPS = 1e-9  # rm/borg/sbp.py's tolerance
 
 
 def rank_index(p: float, n: int) -> int:
@@ -57,7 +57,7 @@ class Machines:
 
 
 def fits(ms: Machines, st: TaskStats, i: int, method: str, slo: float, f: float) -> npt.NDArray[np.bool_]:
-    """Which open machines admit task i: the same inequalities as rm/scheduler/sbp.py."""
+    """Which open machines admit task i: the same inequalities as rm/borg/sbp.py."""
     n = ms.n
     cap = 1.0 + EPS
     if method == "request":
@@ -69,13 +69,13 @@ def fits(ms: Machines, st: TaskStats, i: int, method: str, slo: float, f: float)
         return np.asarray(ms.perc[:n] + st.perc[i] <= cap)
     sd = np.sqrt(ms.var[:n] + st.sd[i] ** 2)
     if method == "gpa-g":
-        return np.asarray(mu + z(slo) * sd <= cap)
+        return np.asarray(mu + sbp.z(slo) * sd <= cap)
     if method == "cantelli":
-        return np.asarray(mu + cantelli_b(1.0 - slo) * sd <= cap)
+        return np.asarray(mu + sbp.cantelli_b(1.0 - slo) * sd <= cap)
     series = ms.series[:n] + st.history[i]
     if method == "gpa-sqrt":
         root = np.sqrt(np.maximum(series, 0.0))
-        return np.asarray((root.mean(axis=1) + z(slo) * root.std(axis=1)) ** 2 <= cap)
+        return np.asarray((root.mean(axis=1) + sbp.z(slo) * root.std(axis=1)) ** 2 <= cap)
     if method == "emp-perc":
         k = rank_index(slo, series.shape[1])
         return np.asarray(np.partition(series, k, axis=1)[:, k] <= cap)

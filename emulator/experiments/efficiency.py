@@ -19,9 +19,7 @@ from rich.table import Table
 from emulator.harness.eventlog import make_logger
 from emulator.time.clock import LoopClock, run, wall_time
 from emulator.transport.framing import FrameDecoder, FrameEncoder
-from rm.dispatcher import Dispatcher
-from rm.manager import ResourceManager
-from rm.operations import OperationSpec
+from rm import Dispatcher, OperationSpec, ResourceManager
 from rm.protocol import ContainerStatus, Heartbeat, Register, Resources, RMInbound
 
 SLOTS = 20

@@ -34,7 +34,7 @@ from emulator.transport.gate import (
     GuardedConnection,
 )
 from emulator.transport.tcp import FramedConnection, TransportStats
-from rm.ports import Log
+from rm import Log
 
 
 class WorkerHello(msgspec.Struct, tag=True, frozen=True):

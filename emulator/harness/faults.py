@@ -27,8 +27,7 @@ from emulator.scenario.fault_schema import (
     WorkerKillFault,
 )
 from emulator.time.clock import LoopClock
-from rm.manager import ResourceManager
-from rm.ports import Log
+from rm import Log, ResourceManager
 
 
 class NodeFates:

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, TypeVar
 
-from rm.journal import JournalWriteFailed
+from rm import JournalWriteFailed
 
 T = TypeVar("T")
 

@@ -14,9 +14,7 @@ from collections.abc import Callable
 import msgspec
 
 from emulator.harness.hosting import NodeReality
-from rm.cluster import EPS
-from rm.manager import ResourceManager
-from rm.observer import OperationEvent, RMObserver, TaskCompleted
+from rm import EPS, OperationEvent, ResourceManager, RMObserver, TaskCompleted
 
 # Ring changes have settled once nothing has changed for this many ring intervals (plus
 # SETTLE_LATENCY_S for messages in flight): time for a node that lost a delta to hear a newer

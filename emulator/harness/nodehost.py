@@ -58,7 +58,7 @@ from nodemanager.config import HeartbeatConfig
 from nodemanager.stats import NodeCounters
 from ringmon.config import RingConfig
 from ringmon.ports import RingCounters
-from rm.histogram import LogHistogram
+from rm import LogHistogram
 from rm.protocol import Resources
 
 

@@ -26,7 +26,7 @@ from ringmon.membership import RingView, ViewCache
 from ringmon.monitor import RingMonitor
 from ringmon.ports import PeerChannel, PeerReceiver, RingCounters
 from ringmon.protocol import RingMessage
-from rm.ports import Link
+from rm import Link
 from rm.protocol import ContainerLaunch, Resources
 
 

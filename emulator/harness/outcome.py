@@ -19,8 +19,7 @@ from emulator.scenario.schema import Scenario
 from emulator.transport.faulty import MessageFaultCounters
 from nodemanager.stats import NodeCounters
 from ringmon.ports import RingCounters
-from rm.journal import Totals
-from rm.snapshot import OperationView, RMSnapshot
+from rm import OperationView, RMSnapshot, Totals
 
 
 class ShareMean(msgspec.Struct, frozen=True):

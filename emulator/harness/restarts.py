@@ -15,10 +15,7 @@ import msgspec
 
 from emulator.scenario.schema import Scenario
 from emulator.time.clock import LoopClock, wall_time
-from rm.journal import Journal
-from rm.manager import ResourceManager
-from rm.observer import NodeEvent, RMObserver
-from rm.recovery import Recovery
+from rm import Journal, NodeEvent, Recovery, ResourceManager, RMObserver
 
 
 class JournalInUse(Exception):

@@ -25,9 +25,7 @@ from emulator.measure.shares import ShareSeries
 from emulator.measure.usage import UsageSeries
 from emulator.scenario.schema import MessageFault, Scenario
 from emulator.time.clock import LoopClock
-from rm.journal import Journal
-from rm.manager import ResourceManager
-from rm.ports import Log
+from rm import Journal, Log, ResourceManager
 
 
 def detector_timeout_s(sc: Scenario) -> float | None:

@@ -37,8 +37,7 @@ from emulator.transport.memory import MemoryNetwork
 from emulator.transport.metered import Meter, MeteredLink
 from emulator.transport.peers import MemoryPeers
 from nodemanager.stats import NodeCounters
-from rm.journal import Journal
-from rm.ports import Log
+from rm import Journal, Log
 
 if TYPE_CHECKING:
     from emulator.harness.dask_hosts import ClusterOptions

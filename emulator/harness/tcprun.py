@@ -43,7 +43,7 @@ from emulator.scenario.topology import node_specs
 from emulator.time.clock import EpochClock, LoopClock, run, unix_time, wall_time
 from emulator.transport.metered import Meter
 from emulator.transport.tcp import TcpServer
-from rm.journal import Journal
+from rm import Journal
 
 # Wall seconds node faults are handed to the workers ahead of their emulated time.
 FAULT_LEAD_WALL_S = 0.5

@@ -28,10 +28,17 @@ from emulator.scenario.distributions import value_rng
 from emulator.scenario.usage import tier_number
 from emulator.scenario.workload_schema import OperationConfig, WorkloadConfig
 from emulator.time.clock import LoopClock
-from rm.journal import JournalCorrupt, JournalWriteFailed
-from rm.manager import ResourceManager, RMUnavailable
-from rm.observer import NodeEvent, OperationEvent, RMObserver, TaskStarted
-from rm.operations import OperationSpec
+from rm import (
+    JournalCorrupt,
+    JournalWriteFailed,
+    NodeEvent,
+    OperationEvent,
+    OperationSpec,
+    ResourceManager,
+    RMObserver,
+    RMUnavailable,
+    TaskStarted,
+)
 from rm.protocol import Resources
 
 # A job's AM (`lasts_for_job`) is submitted for this long; its client ends it once the job's other

@@ -15,11 +15,8 @@ from typing import Any
 
 from emulator.measure.decisions import DecisionTimer
 from emulator.time.clock import wall_time
-from rm.dispatcher import Handler
-from rm.histogram import LogHistogram
-from rm.manager import Inbound, ResourceManager
+from rm import Handler, Inbound, LogHistogram, NodeUpdate, ResourceManager, SchedulerItem
 from rm.protocol import Heartbeat
-from rm.scheduling import NodeUpdate, SchedulerItem
 
 
 class LinearFit:

@@ -12,9 +12,7 @@ from bisect import bisect_left
 from collections.abc import Callable
 
 from emulator.time.clock import wall_time
-from rm.dispatcher import Handler
-from rm.histogram import LogHistogram
-from rm.scheduling import SchedulerItem
+from rm import Handler, LogHistogram, SchedulerItem
 
 # Upper bucket edges for /metrics, wall microseconds.
 BUCKETS_US = (5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 50000.0, 250000.0)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from rm.observer import OperationEvent, RMObserver, TaskStarted
+from rm import OperationEvent, RMObserver, TaskStarted
 
 QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 import msgspec
 
 from emulator.measure.timing import LatenessSummary
-from rm.histogram import LogHistogram
+from rm import LogHistogram
 
 # Stall windows kept per process (the longest, when there are more); the time late counts them all.
 MAX_STALLS = 64

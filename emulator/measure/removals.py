@@ -9,7 +9,7 @@ from typing import NamedTuple, Protocol
 
 import msgspec
 
-from rm.observer import NodeEvent, RMObserver
+from rm import NodeEvent, RMObserver
 
 
 class Fates(Protocol):

@@ -9,7 +9,7 @@ from typing import Protocol
 
 import msgspec
 
-from rm.snapshot import RMSnapshot, SharesSnapshot
+from rm import RMSnapshot, SharesSnapshot
 
 
 class SampleRow(msgspec.Struct, frozen=True, array_like=True, gc=False):

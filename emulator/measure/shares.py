@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from rm.snapshot import OperationView, PoolView, SharesSnapshot
+from rm import OperationView, PoolView, SharesSnapshot
 
 METRICS = ("dominant_share", "fair_share", "running", "pending")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import msgspec
 
-from rm.histogram import LogHistogram
+from rm import LogHistogram
 
 
 class Interval(msgspec.Struct, array_like=True, frozen=True):

@@ -16,7 +16,7 @@ import msgspec
 from emulator.scenario.checks import first_problem
 from emulator.scenario.credentials import CredentialsError, resolve_credentials
 from emulator.scenario.schema import Scenario, TraceConfig
-from rm.config import SERVICE_TIME_PRESETS
+from rm import SERVICE_TIME_PRESETS
 
 
 class ScenarioError(Exception):

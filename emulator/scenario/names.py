@@ -10,8 +10,7 @@ from importlib.metadata import EntryPoints
 from emulator.scenario.schema import Scenario
 from nodemanager.config import BUILTIN_HEARTBEATS
 from ringmon.config import BUILTIN_DETECTORS
-from rm.plugins import PluginError, discover, installed
-from rm.scheduler.plugin import ParamsError, decode_params, load_policy, policies
+from rm import ParamsError, PluginError, decode_params, discover, installed, load_policy, policies
 
 # A Problem is (field path, message); checks.py wraps it.
 Found = tuple[str, str]
@@ -34,7 +33,7 @@ def policy_problem(sc: Scenario, found: EntryPoints | None = None) -> Found | No
         return "scheduler.policy", str(err)
     placement = scheduler.placement.policy
     if placement != "default" and scheduler.policy != "drf":
-        # rm/scheduler/borg.py: a placement policy replaces the configured one altogether.
+        # rm/borg/layer.py: a placement policy replaces the configured one altogether.
         return "scheduler.policy", (
             f"`{scheduler.policy}` would never run: `scheduler.placement.policy = \"{placement}\"` chooses "
             "the nodes and orders the operations itself (tier, then dominant share, as `drf`); expected "
@@ -49,7 +48,7 @@ def policy_problem(sc: Scenario, found: EntryPoints | None = None) -> Found | No
             "`max_ram_gib` with a placement policy, or `scheduler.placement.policy = \"default\"`"
         )
     if scheduler.tiers.enabled and cls.chooses_nodes:
-        # rm/scheduler/borg.py: tiers wrap a policy that orders operations, not one that pairs
+        # rm/borg/layer.py: tiers wrap a policy that orders operations, not one that pairs
         # operations with nodes itself; the tier order would silently not apply.
         return "scheduler.tiers.enabled", (
             f"tiers would not order `{scheduler.policy}`: it chooses which operation starts on which "

@@ -23,8 +23,7 @@ from emulator.scenario.workload_schema import WorkloadConfig
 from emulator.scenario.workload_schema import scale_tasks as scale_tasks
 from nodemanager.config import HeartbeatConfig
 from ringmon.config import RingConfig
-from rm.config import RMConfig
-from rm.scheduler.config import SchedulerConfig
+from rm import RMConfig, SchedulerConfig
 
 
 class NodeGroup(Base, kw_only=True, frozen=True):

@@ -7,8 +7,8 @@ from typing import Literal
 
 import msgspec
 
+from rm import TierName
 from rm.protocol import TIER_NAMES, TaskUsage, UsageModel
-from rm.scheduler.borg_config import TierName
 
 __all__ = ["OperationUsage", "TierName", "tier_number"]
 

@@ -9,7 +9,7 @@ it is yet and has been idle longest, so silent or slow connections cannot lock h
 rules as the RM port (``tcp._ServerConnection``), whose "identified" is "a node registered".
 
 What a stranger can cause at will (refusals, evictions, failed proofs, timeouts) is logged under
-a budget (``rm.logbudget``) and with sparse running counts, so a flood does not flood the log.
+a budget (``rm.queues.logbudget``) and with sparse running counts, so a flood does not flood the log.
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ from typing import Any
 from emulator.time.clock import wall_time
 from emulator.transport import auth
 from emulator.transport.tcp import FramedConnection, TransportStats
-from rm.logbudget import LogBudget
-from rm.ports import Log
+from rm import Log, LogBudget
 
 DEFAULT_MAX_CONNECTIONS = 256
 DEFAULT_HANDSHAKE_TIMEOUT_S = 10.0

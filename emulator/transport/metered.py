@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from rm.ports import Link
+from rm import Link
 from rm.protocol import Heartbeat
 
 

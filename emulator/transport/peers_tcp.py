@@ -33,7 +33,7 @@ from emulator.transport.gate import DEFAULT_MAX_CONNECTIONS, Gate, GuardedConnec
 from emulator.transport.peers import PeerBindings
 from emulator.transport.tcp import FramedConnection, TransportStats
 from ringmon.protocol import Liveness, LivenessPing
-from rm.ports import Log
+from rm import Log
 
 # Frames waiting for a connection to a peer process to open, at most this many per peer.
 MAX_WAITING = 10_000

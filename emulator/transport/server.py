@@ -4,9 +4,9 @@
 The server's edge is bounded: a connection on which no node has registered may send a handful
 of frames besides registrations (``admission_frames``; a refused registration counts too) and
 is then closed; what the RM queues from such peers is bounded and served after registered nodes
-(``rm.admission``); a peer that does not read what the RM sends is disconnected once
+(``rm.queues.inbound``); a peer that does not read what the RM sends is disconnected once
 ``max_write_buffer_bytes`` wait for it; and what any peer can cause at will is logged under a
-budget (``rm.logbudget``).
+budget (``rm.queues.logbudget``).
 """
 
 from __future__ import annotations
@@ -32,8 +32,7 @@ from emulator.transport.connection import (
 from emulator.transport.framing import (
     DEFAULT_MAX_FRAME_BYTES,
 )
-from rm.histogram import LogHistogram
-from rm.logbudget import LogBudget
+from rm import LogBudget, LogHistogram
 from rm.protocol import Disconnected, Register, RegisterResponse, RMInbound
 
 

@@ -24,9 +24,7 @@ from emulator.scenario.schema import Scenario
 from emulator.time.clock import LoopClock
 from emulator.time.pacing import PacedClock
 from emulator.web.events import EventBuffer
-from rm.observer import NodeEvent, RMObserver
-from rm.pending import PendingReasons
-from rm.ports import Log
+from rm import Log, NodeEvent, PendingReasons, RMObserver
 
 # Per-interval columns the page adds to the sampler's: RM busy fraction (emulated service time
 # per emulated second) of each queue.

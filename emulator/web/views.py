@@ -9,7 +9,7 @@ from typing import Any
 from emulator.results import registry
 from emulator.results.usage import usage_summary
 from emulator.web.state import LiveRun
-from rm.pending import PendingReasons
+from rm import PendingReasons
 
 NODE_SORT_KEYS = ("machine_id", "address", "cpu", "ram_gib", "free_cpu", "free_ram_gib",
                   "containers", "last_heartbeat_age_s", "state")
@@ -199,8 +199,8 @@ def nodes(live: LiveRun, q: str = "", page: int = 1, per_page: int = 25,
 
 
 def pending_reasons(live: LiveRun) -> dict[int, PendingReasons]:
-    """Why waiting tasks wait, per operation id: asked of the RM on request (rm/pending.py), once
-    per emulated moment however many clients and pushes ask (the page's stream asks each push)."""
+    """Why waiting tasks wait, per operation id: asked of the RM on request (rm/views/pending_reasons.py),
+    once per emulated moment however many clients and pushes ask (the page's stream asks each push)."""
     run = live.run
     if run is None:
         return {}

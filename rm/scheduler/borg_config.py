@@ -1,6 +1,7 @@
 """Scheduler settings of the Borg lecture's systems (design.md §3b): priority tiers, placement
-policies with overcommit, and stochastic-bin-packing admission. Embedded in ``SchedulerConfig``
-as ``[scheduler.tiers]``, ``[scheduler.placement]`` and ``[scheduler.admission]``."""
+policies with overcommit, stochastic-bin-packing admission and Autopilot. Embedded in
+``SchedulerConfig`` as ``[scheduler.tiers]``, ``[scheduler.placement]``, ``[scheduler.admission]``
+and ``[scheduler.autopilot]``; the layer itself is in ``rm/borg/``."""
 
 from __future__ import annotations
 
@@ -52,3 +53,22 @@ class AdmissionConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, 
     # A task observed fewer times than this still counts as its request (young statistics:
     # a few samples of a bursty task may all be quiet ones).
     min_samples: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 1
+
+
+class AutopilotConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """``[scheduler.autopilot]``: applies to operations whose usage table says ``autopilot = true``."""
+
+    enabled: bool = False
+    window_s: Positive = 300.0
+    cpu_half_life_s: Positive = 12 * 3600.0
+    ram_half_life_s: Positive = 48 * 3600.0
+    buckets: Annotated[int, msgspec.Meta(ge=2, le=400)] = 400
+    range_factor: Annotated[float, msgspec.Meta(gt=0, le=1000)] = 4.0
+    max_windows: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 12
+    # Windows older than this many half-lives weigh < 2^-k and are dropped.
+    keep_half_lives: Annotated[float, msgspec.Meta(gt=0, le=64)] = 10.0
+    serving_percentile: Annotated[float, msgspec.Meta(gt=0, le=100)] = 95.0
+    margin: Annotated[float, msgspec.Meta(ge=0, le=10)] = 0.15
+    hold_s: Annotated[float, msgspec.Meta(ge=0, le=1e9)] = 3600.0
+    # "load-adjusted": S_pj of h[k] = b[k]·(weighted count) as in the lecture; "samples": of the counts.
+    percentile: Literal["load-adjusted", "samples"] = "load-adjusted"

@@ -6,10 +6,9 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from rm.autopilot import AutopilotConfig
-from rm.scheduler.borg_config import AdmissionConfig, PlacementConfig, TiersConfig
+from rm.scheduler.borg_config import AdmissionConfig, AutopilotConfig, PlacementConfig, TiersConfig
 
-# A registered policy's name (rm/scheduler/plugin.py: the built-ins and the `hbemu.policies` entry
+# A registered policy's name (rm/scheduler/registry.py: the built-ins and the `hbemu.policies` entry
 # points); the scenario's validation checks it against the registry.
 PolicyName = str
 HeuristicName = Literal["angle", "angle_length", "drfh", "tetris"]

@@ -19,8 +19,8 @@ from bisect import bisect_right
 from itertools import pairwise
 from typing import NamedTuple
 
-from rm.operations import Operation, Pool
 from rm.protocol import Resources
+from rm.state.operations import Operation, Pool
 
 _EPS = 1e-12
 _SAT = 1e-9

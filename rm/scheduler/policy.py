@@ -8,10 +8,10 @@ from typing import ClassVar, Protocol
 
 import msgspec
 
-from rm.cluster import Cluster, NodeRecord
-from rm.operations import Operation, Pool
 from rm.ports import Clock
 from rm.scheduler.config import SchedulerConfig
+from rm.state.cluster import Cluster, NodeRecord
+from rm.state.operations import Operation, Pool
 
 
 class OfferCounts(msgspec.Struct):
@@ -37,7 +37,7 @@ class NoParams(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=
 
 class Policy(Protocol):
     """What the RM's scheduling loop runs: a registered policy (``RegisteredPolicy``), or the
-    layer wrapped around one (tiers) or put in its place (placement; rm/scheduler/borg.py)."""
+    layer wrapped around one (tiers) or put in its place (placement; rm/borg/layer.py)."""
 
     # True: the scheduler asks ``place`` for (operation, node) pairs over the whole cluster
     # instead of filling one node at a time with ``assign``.
@@ -70,7 +70,7 @@ class Policy(Protocol):
 
 class RegisteredPolicy(Policy, Protocol):
     """A policy the RM finds by name (``scheduler.policy``): a built-in or a plug-in registered
-    under the entry-point group ``hbemu.policies`` (rm/scheduler/plugin.py, docs/extending.md)."""
+    under the entry-point group ``hbemu.policies`` (rm/scheduler/registry.py, docs/extending.md)."""
 
     # The policy's own parameters, decoded from ``[scheduler.params]`` (unknown fields refused).
     Params: ClassVar[type[msgspec.Struct]]

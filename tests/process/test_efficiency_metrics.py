@@ -12,8 +12,8 @@ from emulator.harness.eventlog import make_logger
 from emulator.measure.costs import LinearFit, RMCostMeter, efficiency
 from emulator.measure.sampler import COLUMNS, Sampler, SampleRow
 from emulator.measure.timing import HeartbeatTiming
-from rm.manager import ResourceManager
 from rm.protocol import ContainerStatus, Heartbeat, HeartbeatResponse, Register, RegisterResponse, Resources
+from rm.shell.manager import ResourceManager
 from tests.helpers import FakeClock
 
 

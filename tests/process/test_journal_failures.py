@@ -16,7 +16,7 @@ import pytest
 from emulator.harness.invariants import InvariantViolation
 from emulator.harness.runner import RunHandle
 from emulator.measure.sampler import SampleRow
-from rm.journal import Epoch, Journal, JournalCorrupt
+from rm.recovery.journal import Epoch, Journal, JournalCorrupt
 from tests.helpers import run_with_handle, scenario
 
 SCENARIO = """
@@ -81,7 +81,7 @@ def test_a_failed_append_is_raised_again_on_every_later_append(tmp_path: Path) -
     assert j._file is not None
     j._file.close()  # the file goes away under the journal (EBADF on the next write)
     j._file = open("/dev/full", "wb", buffering=0)  # noqa: SIM115 - the journal closes it
-    from rm.journal import JournalWriteFailed
+    from rm.recovery.journal import JournalWriteFailed
 
     with pytest.raises(JournalWriteFailed, match="write failed: No space left on device"):
         j.append(Epoch(n=2))
@@ -215,7 +215,7 @@ def test_recovery_says_it_skipped_a_torn_last_line(tmp_path: Path) -> None:
     import io
 
     from emulator.harness.eventlog import make_logger
-    from rm.manager import ResourceManager
+    from rm.shell.manager import ResourceManager
     from tests.helpers import FakeClock
 
     j = _journal(tmp_path, [b'["epoch",4]\n', b'["end",3,tr'])
@@ -245,7 +245,7 @@ def test_a_journal_that_cannot_be_written_at_the_start_is_one_error(tmp_path: Pa
 
 def test_the_clients_submission_log_fails_and_replays_as_the_journal_does(tmp_path: Path) -> None:
     from emulator.harness.workload import Submission, SubmissionLog
-    from rm.journal import JournalWriteFailed
+    from rm.recovery.journal import JournalWriteFailed
 
     log = SubmissionLog(tmp_path / "workload.jsonl")
     log._file = open("/dev/full", "wb", buffering=0)  # noqa: SIM115 - the log closes it

@@ -18,9 +18,7 @@ import pytest
 from emulator.time.clock import LoopClock, run
 from emulator.transport import auth
 from emulator.transport.framing import FrameDecoder, FrameEncoder
-from rm.cluster import NodeRecord
 from rm.config import RMConfig, ServiceTimeConfig
-from rm.ledger import ContainerLedger
 from rm.protocol import (
     ContainerStatus,
     Heartbeat,
@@ -31,6 +29,8 @@ from rm.protocol import (
     RegisterResponse,
     Resources,
 )
+from rm.state.cluster import NodeRecord
+from rm.tracker.container_ledger import ContainerLedger
 from tests.process.test_tcp_abuse import events, honest_cluster, hung_up
 from tests.process.test_transport_conformance import eventually
 

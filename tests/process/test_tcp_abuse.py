@@ -25,8 +25,8 @@ from nodemanager.config import HeartbeatConfig
 from nodemanager.node import NodeState
 from nodemanager.stats import NodeCounters
 from rm.config import RMConfig
-from rm.manager import ResourceManager
 from rm.protocol import Resources
+from rm.shell.manager import ResourceManager
 from tests.process.test_transport_conformance import eventually
 
 HANDSHAKE_S = 0.5  # wall seconds

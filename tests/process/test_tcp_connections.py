@@ -20,9 +20,9 @@ from emulator.transport.tcp import TcpClient, TcpServer
 from nodemanager.config import HeartbeatConfig
 from nodemanager.node import NodeState
 from nodemanager.stats import NodeCounters
-from rm.manager import ResourceManager
-from rm.operations import OperationSpec
 from rm.protocol import Heartbeat, HeartbeatResponse, Register, Resources
+from rm.shell.manager import ResourceManager
+from rm.state.operations import OperationSpec
 from tests.helpers import node_view
 from tests.process.test_transport_conformance import FakeNode, eventually
 

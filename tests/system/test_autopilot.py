@@ -10,8 +10,9 @@ import pytest
 from emulator.harness.runner import run_blocking
 from emulator.results.usage import usage_summary
 from emulator.scenario.loader import load_scenario
-from rm.autopilot import AutopilotConfig, DecayingHistogram, GroupAutopilot, recommend_cpu, recommend_ram
+from rm.borg.autopilot import DecayingHistogram, GroupAutopilot, recommend_cpu, recommend_ram
 from rm.protocol import Resources
+from rm.scheduler.borg_config import AutopilotConfig
 
 
 def hand_made() -> DecayingHistogram:

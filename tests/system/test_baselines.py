@@ -9,13 +9,13 @@ from emulator.harness.runner import run_blocking
 from emulator.results.compare import compare_table, load_summary
 from emulator.results.summary import build_summary, write_results
 from emulator.scenario.loader import scenario_from_dict
-from rm.cluster import Cluster
-from rm.operations import Operation, OperationSpec, Pool
 from rm.protocol import Resources
 from rm.scheduler.config import SchedulerConfig
-from rm.scheduler.drfh import DRFHPolicy
+from rm.scheduler.policies.drfh import DRFHPolicy
+from rm.scheduler.policies.tetris import TetrisPolicy
 from rm.scheduler.policy import PolicyCounters
-from rm.scheduler.tetris import TetrisPolicy
+from rm.state.cluster import Cluster
+from rm.state.operations import Operation, OperationSpec, Pool
 from tests.helpers import FakeClock, RecordingLink
 
 

@@ -31,7 +31,7 @@ from emulator.experiments.e5pack import (
     significant_count,
     skewness,
 )
-from rm.scheduler import sbp
+from rm.borg import sbp
 
 SCENARIO = Path("scenarios/e5-cluster.toml")
 

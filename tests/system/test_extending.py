@@ -11,7 +11,7 @@ import pytest
 
 from emulator.scenario.loader import ScenarioError
 from rm.scheduler.config import SchedulerConfig
-from rm.scheduler.plugin import policies
+from rm.scheduler.registry import policies
 from tests.helpers import run_with_handle, scenario
 from tests.plugin_support import install_example
 from tests.policy_conformance import check_deterministic, check_never_over_allocates

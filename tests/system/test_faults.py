@@ -11,7 +11,7 @@ import pytest
 
 from emulator.harness.runner import run_blocking
 from emulator.scenario.loader import ScenarioError, scenario_from_dict
-from rm.observer import RMObserver, TaskCompleted
+from rm.views.observer import RMObserver, TaskCompleted
 from tests.helpers import run_with_handle
 from tests.ring_support import INTERVAL, RingRun, ring_scenario, run_ring
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from emulator.harness.runner import RunHandle, run_blocking
 from emulator.measure.sampler import SampleRow
 from emulator.results.summary import build_summary
-from rm.cluster import EPS
+from rm.state.cluster import EPS
 from tests.helpers import run_with_handle, scenario
 
 

@@ -8,8 +8,8 @@ from emulator.harness.hosting import NodeReality
 from emulator.harness.invariants import InvariantChecker, InvariantViolation
 from emulator.harness.runner import RunHandle, run_blocking
 from emulator.measure.sampler import SampleRow
-from rm.observer import RMObserver, TaskCompleted
 from rm.protocol import ContainerStatus, Heartbeat, LaunchContainers
+from rm.views.observer import RMObserver, TaskCompleted
 from tests.helpers import run_with_handle, scenario
 
 LONG = {"operations": [{"name": "a", "cpu": 1, "ram_gib": 1, "job_count": 40, "seconds_mean": 10_000}]}
@@ -35,8 +35,8 @@ def test_a_container_vanishing_from_a_node_is_reported_at_quiescence() -> None:
 
 
 def test_a_second_completion_of_the_same_task_is_reported() -> None:
-    from rm.operations import OperationSpec
     from rm.protocol import Register, Resources
+    from rm.state.operations import OperationSpec
     from tests.helpers import RecordingLink, sync_rm
 
     rm, _ = sync_rm()

@@ -13,7 +13,7 @@ from emulator.measure.decisions import DecisionTimer
 from emulator.measure.jobs import JobRecorder, stats
 from emulator.results.jobs import CSV_COLUMNS, jobs_summary
 from emulator.results.summary import write_results
-from rm.observer import OperationEvent, TaskStarted
+from rm.views.observer import OperationEvent, TaskStarted
 from tests.helpers import run_with_handle, scenario
 
 

@@ -1,4 +1,4 @@
-"""Why is this waiting? The RM's reasons per waiting operation (rm/pending.py), as `emulator
+"""Why is this waiting? The RM's reasons per waiting operation (rm/views/pending_reasons.py), as `emulator
 explain` prints them and /api/operations carries them. Small clusters, virtual time, fixed seeds."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from emulator.time.clock import LoopClock, run
 from emulator.web import api
 from emulator.web.keys import LIVE
 from emulator.web.state import LiveRun
-from rm.pending import PendingReasons
+from rm.views.pending_reasons import PendingReasons
 
 
 def scenario(nodes: list[dict[str, Any]], pools: list[dict[str, Any]], ops: list[dict[str, Any]],

@@ -11,12 +11,12 @@ from emulator.cli.main import main
 from emulator.harness.runner import run_blocking
 from emulator.results.summary import write_results
 from emulator.scenario.loader import load_scenario
-from rm.cluster import Allocation, Cluster, NodeRecord
-from rm.operations import Operation, OperationSpec
+from rm.borg.placement import PlacementPolicy
 from rm.protocol import Resources
 from rm.scheduler.borg_config import PlacementConfig, PlacementName
-from rm.scheduler.placement import PlacementPolicy
-from rm.workload import WorkloadBook
+from rm.state.cluster import Allocation, Cluster, NodeRecord
+from rm.state.operations import Operation, OperationSpec
+from rm.state.workload import WorkloadBook
 from tests.helpers import RecordingLink
 
 

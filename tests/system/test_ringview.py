@@ -10,7 +10,7 @@ from emulator.scenario.loader import scenario_from_dict
 from emulator.time.clock import LoopClock, run
 from emulator.web.ringview import ARC_STATES, ring
 from emulator.web.state import LiveRun
-from rm.snapshot import RingSnapshot
+from rm.views.snapshot import RingSnapshot
 
 
 def ring_run(max_arcs: int) -> list[tuple[float, RingSnapshot, dict[str, Any]]]:

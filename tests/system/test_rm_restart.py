@@ -16,11 +16,11 @@ from emulator.harness.outcome import RunOutcome
 from emulator.harness.runner import RunHandle, run_blocking
 from emulator.results.summary import build_summary
 from emulator.scenario.loader import ScenarioError
-from rm import durability
-from rm.journal import Ended, Journal, JournalState, Started, Submitted
-from rm.manager import ResourceManager
-from rm.operations import OperationSpec
 from rm.protocol import ContainerStatus, LaunchContainers, Register, RegisterResponse, Resources
+from rm.recovery import durability
+from rm.recovery.journal import Ended, Journal, JournalState, Started, Submitted
+from rm.shell.manager import ResourceManager
+from rm.state.operations import OperationSpec
 from tests.helpers import FakeClock, RecordingLink, run_with_handle, scenario
 
 WORK = {

@@ -12,12 +12,7 @@ import pytest
 
 from emulator.experiments.e5 import E5Config, TaskGroup, baselines, load, normal_bound, run_e5
 from emulator.scenario.loader import ScenarioError
-from rm.cluster import Allocation, Cluster
-from rm.observed import Observations
-from rm.operations import OperationSpec
-from rm.protocol import ContainerUsage, Resources, UsageModel
-from rm.scheduler.borg_config import AdmissionConfig, AdmissionMethod
-from rm.scheduler.sbp import (
+from rm.borg.sbp import (
     Admission,
     cantelli_b,
     fits_av,
@@ -30,8 +25,13 @@ from rm.scheduler.sbp import (
     percentile,
     z,
 )
-from rm.usage import record_usage
-from rm.workload import WorkloadBook
+from rm.borg.task_usage import record_usage
+from rm.protocol import ContainerUsage, Resources, UsageModel
+from rm.scheduler.borg_config import AdmissionConfig, AdmissionMethod
+from rm.state.cluster import Allocation, Cluster
+from rm.state.observed_usage import Observations
+from rm.state.operations import OperationSpec
+from rm.state.workload import WorkloadBook
 from tests.helpers import RecordingLink
 
 

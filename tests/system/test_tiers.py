@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 from emulator.harness.runner import run_blocking
 from emulator.scenario.loader import load_scenario
-from rm.tiers import TierCounters
+from rm.borg.tiers import TierCounters
 
 BASE = """
 [cluster]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import random
 
-from rm.cluster import Allocation, Cluster
-from rm.operations import Operation, OperationSpec, Pool
 from rm.protocol import Resources
+from rm.state.cluster import Allocation, Cluster
+from rm.state.operations import Operation, OperationSpec, Pool
 from tests.helpers import RecordingLink
 
 

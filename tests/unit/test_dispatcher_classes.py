@@ -3,7 +3,7 @@ is never starved while the first class stays busy."""
 
 from __future__ import annotations
 
-from rm.dispatcher import LOW_EVERY, Dispatcher
+from rm.queues.dispatcher import LOW_EVERY, Dispatcher
 from tests.helpers import FakeClock
 
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from rm.cluster import Cluster, NodeRecord
-from rm.operations import Operation, OperationSpec, Pool
 from rm.protocol import Resources
 from rm.scheduler.config import SchedulerConfig
-from rm.scheduler.drf import DRFPolicy
 from rm.scheduler.fair_share import progressive_filling
+from rm.scheduler.policies.drf import DRFPolicy
 from rm.scheduler.policy import PolicyCounters
+from rm.state.cluster import Cluster, NodeRecord
+from rm.state.operations import Operation, OperationSpec, Pool
 from tests.helpers import FakeClock, RecordingLink
 
 

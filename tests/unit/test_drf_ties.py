@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from rm.operations import Operation, OperationSpec, Pool
 from rm.protocol import Resources
+from rm.state.operations import Operation, OperationSpec, Pool
 from tests.unit.test_drf import drf, make_cluster
 
 

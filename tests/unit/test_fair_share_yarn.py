@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from rm.operations import Operation, OperationSpec, Pool
 from rm.protocol import Resources
 from rm.scheduler.fair_share import progressive_filling
+from rm.state.operations import Operation, OperationSpec, Pool
 
 BIG = 10**4  # tasks: a demand above any share (each task is an object: keep it small)
 

@@ -1,4 +1,4 @@
-"""The RM membership service (rm.membership): report validation, removal, probe, brake, deltas."""
+"""The RM membership service (rm.membership.service): report validation, removal, probe, brake, deltas."""
 
 from __future__ import annotations
 
@@ -19,11 +19,11 @@ from ringmon.protocol import (
     UnlivelinessReport,
     UnlivelinessResponse,
 )
-from rm import ringcast
-from rm.manager import ResourceManager
-from rm.membership import MembershipService
-from rm.operations import OperationSpec
+from rm.membership import ring_publisher
+from rm.membership.service import MembershipService
 from rm.protocol import LaunchContainers, Register, RegisterResponse, Resources
+from rm.shell.manager import ResourceManager
+from rm.state.operations import OperationSpec
 from tests.helpers import FakeClock, RecordingLink, record
 
 Link = RecordingLink
@@ -264,7 +264,7 @@ def test_nodes_behind_by_the_same_versions_share_one_combined_catch_up() -> None
 
 def test_a_version_older_than_the_kept_deltas_gets_the_full_ring() -> None:
     def body(clock: FakeClock) -> None:
-        from rm.membership import RECENT_DELTAS
+        from rm.membership.service import RECENT_DELTAS
 
         c = Cluster(clock, RECENT_DELTAS + 4)
         clock.advance_to(clock.now() + 1.0)
@@ -482,7 +482,7 @@ def test_joins_wait_a_whole_interval_and_a_removal_takes_them_along() -> None:
 def test_a_delta_reaches_the_rest_a_chunk_per_loop_turn_and_never_after_a_newer_one(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(ringcast, "BROADCAST_CHUNK", 10)
+    monkeypatch.setattr(ring_publisher, "BROADCAST_CHUNK", 10)
 
     def body(clock: FakeClock) -> None:
         c = Cluster(clock, 60)

@@ -5,7 +5,7 @@ a user whose net received share is over the cap gets no more offers out of turn.
 from __future__ import annotations
 
 from rm.scheduler.config import PackingConfig, SchedulerConfig
-from rm.scheduler.ledger import DisplacementLedger
+from rm.scheduler.policies.displacement import DisplacementLedger
 from tests.fake_nodes import FakeNodes
 
 

@@ -9,11 +9,11 @@ import msgspec
 import pytest
 
 from emulator.scenario.loader import ScenarioError
-from rm.cluster import Cluster
 from rm.protocol import Resources
 from rm.scheduler.config import PRESETS, PackingConfig, PackingParams
-from rm.scheduler.decision import PackingController
-from rm.scheduler.heuristics import angle, angle_length, drfh, scales, tetris
+from rm.scheduler.policies.heuristics import angle, angle_length, drfh, scales, tetris
+from rm.scheduler.policies.packing_controller import PackingController
+from rm.state.cluster import Cluster
 from tests.helpers import RecordingLink, scenario
 
 

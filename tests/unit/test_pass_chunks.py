@@ -7,15 +7,15 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
-from rm.cluster import NodeRecord
 from rm.config import RMConfig, ServiceTimeConfig
-from rm.dispatcher import Handler
-from rm.manager import ResourceManager
-from rm.offers import Demand
-from rm.operations import OperationSpec
 from rm.protocol import LaunchContainers, Register, Resources
+from rm.queues.dispatcher import Handler
 from rm.scheduler.config import PolicyName, SchedulerConfig
-from rm.scheduling import NodeUpdate, SchedulerItem
+from rm.scheduler.loop import NodeUpdate, SchedulerItem
+from rm.shell.manager import ResourceManager
+from rm.state.cluster import NodeRecord
+from rm.state.operations import OperationSpec
+from rm.state.room_index import Demand
 from tests.helpers import FakeClock, RecordingLink, sync_rm
 
 

@@ -9,14 +9,14 @@ import random
 
 import pytest
 
-from rm.cluster import Allocation, Cluster, NodeRecord
-from rm.operations import Operation, OperationSpec
+from rm.borg.placement import PlacementPolicy
+from rm.borg.sbp import Admission
+from rm.borg.task_usage import record_usage
 from rm.protocol import ContainerUsage, Resources
 from rm.scheduler.borg_config import AdmissionConfig, AdmissionMethod, PlacementConfig, PlacementName
-from rm.scheduler.placement import PlacementPolicy
-from rm.scheduler.sbp import Admission
-from rm.usage import record_usage
-from rm.workload import WorkloadBook
+from rm.state.cluster import Allocation, Cluster, NodeRecord
+from rm.state.operations import Operation, OperationSpec
+from rm.state.workload import WorkloadBook
 from tests.helpers import RecordingLink
 from tests.placement_reference import ScanPlacement
 

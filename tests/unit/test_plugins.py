@@ -14,7 +14,7 @@ from emulator.scenario.loader import ScenarioError
 from nodemanager.config import BUILTIN_HEARTBEATS
 from ringmon.config import BUILTIN_DETECTORS
 from rm.plugins import PluginError, discover
-from rm.scheduler.plugin import BUILTIN_POLICIES, load_policy, policies
+from rm.scheduler.registry import BUILTIN_POLICIES, load_policy, policies
 from tests.helpers import scenario
 from tests.plugin_support import ROOT, fake_install
 
@@ -36,26 +36,26 @@ def test_built_ins_need_no_installed_metadata(monkeypatch: pytest.MonkeyPatch) -
 
 def test_a_plug_in_cannot_replace_a_built_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake_install(tmp_path, monkeypatch, "usurper",
-                 {"hbemu.policies": {"drf": "rm.scheduler.fifo:FIFOPolicy"}})
-    assert policies().entry("drf").value == "rm.scheduler.drf:DRFPolicy"
+                 {"hbemu.policies": {"drf": "rm.scheduler.policies.fifo:FIFOPolicy"}})
+    assert policies().entry("drf").value == "rm.scheduler.policies.drf:DRFPolicy"
 
 
 def test_a_name_two_plug_ins_claim_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake_install(tmp_path / "a", monkeypatch, "one",
-                 {"hbemu.policies": {"mine": "rm.scheduler.drf:DRFPolicy"}})
+                 {"hbemu.policies": {"mine": "rm.scheduler.policies.drf:DRFPolicy"}})
     fake_install(tmp_path / "b", monkeypatch, "two",
-                 {"hbemu.policies": {"mine": "rm.scheduler.fifo:FIFOPolicy"}})
+                 {"hbemu.policies": {"mine": "rm.scheduler.policies.fifo:FIFOPolicy"}})
     with pytest.raises(ScenarioError, match=(
         r"at `scheduler.policy`: scheduling policy `mine` is declared by more than one installed package "
-        r"\((one|two) \(rm.scheduler.(drf|fifo)"
+        r"\((one|two) \(rm.scheduler.policies.(drf|fifo)"
     )):
         scenario(scheduler={"policy": "mine"})
 
 
 def test_a_plug_in_that_is_not_a_policy_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake_install(tmp_path, monkeypatch, "wrong", {"hbemu.policies": {
-        "no-module": "no_such_module:Policy", "not-a-class": "rm.scheduler.drf:drf_key",
-        "no-params": "rm.cluster:Cluster",
+        "no-module": "no_such_module:Policy", "not-a-class": "rm.scheduler.policies.drf:drf_key",
+        "no-params": "rm.state.cluster:Cluster",
     }})
     with pytest.raises(PluginError, match=r"`no-module` \(wrong\) cannot be loaded from `no_such_module:"):
         load_policy("no-module")

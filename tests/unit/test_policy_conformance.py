@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from rm.cluster import NodeRecord
-from rm.operations import Operation, Pool
 from rm.scheduler.config import SchedulerConfig
-from rm.scheduler.drf import DRFPolicy, drf_key, start_time
-from rm.scheduler.fifo import FIFOPolicy
-from rm.scheduler.plugin import BUILTIN_POLICIES, load_policy, policies
+from rm.scheduler.policies.drf import DRFPolicy, drf_key, start_time
+from rm.scheduler.policies.fifo import FIFOPolicy
+from rm.scheduler.registry import BUILTIN_POLICIES, load_policy, policies
+from rm.state.cluster import NodeRecord
+from rm.state.operations import Operation, Pool
 from tests.plugin_support import fake_install
 from tests.policy_conformance import check_deterministic, check_min_share, check_never_over_allocates
 

@@ -8,10 +8,10 @@ import pytest
 
 from emulator.scenario.loader import ScenarioError
 from rm.config import RMConfig
-from rm.manager import ResourceManager
-from rm.operations import OperationSpec
 from rm.protocol import ContainerStatus, Heartbeat, Register, Resources
 from rm.scheduler.config import SchedulerConfig
+from rm.shell.manager import ResourceManager
+from rm.state.operations import OperationSpec
 from tests.helpers import RecordingLink, node_view, scenario, sync_rm
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rm.cluster import EPS
-from rm.operations import Operation, OperationSpec, Pool
 from rm.protocol import ContainerStatus, Heartbeat, LaunchContainers, Register, Resources
-from rm.scheduler.drf import drf_key
 from rm.scheduler.fair_share import progressive_filling
+from rm.scheduler.policies.drf import drf_key
+from rm.state.cluster import EPS
+from rm.state.operations import Operation, OperationSpec, Pool
 from tests.helpers import RecordingLink, sync_rm
 
 resources = st.tuples(st.integers(1, 64), st.integers(1, 256))

@@ -12,8 +12,8 @@ from emulator.harness.nodeproc import NodeProcess
 from emulator.measure.timing import HeartbeatTiming
 from nodemanager.config import HeartbeatConfig
 from nodemanager.stats import NodeCounters
-from rm.histogram import LogHistogram
 from rm.protocol import Heartbeat, RegisterResponse, Resources
+from rm.queues.histogram import LogHistogram
 from tests.helpers import FakeClock, RecordingLink
 
 

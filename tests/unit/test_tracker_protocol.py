@@ -8,8 +8,6 @@ import msgspec
 import pytest
 
 from rm.config import RMConfig
-from rm.manager import ResourceManager
-from rm.operations import OperationSpec
 from rm.protocol import (
     EXIT_SUCCESS,
     ContainerStatus,
@@ -21,6 +19,8 @@ from rm.protocol import (
     RegisterResponse,
     Resources,
 )
+from rm.shell.manager import ResourceManager
+from rm.state.operations import OperationSpec
 from tests.helpers import FakeClock, RecordingLink, node_view, record, sync_rm
 
 

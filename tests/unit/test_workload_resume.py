@@ -11,9 +11,9 @@ import pytest
 from emulator.harness.eventlog import make_logger
 from emulator.harness.workload import Submission, SubmissionLog, WorkloadDriver
 from emulator.time.clock import LoopClock, run
-from rm.journal import Journal
-from rm.manager import ResourceManager
 from rm.protocol import ContainerStatus, KillContainers, LaunchContainers, Register, Resources
+from rm.recovery.journal import Journal
+from rm.shell.manager import ResourceManager
 from tests.helpers import FakeClock, RecordingLink, scenario
 
 WORK = {

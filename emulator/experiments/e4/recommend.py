@@ -2,7 +2,7 @@
 (the lecture's S_max and the load-adjusted percentile S_pj, h[k] = b[k]·Σ w[τ]·s[t−τ][k]) and
 the ML recommender (models by decay and margin, chosen by the cost of over- and under-provisioning
 and of limit and model changes). One row per job; bucket k of a job stands for its upper bound
-b[k] = (k + 1) × the job's width. rm/autopilot.py is the RM's per-group version of the same
+b[k] = (k + 1) × the job's width. rm/borg/autopilot.py is the RM's per-group version of the same
 statistics; this one keeps a whole cell's jobs in arrays so that days of 5-minute windows are cheap."""
 
 from __future__ import annotations

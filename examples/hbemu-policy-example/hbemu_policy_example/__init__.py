@@ -8,11 +8,7 @@ from typing import ClassVar, Literal
 
 import msgspec
 
-from rm.cluster import EPS, Cluster, NodeRecord
-from rm.operations import Operation, Pool
-from rm.ports import Clock
-from rm.scheduler.config import SchedulerConfig
-from rm.scheduler.policy import PolicyBase, PolicyCounters
+from rm import EPS, Clock, Cluster, NodeRecord, Operation, PolicyBase, PolicyCounters, Pool, SchedulerConfig
 
 
 class SmallestFirstParams(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):

@@ -1,0 +1,1 @@
+"""The RM's queues and what meters them: the dispatcher, inbound admission, timers."""

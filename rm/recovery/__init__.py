@@ -1,0 +1,1 @@
+"""Work-preserving restart: the write-ahead journal, its use, and the replay."""

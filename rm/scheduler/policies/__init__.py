@@ -1,0 +1,1 @@
+"""The built-in scheduling policies (entry-point group ``hbemu.policies``)."""

@@ -1,0 +1,69 @@
+"""Dominant Resource Fairness over a pool tree, with YARN FairScheduler comparator semantics.
+
+Among siblings (pools or operations): those below their min share ("needy") come first, ordered by
+usage / min share on the dominant resource; then by dominant share / weight, then by the
+next-dominant share / weight; then by start time (design.md §3): an operation's submission, a pool's
+earliest-submitted live operation -- pools and operations alike, at any depth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import ClassVar
+
+from rm.scheduler.policy import PolicyBase
+from rm.state.cluster import EPS, NodeRecord
+from rm.state.operations import Operation, Pool
+
+
+def drf_key(
+    usage_cpu: float, usage_ram: float, weight: float, min_cpu: float, min_ram: float,
+    cap_cpu: float, cap_ram: float,
+) -> tuple[int, float, float, float]:
+    sc = usage_cpu / cap_cpu if cap_cpu > 0 else 0.0
+    sr = usage_ram / cap_ram if cap_ram > 0 else 0.0
+    if sc >= sr:
+        dom, nxt, used_dom, min_dom = sc, sr, usage_cpu, min_cpu
+    else:
+        dom, nxt, used_dom, min_dom = sr, sc, usage_ram, min_ram
+    if min_dom > 0 and used_dom < min_dom:
+        return (0, used_dom / min_dom, 0.0, 0.0)
+    return (1, 0.0, dom / weight, nxt / weight)
+
+
+def start_time(e: Pool | Operation) -> tuple[float, int]:
+    """(submission time, id) of an operation; of a pool, its earliest-submitted operation's."""
+    if isinstance(e, Operation):
+        return (e.submitted_at, e.id)
+    firsts = [start_time(op) for op in e.operations] + [start_time(c) for c in e.children]
+    return min(firsts, default=(float("inf"), 0))
+
+
+class DRFPolicy(PolicyBase):
+    honours_min_share: ClassVar[bool] = True  # needy siblings sort first (drf_key)
+
+    def _key(self, e: Pool | Operation) -> tuple[int, float, float, float, tuple[float, int]]:
+        return (*drf_key(
+            e.usage_cpu, e.usage_ram, e.weight, e.min_share.cpu, e.min_share.ram_gib,
+            self.cluster.cap_cpu, self.cluster.cap_ram,
+        ), start_time(e))
+
+    def candidates(self, node: NodeRecord) -> Iterator[Operation]:
+        return self._descend(self.root, node.free_cpu + EPS, node.free_ram + EPS)
+
+    def _descend(self, pool: Pool, free_cpu: float, free_ram: float) -> Iterator[Operation]:
+        if pool.capped:  # no task that would take the pool (or one above it) past its maximum
+            cpu, ram = pool.room()
+            free_cpu, free_ram = min(free_cpu, cpu + EPS), min(free_ram, ram + EPS)
+        children: list[Pool | Operation] = [c for c in pool.children if c.pending_tasks > 0]
+        children.extend(
+            op for op in pool.operations
+            if op.pending and op.demand.cpu <= free_cpu and op.demand.ram_gib <= free_ram
+        )
+        if len(children) > 1:
+            children.sort(key=self._key)
+        for child in children:
+            if isinstance(child, Operation):
+                yield child
+            else:
+                yield from self._descend(child, free_cpu, free_ram)

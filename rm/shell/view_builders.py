@@ -1,0 +1,133 @@
+"""The RM's views of itself (rm/views/snapshot.py's structs), built from its live state: the whole
+snapshot, the fair shares, and the operations, pools and nodes as the status page lists them.
+Building one never changes the RM (bar bringing the time integrals up to now)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from rm.membership.service import MembershipService
+from rm.protocol import Resources
+from rm.queues.dispatcher import Dispatcher
+from rm.scheduler.fair_share import progressive_filling
+from rm.shell.context import RMContext
+from rm.shell.life import RMLife
+from rm.state.cluster import Cluster, NodeRecord, NodeState
+from rm.state.workload import WorkloadBook
+from rm.views.snapshot import (
+    ContainerView,
+    NodeView,
+    OperationView,
+    PoolView,
+    RMSnapshot,
+    Share,
+    SharesSnapshot,
+    UsageWindow,
+)
+
+
+def rm_snapshot(
+    life: RMLife, ctx: RMContext, now: float, up: bool, epoch: int, inbound: Dispatcher[Any],
+    events: Dispatcher[Any], membership: MembershipService | None,
+) -> RMSnapshot:
+    cluster = life.cluster
+    cluster.advance(now)
+    g = ctx.integral
+    ops = life.book.operations.values()
+    unhealthy = registered_cpu = registered_ram = 0.0
+    for n in cluster.nodes.values():
+        registered_cpu += n.total.cpu
+        registered_ram += n.total.ram_gib
+        if n.state is NodeState.UNHEALTHY:
+            unhealthy += 1
+    return RMSnapshot(
+        t=now,
+        up=up,
+        epoch=epoch,
+        recovering=life.holding(),
+        counters=msgspec.structs.replace(ctx.counters),
+        inbound=inbound.statistics(),
+        scheduler=events.statistics(),
+        nodes=len(cluster.nodes),
+        nodes_unhealthy=int(unhealthy),
+        capacity=cluster.capacity,
+        allocated=cluster.used,
+        registered=Resources(registered_cpu, registered_ram),
+        window=UsageWindow(g.used_cpu_s, g.used_ram_s, g.cap_cpu_s, g.cap_ram_s),
+        operations=len(life.book.operations),
+        running_tasks=sum(op.running for op in ops),
+        pending_tasks=life.book.pending_tasks,
+        policy=msgspec.structs.replace(
+            ctx.policy_counters,
+            by_group={k: msgspec.structs.replace(v) for k, v in ctx.policy_counters.by_group.items()},
+        ),
+        preemption=msgspec.structs.replace(ctx.preemption) if ctx.preemption is not None else None,
+        groups={k: msgspec.structs.replace(v) for k, v in ctx.groups.items()},
+        membership=membership.snapshot() if membership is not None else None,
+        tiers=ctx.tiers.copy() if ctx.tiers is not None else None,
+    )
+
+
+def fair_shares(book: WorkloadBook, cap: Resources) -> SharesSnapshot:
+    """Fair shares of the live operations, and what each achieves now."""
+    ops = list(book.operations.values())
+    fair = progressive_filling(book.root, ops, cap)
+    ok = cap.cpu > 0 and cap.ram_gib > 0
+
+    def dominant(cpu: float, ram: float) -> float:
+        return max(cpu / cap.cpu, ram / cap.ram_gib) if ok else 0.0
+
+    operations = {
+        op.id: Share(dominant(op.usage_cpu, op.usage_ram), fair.operations.get(op.id, 0.0)) for op in ops
+    }
+    usage: dict[str, list[float]] = {}
+    for op in ops:
+        u = usage.setdefault(op.group, [0.0, 0.0, 0.0, 0.0])
+        f = fair.usage.get(op.id, (0.0, 0.0))
+        u[0] += op.usage_cpu
+        u[1] += op.usage_ram
+        u[2] += f[0]
+        u[3] += f[1]
+    groups = {g: Share(dominant(u[0], u[1]), max(u[2], u[3])) for g, u in usage.items()}
+    pools = {
+        name: Share(dominant(p.usage_cpu, p.usage_ram), fair.pools.get(name, 0.0))
+        for name, p in book.pools.items() if name != "root"
+    }
+    return SharesSnapshot(fair.utilization, operations, groups, pools)
+
+
+def operations_view(book: WorkloadBook) -> list[OperationView]:
+    return [
+        OperationView(
+            id=op.id, name=op.name, group=op.group, pool=op.pool.name, state=op.state,
+            demand=op.demand, running=op.running, pending=len(op.pending), completed=op.completed,
+            total=op.total, usage=Resources(op.usage_cpu, op.usage_ram), submitted_at=op.submitted_at,
+        )
+        for op in book.operations.values()
+    ]
+
+
+def pools_view(book: WorkloadBook) -> list[PoolView]:
+    return [
+        PoolView(
+            name=p.name, parent=p.parent.name if p.parent is not None else None, weight=p.weight,
+            operations=len(p.operations), pending=p.pending_tasks,
+            usage=Resources(p.usage_cpu, p.usage_ram),
+        )
+        for p in book.pools.values()
+    ]
+
+
+def node_view(n: NodeRecord) -> NodeView:
+    return NodeView(
+        machine_id=n.machine_id, address=n.address, state=n.state.value, total=n.total,
+        free=Resources(n.free_cpu, n.free_ram),
+        containers=tuple(ContainerView(cid, a.op.id, a.task.index) for cid, a in n.containers.items()),
+        last_heartbeat_at=n.last_heartbeat_at,
+    )
+
+
+def nodes_view(cluster: Cluster) -> list[NodeView]:
+    return [node_view(n) for n in cluster.nodes.values()]

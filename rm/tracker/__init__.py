@@ -1,0 +1,1 @@
+"""The resource tracker: registration and heartbeats, and the container ledger."""
