@@ -131,25 +131,26 @@ class Sampler:
 
     def _due(self) -> None:
         # A sample shows everything that happened at its instant: taken after the rest of it.
-        self._clock.call_soon(self._take)
+        self._clock.call_soon(self._take, self._k)
         self._k += 1
         self._clock.call_later(self._k * self.interval_s - self._clock.now(), self._due)
 
-    def _take(self) -> None:
+    def _take(self, k: int) -> None:
         if self._stopped:
             return
         if not self.rows or self.rows[-1].t_s < self._clock.now():  # the harness may have sampled
-            self.sample()
+            self.sample(k)
 
-    def sample(self) -> SampleRow:
+    def sample(self, k: int | None = None) -> SampleRow:
+        """A row closing interval ``k`` (the timer's; by default the nearest boundary, or the next
+        one for a final row taken soon after a sample, as at an early stop)."""
         snap = self._rm.snapshot()
         shares = self._rm.shares()
         self.last_shares = shares
         now = snap.t
         self._settle()
-        # The interval this row closes: the nearest boundary (a real-time sample runs a little
-        # late), or the next one for a final row taken soon after a sample (an early stop).
-        k = max(round(now / self.interval_s), self._row_k + 1)
+        if k is None:
+            k = max(round(now / self.interval_s), self._row_k + 1)
         self._row_k = k
         hb = self._heartbeats
         upd = snap.counters.update_events
