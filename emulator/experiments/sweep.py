@@ -340,11 +340,13 @@ def markdown_table(result: dict[str, Any]) -> str:
             f"{f(r, 'rm_wait_p99_s', '.2f')} | {'**yes**' if r.get('overloaded') else 'no'} |"
         )
     best = result["largest_ok"]
-    parts = [f"{m} {v['nodes']:,}" if v["nodes"] else f"{m} none" for m, v in best.items()]
+    # "≥": no point of the mode failed, so its limit may lie beyond the sweep's largest n.
+    at_least = {m: "≥ " if v.get("limited_by_sweep") else "" for m, v in best.items()}
+    parts = [f"{m} {at_least[m]}{v['nodes']:,}" if v["nodes"] else f"{m} none" for m, v in best.items()]
     ratio = result.get("delta_over_periodic")
     lines.append("")
     lines.append(f"Largest n with h1, h2 ≥ {ok:g}: **{', '.join(parts)}"
-                 + (f", ratio {ratio:.2f}×**" if ratio is not None else "**"))
+                 + (f", ratio {at_least.get('delta', '')}{ratio:.2f}×**" if ratio is not None else "**"))
     return "\n".join(lines)
 
 
@@ -384,6 +386,11 @@ def _largest(sweeps: list[dict[str, Any]], mode: str) -> int | None:
     return max(ok) if ok else None
 
 
+def _open_ended(sweeps: list[dict[str, Any]], mode: str) -> bool:
+    """No point of ``mode`` failed in these sweeps: its limit may lie beyond their largest n."""
+    return all(largest_ok(sw["rows"], mode, sw["threshold"])[1] is False for sw in sweeps)
+
+
 def saturates_first(sweep: dict[str, Any]) -> str:
     """Which process was busier at each mode's first point past its limit (real-time TCP sweeps)."""
     verdicts = []
@@ -416,8 +423,12 @@ def headline_table(real: dict[str, Any], virtual: dict[str, Any], *more: dict[st
                  [virtual, *(m for m in more if m.get("clock") != "realtime")]))
     for label, sweeps in rows:
         p, d = _largest(sweeps, "periodic"), _largest(sweeps, "delta")
-        ratio = f"{d / p:.2f}×" if p and d else "–"
-        lines.append(f"| {label} | {f'{p:,}' if p else 'none'} | {f'{d:,}' if d else 'none'} | {ratio} |")
+        p_more, d_more = _open_ended(sweeps, "periodic"), _open_ended(sweeps, "delta")
+        bound = "–" if p_more and d_more else "≥ " if d_more else "≤ " if p_more else ""
+        ratio = f"{bound}{d / p:.2f}×" if p and d and bound != "–" else "–"
+        p_txt = f"{'≥ ' if p_more else ''}{p:,}" if p else "none"
+        d_txt = f"{'≥ ' if d_more else ''}{d:,}" if d else "none"
+        lines.append(f"| {label} | {p_txt} | {d_txt} | {ratio} |")
     return "\n".join(lines) + "\n"
 
 
