@@ -343,11 +343,13 @@ def markdown_table(result: dict[str, Any]) -> str:
             f"{f(r, 'rm_wait_p99_s', '.2f')} | {'**yes**' if r.get('overloaded') else 'no'} |"
         )
     best = result["largest_ok"]
-    parts = [f"{m} {v['nodes']:,}" if v["nodes"] else f"{m} none" for m, v in best.items()]
+    # "≥": no point of the mode failed, so its limit may lie beyond the sweep's largest n.
+    at_least = {m: "≥ " if v.get("limited_by_sweep") else "" for m, v in best.items()}
+    parts = [f"{m} {at_least[m]}{v['nodes']:,}" if v["nodes"] else f"{m} none" for m, v in best.items()]
     ratio = result.get("delta_over_periodic")
     lines.append("")
     lines.append(f"Largest n with h1, h2 ≥ {ok:g}: **{', '.join(parts)}"
-                 + (f", ratio {ratio:.2f}×**" if ratio is not None else "**"))
+                 + (f", ratio {at_least.get('delta', '')}{ratio:.2f}×**" if ratio is not None else "**"))
     return "\n".join(lines)
 
 
@@ -393,6 +395,23 @@ def _busier(r: dict[str, Any]) -> str:
     return f"{who} (RM {r['rm_cpu_percent']:.0f}%, node host {r['worker_cpu_percent']:.0f}%)"
 
 
+def _open_ended(sweeps: list[dict[str, Any]], mode: str) -> bool:
+    """No point of ``mode`` failed in these sweeps: its limit may lie beyond their largest n."""
+    return all(largest_ok(sw["rows"], mode, sw["threshold"])[1] is False for sw in sweeps)
+
+
+def _ratio(p: int, d: int, bound: str) -> str:
+    """delta/periodic with its bound, and where it stands against the paper's when that is known."""
+    r = d / p
+    if bound != "≤ " and r >= PAPER_RATIO:
+        note = f" (at least the paper's {PAPER_RATIO}×)"
+    elif bound != "≥ " and r < PAPER_RATIO:
+        note = f" (below the paper's {PAPER_RATIO}×)"
+    else:
+        note = ""
+    return f"{bound}{r:.2f}×{note}"
+
+
 def saturates_first(sweep: dict[str, Any]) -> str:
     """Which process was busier at each mode's limit (its largest size that kept up) and at the
     first size past it (real-time TCP sweeps, CPU of each process over the same window)."""
@@ -429,9 +448,12 @@ def headline_table(real: dict[str, Any], virtual: dict[str, Any], *more: dict[st
                  [virtual, *(m for m in more if m.get("clock") != "realtime")]))
     for label, sweeps in rows:
         p, d = _largest(sweeps, "periodic"), _largest(sweeps, "delta")
-        ratio = "–" if not (p and d) else (
-            f"{d / p:.2f}× ({'at least' if d / p >= PAPER_RATIO else 'below'} the paper's {PAPER_RATIO}×)")
-        lines.append(f"| {label} | {f'{p:,}' if p else 'none'} | {f'{d:,}' if d else 'none'} | {ratio} |")
+        p_more, d_more = _open_ended(sweeps, "periodic"), _open_ended(sweeps, "delta")
+        bound = "–" if p_more and d_more else "≥ " if d_more else "≤ " if p_more else ""
+        ratio = _ratio(p, d, bound) if p and d and bound != "–" else "–"
+        p_txt = f"{'≥ ' if p_more else ''}{p:,}" if p else "none"
+        d_txt = f"{'≥ ' if d_more else ''}{d:,}" if d else "none"
+        lines.append(f"| {label} | {p_txt} | {d_txt} | {ratio} |")
     return "\n".join(lines) + "\n"
 
 

@@ -78,6 +78,10 @@ class NodeHosting(Protocol):
         """Totals over every node."""
         ...
 
+    def heartbeat_intervals(self) -> HeartbeatTiming:
+        """The nodes' heartbeats by the sample interval they were sent in (n_i, m_i)."""
+        ...
+
     def crash(self, addresses: list[str], at_s: float) -> None: ...
 
     def rejoin(self, addresses: list[str], at_s: float) -> None: ...
@@ -125,6 +129,9 @@ class MemoryHosting:
 
     def counters(self) -> NodeCounters:
         return self._counters
+
+    def heartbeat_intervals(self) -> HeartbeatTiming:
+        return self.timing
 
     def _each(self, addresses: list[str]) -> list[NodeProcess]:
         return [self.by_address[a] for a in addresses if a in self.by_address]

@@ -81,9 +81,8 @@ class RMSide:
         self.workload = WorkloadDriver(sc.workload, self.rm, clock, sc.run.seed, submissions, self.jobs)
         if not resume:
             self.workload.install_pools()  # a resumed RM has its pools from the journal
-        counters = hosting.counters()
         self.sampler = Sampler(
-            self.rm, lambda: (counters.heartbeats_sent, counters.heartbeat_responses), clock,
+            self.rm, hosting.heartbeat_intervals(), clock,
             sc.sample_interval_s, sc.run.warmup_s, [o.name for o in sc.workload.operations],
         )
         # Per-pool and per-entry figures, one row per sample (timeseries.csv's extra columns).

@@ -89,7 +89,7 @@ async def _run(
     sc = scenario
     log = make_logger(clock, events)
     counters = NodeCounters()
-    timing = HeartbeatTiming()
+    timing = HeartbeatTiming(sc.sample_interval_s)  # n_i, m_i by sending interval, as over TCP
     peers = (
         MemoryPeers(clock, sc.run.seed, sc.transport.latency_s, sc.transport.ring_liveness == "timestamps")
         if sc.ring_enabled else None

@@ -256,7 +256,7 @@ class TcpRM:
         )
         out.lateness = lateness
         out.lag = lag
-        out.h1, out.h2 = self._merge_intervals(out, reports, frozenset(out.lag.lagged_intervals))
+        out.h1, out.h2 = self._merge_intervals(out, frozenset(out.lag.lagged_intervals))
         out.workers = [
             WorkerSummary(r.nodes, r.cpu_s, r.wall_s, r.max_rss_kib, r.lateness_s, r.transport["reconnects"])
             for r in reports
@@ -270,17 +270,13 @@ class TcpRM:
         return out
 
     def _merge_intervals(
-        self, out: RunOutcome, reports: list[HostReport], set_aside: frozenset[int]
+        self, out: RunOutcome, set_aside: frozenset[int]
     ) -> tuple[float | None, float | None]:
         """Put the workers' n_i, m_i and the RM's s_i (per-interval attribution, see
         ``emulator.measure.costs.efficiency``) into the time series; returns (h1, h2)."""
         interval = self.scenario.sample_interval_s
-        sent: dict[int, int] = {}
-        answered: dict[int, int] = {}
-        for report in reports:
-            for iv in report.intervals:
-                sent[iv.k] = sent.get(iv.k, 0) + iv.sent
-                answered[iv.k] = answered.get(iv.k, 0) + iv.responses
+        nodes = self.hosting.heartbeat_intervals()  # the reports' intervals (add_reports)
+        sent, answered = nodes.sent_by_interval, nodes.answered_by_interval
         timely = self.meter.timely_by_interval
         out.rows = [
             msgspec.structs.replace(

@@ -20,6 +20,7 @@ import msgspec
 from emulator.harness.control import ControlServer, LivenessLoss, NodeFault, WorkerLink
 from emulator.harness.hosting import NodeReality
 from emulator.harness.nodehost import HostConfig, HostReport
+from emulator.measure.timing import HeartbeatTiming
 from emulator.transport.faulty import MessageFaultCounters
 from nodemanager.stats import NodeCounters
 from ringmon.ports import RingCounters
@@ -54,6 +55,7 @@ class WorkerHosting:
         self._now = now
         self._worker_of: dict[str, int] = {}
         self._counters = NodeCounters()
+        self._timing = HeartbeatTiming()
         self.dead: list[DeadWorker] = []
         self.gathered: tuple[int, list[NodeReality]] | None = None  # (ring version, realities)
 
@@ -73,6 +75,10 @@ class WorkerHosting:
 
     def counters(self) -> NodeCounters:
         return self._counters
+
+    def heartbeat_intervals(self) -> HeartbeatTiming:
+        """Empty until the workers' reports come in at the end of the run."""
+        return self._timing
 
     def _by_worker(self, addresses: list[str]) -> dict[int, list[str]]:
         out: dict[int, list[str]] = {}
@@ -135,6 +141,7 @@ class WorkerHosting:
         for report in reports:
             for name, value in msgspec.structs.asdict(report.counters).items():
                 setattr(total, name, getattr(total, name) + value)
+            self._timing.add_intervals(report.intervals)
 
 
 def sum_ring(reports: list[HostReport]) -> RingCounters | None:

@@ -1,5 +1,10 @@
 """Per-interval sampling: the time series, h1/h2, and time-averaged shares per workload entry
-and per pool. Reads the RM only through its snapshots."""
+and per pool. Reads the RM only through its snapshots.
+
+n_i and m_i count heartbeats by the interval they were *sent* in (the nodes' ``HeartbeatTiming``,
+as over TCP): an answer counts in its heartbeat's interval, and only within one interval. Interval
+i's answers can still come until the next sample, so a row's m_i is provisional when taken and
+settled at the next one; h1/h2 read settled rows only. Then m_i <= n_i in every row."""
 
 from __future__ import annotations
 
@@ -21,8 +26,8 @@ class SampleRow(msgspec.Struct, frozen=True, array_like=True, gc=False):
     nodes: int
     running_tasks: int
     pending_tasks: int
-    n_i: int  # heartbeats sent by nodes in the interval
-    m_i: int  # heartbeat responses received by nodes
+    n_i: int  # heartbeats nodes sent in the interval
+    m_i: int  # of those, answered within one interval (settled at the next sample)
     s_i: int  # node-update events the scheduler processed
     rm_queue_depth: int
     scheduler_queue_depth: int
@@ -68,6 +73,14 @@ class RMView(Protocol):
     def shares(self) -> SharesSnapshot: ...
 
 
+class HeartbeatIntervals(Protocol):
+    """Heartbeats by sample interval k ([(k-1)·I, k·I)): sent, and answered within one interval."""
+
+    def sent_in(self, k: int) -> int: ...
+
+    def answered_in(self, k: int) -> int: ...
+
+
 class Clock(Protocol):
     def now(self) -> float: ...
 
@@ -80,13 +93,13 @@ class Sampler:
     def __init__(
         self,
         rm: RMView,
-        heartbeats: Callable[[], tuple[int, int]],
+        heartbeats: HeartbeatIntervals,
         clock: Clock,
         interval_s: float,
         warmup_s: float,
         groups: list[str],
     ) -> None:
-        """``heartbeats()``: (sent, responses received) by the nodes so far."""
+        """``heartbeats``: the nodes' heartbeats by the interval they were sent in."""
         self._rm = rm
         self._heartbeats = heartbeats
         self._clock = clock
@@ -96,7 +109,8 @@ class Sampler:
         self.groups: dict[str, Mean] = {g: Mean() for g in groups}
         # Same means per pool (every pool but root), for per-pool fairness deviation.
         self.pools: dict[str, Mean] = {}
-        self._last = (0, 0, 0)
+        self._last_updates = 0
+        self._row_k = 0  # the interval the last row closed
         self.listeners: list[Callable[[SampleRow], None]] = []
         # Cumulative counters behind COUNTER_COLUMNS (set by the harness; zero when absent).
         self.counters: dict[str, Callable[[], int]] = {}
@@ -117,25 +131,30 @@ class Sampler:
 
     def _due(self) -> None:
         # A sample shows everything that happened at its instant: taken after the rest of it.
-        self._clock.call_soon(self._take)
+        self._clock.call_soon(self._take, self._k)
         self._k += 1
         self._clock.call_later(self._k * self.interval_s - self._clock.now(), self._due)
 
-    def _take(self) -> None:
+    def _take(self, k: int) -> None:
         if self._stopped:
             return
         if not self.rows or self.rows[-1].t_s < self._clock.now():  # the harness may have sampled
-            self.sample()
+            self.sample(k)
 
-    def sample(self) -> SampleRow:
+    def sample(self, k: int | None = None) -> SampleRow:
+        """A row closing interval ``k`` (the timer's; by default the nearest boundary, or the next
+        one for a final row taken soon after a sample, as at an early stop)."""
         snap = self._rm.snapshot()
         shares = self._rm.shares()
         self.last_shares = shares
         now = snap.t
-        sent, resp = self._heartbeats()
+        self._settle()
+        if k is None:
+            k = max(round(now / self.interval_s), self._row_k + 1)
+        self._row_k = k
+        hb = self._heartbeats
         upd = snap.counters.update_events
-        n_i, m_i, s_i = sent - self._last[0], resp - self._last[1], upd - self._last[2]
-        self._last = (sent, resp, upd)
+        s_i, self._last_updates = upd - self._last_updates, upd
         if now > self.warmup_s:
             self._accumulate(snap, shares)
         deltas = self._counter_deltas()
@@ -146,8 +165,8 @@ class Sampler:
             nodes=snap.nodes,
             running_tasks=snap.running_tasks,
             pending_tasks=snap.pending_tasks,
-            n_i=n_i,
-            m_i=m_i,
+            n_i=hb.sent_in(k),
+            m_i=hb.answered_in(k),  # so far: settled at the next sample
             s_i=s_i,
             rm_queue_depth=snap.inbound.depth,
             scheduler_queue_depth=snap.scheduler.depth,
@@ -166,6 +185,16 @@ class Sampler:
         for listener in self.listeners:
             listener(row)
         return row
+
+    def _settle(self) -> None:
+        """The last row's m_i as it now stands: every answer to its heartbeats that could come has
+        (answers count within one interval, and the next interval has ended)."""
+        if not self.rows:
+            return
+        last = self.rows[-1]
+        m_i = self._heartbeats.answered_in(self._row_k)
+        if m_i != last.m_i:
+            self.rows[-1] = msgspec.structs.replace(last, m_i=m_i)
 
     def _counter_deltas(self) -> list[int]:
         out = []
@@ -194,11 +223,20 @@ class Sampler:
     def window_rows(self) -> list[SampleRow]:
         return [r for r in self.rows if r.t_s > self.warmup_s]
 
+    def settled_rows(self) -> list[SampleRow]:
+        """Rows after the warm-up whose heartbeats had a whole interval to be answered before the
+        last sample (the last row never has: its answers are still coming, or the run ended)."""
+        if not self.rows:
+            return []
+        end, interval = self.rows[-1].t_s + 1e-9, self.interval_s
+        # Nominal ends: a real-time sample is taken a little after its boundary.
+        return [r for r in self.window_rows() if (round(r.t_s / interval) + 1) * interval <= end]
+
     def efficiency(self, set_aside: frozenset[int] = frozenset()) -> tuple[float | None, float | None]:
-        """(h1, h2) = min over measured intervals of m_i/n_i and s_i/n_i (intervals with n_i > 0),
+        """(h1, h2) = min over settled intervals of m_i/n_i and s_i/n_i (intervals with n_i > 0),
         but for the intervals ``set_aside`` (by number: t_s / interval)."""
         rows = [
-            r for r in self.window_rows()
+            r for r in self.settled_rows()
             if r.n_i > 0 and round(r.t_s / self.interval_s) not in set_aside
         ]
         if not rows:

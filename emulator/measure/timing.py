@@ -1,6 +1,6 @@
-"""Heartbeat timing of the nodes of one process: how late their ticks ran, and which interval
-each heartbeat was sent and answered in (for h1 across processes). Implements the NodeManager's
-``TimingProbe`` port."""
+"""Heartbeat timing of the nodes of one process: how late their ticks ran, and which sample
+interval each heartbeat was sent in and whether it was answered within one interval (n_i and m_i,
+for in-memory and TCP runs alike). Implements the NodeManager's ``TimingProbe`` port."""
 
 from __future__ import annotations
 
@@ -27,7 +27,9 @@ class LatenessSummary(msgspec.Struct, frozen=True):
 
 class HeartbeatTiming:
     def __init__(self, interval_s: float = 0.0) -> None:
-        """``interval_s``: attribute heartbeats to sample intervals of this length (0: do not)."""
+        """``interval_s``: attribute heartbeats to sample intervals of this length (0: do not).
+        Interval k is [(k-1)·I, k·I); an answer counts in the interval of the heartbeat it answers,
+        and only if it came within one interval, so interval k's count is final from k·I on."""
         self.lateness = LogHistogram()
         # Without the ticks an injected pause held back: how late the emulator itself ran them.
         self.own_lateness = LogHistogram()
@@ -57,6 +59,19 @@ class HeartbeatTiming:
         if self.interval_s and t - sent_at <= self.interval_s:
             k = int(sent_at // self.interval_s) + 1
             self.answered_by_interval[k] = self.answered_by_interval.get(k, 0) + 1
+
+    def sent_in(self, k: int) -> int:
+        return self.sent_by_interval.get(k, 0)
+
+    def answered_in(self, k: int) -> int:
+        return self.answered_by_interval.get(k, 0)
+
+    def add_intervals(self, intervals: list[Interval]) -> None:
+        """Add another process's counts (a TCP run's workers', at the end)."""
+        sent, answered = self.sent_by_interval, self.answered_by_interval
+        for iv in intervals:
+            sent[iv.k] = sent.get(iv.k, 0) + iv.sent
+            answered[iv.k] = answered.get(iv.k, 0) + iv.responses
 
     def summary(self) -> LatenessSummary:
         return _summary(self.lateness)

@@ -66,9 +66,10 @@ REGISTRY: tuple[MetricDef, ...] = (
     _m("h1", "h1 (min m_i/n_i)", "num",
        "Heartbeat processing efficiency: the worst interval's share of heartbeats answered; 1 when "
        "the RM kept up in every interval.",
-       "min over the sample intervals after the warm-up with n_i > 0 (intervals a real-time run "
-       "lagged in set aside) of m_i / n_i: n_i heartbeats sent, m_i responses received in interval "
-       "i (over TCP: responses to the heartbeats sent in i, within one interval)"),
+       "min over the sample intervals after the warm-up with n_i > 0 whose heartbeats had a whole "
+       "interval to be answered (intervals a real-time run lagged in set aside) of m_i / n_i: n_i "
+       "heartbeats sent in interval i, m_i of those answered within one interval (in memory and "
+       "over TCP alike)"),
     _m("h2", "h2 (min s_i/n_i)", "num",
        "Scheduler update efficiency: the worst interval's share of heartbeats that became a "
        "scheduler update; 1 when the scheduler kept up in every interval.",
@@ -166,13 +167,16 @@ REGISTRY: tuple[MetricDef, ...] = (
        "the RM's snapshot", scope="now"),
     _m("ram_utilization_now", "RAM utilisation (now)", "frac", "Allocated / schedulable RAM now.",
        "the RM's snapshot", scope="now"),
-    _m("h1_now", "h1 (last interval)", "num",
-       "m_i / n_i of the last sample interval (the page's efficiency chart). Counted by arrival, "
-       "so after a stall the backlog's answers can take it above 1.",
-       "responses received / heartbeats sent in the last interval", scope="now"),
-    _m("h2_now", "h2 (last interval)", "num",
-       "s_i / n_i of the last sample interval; above 1 as h1_now can be.",
-       "update events processed / heartbeats sent in the last interval", scope="now"),
+    _m("h1_now", "h1 (last settled interval)", "num",
+       "m_i / n_i of the last sample interval whose answers are all in, the one before the latest "
+       "sample (the page's efficiency chart): the share of its heartbeats answered within one "
+       "interval, at most 1.",
+       "heartbeats sent in the interval and answered within one interval / heartbeats sent in it",
+       scope="now"),
+    _m("h2_now", "h2 (last settled interval)", "num",
+       "s_i / n_i of the same interval as h1_now. Update events count when processed, so after a "
+       "stall the backlog's can take it above 1.",
+       "update events processed in the interval / heartbeats sent in it", scope="now"),
     _m("nodes_alive", "nodes alive", "count", "Registered nodes the RM holds healthy now.",
        "registered − unhealthy", scope="now"),
     _m("nodes_unhealthy", "nodes unhealthy", "count", "Registered nodes the RM holds unhealthy now.",

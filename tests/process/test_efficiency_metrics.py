@@ -44,10 +44,12 @@ def test_h1_h2_are_minima_of_per_interval_ratios_over_the_window() -> None:
 def test_sampler_h1_h2_on_hand_made_rows() -> None:
     clock = FakeClock()
     rm = ResourceManager(clock, make_logger(clock, None))
-    sampler = Sampler(rm, lambda: (0, 0), clock, 3.0, 6.0, [])
-    # Only n_i, m_i, s_i matter; t <= warm-up and n_i = 0 rows are skipped.
+    sampler = Sampler(rm, HeartbeatTiming(3.0), clock, 3.0, 6.0, [])
+    # Only n_i, m_i, s_i matter; t <= warm-up and n_i = 0 rows are skipped, and so is the last row
+    # (its heartbeats had no whole interval to be answered).
     zero = dict.fromkeys(COLUMNS, 0)
-    for t, n, m, s in [(3, 10, 1, 1), (6, 10, 2, 2), (9, 100, 99, 95), (12, 0, 0, 0), (15, 40, 40, 40)]:
+    for t, n, m, s in [(3, 10, 1, 1), (6, 10, 2, 2), (9, 100, 99, 95), (12, 0, 0, 0), (15, 40, 40, 40),
+                       (18, 40, 3, 3)]:
         sampler.rows.append(SampleRow(**{**zero, "t_s": t, "n_i": n, "m_i": m, "s_i": s}))
     assert sampler.efficiency() == (pytest.approx(0.99), pytest.approx(0.95))
 

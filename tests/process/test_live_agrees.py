@@ -54,6 +54,7 @@ async def test_the_page_and_metrics_agree_with_summary_json_at_the_end(tmp_path:
 
             page = await wait_for(over, timeout_s=40)
             metrics = await scrape(s, url)
+            series = (await _get(s, url + "api/timeseries"))["series"]
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -76,6 +77,13 @@ async def test_the_page_and_metrics_agree_with_summary_json_at_the_end(tmp_path:
     # which a real-time run on a busy machine may have); values of the last instant are *_now.
     assert 0 <= page["h1"] <= 1 and 0 <= page["h2"] <= 1
     assert "cpu_utilization_now" in page and "h1_now" in page
+    # Per interval too: m_i counts answers to the interval's own heartbeats (at most n_i), and the
+    # page's series holds the settled values timeseries.csv has.
+    csv = (tmp_path / "timeseries.csv").read_text().splitlines()
+    header = csv[0].split(",")
+    rows = [dict(zip(header, line.split(","), strict=True)) for line in csv[1:]]
+    assert [int(r["m_i"]) for r in rows] == series["m_i"] and [int(r["n_i"]) for r in rows] == series["n_i"]
+    assert all(0 <= m <= n for m, n in zip(series["m_i"], series["n_i"], strict=True))
     states = {dict(k)["state"]: v for k, v in metrics["hbemu_nodes"].items()}
     assert sum(states.values()) == NODES
     assert states["lost"] == page["nodes_gone"] == 2

@@ -72,12 +72,15 @@ def test_the_e2_headline_takes_the_largest_kept_up_size_over_a_grid_and_its_extr
                    ("delta", 12000, 1.0, False)])
     extra = _sweep([("delta", 18000, 1.0, False), ("delta", 24000, 0.95, False)])
     text = headline_table(real, grid, extra)
-    assert "| 3,000 | 1,000 | 0.33× (below the paper's 1.88×) |" in text
+    # No periodic point failed: its limit is at least the largest tried, and the ratio at most.
+    assert "| ≥ 3,000 | 1,000 | ≤ 0.33× (below the paper's 1.88×) |" in text
     # The setup the real-time sweep recorded names its row.
     assert "real time over TCP, speed 20, 1 node-host process (" in text
     real["speed"], real["workers"] = 10.0, 2
     assert "real time over TCP, speed 10, 2 node-host processes (" in headline_table(real, grid, extra)
     assert "| 6,000 | 18,000 | 3.00× (at least the paper's 1.88×) |" in text
+    extra["rows"] = extra["rows"][:1]  # type: ignore[index]
+    assert "| 6,000 | ≥ 18,000 | ≥ 3.00× (at least the paper's 1.88×) |" in headline_table(real, grid, extra)
 
 
 def test_a_virtual_time_sweep_prints_its_table() -> None:
@@ -88,6 +91,10 @@ def test_a_virtual_time_sweep_prints_its_table() -> None:
     text = sweep_table({"threshold": 0.99, "rows": [row],
                         "largest_ok": {"delta": {"nodes": 1000}}, "delta_over_periodic": None})
     assert "| delta | 1,000 | **1.000** | **1.000** | 1.3 | 0.013 | – | – | – | – | 1.94 | – | 0 |" in text
+    # No point failed: the limit is at least the sweep's largest n.
+    text = sweep_table({"threshold": 0.99, "rows": [row], "delta_over_periodic": None,
+                        "largest_ok": {"delta": {"nodes": 1000, "limited_by_sweep": True}}})
+    assert "Largest n with h1, h2 ≥ 0.99: **delta ≥ 1,000**" in text
 
 
 def test_the_costs_table_names_the_item_that_held_the_rm_longest() -> None:

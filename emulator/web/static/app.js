@@ -131,6 +131,11 @@ function appendSeries(doc) {
   if (!ts.t_s || ts.t_s.length === 0) return;
   initShareCharts(doc.columns || Object.keys(ts));
   const interval = doc.interval_s;
+  // The stream sends the last point again once its m_i has settled: replace what we have from there on.
+  const have = page.series.t_s || [];
+  let keep = have.length;
+  while (keep > 0 && have[keep - 1] >= ts.t_s[0]) keep--;
+  for (const a of [...Object.values(page.series), ...Object.values(page.derived)]) a.length = Math.min(a.length, keep);
   for (const c of Object.keys(ts)) (page.series[c] = page.series[c] || []).push(...ts[c]);
   const t = page.series.t_s;
   const d = page.derived;
