@@ -25,7 +25,7 @@ ringmon/following.py, the fields they share ringmon/monitor_fields.py.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ringmon.config import RingConfig
@@ -214,16 +214,7 @@ class RingMonitor(PredecessorWatching, RingFollowing):
     def settle(self) -> None:
         """Count the ticks a sleeping monitor skipped up to now as the liveness they would have
         sent (what a reader of the counters sees is as if it had ticked)."""
-        if self._asleep_at < 0:
-            return
-        now = self._clock.now()
-        if now + EPS < self._asleep_at:
-            return
-        ticks = int((now - self._asleep_at + EPS) // self._interval) + 1
-        self._seq += ticks
-        self.stats.liveness_sent += ticks * len(self.successors)
-        self._asleep_at += ticks * self._interval
-        self._next_tick = self._asleep_at
+        settle_all((self,))
 
     def _wake(self) -> None:
         if self._asleep_at < 0:
@@ -300,3 +291,19 @@ class RingMonitor(PredecessorWatching, RingFollowing):
             sender=self.machine_id, seq=self._seq, stalled_s=self._stall_age(),
             ring_version=self._advertised(),
         )
+
+
+def settle_all(monitors: Sequence[RingMonitor]) -> None:
+    """``settle`` every monitor of ``monitors`` (one process's: they read the same time), in one
+    loop: a sampler reads the counters of every sleeping monitor at every sample."""
+    if not monitors:
+        return
+    now = monitors[0]._clock.now()
+    for m in monitors:
+        asleep_at = m._asleep_at
+        if asleep_at < 0 or now + EPS < asleep_at:
+            continue
+        ticks = int((now - asleep_at + EPS) // m._interval) + 1
+        m._seq += ticks
+        m.stats.liveness_sent += ticks * len(m.successors)
+        m._asleep_at = m._next_tick = asleep_at + ticks * m._interval

@@ -10,7 +10,7 @@ from rm.observed import Observations
 from rm.offers import Demand, RoomIndex
 from rm.operations import Operation, Task
 from rm.ports import Link
-from rm.protocol import ZERO, ContainerUsage, HeartbeatResponse, Resources
+from rm.protocol import ZERO, ContainerStatus, ContainerUsage, HeartbeatResponse, Resources
 
 # Resource comparisons tolerate float rounding of this size.
 EPS = 1e-9
@@ -77,6 +77,7 @@ class NodeRecord:
         "link",
         "machine_id",
         "peer_endpoint",
+        "quiet_report",
         "registered_at",
         "seq",
         "state",
@@ -99,6 +100,9 @@ class NodeRecord:
         self.peer_endpoint = ""
         self.attempt_at = -1.0  # the registration attempt that registered it (``Register``)
         self.seq = 0  # the order in which the cluster took nodes in (scheduling passes go by it)
+        # The last report whose walk changed nothing, and its container ids once it came again
+        # (the tracker skips the walk when the same report object comes and every id is ours).
+        self.quiet_report: tuple[tuple[ContainerStatus, ...], frozenset[int] | None] | None = None
 
     @property
     def schedulable(self) -> bool:

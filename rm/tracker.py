@@ -191,18 +191,37 @@ class ResourceTracker:
         if hb.usage:
             record_usage(node, hb.usage, ctx.scheduler.admission.history, ctx.autopilot, now)
         confirm = ledger.awaits(node)  # most reports repeat what is confirmed already
-        for st in hb.statuses:
-            cid = st.container_id
-            if st.state == "complete":
-                alloc = containers.get(cid)
-                if alloc is not None:
-                    host.container_finished(alloc, st.exit_code)
-                else:
-                    ledger.kill_confirmed(node, cid)
-            elif cid not in containers:
-                kill.append(cid)
-            elif confirm:
-                ledger.confirmed(cid)
+        statuses = hb.statuses
+        quiet = node.quiet_report
+        if quiet is not None and quiet[0] is statuses and not confirm:
+            # A periodic node in memory resends the same report object until something changes
+            # (over TCP each report is decoded anew, and never matches): if every status in it is
+            # still a running container of ours, the walk below would do nothing.
+            ids = quiet[1]
+            if ids is None:
+                ids = frozenset(st.container_id for st in statuses)
+                node.quiet_report = (statuses, ids)
+            if not containers.keys() >= ids:
+                quiet = None
+        else:
+            quiet = None
+        if quiet is None:
+            quiet_walk = not confirm
+            for st in statuses:
+                cid = st.container_id
+                if st.state == "complete":
+                    quiet_walk = False
+                    alloc = containers.get(cid)
+                    if alloc is not None:
+                        host.container_finished(alloc, st.exit_code)
+                    else:
+                        ledger.kill_confirmed(node, cid)
+                elif cid not in containers:
+                    quiet_walk = False
+                    kill.append(cid)
+                elif confirm:
+                    ledger.confirmed(cid)
+            node.quiet_report = (statuses, None) if quiet_walk else None
         response = HeartbeatResponse(
             action="normal", heartbeat_id=node.last_response_id + 1, kill=tuple(kill)
         )
