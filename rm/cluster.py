@@ -100,9 +100,10 @@ class NodeRecord:
         self.peer_endpoint = ""
         self.attempt_at = -1.0  # the registration attempt that registered it (``Register``)
         self.seq = 0  # the order in which the cluster took nodes in (scheduling passes go by it)
-        # The last report whose walk changed nothing, and its container ids once it came again
-        # (the tracker skips the walk when the same report object comes and every id is ours).
-        self.quiet_report: tuple[tuple[ContainerStatus, ...], frozenset[int] | None] | None = None
+        # The last report whose walk changed nothing: every status in it a running container of
+        # ours. Until one of ours is released (``release`` forgets it), the same report object
+        # again needs no walk.
+        self.quiet_report: tuple[ContainerStatus, ...] | None = None
 
     @property
     def schedulable(self) -> bool:
@@ -266,6 +267,7 @@ class Cluster:
         d = alloc.op.demand
         self.advance(now)
         del node.containers[alloc.container_id]
+        node.quiet_report = None  # a report that named it needs walking again
         node.free_cpu += d.cpu
         node.free_ram += d.ram_gib
         if node.state is NodeState.RUNNING:

@@ -192,20 +192,10 @@ class ResourceTracker:
             record_usage(node, hb.usage, ctx.scheduler.admission.history, ctx.autopilot, now)
         confirm = ledger.awaits(node)  # most reports repeat what is confirmed already
         statuses = hb.statuses
-        quiet = node.quiet_report
-        if quiet is not None and quiet[0] is statuses and not confirm:
-            # A periodic node in memory resends the same report object until something changes
-            # (over TCP each report is decoded anew, and never matches): if every status in it is
-            # still a running container of ours, the walk below would do nothing.
-            ids = quiet[1]
-            if ids is None:
-                ids = frozenset(st.container_id for st in statuses)
-                node.quiet_report = (statuses, ids)
-            if not containers.keys() >= ids:
-                quiet = None
-        else:
-            quiet = None
-        if quiet is None:
+        # A periodic node in memory resends the same report object until something changes (over
+        # TCP each report is decoded anew): while every status in it is still a running container
+        # of ours (``Cluster.release`` forgets it), the walk would do nothing.
+        if statuses is not node.quiet_report or confirm:
             quiet_walk = not confirm
             for st in statuses:
                 cid = st.container_id
@@ -221,7 +211,7 @@ class ResourceTracker:
                     kill.append(cid)
                 elif confirm:
                     ledger.confirmed(cid)
-            node.quiet_report = (statuses, None) if quiet_walk else None
+            node.quiet_report = statuses if quiet_walk else None
         response = HeartbeatResponse(
             action="normal", heartbeat_id=node.last_response_id + 1, kill=tuple(kill)
         )

@@ -180,7 +180,11 @@ class DesLoop(asyncio.SelectorEventLoop):
         pop, res = heapq.heappop, self._resolution
         passes = 0
         while True:
-            if len(heap) > _SWEEP_MIN_TIMERS and self._cancelled_timers > _SWEEP_FRACTION * len(heap):
+            # No cancelled timer counted: none is in the heap (the count covers every one there).
+            cancelled = self._cancelled_timers
+            if not cancelled:
+                pass
+            elif cancelled > _SWEEP_FRACTION * len(heap) and len(heap) > _SWEEP_MIN_TIMERS:
                 heap[:] = [e for e in heap if e[1].fn is not None]
                 heapq.heapify(heap)
                 self._cancelled_timers = 0
