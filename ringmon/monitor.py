@@ -299,11 +299,23 @@ def settle_all(monitors: Sequence[RingMonitor]) -> None:
     if not monitors:
         return
     now = monitors[0]._clock.now()
+    due = now + EPS
+    # The liveness counted is added to each monitor's counters once per run of monitors sharing
+    # them (one process's monitors share one set).
+    stats: RingCounters | None = None
+    sent = 0
     for m in monitors:
         asleep_at = m._asleep_at
-        if asleep_at < 0 or now + EPS < asleep_at:
+        if asleep_at < 0 or due < asleep_at:
             continue
-        ticks = int((now - asleep_at + EPS) // m._interval) + 1
+        interval = m._interval
+        ticks = int((now - asleep_at + EPS) // interval) + 1
         m._seq += ticks
-        m.stats.liveness_sent += ticks * len(m.successors)
-        m._asleep_at = m._next_tick = asleep_at + ticks * m._interval
+        if m.stats is not stats:
+            if stats is not None:
+                stats.liveness_sent += sent
+            stats, sent = m.stats, 0
+        sent += ticks * len(m.successors)
+        m._asleep_at = m._next_tick = asleep_at + ticks * interval
+    if stats is not None:
+        stats.liveness_sent += sent
