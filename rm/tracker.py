@@ -213,9 +213,10 @@ class ResourceTracker:
                     ledger.confirmed(cid)
             node.quiet_report = statuses if quiet_walk else None
         response = HeartbeatResponse(
-            action="normal", heartbeat_id=node.last_response_id + 1, kill=tuple(kill)
+            action="normal", heartbeat_id=node.last_response_id + 1, kill=tuple(kill) if kill else ()
         )
-        ledger.expect_kills(node, kill, now)
+        if kill:
+            ledger.expect_kills(node, kill, now)
         node.last_response_id += 1
         node.last_response = response
         link.send(response)
