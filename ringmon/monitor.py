@@ -309,7 +309,9 @@ def settle_all(monitors: Sequence[RingMonitor]) -> None:
         if asleep_at < 0 or due < asleep_at:
             continue
         interval = m._interval
-        ticks = int((now - asleep_at + EPS) // interval) + 1
+        behind = now - asleep_at + EPS
+        # One tick when less than an interval is due (what the floor division gives then).
+        ticks = 1 if behind < interval else int(behind // interval) + 1
         m._seq += ticks
         if m.stats is not stats:
             if stats is not None:
