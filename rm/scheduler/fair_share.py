@@ -148,9 +148,28 @@ def _sum_at_level(kids: list[_Node], level: float) -> tuple[float, float]:
     the same order): a pool's curve takes it at every breakpoint of every child."""
     c = r = 0.0
     for k in kids:
-        u = _at(k.curve, min(max(level * k.weight, k.floor), k.cap))
-        c += u[0]
-        r += u[1]
+        s = level * k.weight  # _child_share, as max() and min() pick
+        if k.floor > s:
+            s = k.floor
+        if k.cap < s:
+            s = k.cap
+        curve = k.curve
+        if len(curve) != 2:
+            u = _at(curve, s)
+            c += u[0]
+            r += u[1]
+            continue
+        # _at on an operation's two-point curve (adding its (0, 0) below the curve changes nothing).
+        (s0, c0, r0), (s1, c1, r1) = curve
+        if s < s0:
+            continue
+        if s >= s1:
+            c += c1
+            r += r1
+            continue
+        t = (s - s0) / (s1 - s0) if s1 > s0 else 1.0
+        c += c0 + t * (c1 - c0)
+        r += r0 + t * (r1 - r0)
     return c, r
 
 
