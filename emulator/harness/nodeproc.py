@@ -33,11 +33,10 @@ from rm.protocol import ContainerLaunch, Resources
 class ProcessGate:
     """A process's event loop: runs callbacks now, or holds them while the process is paused."""
 
-    __slots__ = ("_clock", "_held", "_since", "_until", "now", "resumed_at")
+    __slots__ = ("_clock", "_held", "_since", "_until", "resumed_at")
 
     def __init__(self, clock: Scheduler) -> None:
         self._clock = clock
-        self.now: Callable[[], float] = clock.now  # the clock's own (a heartbeat's timing reads it)
         self._held: list[tuple[Callable[..., object], tuple[Any, ...]]] | None = None
         self._until = -1.0
         self._since = 0.0
@@ -53,6 +52,9 @@ class ProcessGate:
     @property
     def paused(self) -> bool:
         return self._held is not None
+
+    def now(self) -> float:
+        return self._clock.now()
 
     def stalled_for(self) -> float:
         """How long the loop has been stalled (0 while it runs)."""
