@@ -25,7 +25,7 @@ ringmon/following.py, the fields they share ringmon/monitor_fields.py.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ringmon.config import RingConfig
@@ -214,16 +214,7 @@ class RingMonitor(PredecessorWatching, RingFollowing):
     def settle(self) -> None:
         """Count the ticks a sleeping monitor skipped up to now as the liveness they would have
         sent (what a reader of the counters sees is as if it had ticked)."""
-        if self._asleep_at < 0:
-            return
-        now = self._clock.now()
-        if now + EPS < self._asleep_at:
-            return
-        ticks = int((now - self._asleep_at + EPS) // self._interval) + 1
-        self._seq += ticks
-        self.stats.liveness_sent += ticks * len(self.successors)
-        self._asleep_at += ticks * self._interval
-        self._next_tick = self._asleep_at
+        settle_all((self,))
 
     def _wake(self) -> None:
         if self._asleep_at < 0:
@@ -300,3 +291,33 @@ class RingMonitor(PredecessorWatching, RingFollowing):
             sender=self.machine_id, seq=self._seq, stalled_s=self._stall_age(),
             ring_version=self._advertised(),
         )
+
+
+def settle_all(monitors: Sequence[RingMonitor]) -> None:
+    """``settle`` every monitor of ``monitors`` (one process's: they read the same time), in one
+    loop: a sampler reads the counters of every sleeping monitor at every sample."""
+    if not monitors:
+        return
+    now = monitors[0]._clock.now()
+    due = now + EPS
+    # The liveness counted is added to each monitor's counters once per run of monitors sharing
+    # them (one process's monitors share one set).
+    stats: RingCounters | None = None
+    sent = 0
+    for m in monitors:
+        asleep_at = m._asleep_at
+        if asleep_at < 0 or due < asleep_at:
+            continue
+        interval = m._interval
+        behind = now - asleep_at + EPS
+        # One tick when less than an interval is due (what the floor division gives then).
+        ticks = 1 if behind < interval else int(behind // interval) + 1
+        m._seq += ticks
+        if m.stats is not stats:
+            if stats is not None:
+                stats.liveness_sent += sent
+            stats, sent = m.stats, 0
+        sent += ticks * len(m.successors)
+        m._asleep_at = m._next_tick = asleep_at + ticks * interval
+    if stats is not None:
+        stats.liveness_sent += sent

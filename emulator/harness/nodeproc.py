@@ -23,7 +23,7 @@ from nodemanager.ports import Log, Timer
 from nodemanager.stats import NodeCounters
 from ringmon.config import RingConfig
 from ringmon.membership import RingView, ViewCache
-from ringmon.monitor import RingMonitor
+from ringmon.monitor import RingMonitor, settle_all
 from ringmon.ports import PeerChannel, PeerReceiver, RingCounters
 from ringmon.protocol import RingMessage
 from rm import Link
@@ -190,8 +190,7 @@ class RingParts:
 
     def settled(self) -> RingCounters:
         """The counters up to now, sleeping monitors' skipped ticks counted."""
-        for m in self.monitors:
-            m.settle()
+        settle_all(self.monitors)
         return self.counters
 
     def peer_messages(self) -> int:

@@ -44,13 +44,16 @@ class Meter:
 
 
 class MeteredLink:
-    __slots__ = ("_inner", "_meter", "_statuses", "_statuses_size")
+    __slots__ = ("_id_size", "_inner", "_machine_id", "_meter", "_statuses", "_statuses_size")
 
     def __init__(self, inner: Link, meter: Meter) -> None:
         self._inner = inner
         self._meter = meter
         self._statuses: tuple[Any, ...] | None = None
         self._statuses_size = 0
+        # The machine id heartbeats on this link carry, and its size (one node per link).
+        self._machine_id = -1
+        self._id_size = 0
 
     @property
     def closed(self) -> bool:
@@ -73,8 +76,16 @@ class MeteredLink:
             self._statuses = statuses
             self._statuses_size = len(m.encoder.encode(statuses))
         size = self._statuses_size
-        return (m.heartbeat_base(msg, size) + size
-                + msgpack_int_size(msg.machine_id) + msgpack_int_size(msg.heartbeat_id))
+        base = m._heartbeat_base
+        if base < 0:
+            base = m.heartbeat_base(msg, size)
+        if msg.machine_id != self._machine_id:
+            self._machine_id = msg.machine_id
+            self._id_size = msgpack_int_size(msg.machine_id)
+        hid = msg.heartbeat_id
+        # msgpack_int_size(hid) for the ids a run reaches (one call less per heartbeat).
+        hid_size = 1 if 0 <= hid < 0x80 else 3 if 0x100 <= hid < 0x10000 else msgpack_int_size(hid)
+        return base + size + self._id_size + hid_size
 
     def close(self) -> None:
         self._inner.close()

@@ -20,6 +20,10 @@ class LogHistogram:
         self.max = 0.0
 
     def add(self, value: float) -> None:
+        if value == 0.0:  # most waits (what ``sum`` and ``max`` would do with it: nothing)
+            self.count += 1
+            self.zeros += 1
+            return
         self.count += 1
         self.sum += value
         if value > self.max:

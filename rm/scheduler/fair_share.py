@@ -56,9 +56,21 @@ class _Node:
         self.levels: list[tuple[float, float, float]] = []
 
 
+_INF = float("inf")
+
+
 def _at(curve: Curve, s: float) -> tuple[float, float]:
     """Usage at share ``s`` (the largest usage where the curve jumps at ``s``)."""
-    i = bisect_right(curve, (s, float("inf"), float("inf"))) - 1
+    if len(curve) == 2:
+        # An operation's curve (and a small pool's): the search below, without searching.
+        (s0, c0, r0), (s1, c1, r1) = curve
+        if s < s0:
+            return (0.0, 0.0)
+        if s >= s1:
+            return c1, r1
+        t = (s - s0) / (s1 - s0) if s1 > s0 else 1.0
+        return c0 + t * (c1 - c0), r0 + t * (r1 - r0)
+    i = bisect_right(curve, (s, _INF, _INF)) - 1
     if i < 0:
         return (0.0, 0.0)
     if i >= len(curve) - 1:
@@ -131,6 +143,36 @@ def _sum_at(kids: list[_Node], shares: list[float]) -> tuple[float, float]:
     return c, r
 
 
+def _sum_at_level(kids: list[_Node], level: float) -> tuple[float, float]:
+    """``_sum_at(kids, [_child_share(k, level) for k in kids])`` in one loop (the same sums, in
+    the same order): a pool's curve takes it at every breakpoint of every child."""
+    c = r = 0.0
+    for k in kids:
+        s = level * k.weight  # _child_share, as max() and min() pick
+        if k.floor > s:
+            s = k.floor
+        if k.cap < s:
+            s = k.cap
+        curve = k.curve
+        if len(curve) != 2:
+            u = _at(curve, s)
+            c += u[0]
+            r += u[1]
+            continue
+        # _at on an operation's two-point curve (adding its (0, 0) below the curve changes nothing).
+        (s0, c0, r0), (s1, c1, r1) = curve
+        if s < s0:
+            continue
+        if s >= s1:
+            c += c1
+            r += r1
+            continue
+        t = (s - s0) / (s1 - s0) if s1 > s0 else 1.0
+        c += c0 + t * (c1 - c0)
+        r += r0 + t * (r1 - r0)
+    return c, r
+
+
 def _build(node: _Node) -> None:
     """Fill in ``curve``, ``cap`` and ``floor`` bottom-up from the leaves' caps."""
     if not node.children:
@@ -147,7 +189,7 @@ def _build(node: _Node) -> None:
             marks.add(k.cap / k.weight)
             marks.update(s / k.weight for s, _, _ in k.curve if k.floor < s < k.cap)
         ls = sorted(marks)
-        levels = [(lv, *_sum_at(kids, [_child_share(k, lv) for k in kids])) for lv in ls]
+        levels = [(lv, *_sum_at_level(kids, lv)) for lv in ls]
         # Where the pool's dominant resource flips inside a segment its share has a kink.
         flips: list[tuple[float, float, float]] = []
         for (l0, c0, r0), (l1, c1, r1) in pairwise(levels):

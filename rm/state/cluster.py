@@ -7,7 +7,7 @@ import heapq
 from collections.abc import Callable, Iterator
 
 from rm.ports import Link
-from rm.protocol import ZERO, ContainerUsage, HeartbeatResponse, Resources
+from rm.protocol import ZERO, ContainerStatus, ContainerUsage, HeartbeatResponse, Resources
 from rm.state.observed_usage import Observations
 from rm.state.operations import Operation, Task
 from rm.state.room_index import Demand, RoomIndex
@@ -77,6 +77,7 @@ class NodeRecord:
         "link",
         "machine_id",
         "peer_endpoint",
+        "quiet_report",
         "registered_at",
         "seq",
         "state",
@@ -99,6 +100,10 @@ class NodeRecord:
         self.peer_endpoint = ""
         self.attempt_at = -1.0  # the registration attempt that registered it (``Register``)
         self.seq = 0  # the order in which the cluster took nodes in (scheduling passes go by it)
+        # The last report whose walk changed nothing: every status in it a running container of
+        # ours. Until one of ours is released (``release`` forgets it), the same report object
+        # again needs no walk.
+        self.quiet_report: tuple[ContainerStatus, ...] | None = None
 
     @property
     def schedulable(self) -> bool:
@@ -262,6 +267,7 @@ class Cluster:
         d = alloc.op.demand
         self.advance(now)
         del node.containers[alloc.container_id]
+        node.quiet_report = None  # a report that named it needs walking again
         node.free_cpu += d.cpu
         node.free_ram += d.ram_gib
         if node.state is NodeState.RUNNING:

@@ -193,22 +193,32 @@ class ResourceTracker:
         if hb.usage:
             record_usage(node, hb.usage, ctx.scheduler.admission.history, ctx.autopilot, now)
         confirm = ledger.awaits(node)  # most reports repeat what is confirmed already
-        for st in hb.statuses:
-            cid = st.container_id
-            if st.state == "complete":
-                alloc = containers.get(cid)
-                if alloc is not None:
-                    host.container_finished(alloc, st.exit_code)
-                else:
-                    ledger.kill_confirmed(node, cid)
-            elif cid not in containers:
-                kill.append(cid)
-            elif confirm:
-                ledger.confirmed(cid)
+        statuses = hb.statuses
+        # A periodic node in memory resends the same report object until something changes (over
+        # TCP each report is decoded anew): while every status in it is still a running container
+        # of ours (``Cluster.release`` forgets it), the walk would do nothing.
+        if statuses is not node.quiet_report or confirm:
+            quiet_walk = not confirm
+            for st in statuses:
+                cid = st.container_id
+                if st.state == "complete":
+                    quiet_walk = False
+                    alloc = containers.get(cid)
+                    if alloc is not None:
+                        host.container_finished(alloc, st.exit_code)
+                    else:
+                        ledger.kill_confirmed(node, cid)
+                elif cid not in containers:
+                    quiet_walk = False
+                    kill.append(cid)
+                elif confirm:
+                    ledger.confirmed(cid)
+            node.quiet_report = statuses if quiet_walk else None
         response = HeartbeatResponse(
-            action="normal", heartbeat_id=node.last_response_id + 1, kill=tuple(kill)
+            action="normal", heartbeat_id=node.last_response_id + 1, kill=tuple(kill) if kill else ()
         )
-        ledger.expect_kills(node, kill, now)
+        if kill:
+            ledger.expect_kills(node, kill, now)
         node.last_response_id += 1
         node.last_response = response
         ctx.outbox.send(link, response)

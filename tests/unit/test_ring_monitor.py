@@ -10,7 +10,7 @@ from emulator.harness.eventlog import make_logger
 from emulator.transport.peers import MemoryPeers
 from ringmon.config import RingConfig
 from ringmon.membership import ViewCache, encode_ids
-from ringmon.monitor import RingMonitor
+from ringmon.monitor import RingMonitor, settle_all
 from ringmon.ports import RingCounters
 from ringmon.protocol import (
     Liveness,
@@ -332,3 +332,31 @@ def test_an_idle_monitor_sleeps_yet_counts_wakes_on_a_stall_and_a_crash_is_found
         assert clock.now() - t0 <= 1.5
 
     drive(body)
+
+
+def test_sleeping_monitors_settled_together_count_what_each_settled_alone_counts() -> None:
+    """A sampler settles every monitor of a process at once (``settle_all``); the liveness counted,
+    each monitor's sequence and its next tick are those of settling each one by itself, also
+    for monitors of two processes (two sets of counters) in one list."""
+
+    def body(clock: FakeClock) -> None:
+        alone, one, two = Net(clock, 20), Net(clock, 20), Net(clock, 20)
+        for net in (alone, one, two):
+            for m in net.mon.values():
+                m._can_sleep = True
+        clock.advance_to(clock.now() + 5.0)
+        assert clock.pending() == 0
+        mixed = [m for pair in zip(one.mon.values(), two.mon.values(), strict=True) for m in pair]
+        for _ in range(7):
+            clock.advance_to(clock.now() + 2.5)
+            for m in alone.mon.values():
+                m.settle()
+            settle_all(mixed)
+        assert alone.stats.liveness_sent > 0
+        assert one.stats == alone.stats == two.stats
+        for i, m in alone.mon.items():
+            for other in (one.mon[i], two.mon[i]):
+                assert (other._seq, other._next_tick) == (m._seq, m._next_tick)
+
+    drive(body)
+

@@ -138,6 +138,27 @@ def test_node_update_allocates_and_completion_frees(rm_clock: tuple[ResourceMana
     assert (op.completed, op.running, op.pending) == (1, 4, 5)
 
 
+def test_a_report_sent_again_is_walked_again_once_a_container_in_it_ends(
+    rm_clock: tuple[ResourceManager, FakeClock],
+) -> None:
+    """A periodic node resends the same report object; the tracker skips walking one it found
+    nothing in. A container of it that the RM let go of since must still be named to kill."""
+    rm, _ = rm_clock
+    link = register(rm, "n0")
+    submit(rm, "op", 2, 4, 10)
+    rm.receive(link, hb(1, 0))
+    launched = link.last(LaunchContainers).containers
+    running = tuple(ContainerStatus(c.container_id, "running") for c in launched)
+    rm.receive(link, hb(1, 1, running))  # confirms the launches
+    rm.receive(link, hb(1, 2, running))  # nothing to do: remembered
+    rm.receive(link, hb(1, 3, running))  # the same object again
+    assert link.last(HeartbeatResponse).kill == ()
+    gone = launched[0].container_id
+    assert rm.end_container(1, gone)
+    rm.receive(link, hb(1, 4, running))  # the node has not stopped it yet
+    assert link.last(HeartbeatResponse).kill == (gone,)
+
+
 def test_unknown_running_container_is_killed(rm_clock: tuple[ResourceManager, FakeClock]) -> None:
     rm, _ = rm_clock
     link = register(rm, "n0")
