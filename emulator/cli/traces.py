@@ -12,7 +12,7 @@ from typing import Any
 
 from emulator.cli.args import count, non_negative, positive
 from emulator.scenario.schema import MAX_TRACE_BYTES, MAX_TRACE_TASKS
-from emulator.traces import FORMATS
+from emulator.scenario.traces import FORMATS
 
 
 def add_command(sub: Any) -> None:
@@ -90,9 +90,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     from emulator.results.record import to_toml
     from emulator.scenario.loader import ScenarioError, scenario_from_dict
     from emulator.scenario.schema import TraceConfig
-    from emulator.traces.convert import import_scenario, trace_limits
-    from emulator.traces.model import NodeGroup, TraceError
-    from emulator.traces.sls import read_nodes
+    from emulator.scenario.traces.convert import import_scenario, trace_limits
+    from emulator.scenario.traces.model import NodeGroup, TraceError
+    from emulator.scenario.traces.sls import read_nodes
 
     cfg = TraceConfig(
         format=args.format, path=str(args.file), pool=args.pool, sample=args.sample, start_s=args.start_s,
@@ -114,7 +114,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             data, trace = import_scenario(cfg, args.file, nodes, args.policy, args.duration_s, progress)
         queue_warnings = []
         if args.queues is not None:
-            from emulator.traces import queues
+            from emulator.scenario.traces import queues
 
             allocations = queues.read(args.queues, queues.cluster_total(data))
             queue_warnings = queues.apply(data, allocations, args.queues)

@@ -16,7 +16,7 @@ import math
 import random
 from pathlib import Path
 
-from emulator.traces.google import EVICT, FAIL, FINISH, KILL, SCHEDULE, SUBMIT
+from emulator.scenario.traces.google import EVICT, FAIL, FINISH, KILL, SCHEDULE, SUBMIT
 
 
 def _lognormal(rng: random.Random, mean: float, stddev: float) -> float:

@@ -154,8 +154,8 @@ def _expand_trace(data: dict[str, Any], source: str, base_dir: Path | None) -> d
         return {**data, "workload": {k: v for k, v in workload.items() if k != "trace"}}  # no trace
     if not isinstance(workload, dict) or "trace" not in workload:
         return data
-    from emulator.traces.convert import operations, read_trace
-    from emulator.traces.model import TraceError
+    from emulator.scenario.traces.convert import operations, read_trace
+    from emulator.scenario.traces.model import TraceError
 
     try:
         cfg = msgspec.convert(workload["trace"], TraceConfig, strict=True)
@@ -195,8 +195,8 @@ def _expand_queues(data: dict[str, Any], source: str, base_dir: Path | None) -> 
     workload = data.get("workload")
     if not isinstance(workload, dict) or not isinstance(workload.get("queues_file"), str):
         return data
-    from emulator.traces import queues
-    from emulator.traces.model import TraceError
+    from emulator.scenario.traces import queues
+    from emulator.scenario.traces.model import TraceError
 
     path = Path(workload["queues_file"])
     if not path.is_absolute():

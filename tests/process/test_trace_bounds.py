@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from emulator.traces import google, rumen, sls, synth
-from emulator.traces.model import Limits, TraceError
+from emulator.scenario.traces import google, rumen, sls, synth
+from emulator.scenario.traces.model import Limits, TraceError
 
 SYNTH_CLASS = {"class_name": "c", "mtasks_avg": 2, "mtime_avg": 10}
 

@@ -16,9 +16,9 @@ from emulator.harness.runner import run_blocking
 from emulator.results.summary import build_summary
 from emulator.scenario.loader import ScenarioError, load_scenario, scenario_from_dict
 from emulator.scenario.schema import TraceConfig
-from emulator.traces import rumen, sls, synth
-from emulator.traces.convert import import_scenario, operations
-from emulator.traces.model import NodeGroup, TraceError
+from emulator.scenario.traces import rumen, sls, synth
+from emulator.scenario.traces.convert import import_scenario, operations
+from emulator.scenario.traces.model import NodeGroup, TraceError
 
 HADOOP = Path(__file__).parents[1] / "data" / "traces" / "hadoop-sls"
 

@@ -13,9 +13,9 @@ import pytest
 from emulator.cli.main import main
 from emulator.scenario.loader import load_scenario
 from emulator.scenario.schema import TraceConfig
-from emulator.traces import alibaba
-from emulator.traces.convert import operations
-from emulator.traces.model import NodeGroup, Trace, TraceError
+from emulator.scenario.traces import alibaba
+from emulator.scenario.traces.convert import operations
+from emulator.scenario.traces.model import NodeGroup, Trace, TraceError
 from tests.process.test_trace_bounds import emulator, one_error_line
 
 RAM = 128.0  # machine_ram_gib: plan_mem 100 is a whole machine

@@ -9,8 +9,8 @@ import pytest
 
 from emulator.cli.main import main
 from emulator.scenario.loader import load_scenario
-from emulator.traces import google
-from emulator.traces.model import DEFAULT_LIMITS, NodeGroup, TraceError
+from emulator.scenario.traces import google
+from emulator.scenario.traces.model import DEFAULT_LIMITS, NodeGroup, TraceError
 
 S = 1_000_000
 

@@ -14,8 +14,8 @@ import pytest
 
 from emulator.cli.main import main
 from emulator.scenario.schema import TraceConfig
-from emulator.traces import google2019
-from emulator.traces.model import NodeGroup, Trace, TraceError
+from emulator.scenario.traces import google2019
+from emulator.scenario.traces.model import NodeGroup, Trace, TraceError
 from tests.process.test_trace_bounds import emulator, one_error_line
 
 S = 1_000_000  # µs

@@ -11,8 +11,8 @@ import pytest
 
 from emulator.cli.main import main
 from emulator.scenario.loader import ScenarioError, load_scenario
-from emulator.traces import queues
-from emulator.traces.model import TraceError
+from emulator.scenario.traces import queues
+from emulator.scenario.traces.model import TraceError
 from tests.process.test_trace_bounds import emulator, one_error_line
 
 DATA = Path(__file__).parents[1] / "data" / "traces"

@@ -17,8 +17,8 @@ import pytest
 
 from emulator.cli.main import main
 from emulator.scenario.schema import TraceConfig
-from emulator.traces import swf
-from emulator.traces.model import NodeGroup, Trace, TraceError
+from emulator.scenario.traces import swf
+from emulator.scenario.traces.model import NodeGroup, Trace, TraceError
 from tests.process.test_trace_bounds import emulator, one_error_line
 
 KB_PER_GIB = 1024 * 1024

@@ -12,9 +12,9 @@ import pytest
 from emulator.cli.main import main
 from emulator.scenario.loader import ScenarioError, load_scenario
 from emulator.scenario.schema import TraceConfig
-from emulator.traces import google, rumen, sls, synth
-from emulator.traces.convert import operations, select
-from emulator.traces.model import NodeGroup, TraceError
+from emulator.scenario.traces import google, rumen, sls, synth
+from emulator.scenario.traces.convert import operations, select
+from emulator.scenario.traces.model import NodeGroup, TraceError
 
 DATA = Path(__file__).parents[1] / "data" / "traces"
 

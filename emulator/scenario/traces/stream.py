@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from emulator.traces.model import Limits, TraceError, TraceJob
+from emulator.scenario.traces.model import Limits, TraceError, TraceJob
 
 # A line longer than this is refused (a trace line is a few hundred bytes).
 MAX_LINE = 1 << 20

@@ -28,8 +28,8 @@ from typing import Any
 import msgspec
 
 from emulator.scenario.schema import TraceConfig
-from emulator.traces.model import Limits, NodeGroup, TaskBudget, Trace, TraceError, TraceJob
-from emulator.traces.stream import Lines, Progress, Window, finish
+from emulator.scenario.traces.model import Limits, NodeGroup, TaskBudget, Trace, TraceError, TraceJob
+from emulator.scenario.traces.stream import Lines, Progress, Window, finish
 
 TYPES = ("SUBMIT", "QUEUE", "ENABLE", "SCHEDULE", "EVICT", "FAIL", "FINISH", "KILL", "LOST",
          "UPDATE_PENDING", "UPDATE_RUNNING")

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from emulator.scenario.schema import TraceConfig
-from emulator.traces import alibaba, google, google2019, rumen, sls, swf, synth
-from emulator.traces.model import Limits, NodeGroup, Trace, TraceJob
-from emulator.traces.stream import Progress
+from emulator.scenario.traces import alibaba, google, google2019, rumen, sls, swf, synth
+from emulator.scenario.traces.model import Limits, NodeGroup, Trace, TraceJob
+from emulator.scenario.traces.stream import Progress
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:@/-]+")
 
@@ -161,7 +161,7 @@ def import_scenario(
 ) -> tuple[dict[str, Any], Trace]:
     """A whole scenario replaying the trace: its cluster (``nodes``, else what the trace says),
     its jobs as operations, a run long enough for the last job."""
-    from emulator.traces.model import TraceError
+    from emulator.scenario.traces.model import TraceError
 
     trace = read_trace(cfg, path, progress)
     ops = operations(trace, cfg)

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from emulator.traces.model import (
+from emulator.scenario.traces.model import (
     DEFAULT_LIMITS,
     MIB_PER_GIB,
     Limits,

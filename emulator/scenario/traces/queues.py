@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from emulator.traces.model import TraceError, read_text
+from emulator.scenario.traces.model import TraceError, read_text
 
 MAX_BYTES = 4 << 20
 MAX_DEPTH = 32

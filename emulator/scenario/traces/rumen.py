@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from emulator.traces.model import (
+from emulator.scenario.traces.model import (
     DEFAULT_LIMITS,
     MIB_PER_GIB,
     Limits,
@@ -35,7 +35,7 @@ from emulator.traces.model import (
     number,
     text_field,
 )
-from emulator.traces.sls import (
+from emulator.scenario.traces.sls import (
     AM_SIZE,
     DEFAULT_CONTAINER_MB,
     DEFAULT_CONTAINER_VCORES,

@@ -28,8 +28,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from emulator.scenario.schema import TraceConfig
-from emulator.traces.model import Limits, NodeGroup, TaskBudget, TaskGroup, Trace, TraceError, TraceJob
-from emulator.traces.stream import Lines, Progress, Window, finish
+from emulator.scenario.traces.model import (
+    Limits,
+    NodeGroup,
+    TaskBudget,
+    TaskGroup,
+    Trace,
+    TraceError,
+    TraceJob,
+)
+from emulator.scenario.traces.stream import Lines, Progress, Window, finish
 
 TASK_COLUMNS = ("task_name", "instance_num", "job_name", "task_type", "status", "start_time", "end_time",
                 "plan_cpu", "plan_mem")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from emulator.scenario.distributions import LogNormal, Normal
-from emulator.traces.model import (
+from emulator.scenario.traces.model import (
     DEFAULT_LIMITS,
     MIB_PER_GIB,
     Limits,
@@ -38,7 +38,7 @@ from emulator.traces.model import (
     number,
     text_field,
 )
-from emulator.traces.sls import AM_SIZE, DEFAULT_NODE_MB, DEFAULT_NODE_VCORES
+from emulator.scenario.traces.sls import AM_SIZE, DEFAULT_NODE_MB, DEFAULT_NODE_VCORES
 
 TOP_FIELDS = frozenset({"description", "num_nodes", "nodes_per_rack", "num_jobs", "rand_seed", "workloads"})
 WORKLOAD_FIELDS = frozenset({

@@ -26,7 +26,7 @@ import io
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from emulator.traces.model import (
+from emulator.scenario.traces.model import (
     DEFAULT_LIMITS,
     Limits,
     NodeGroup,

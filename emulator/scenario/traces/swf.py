@@ -19,8 +19,16 @@ import re
 from pathlib import Path
 
 from emulator.scenario.schema import TraceConfig
-from emulator.traces.model import Limits, NodeGroup, TaskBudget, TaskGroup, Trace, TraceError, TraceJob
-from emulator.traces.stream import Lines, Progress, Window, finish
+from emulator.scenario.traces.model import (
+    Limits,
+    NodeGroup,
+    TaskBudget,
+    TaskGroup,
+    Trace,
+    TraceError,
+    TraceJob,
+)
+from emulator.scenario.traces.stream import Lines, Progress, Window, finish
 
 FIELDS = (
     "job_number", "submit_time", "wait_time", "run_time", "allocated_processors", "average_cpu_time",
