@@ -41,8 +41,8 @@ E2_VIRTUAL = ("emulator sweep scenarios/e2-scale-sweep-virtual.toml --out runs/e
               "cp runs/e2v/sweep.json docs/e2-sweep-virtual.json")
 E2_VIRTUAL_BIG = ("emulator sweep scenarios/e2-scale-sweep-virtual.toml --nodes 18000,24000 --modes delta "
                   "--out runs/e2v-big && cp runs/e2v-big/sweep.json docs/e2-sweep-virtual-big.json")
-E2_REPEAT = ("emulator sweep scenarios/e2-scale-sweep.toml --duration 400 --nodes 4000,6000,9000,12000 "
-             "--out runs/e2-sweep-repeat && cp runs/e2-sweep-repeat/sweep.json docs/e2-sweep-repeat.json")
+E2_REPEAT = ("emulator sweep scenarios/e2-scale-sweep.toml --duration 400 --out runs/e2-sweep-repeat && "
+             "cp runs/e2-sweep-repeat/sweep.json docs/e2-sweep-repeat.json")
 E2_YARN2020 = ("make e2-yarn2020 (emulator sweep scenarios/e2-scale-sweep-yarn2020.toml --modes periodic "
                "--nodes 3000,3500,4000,4250,4500,5000 --duration 400 --out runs/e2-yarn2020-periodic, and "
                "--modes delta --nodes 6000,7000,7500,7750,8000,8500,9000 --out runs/e2-yarn2020-delta; each "
@@ -86,6 +86,11 @@ FIGURES: dict[str, Figure] = {
                              "emulator sweep scenarios/e2-scale-sweep.toml --speed 10 --nodes 12000 "
                              "--modes delta --out runs/e2-12k && cp runs/e2-12k/sweep.json "
                              "docs/e2-delta-12000-speed10.json"),
+    "e2-delta-50000": Figure("docs/e2-delta-50000-speed5.json", sweep.costs_table,
+                             "emulator sweep scenarios/e2-scale-sweep.toml --speed 5 --warmup 45 "
+                             "--duration 200 --nodes 50000 --modes delta --out runs/e2-50k && "
+                             "cp runs/e2-50k/sweep.json "
+                             "docs/e2-delta-50000-speed5.json"),
     "e2-costs": Figure("docs/e2-sweep.json", sweep.costs_table,
                        "make e2 && cp runs/e2-sweep/sweep.json docs/e2-sweep.json"),
     "e2-virtual": Figure("docs/e2-sweep-virtual.json", sweep.markdown_table,
