@@ -16,9 +16,7 @@ from rm import Handler, LogHistogram, SchedulerItem
 
 # Upper bucket edges for /metrics, wall microseconds.
 BUCKETS_US = (5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 50000.0, 250000.0)
-
-
-_BUCKETS_S = tuple(edge / 1e6 for edge in BUCKETS_US)
+_BUCKETS_S = tuple(edge / 1e6 for edge in BUCKETS_US)  # the same, in the histograms' seconds
 
 
 class DecisionTimer:

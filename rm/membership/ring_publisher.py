@@ -201,26 +201,25 @@ class RingPublisher:
 
     def _broadcast_some(self) -> None:
         self._broadcast_timer = None
-        if self._broadcast is None:
-            return
-        delta, nodes, k = self._broadcast
-        end = min(len(nodes), k + BROADCAST_CHUNK)
-        for node in nodes[k:end]:
-            self._outbox.send(node.link, delta)  # a node gone since has a closed link: nothing is sent
-        if end < len(nodes):
-            self._broadcast = (delta, nodes, end)
+        self._send_broadcast(BROADCAST_CHUNK)
+        if self._broadcast is not None:
             self._broadcast_timer = self._clock.call_later(0.0, self._broadcast_some)
-        else:
-            self._broadcast = None
 
     def _finish_broadcast(self) -> None:
-        while self._broadcast is not None:
-            if self._broadcast_timer is not None:
-                self._broadcast_timer.cancel()
-            self._broadcast_some()
         if self._broadcast_timer is not None:
             self._broadcast_timer.cancel()
             self._broadcast_timer = None
+        self._send_broadcast(None)
+
+    def _send_broadcast(self, most: int | None) -> None:
+        """The delta on its way to its next ``most`` nodes (None: to all the rest)."""
+        if self._broadcast is None:
+            return
+        delta, nodes, k = self._broadcast
+        end = len(nodes) if most is None else min(len(nodes), k + most)
+        for node in nodes[k:end]:
+            self._outbox.send(node.link, delta)  # a node gone since has a closed link: nothing is sent
+        self._broadcast = (delta, nodes, end) if end < len(nodes) else None
 
     # ---- the published ring and its history ----------------------------------------------
 
