@@ -133,6 +133,6 @@ clean:
 	rm -rf $(VENV) runs
 
 # Trace replay (docs/traces.md): SYNTH and a Google-2011-format slice under drf, fifo and packing,
-# 3 seeds each (~3 min). Table only: emulator traces --table docs/traces.json
+# 3 seeds each, the study scenarios/studies/traces.toml (~3 min): docs/traces.json.
 traces: $(STAMP)
-	$(BIN)/emulator traces --out runs/traces --json docs/traces.json
+	$(BIN)/emulator study scenarios/studies/traces.toml --out docs/traces.json

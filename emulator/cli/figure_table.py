@@ -134,7 +134,7 @@ FIGURES: dict[str, Figure] = {
         "runs/qs-periodic runs/qs-delta --metrics heartbeats --out runs/cmp-qs && "
         "cp runs/cmp-qs/compare.json docs/compare-quickstart-periodic-vs-delta.json"),
     "traces": Figure("docs/traces.json", traces.table,
-                     "make traces (emulator traces --out runs/traces --json docs/traces.json)"),
+                     "make traces (emulator study scenarios/studies/traces.toml --out docs/traces.json)"),
     "usage-messages": Figure("docs/usage-messages.json", usagemsgs.markdown_table,
                              "emulator usage-messages --out docs/usage-messages.json"),
     "e4": Figure("docs/e4.json", e4.markdown_table, "make e4"),

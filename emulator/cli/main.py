@@ -51,7 +51,7 @@ class _Version(argparse.Action):
 COMMAND_GROUPS = {
     "run": ("run", "rerun", "report", "compare", "validate", "explain"),
     "experiments": ("study", "e3-tcp", "sweep", "efficiency", "recovery", "reliability", "abuse",
-                    "traces", "e4", "e5", "baselines", "usage-messages"),
+                    "e4", "e5", "baselines", "usage-messages"),
     "processes": ("rm", "nodes"),
     "tools": ("bench", "figures", "fuzz", "import", "schema"),
 }

@@ -1,12 +1,15 @@
 """What a study keeps of each point besides its registry metrics (a study's ``collect``): a section
 of the run's summary.json as it is (``pools``, ``fair_cpu_bound``, ``detection_latency_s`` ...),
-or one column of its timeseries.csv (``timeseries.removals``: a value per sample). Tables that need
+one column of its timeseries.csv (``timeseries.removals``: a value per sample), or a wall-clock
+figure of its timing.json (``timing.scheduler_decision_us``: measured, so it differs from run to
+run, unlike everything else of a virtual-time run). Tables that need
 more than whole-run figures (E1's per-user shares and pooled bound, E3's quiet-window message
 rate and removals plot) render from these."""
 
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from typing import Any
 
 from emulator.harness.invariants import InvariantSummary
@@ -14,6 +17,13 @@ from emulator.harness.outcome import RunOutcome
 from emulator.measure.sampler import COLUMNS
 
 TIMESERIES = "timeseries."
+TIMING = "timing."
+# timing.json's figures (results/summary.py write_results), from the run's outcome.
+TIMING_FIELDS: dict[str, Callable[[RunOutcome], Any]] = {
+    "wall_s": lambda o: round(o.wall_s, 3),
+    "scheduler_decision_us": lambda o: o.scheduler_decision_us,
+    "rm_restart_replay_wall_s": lambda o: o.restart_replay_wall_s or None,
+}
 # The top-level fields a summary.json may have (some only for some runs: a ring, jobs, usage
 # models, tiers, placement, RM restarts, real time); tests/unit/test_study_collect.py checks a
 # real summary against this list.
@@ -49,12 +59,12 @@ SUMMARY_SECTIONS: tuple[str, ...] = (
 
 
 def known() -> list[str]:
-    return [*SUMMARY_SECTIONS, *(TIMESERIES + c for c in COLUMNS)]
+    return [*SUMMARY_SECTIONS, *(TIMESERIES + c for c in COLUMNS), *(TIMING + f for f in TIMING_FIELDS)]
 
 
 def section_problem(name: str) -> str | None:
     """Why ``name`` cannot be collected (None if it can)."""
-    if name in SUMMARY_SECTIONS:
+    if name in SUMMARY_SECTIONS or (name.startswith(TIMING) and name.removeprefix(TIMING) in TIMING_FIELDS):
         return None
     if name.startswith(TIMESERIES):
         column = name.removeprefix(TIMESERIES)
@@ -66,7 +76,7 @@ def section_problem(name: str) -> str | None:
                 f"(expected one of {', '.join(COLUMNS)})")
     close = difflib.get_close_matches(name, known(), n=1, cutoff=0.6)
     hint = f"did you mean `{close[0]}`? " if close else ""
-    return (f"`{name}` is not a section of summary.json or a `{TIMESERIES}COLUMN`; {hint}"
+    return (f"`{name}` is not a section of summary.json, a `{TIMESERIES}COLUMN` or `{TIMING}FIELD`; {hint}"
             "(the top-level fields of a run's summary.json)")
 
 
@@ -74,7 +84,9 @@ def collect(outcome: RunOutcome, summary: dict[str, Any], names: list[str]) -> d
     """The sections ``names`` of one finished run (a summary field the run lacks: None)."""
     out: dict[str, Any] = {}
     for name in names:
-        if name.startswith(TIMESERIES):
+        if name.startswith(TIMING):
+            out[name] = TIMING_FIELDS[name.removeprefix(TIMING)](outcome)
+        elif name.startswith(TIMESERIES):
             column = name.removeprefix(TIMESERIES)
             out[name] = [getattr(row, column) for row in outcome.rows]
         else:

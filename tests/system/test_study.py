@@ -145,8 +145,10 @@ COLLECTED = TINY.replace('metrics = [', 'collect = ["pools", "timeseries.t_s", "
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    (('"pools", ', '"pool", '), "tiny.toml: at `collect[0]`: `pool` is not a section of summary.json or a "
-     "`timeseries.COLUMN`; did you mean `pools`?"),
+    (('"pools", ', '"pool", '), "tiny.toml: at `collect[0]`: `pool` is not a section of summary.json, a "
+     "`timeseries.COLUMN` or `timing.FIELD`; did you mean `pools`?"),
+    (('"pools", ', '"timing.wall", '), "tiny.toml: at `collect[0]`: `timing.wall` is not a section of "
+     "summary.json, a `timeseries.COLUMN` or `timing.FIELD`; did you mean `timing.wall_s`?"),
     (('"timeseries.removals"]', '"timeseries.removal"]'), "tiny.toml: at `collect[2]`: `removal` is not a "
      "column of timeseries.csv; did you mean `timeseries.removals`?"),
     (('"pools", ', '"pools", "pools", '), "tiny.toml: at `collect[1]`: `pools` is collected already"),
@@ -260,6 +262,24 @@ def test_a_committed_study_output_is_its_study_file_as_it_is_now(name: str) -> N
     run = StudyRun(ROOT / committed.file, out, say=lambda _: None)
     assert run.todo == []
     assert [p.key for p in committed.points] == [p.key for p in run.points]
+
+
+def test_a_replayed_trace_is_kept_as_its_jobs_count_and_digest(tmp_path: Path) -> None:
+    """A trace's jobs, expanded, are megabytes a point: the output keeps their count and digest."""
+    study = tmp_path / "synth.toml"
+    study.write_text(f"""
+scenario = "{ROOT}/scenarios/traces/synth.toml"
+metrics = ["jobs.finished"]
+[axes]
+"workload.trace.seed" = [1, 2]
+""", encoding="utf-8")
+    run = StudyRun(study, tmp_path / "out.json", say=lambda _: None)
+    one, two = (run.data[f"base|workload.trace.seed={s}"]["workload"] for s in (1, 2))
+    assert "operations" not in one
+    assert one["operations_count"] == len(run.scenarios["base|workload.trace.seed=1"].workload.operations)
+    # SYNTH's generator seed differs: other jobs, another digest (a resumed study runs it again).
+    assert one["operations_sha256"] != two["operations_sha256"]
+    assert len(msgspec.json.encode(run.data["base|workload.trace.seed=1"])) < 20_000
 
 
 def test_one_study_process_writes_an_output_at_a_time(tmp_path: Path) -> None:
