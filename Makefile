@@ -50,10 +50,10 @@ bench: $(STAMP)
 
 # E1 (thesis Tables 4.1-4.3), faithful (issue 14): 3 seeds x {no packing, thesis, fit} x
 # {preemption off, on} on scenarios/e1-faithful.toml's fixed nodes, preemption as the thesis's YT
-# ran it (issue 33; --preemption-rule reconstruction for the earlier rule) (~8 min on 2 cores); writes
-# docs/e1.json and prints docs/packing.md's table (again: emulator e1 --table docs/e1.json).
+# ran it (issue 33), the study scenarios/studies/e1.toml (~12 min on 2 cores); writes docs/e1.json,
+# whose tables `emulator figures --write docs/packing.md docs/results.md README.md` puts in the docs.
 e1: $(STAMP)
-	$(BIN)/emulator e1 scenarios/e1-faithful.toml --out runs/e1 --json docs/e1.json
+	$(BIN)/emulator study scenarios/studies/e1.toml --out docs/e1.json
 
 # E2 (paper 004 Fig. 5, Fig. 8): heartbeat scalability over TCP, periodic vs delta, the RM in one
 # process and the nodes in one worker process (~8 min on 2 cores); e2-w2: the same with two. The
@@ -85,9 +85,11 @@ e2-many-core: $(STAMP)
 	$(BIN)/emulator sweep scenarios/e2-scale-sweep.toml --workers auto --nodes 12000,24000,48000 \
 		--duration 400 --out runs/e2-many-core
 
-# E3 (paper 004 Fig. 9): 7,500 nodes, 5% crash at 400 s; ring vs RM liveliness monitor (~6 min).
+# E3 (paper 004 Fig. 9): 7,500 nodes, 5% crash at 400 s; ring vs RM liveliness monitor, the study
+# scenarios/studies/e3.toml (~4 min): docs/ring-e3.json and the removals plot docs/ring-e3-removals.png
+# (.csv). Rack and stalls: emulator study scenarios/studies/e3-rack.toml (e3-stalls.toml) --plots DIR.
 e3: $(STAMP)
-	$(BIN)/emulator e3 --out runs/e3
+	$(BIN)/emulator study scenarios/studies/e3.toml --out docs/ring-e3.json --plots docs
 
 # E3 over TCP in real time (speed 1): 7,500 nodes in 2 worker processes, 5% crash, then a worker
 # killed with SIGKILL (~17 min). Table: emulator e3-tcp --table runs/e3-tcp/e3-tcp.json
@@ -131,6 +133,6 @@ clean:
 	rm -rf $(VENV) runs
 
 # Trace replay (docs/traces.md): SYNTH and a Google-2011-format slice under drf, fifo and packing,
-# 3 seeds each (~3 min). Table only: emulator traces --table docs/traces.json
+# 3 seeds each, the study scenarios/studies/traces.toml (~3 min): docs/traces.json.
 traces: $(STAMP)
-	$(BIN)/emulator traces --out runs/traces --json docs/traces.json
+	$(BIN)/emulator study scenarios/studies/traces.toml --out docs/traces.json

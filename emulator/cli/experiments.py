@@ -1,4 +1,4 @@
-"""`emulator bench`, `e3`, `e3-tcp` and `abuse`: experiments whose commands are only a runner and a
+"""`emulator bench`, `e3-tcp` and `abuse`: experiments whose commands are only a runner and a
 table printer."""
 
 from __future__ import annotations
@@ -29,19 +29,7 @@ def add_bench_command(sub: Any) -> None:
 
 
 
-def add_e3_commands(sub: Any) -> None:
-    e = sub.add_parser("e3", help="the crash experiment (E3) in every failure-detection mode, with a plot")
-    e.add_argument(
-        "--experiment", choices=["crash", "rack", "stalls"], default="crash",
-        help="crash: 5%% of 7,500 nodes crash (4 modes); rack: 20 consecutive ids; stalls: no crash",
-    )
-    e.add_argument("--out", default="runs/e3", help="results directory (default runs/e3)")
-    e.add_argument("--modes", nargs="+", help="subset of the experiment modes (ring, paper-ring, ...)")
-    e.add_argument("--nodes", type=count(), help="scale the cluster (and the jobs) to this many nodes")
-    e.add_argument("--scenarios", default="scenarios", help="directory holding the e3-*.toml files")
-    e.add_argument("--quiet", action="store_true")
-    e.add_argument("--table", metavar="JSON", help="only print the docs/results.md table of an e3.json")
-    e.set_defaults(func=cmd_e3)
+def add_e3_tcp_command(sub: Any) -> None:
     et = sub.add_parser("e3-tcp", help="E3 over TCP in real time: the largest cluster that keeps up")
     et.add_argument("--nodes", default="5000,7500", help="cluster sizes, comma-separated (default 5000,7500)")
     et.add_argument("--kill-worker", action="store_true",
@@ -73,39 +61,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
         Path(args.out).write_bytes(msgspec.json.format(msgspec.json.encode(report)) + b"\n")
     if args.json:
         sys.stdout.write(msgspec.json.format(msgspec.json.encode(report)).decode() + "\n")
-    return 0
-
-
-def cmd_e3(args: argparse.Namespace) -> int:
-    from rich.table import Table
-
-    from emulator.experiments.e3 import EXPERIMENTS, markdown_table, run_e3
-
-    if args.table:
-        print(markdown_table(msgspec.json.decode(Path(args.table).read_bytes())))
-        return 0
-    console = Console(stderr=True, quiet=args.quiet)
-    modes = args.modes or list(EXPERIMENTS[args.experiment])
-    out = Path(args.out)
-    results = run_e3(
-        out, modes, Path(args.scenarios), args.nodes, progress=console.print, experiment=args.experiment,
-        console=console,
-    )
-    t = Table(title=f"E3 {args.experiment}")
-    for col in ("mode", "removed", "crashed removed", "false removals", "latency p50/p99/max s",
-                "RM msgs/node/min (quiet)", "RM membership bytes (removals)", "wall s"):
-        t.add_column(col, justify="right")
-    for mode, r in results.items():
-        lat = r["detection_latency_s"]
-        t.add_row(
-            mode, str(r["removals"]), f"{r['crashed_removed']}/{r['crashed']}", str(r["false_removals"]),
-            f"{lat['p50']}/{lat['p99']}/{lat['max']}", f"{r['quiet_rm_messages_per_node_minute']:g}",
-            f"{r['membership_bytes_removal']:,}" if r["membership_bytes_removal"] is not None else "-",
-            f"{r['wall_s']:g}",
-        )
-    Console(quiet=args.quiet).print(t)
-    (out / "e3.json").write_bytes(msgspec.json.format(msgspec.json.encode(results)) + b"\n")
-    console.print(f"results in {out}/ (removals.csv, removals.png, e3.json, one directory per mode)")
     return 0
 
 

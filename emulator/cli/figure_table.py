@@ -27,16 +27,18 @@ from emulator.results import compare, registry
 from emulator.results.figures import Figure
 from emulator.study import tables as study_tables
 
-E1_COMMAND = "make e1 (emulator e1 scenarios/e1-faithful.toml --out runs/e1 --json docs/e1.json)"
-# The two files below were run before issue 33: preemption by the earlier rule (today's
-# `--preemption-rule reconstruction`), and `fit` with the window of 30 it had then (`fit-w60` there
-# is today's `fit`).
+E1_COMMAND = "make e1 (emulator study scenarios/studies/e1.toml --out docs/e1.json)"
+# The two files below were run before issue 33 by the `emulator e1` command that studies replaced:
+# preemption by the earlier rule (its `--preemption-rule reconstruction`: tolerance 0.8, 30 s
+# timeout, lost work as reserved), and `fit` with the window of 30 it had then (`fit-w60` there is
+# today's `fit`). Their tables read them as that command wrote them (experiments/e1results.py).
 E1_SEEDS20 = ("emulator e1 --study scenarios/studies/e1-seeds20.toml --preemption-rule reconstruction "
               "--out runs/e1-20 --json docs/e1-seeds20.json (~1 h on 2 cores; run before issue 33, when "
-              "`fit` had window 30)")
+              "`fit` had window 30, by the `emulator e1` command `emulator study` has replaced)")
 E1_EXPLORE = ("emulator e1 --study scenarios/studies/e1-explore.toml --preemption-rule reconstruction "
               "--out runs/e1-explore --json docs/e1-explore.json (several hours on 2 cores; run before "
-              "issue 33, when `fit` had window 30)")
+              "issue 33, when `fit` had window 30, by the `emulator e1` command `emulator study` has "
+              "replaced)")
 E2_VIRTUAL = ("emulator sweep scenarios/e2-scale-sweep-virtual.toml --out runs/e2v && "
               "cp runs/e2v/sweep.json docs/e2-sweep-virtual.json")
 E2_VIRTUAL_BIG = ("emulator sweep scenarios/e2-scale-sweep-virtual.toml --nodes 18000,24000 --modes delta "
@@ -108,7 +110,7 @@ FIGURES: dict[str, Figure] = {
     "e2-dask": Figure("docs/e2-sweep-dask.json", sweep.markdown_table,
                       "make e2-dask && cp runs/e2-sweep-dask/sweep.json docs/e2-sweep-dask.json"),
     "e3": Figure("docs/ring-e3.json", e3.markdown_table,
-                 "make e3 && cp runs/e3/e3.json docs/ring-e3.json"),
+                 "make e3 (emulator study scenarios/studies/e3.toml --out docs/ring-e3.json --plots docs)"),
     "e3-tcp": Figure("docs/e3-tcp.json", e3tcp.markdown_table,
                      "make e3-tcp && cp runs/e3-tcp/e3-tcp.json docs/e3-tcp.json"),
     "e3-tcp-20000": Figure("docs/e3-tcp-20000.json", e3tcp.markdown_table,
@@ -121,8 +123,9 @@ FIGURES: dict[str, Figure] = {
                        "make recovery && cp runs/recovery/recovery.json docs/"),
     "compare-e3-300": Figure(
         "docs/compare-e3-300-periodic-vs-ring.json", compare.markdown_table,
-        "emulator e3 --nodes 300 --modes periodic ring --out runs/e3-300 && emulator compare "
-        "runs/e3-300/periodic runs/e3-300/ring --metrics detection,heartbeats --out runs/cmp-e3 && "
+        "emulator study scenarios/studies/e3-300.toml --runs runs/e3-300 && emulator compare "
+        "runs/e3-300/periodic-nodes=300-seed=1 runs/e3-300/ring-nodes=300-seed=1 --metrics "
+        "detection,heartbeats --out runs/cmp-e3 && "
         "cp runs/cmp-e3/compare.json docs/compare-e3-300-periodic-vs-ring.json"),
     "compare-quickstart": Figure(
         "docs/compare-quickstart-periodic-vs-delta.json", compare.markdown_table,
@@ -131,7 +134,7 @@ FIGURES: dict[str, Figure] = {
         "runs/qs-periodic runs/qs-delta --metrics heartbeats --out runs/cmp-qs && "
         "cp runs/cmp-qs/compare.json docs/compare-quickstart-periodic-vs-delta.json"),
     "traces": Figure("docs/traces.json", traces.table,
-                     "make traces (emulator traces --out runs/traces --json docs/traces.json)"),
+                     "make traces (emulator study scenarios/studies/traces.toml --out docs/traces.json)"),
     "usage-messages": Figure("docs/usage-messages.json", usagemsgs.markdown_table,
                              "emulator usage-messages --out docs/usage-messages.json"),
     "e4": Figure("docs/e4.json", e4.markdown_table, "make e4"),

@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from emulator.cli.compare import add_compare_command, add_report_command
-from emulator.cli.experiments import add_abuse_command, add_bench_command, add_e3_commands
+from emulator.cli.experiments import add_abuse_command, add_bench_command, add_e3_tcp_command
 from emulator.cli.explain import add_command as add_explain_command
 from emulator.cli.figures import add_command as add_figures_command
 from emulator.cli.fuzz import add_command as add_fuzz_command
@@ -19,7 +19,6 @@ from emulator.cli.run import add_rerun_command, add_run_command, add_validate_co
 from emulator.cli.schema import add_command as add_schema_command
 from emulator.cli.study import add_command as add_study_command
 from emulator.cli.traces import add_command as add_import_command
-from emulator.experiments.e1 import add_command as add_e1_command
 from emulator.experiments.e4 import add_command as add_e4_command
 from emulator.experiments.e5 import add_commands as add_borg_commands
 from emulator.experiments.efficiency import add_command as add_efficiency_command
@@ -51,8 +50,8 @@ class _Version(argparse.Action):
 # here still shows, under "other".
 COMMAND_GROUPS = {
     "run": ("run", "rerun", "report", "compare", "validate", "explain"),
-    "experiments": ("study", "e1", "e3", "e3-tcp", "sweep", "efficiency", "recovery", "reliability", "abuse",
-                    "traces", "e4", "e5", "baselines", "usage-messages"),
+    "experiments": ("study", "e3-tcp", "sweep", "efficiency", "recovery", "reliability", "abuse",
+                    "e4", "e5", "baselines", "usage-messages"),
     "processes": ("rm", "nodes"),
     "tools": ("bench", "figures", "fuzz", "import", "schema"),
 }
@@ -87,13 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_validate_command(sub)
     add_compare_command(sub)
     add_bench_command(sub)
-    add_e3_commands(sub)
+    add_e3_tcp_command(sub)
     add_abuse_command(sub)
     add_tcp_commands(sub)
     add_sweep_command(sub)
     add_efficiency_command(sub)
     add_recovery_command(sub)
-    add_e1_command(sub)
     add_borg_commands(sub)
     add_e4_command(sub)
     add_usage_messages_command(sub)

@@ -11,7 +11,8 @@ from typing import Any
 
 from emulator.cli.args import count
 from emulator.results.console import EXIT_STOPPED
-from emulator.study.runner import StudyRun, default_jobs, read_output
+from emulator.study.plots import write_plots
+from emulator.study.runner import StudyOutput, StudyRun, default_jobs, read_output
 from emulator.study.spec import StudyError
 from emulator.study.tables import markdown
 
@@ -33,6 +34,8 @@ def add_command(sub: Any) -> None:
     s.add_argument("--force", action="store_true", help="run every point again, whatever the output holds")
     s.add_argument("--table", type=Path, metavar="JSON",
                    help="only print the tables of a study's output (nothing is run)")
+    s.add_argument("--plots", type=Path, metavar="DIR",
+                   help="also write the study's plots (its [[plots]]) into DIR, as PNG and CSV")
     s.add_argument("--quiet", action="store_true", help="no line per point")
     s.set_defaults(func=cmd_study)
 
@@ -41,7 +44,9 @@ def cmd_study(args: argparse.Namespace) -> int:
     if args.table is not None:
         if args.file is not None:
             raise StudyError("--table JSON prints a finished study's tables: give it without a study file")
-        print(markdown(read_output(args.table)), end="")
+        output = read_output(args.table)
+        print(markdown(output), end="")
+        _plots(output, args.plots)
         return 0
     if args.file is None:
         raise StudyError("study: give a study file (scenarios/studies/*.toml) or --table JSON")
@@ -59,8 +64,15 @@ def cmd_study(args: argparse.Namespace) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
     print(markdown(output), end="")
+    _plots(output, args.plots)
     print(f"results in {out} (emulator study --table {out} prints the tables again)", file=sys.stderr)
     return 0
+
+
+def _plots(output: StudyOutput, out_dir: Path | None) -> None:
+    if out_dir is not None:
+        for path in write_plots(output, out_dir):
+            print(f"wrote {path}", file=sys.stderr)
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

@@ -64,16 +64,6 @@ def add_command(sub: Any) -> None:
     i.add_argument("--run", type=Path, metavar="DIR",
                    help="then run the scenario into DIR, as `emulator run SCENARIO --out DIR` would")
     i.set_defaults(func=cmd_import)
-    t = sub.add_parser("traces", help="replay the SYNTH and Google-slice traces under drf, fifo and packing "
-                       "(3 seeds): job completion times side by side")
-    t.add_argument("--scenarios", type=Path, default=Path("scenarios/traces"),
-                   help="directory of synth.toml and google-slice.toml (default scenarios/traces)")
-    t.add_argument("--out", type=Path, default=Path("runs/traces"), help="results directories (runs/traces)")
-    t.add_argument("--json", type=Path, default=Path("docs/traces.json"),
-                   help="figures file (docs/traces.json)")
-    t.add_argument("--table", type=Path, metavar="JSON", help="only print the table of such a figures file")
-    t.add_argument("--quiet", action="store_true")
-    t.set_defaults(func=cmd_traces)
 
 
 def am_type_mapping(text: str) -> tuple[str, str]:
@@ -166,18 +156,3 @@ def progress_bar(label: str) -> Iterator[Callable[[int, int], None] | None]:
             bar.update(task, completed=done, total=total)
 
         yield update
-
-
-def cmd_traces(args: argparse.Namespace) -> int:
-    import json
-
-    from emulator.experiments.traces import run, table
-
-    if args.table is not None:
-        print(table(json.loads(args.table.read_text(encoding="utf-8"))))
-        return 0
-    data = run(args.scenarios, args.out, quiet=args.quiet)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    print(table(data))
-    return 0

@@ -1,4 +1,5 @@
-"""E1's tables and figures beside the thesis, from an ``emulator e1`` results file (docs/e1.json).
+"""E1's tables and figures beside the thesis, from the output of `emulator study
+scenarios/studies/e1.toml` (docs/e1.json) or an earlier `emulator e1` results file (e1results.py).
 
 Every figure is reported as mean ± sd over the seeds, beside the pooled-cluster bound of the same
 run. Gap closed: (packing - no packing) / (no-packing bound - no packing) per resource, for the
@@ -13,18 +14,10 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from emulator.experiments.e1results import NAMED, e1_results
 from emulator.results.compare import REFERENCES
 from emulator.scenario.loader import load_scenario
 
-# variant -> scenario overrides (on top of the file's plain DRF)
-POLICIES: dict[str, dict[str, Any]] = {
-    "none": {"scheduler.policy": "drf"},
-    "thesis": {"scheduler.policy": "packing", "scheduler.packing.preset": "thesis"},
-    "fit": {"scheduler.policy": "packing", "scheduler.packing.preset": "fit"},
-    "fit-fair": {"scheduler.policy": "packing", "scheduler.packing.preset": "fit-fair"},
-}
-# What `emulator e1` runs unless --policies says otherwise (docs/e1.json's columns).
-DEFAULT_POLICIES = ("none", "thesis", "fit")
 # Table column labels (README headline).
 LABELS = {"none": "no packing", "thesis": "thesis packing", "fit": "`fit` packing (ours)",
           "fit-fair": "`fit-fair` packing (ours)"}
@@ -37,7 +30,7 @@ def _present(data: dict[str, Any]) -> list[str]:
     """The policies a results file has runs of, in POLICIES order (older files lack `fit-fair`),
     then its variants."""
     have = {r["policy"] for r in data["runs"]}
-    return [p for p in POLICIES if p in have] + [v for v in data.get("variants", {}) if v in have]
+    return [p for p in NAMED if p in have] + [v for v in data.get("variants", {}) if v in have]
 
 
 class NoBaseline(ValueError):
@@ -133,38 +126,6 @@ def _loss_cell(loss: float | None) -> str:
     return "–" if loss is None else f"{100 * loss:.1f} ({'within' if ok else 'over'} {100 * LOSS_BOUND:.0f}%)"
 
 
-def _stat(runs: list[dict[str, Any]], key: str) -> dict[str, float] | None:
-    """Mean and sd over the runs of ``key`` in percent (points)."""
-    xs = [100 * r[key] for r in runs if r.get(key) is not None]
-    if not xs:
-        return None
-    sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
-    return {"mean": round(statistics.mean(xs), 3), "sd": round(sd, 3)}
-
-
-def beside_thesis(data: dict[str, Any]) -> dict[str, Any]:
-    """What a results file states beside the thesis (preemption on, as the thesis ran): per policy
-    the lost work (pp of CPU, mean and sd over seeds), the gains and the largest user loss."""
-    runs = _derived(data)
-    out: dict[str, Any] = {"preemption_rule": data.get("preemption_rule", "reconstruction"),
-                           "thesis_lost_work_pp": thesis_lost_work(), "loss_bound": LOSS_BOUND,
-                           "policies": {}}
-    for policy in _present(data):
-        mine = [r for r in runs if r["policy"] == policy and r["preemption"]]
-        if not mine:
-            continue
-        packs = policy != "none"
-        loss = largest_loss(data["runs"], policy, True) if packs else None
-        out["policies"][policy] = {
-            "lost_work_pp": _stat(mine, "preempted_pct"),
-            "cpu_gain_pp": _stat(mine, "gain_cpu") if packs else None,
-            "ram_gain_pp": _stat(mine, "gain_ram") if packs else None,
-            "largest_user_loss": None if loss is None else round(loss, 4),
-            "within_loss_bound": meets_loss_bound(loss),
-        }
-    return out
-
-
 def _pools(runs: list[dict[str, Any]], policy: str, pre: bool) -> list[dict[str, float]]:
     return [r["pools"] for r in runs if r["policy"] == policy and r["preemption"] == pre]
 
@@ -202,6 +163,7 @@ def _noise(runs: list[dict[str, Any]], pre: bool) -> float | None:
 
 
 def markdown_table(data: dict[str, Any]) -> str:
+    data = e1_results(data)
     runs = _derived(data)
     lines = []
     for pre in PREEMPTION:
@@ -234,6 +196,7 @@ def markdown_table(data: dict[str, Any]) -> str:
 
 def headline_table(data: dict[str, Any]) -> str:
     """The README's short E1 table: preemption on (as the thesis ran), mean ± sd over the seeds."""
+    data = e1_results(data)
     runs = [r for r in _derived(data) if r["preemption"]]
     ref = REFERENCES["thesis-e1"]
     rows = [("CPU %", "cpu_utilization", 2), ("RAM %", "ram_utilization", 2),
@@ -275,6 +238,7 @@ def headline_table(data: dict[str, Any]) -> str:
 def fairness_table(data: dict[str, Any]) -> str:
     """How far packing moves users from their no-packing dominant share, on the seed means, beside
     the same measure between two halves of the no-packing seeds (what noise alone gives)."""
+    data = e1_results(data)
     runs, seeds = data["runs"], list(data["seeds"])
     half = set(seeds[: len(seeds) // 2])
     lines = ["| preemption | policy | users | max move | users moved > 10% | median move | "
@@ -300,6 +264,7 @@ def variants_table(data: dict[str, Any]) -> str:
     """One row per packing policy and preemption setting: gains, gap closed and how far users move
     (on the seed means; raw, net of the rise all users share, and the largest fall: the one-sided
     reading, "no user loses more than 10%"), against the thesis's gains."""
+    data = e1_results(data)
     runs, derived = data["runs"], _derived(data)
     lines = ["| preemption | policy | CPU / RAM gain pp | CPU / RAM gap closed % | max user move % "
              "| users moved > 10% | max move net of the common rise % | users > 10% net "
@@ -333,6 +298,7 @@ def fair_share_table(data: dict[str, Any]) -> str:
     over the seed mean of the fair share, minus 1. Unlike the move against no packing, this needs no
     second run, and no packing is measured the same way. Policies whose runs lack fair shares (older
     results files) are left out."""
+    data = e1_results(data)
     lines = ["| preemption | policy | max distance from fair share % | users > 10% above | "
              "users > 10% below | mean distance % |", "|---|---|---|---|---|---|"]
     for pre in PREEMPTION:
@@ -377,6 +343,7 @@ def by_resource_table(data: dict[str, Any]) -> str:
     """Where packing's gain goes: per policy, the rise of CPU and RAM use and the mean move of the
     users whose dominant resource is RAM and of those whose is CPU (seed means, against no
     packing); and Jain's index of the users' dominant shares (per run, mean over seeds)."""
+    data = e1_results(data)
     kind = dominant_resources(data["scenario"])
     runs = data["runs"]
     lines = ["| preemption | policy | CPU use rise % | RAM use rise % | mean move, RAM-dominant users % "

@@ -4,6 +4,7 @@ scenario it runs (the base file with the study's, the variant's and the axes' ov
 from __future__ import annotations
 
 import copy
+import hashlib
 import itertools
 import re
 import tomllib
@@ -131,6 +132,16 @@ class Resolver:
         return ""
 
     def scenario_data(self, point: Point, scenario: Scenario) -> dict[str, Any]:
-        """The scenario as run, as plain data (its secret left out, as a run's scenario.toml)."""
+        """The scenario as run, as plain data (its secret left out, as a run's scenario.toml). A
+        replayed trace's jobs, expanded into operations, are megabytes a point: the output keeps
+        their count and digest instead (a changed trace still changes the point; `--runs` keeps
+        them whole in each scenario.toml)."""
         data, _ = scenario_data(scenario, self.path(point), self.overrides(point))
+        workload = data["workload"]
+        # Expanded on loading, a trace leaves no `workload.trace` behind: the base file says it.
+        if self._base(point).get("workload", {}).get("trace") or any(
+                k.startswith("workload.trace") for k in self.overrides(point)):
+            operations = workload.pop("operations")
+            workload["operations_count"] = len(operations)
+            workload["operations_sha256"] = hashlib.sha256(msgspec.json.encode(operations)).hexdigest()
         return data

@@ -22,6 +22,7 @@ from emulator.results.registry import lookup
 from emulator.results.summary import full_summary, write_results
 from emulator.scenario.schema import Scenario
 from emulator.study.points import Point, Resolver, expand
+from emulator.study.sections import collect
 from emulator.study.spec import Study, StudyError, load_study
 
 FORMAT = "hbemu-study/1"
@@ -32,6 +33,7 @@ class PointResult(msgspec.Struct, kw_only=True):
     variant: str
     coords: dict[str, Any]
     metrics: dict[str, Any]  # registry name -> the run's value (None where it has none)
+    collected: dict[str, Any] = {}  # the study's `collect` sections, by name (study/sections.py)
     scenario: dict[str, Any]  # exactly as run: the base file with every override
     wall_s: float
 
@@ -52,24 +54,29 @@ def default_jobs() -> int:
     return max(1, (os.cpu_count() or 1) - 1)
 
 
+Measured = tuple[dict[str, Any], dict[str, Any], float]  # metrics, collected sections, wall s
+
+
 def run_point(scenario: Scenario, metrics: list[str], run_dir: str | None, source: str,
-              overrides: dict[str, Any]) -> tuple[dict[str, Any], float]:
-    """One point, in whichever process: its metrics and wall seconds. ``run_dir``: also its full
-    results there (summary.json, timeseries.csv, scenario.toml, run.json: `emulator rerun` and
-    `emulator compare` take it)."""
+              overrides: dict[str, Any], sections: list[str] | None = None) -> Measured:
+    """One point, in whichever process: its metrics, its ``sections`` and wall seconds.
+    ``run_dir``: also its full results there (summary.json, timeseries.csv, scenario.toml, run.json:
+    `emulator rerun` and `emulator compare` take it)."""
     t0 = time.monotonic()
     if run_dir is None:
-        summary = full_summary(_complete(run_blocking(scenario, None)))
+        outcome = _complete(run_blocking(scenario, None))
+        summary = full_summary(outcome)
     else:
         out = Path(run_dir)
         out.mkdir(parents=True, exist_ok=True)
         # Decided once, so the record says what the run did (HBEMU_CHECK_INVARIANTS) and a rerun repeats it.
         check = invariants_wanted(None)
         with recorded(out, "run", source, scenario, overrides, [], check_invariants=check) as rec:
-            summary = write_results(_complete(run_blocking(scenario, out / "events.jsonl",
-                                                           check_invariants=check)), out)
+            outcome = _complete(run_blocking(scenario, out / "events.jsonl", check_invariants=check))
+            summary = write_results(outcome, out)
             rec.finish(0)
-    return {name: lookup(summary, name) for name in metrics}, round(time.monotonic() - t0, 3)
+    return ({name: lookup(summary, name) for name in metrics}, collect(outcome, summary, sections or []),
+            round(time.monotonic() - t0, 3))
 
 
 def _complete(outcome: RunOutcome) -> RunOutcome:
@@ -144,12 +151,15 @@ class StudyRun:
         kept = {}
         for r in old.points:
             if (r.key in self.data and _same(r.scenario, self.data[r.key])
-                    and all(m in r.metrics for m in self.study.metrics)):
+                    and all(m in r.metrics for m in self.study.metrics)
+                    and all(c in r.collected for c in self.study.collect)):
                 kept[r.key] = msgspec.structs.replace(
-                    r, metrics={m: r.metrics[m] for m in self.study.metrics})
+                    r, metrics={m: r.metrics[m] for m in self.study.metrics},
+                    collected={c: r.collected[c] for c in self.study.collect})
         if old.points and len(kept) < len(old.points):
             self.say(f"{self.out}: {len(old.points) - len(kept)} of its points are not this study's as it "
-                     "is now (another scenario, or metrics missing): they are run again or dropped")
+                     "is now (another scenario, or metrics or sections missing): they are run again or "
+                     "dropped")
         return kept
 
     @property
@@ -160,14 +170,15 @@ class StudyRun:
         return StudyOutput(format=FORMAT, file=str(self.study_file), study=msgspec.to_builtins(self.study),
                            points=[self.done[p.key] for p in self.points if p.key in self.done])
 
-    def point_args(self, p: Point) -> tuple[Scenario, list[str], str | None, str, dict[str, Any]]:
+    def point_args(self, p: Point) -> tuple[Scenario, list[str], str | None, str, dict[str, Any],
+                                            list[str]]:
         run_dir = str(self.runs_dir / p.key.replace("|", "-")) if self.runs_dir else None
         return (self.scenarios[p.key], list(self.study.metrics), run_dir, str(self.resolver.path(p)),
-                self.resolver.overrides(p))
+                self.resolver.overrides(p), list(self.study.collect))
 
-    def _finish(self, p: Point, metrics: dict[str, Any], wall_s: float) -> None:
+    def _finish(self, p: Point, metrics: dict[str, Any], collected: dict[str, Any], wall_s: float) -> None:
         self.done[p.key] = PointResult(key=p.key, variant=p.variant, coords=p.coords, metrics=metrics,
-                                       scenario=self.data[p.key], wall_s=wall_s)
+                                       collected=collected, scenario=self.data[p.key], wall_s=wall_s)
         _write(self.out, self.output())
         self.say(f"[{len(self.done)}/{len(self.points)}] {p.key} ({wall_s:.1f} s)")
 
@@ -202,7 +213,7 @@ class StudyRun:
 
     def _run_parallel(self, todo: list[Point]) -> None:
         with ProcessPoolExecutor(max_workers=min(self.jobs, len(todo))) as pool:
-            running: dict[Future[tuple[dict[str, Any], float]], Point] = {
+            running: dict[Future[Measured], Point] = {
                 pool.submit(run_point, *self.point_args(p)): p for p in todo}
             try:
                 while running:

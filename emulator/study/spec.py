@@ -7,6 +7,7 @@ from __future__ import annotations
 import difflib
 import re
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -14,6 +15,7 @@ import msgspec
 
 from emulator.results.registry import BY_NAME, WHOLE_RUN
 from emulator.scenario.loader import ScenarioError
+from emulator.study.sections import TIMESERIES, section_problem
 
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9_.+-]+$")]
 # Dimensions a point has besides its variant: `seed` (run.seed), `nodes` (the cluster scaled to this
@@ -46,6 +48,15 @@ class Table(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tru
     where: dict[str, Any] = {}
 
 
+class Plot(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    name: Name  # the files: NAME.png and NAME.csv
+    series: str  # a collected `timeseries.COLUMN`: one line per point against `timeseries.t_s`
+    title: str = ""
+    cumulative: bool = False  # a second panel: the running total
+    log: bool = False  # a log-like y axis (linear near 0): a few real events beside thousands
+    where: dict[str, Any] = {}  # only the points with these axis values
+
+
 class Study(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
     name: str = ""
     description: str = ""
@@ -56,7 +67,11 @@ class Study(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tru
     axes: dict[str, list[Any] | dict[str, Any]] = {}
     scale_workload: bool = True  # with a `nodes` axis: scale task counts with the cluster
     metrics: Annotated[list[str], msgspec.Meta(min_length=1)]
+    # More of each point than its metrics, for renderers that need it (emulator/study/sections.py):
+    # a summary.json section (`pools`), a timeseries column (`timeseries.to_rm_messages`), `removals`.
+    collect: list[str] = []
     tables: list[Table] = []
+    plots: list[Plot] = []  # rendered by `emulator study --plots DIR`
 
 
 def flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -100,6 +115,8 @@ def _unknown_field(path: str, name: str) -> str:
         struct = Variant
     elif path.startswith("tables"):
         struct = Table
+    elif path.startswith("plots"):
+        struct = Plot
     fields = list(struct.__struct_fields__)
     close = difflib.get_close_matches(name, fields, n=1, cutoff=0.6)
     hint = f"; did you mean `{close[0]}`?" if close else ""
@@ -144,6 +161,21 @@ def _check(study: Study, source: str) -> None:
             fail(f"axes.{axis}", f"expected whole numbers >= 1, got {values}")
         if len(set(map(repr, values))) != len(values):
             fail(f"axes.{axis}", f"a value is given twice: {values}")
+    for i, name in enumerate(study.collect):
+        problem = section_problem(name)
+        if problem:
+            fail(f"collect[{i}]", problem)
+        if name in study.collect[:i]:
+            fail(f"collect[{i}]", f"`{name}` is collected already")
+    for i, plot in enumerate(study.plots):
+        if plot.series not in study.collect or not plot.series.startswith(TIMESERIES):
+            fail(f"plots[{i}].series", f"`{plot.series}` is not a `{TIMESERIES}COLUMN` the study collects "
+                 f"(its `collect`: {study.collect})")
+        if TIMESERIES + "t_s" not in study.collect:
+            fail(f"plots[{i}].series", f"a plot needs `{TIMESERIES}t_s` in `collect` too (its time axis)")
+        if plot.name in [q.name for q in study.plots[:i]]:
+            fail(f"plots[{i}].name", f"`{plot.name}` is the name of an earlier plot")
+        _check_where(study, plot.where, f"plots[{i}].where", fail)
     dims = [*dimensions(study), METRIC]
     for i, t in enumerate(study.tables):
         for field in ("rows", "columns"):
@@ -158,12 +190,16 @@ def _check(study: Study, source: str) -> None:
         for j, name in enumerate(t.metrics):
             if name not in study.metrics:
                 fail(f"tables[{i}].metrics[{j}]", f"`{name}` is not one of the study's `metrics`")
-        for axis, value in t.where.items():
-            if axis not in dimensions(study):
-                fail(f"tables[{i}].where.{axis}", "not a dimension of the study")
-            values = variant_names(study) if axis == VARIANT else study.axes[axis]
-            if value not in values:  # an empty table otherwise
-                fail(f"tables[{i}].where.{axis}", f"{value!r} is not one of its values {values}")
+        _check_where(study, t.where, f"tables[{i}].where", fail)
+
+
+def _check_where(study: Study, where: dict[str, Any], at: str, fail: Callable[[str, str], None]) -> None:
+    for axis, value in where.items():
+        if axis not in dimensions(study):
+            fail(f"{at}.{axis}", "not a dimension of the study")
+        values = variant_names(study) if axis == VARIANT else study.axes[axis]
+        if value not in values:  # an empty table otherwise
+            fail(f"{at}.{axis}", f"{value!r} is not one of its values {values}")
 
 
 def study_from_data(data: dict[str, Any], source: str) -> Study:
@@ -176,6 +212,7 @@ def study_from_data(data: dict[str, Any], source: str) -> Study:
         raw, set=flatten(raw.set), axes=_flat_axes(raw.axes),
         variants=[msgspec.structs.replace(v, set=flatten(v.set)) for v in raw.variants],
         tables=[msgspec.structs.replace(t, where=flatten(t.where)) for t in raw.tables],
+        plots=[msgspec.structs.replace(p, where=flatten(p.where)) for p in raw.plots],
     )
     _check(study, source)
     return study

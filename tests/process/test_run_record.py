@@ -175,10 +175,17 @@ def test_an_rm_process_records_its_run(tmp_path: Path, capsys: pytest.CaptureFix
     assert "made by `emulator rm`" in capsys.readouterr().err
 
 
-def test_an_experiment_point_can_be_rerun(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # Every run directory records itself, also those an experiment writes (here one E3 mode).
-    assert main(["e3", "--nodes", "100", "--modes", "ring", "--out", str(tmp_path / "e3"), "--quiet"]) == 0
-    record = load_record(tmp_path / "e3" / "ring")
-    assert record.command == "experiment" and record.exit_status == 0
-    assert main(["rerun", str(tmp_path / "e3" / "ring"), "--quiet"]) == 0
+def test_a_study_point_can_be_rerun(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Every run directory records itself, also those a study keeps (here E3's `ring` at 100 nodes).
+    from tests.system.test_faults_e3 import small_e3
+
+    study = small_e3(tmp_path, 100).read_text(encoding="utf-8")
+    ring_only = study.split('[[variants]]\nname = "periodic-no-overload"')[0]
+    (tmp_path / "ring.toml").write_text(ring_only + "[axes]\nnodes = [100]\nseed = [1]\n", encoding="utf-8")
+    assert main(["study", str(tmp_path / "ring.toml"), "--out", str(tmp_path / "e3.json"), "--runs",
+                 str(tmp_path / "e3"), "--jobs", "1", "--quiet"]) == 0
+    point = tmp_path / "e3" / "ring-nodes=100-seed=1"
+    record = load_record(point)
+    assert record.command == "run" and record.exit_status == 0
+    assert main(["rerun", str(point), "--quiet"]) == 0
     assert "byte-identical" in capsys.readouterr().err

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
-from emulator.experiments.e1tables import beside_thesis, headline_table, largest_loss, meets_loss_bound
+from emulator.experiments.e1tables import headline_table, largest_loss, meets_loss_bound, thesis_lost_work
 from tests.system.test_e1_table import run
 
 
@@ -38,23 +36,10 @@ def test_a_user_losing_more_than_ten_percent_fails_it() -> None:
     assert loss is not None and abs(loss - 0.125) < 1e-9
     assert meets_loss_bound(loss) is False
     assert "12.5 (over 10%)" in headline_table(d)
-    assert beside_thesis(d)["policies"]["fit"]["within_loss_bound"] is False
 
 
 def test_lost_work_is_stated_beside_the_thesiss() -> None:
     d = data(u1=(0.10, 0.10), u2=(0.20, 0.20))
-    out = beside_thesis(d)
-    assert out["thesis_lost_work_pp"] == {"without packing": 1.6, "with packing": 2.8}
-    assert out["policies"]["none"]["lost_work_pp"] == {"mean": 1.0, "sd": 0.0}  # preempted_pct 0.01
+    assert thesis_lost_work() == {"without packing": 1.6, "with packing": 2.8}
     row = "| lost work (CPU of preempted tasks) pp | 1.00 ± 0.00 | 1.00 ± 0.00 | 1.6 → 2.8 |"
     assert row in headline_table(d)
-
-
-def test_runs_of_another_preemption_rule_are_not_merged() -> None:
-    from emulator.experiments.e1 import merge
-
-    old = data(u1=(0.10, 0.10), u2=(0.20, 0.20))  # a file from before the rules: the earlier rule
-    new = {**data(u1=(0.10, 0.10), u2=(0.20, 0.20)), "preemption_rule": "yt-thesis"}
-    with pytest.raises(ValueError, match="preemption rule yt-thesis into results of rule reconstruction"):
-        merge(old, new)
-    assert merge({**old, "preemption_rule": "yt-thesis"}, new)["preemption_rule"] == "yt-thesis"

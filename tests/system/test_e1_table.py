@@ -1,10 +1,13 @@
-"""`emulator e1 --table`: mean ± sd over seeds, gap closed and user moves against the no-packing
-run of the same seed and preemption setting."""
+"""E1's tables: mean ± sd over seeds, gap closed and user moves against the no-packing run of the
+same seed and preemption setting; from a study's output or an `emulator e1` results file alike."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from emulator.experiments.e1results import METRICS, NEEDED, NotE1, e1_results
 from emulator.experiments.e1tables import _derived, fairness_table, headline_table, markdown_table
 
 
@@ -64,71 +67,12 @@ def test_headline_is_preemption_on_with_the_thesis_gains() -> None:
     assert "+4.5 / +4.9 |" in text
 
 
-def test_bad_input_is_exit_2_with_the_file_named(tmp_path, capsys) -> None:
-    from emulator.cli.main import main
-
-    bad = tmp_path / "e1.json"
-    bad.write_text('{"seeds": [1]}')
-    assert main(["e1", "--table", str(bad)]) == 2
-    assert f"{bad}: not an e1 results file" in capsys.readouterr().err
-    assert main(["e1", str(tmp_path / "missing.toml")]) == 2
-    assert "missing.toml: no such file" in capsys.readouterr().err
-    # Packing runs without the no-packing run of their seed: said, not a KeyError.
-    import json
-
-    partial = tmp_path / "partial.json"
-    partial.write_text(json.dumps({**data(), "runs": [r for r in data()["runs"] if r["policy"] != "none"]}))
-    assert main(["e1", "--table", str(partial)]) == 2
-    assert "no no-packing run for preemption off, seed 1" in capsys.readouterr().err
 
 
-def test_a_partial_run_merges_into_the_results_and_adds_its_column() -> None:
-    from emulator.experiments.e1 import merge
 
-    old = data()
-    before = markdown_table(old)
-    assert "fit-fair" not in before  # a file without fit-fair runs renders as before
-    new = {"scenario": "x", "seeds": [1, 2], "runs": [
-        run("fit-fair", pre, s, 0.93, 0.95, 0.105) for pre in (False, True) for s in (1, 2)]}
-    merged = merge(old, new)
-    assert len(merged["runs"]) == len(old["runs"]) + 4 and merged["seeds"] == [1, 2]
-    text = markdown_table(merged)
-    assert "| metric | no packing | thesis packing | fit packing | fit-fair packing |" in text
-    assert "| CPU % | 91.00 ± 1.41 | 93.00 ± 1.41 | 94.00 ± 1.41 | 93.00 ± 0.00 |" in text
-    assert "| on | fit-fair | 2 | 5.0% | 0 | " in fairness_table(merged)
-    # Re-running a run replaces it rather than adding a second copy.
-    again = merge(merged, {"scenario": "x", "seeds": [2], "runs": [run("fit-fair", True, 2, 0.9, 0.9, 0.1)]})
-    assert len(again["runs"]) == len(merged["runs"])
-    assert "`fit-fair` packing (ours)" in headline_table(merged)
-
-
-def test_policies_option_names_the_known_policies() -> None:
-    import argparse
-
-    import pytest
-
-    from emulator.experiments.e1 import _policies
-
-    assert _policies("fit-fair") == ("fit-fair",)
-    with pytest.raises(argparse.ArgumentTypeError, match="from none, thesis, fit, fit-fair"):
-        _policies("fit,bogus")
-
-
-def test_variants_are_named_packing_overrides_and_get_their_own_rows() -> None:
-    import argparse
-
-    import pytest
-
-    from emulator.experiments.e1 import _variant
+def test_variants_get_their_own_rows() -> None:
     from emulator.experiments.e1tables import variants_table
 
-    name, overrides = _variant("fit-w60=fit,window=60,share_band=0.25")
-    assert name == "fit-w60"
-    assert overrides == {"scheduler.policy": "packing", "scheduler.packing.preset": "fit",
-                         "scheduler.packing.window": 60, "scheduler.packing.share_band": 0.25}
-    for bad in ("fit-w60", "fit=", "thesis=fit", "x=fit,window"):
-        with pytest.raises(argparse.ArgumentTypeError):
-            _variant(bad)
     d = data()
     # A variant raising both users by 20%: a raw move of 20% for each, and none net of the rise.
     for pre in (False, True):
@@ -146,12 +90,6 @@ def test_variants_are_named_packing_overrides_and_get_their_own_rows() -> None:
     assert "| on | shift | " in text and "| 30.0 | 2 | " in text and "| 15.0 |\n" in text
     assert "| on | the thesis (Table 4.3) | +4.5 / +4.9 |" in text
 
-
-def test_an_empty_policy_list_runs_only_the_variants() -> None:
-    from emulator.experiments.e1 import _policies
-
-    assert _policies("") == () and _policies(" ") == ()
-    assert _policies("none,fit") == ("none", "fit")
 
 
 def test_by_resource_splits_users_by_their_dominant_resource(tmp_path) -> None:
@@ -202,3 +140,37 @@ def test_fair_share_table_measures_each_policy_against_drf_fair_share() -> None:
     assert "| off | thesis | 15.0 | 1 | 0 | 7.5 |" in text
     assert "| on | none | 20.0 | 0 | 1 | 10.0 |" in text
     assert "| on | fit |" not in text
+
+
+def study_output(d: dict[str, Any]) -> dict[str, Any]:
+    """``d``'s runs as `emulator study` writes them: a point per run, E1's policies as variants."""
+    names = list(dict.fromkeys(r["policy"] for r in d["runs"]))
+    points = []
+    for r in d["runs"]:
+        metrics = {k: r[k] for k in METRICS if k in r}
+        collected = {k: r[k] for k in NEEDED if k != "pools"}
+        collected["pools"] = [{"name": n, "dominant_share": v, "fair_share": r.get("fair", {}).get(n)}
+                              for n, v in r["pools"].items()]
+        scenario = {"run": {"seed": r["seed"]}, "scheduler": {"preemption": {"enabled": r["preemption"]}}}
+        points.append({"key": f"{r['policy']}|{r['preemption']}|{r['seed']}", "variant": r["policy"],
+                       "coords": {"seed": r["seed"]}, "metrics": metrics, "collected": collected,
+                       "wall_s": 1.0, "scenario": scenario})
+    study = {"scenario": "../e1-faithful.toml", "metrics": list(METRICS), "collect": list(NEEDED),
+             "variants": [{"name": n, "set": {}} for n in names]}
+    return {"format": "hbemu-study/1", "file": "scenarios/studies/e1.toml", "study": study, "points": points}
+
+
+def test_a_study_output_renders_as_the_runs_it_holds() -> None:
+    d = data()
+    for r in d["runs"]:
+        r.update(preempted_cpu_s=1.0, refusals=0, allocations=10, ram_utilization=r["ram_utilization"])
+    out = study_output(d)
+    assert e1_results(out)["scenario"] == "scenarios/e1-faithful.toml"
+    assert e1_results(out)["seeds"] == [1, 2]
+    for table in (markdown_table, headline_table, fairness_table):
+        assert table(out) == table(d)
+    # A study that does not collect what the tables need: said, with the study file named.
+    out["study"]["collect"] = ["pools"]
+    with pytest.raises(NotE1, match=r"scenarios/studies/e1\.toml: E1's tables need the study to collect "
+                       r"or measure cpu_utilization_excl_preempted, preempted_cpu_s, fair_cpu_bound"):
+        markdown_table(out)

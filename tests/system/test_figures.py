@@ -35,7 +35,7 @@ def test_a_changed_result_file_makes_its_table_stale(tmp_path: Path) -> None:
     doc.write_text(refresh(FIGURES, "intro\n<!-- figure: e3 -->\n<!-- /figure -->\nafter\n", tmp_path))
     assert stale(FIGURES, doc, tmp_path) == []
     assert "| delta + `kring` (ours) | 375 |" in doc.read_text()
-    data = (tmp_path / FIGURES["e3"].source).read_text().replace('"removals": 375', '"removals": 376', 1)
+    data = (tmp_path / FIGURES["e3"].source).read_text().replace('"nodes_lost": 375', '"nodes_lost": 376', 1)
     (tmp_path / FIGURES["e3"].source).write_text(data)
     assert stale(FIGURES, doc, tmp_path) == ["e3"]
 

@@ -10,9 +10,6 @@ import pytest
 
 from emulator.cli.figure_table import FIGURES
 from emulator.cli.main import main
-from emulator.experiments.e1 import SEEDS
-from emulator.experiments.e1study import e1_grid
-from emulator.experiments.e1tables import DEFAULT_POLICIES, POLICIES, PREEMPTION
 from emulator.results.figures import stale
 from emulator.results.record import load_record
 from emulator.scenario.loader import load_scenario
@@ -142,6 +139,65 @@ def test_a_bad_study_file_is_one_clear_error(tmp_path: Path, capsys: pytest.Capt
     assert "\n" not in err
 
 
+# TINY keeping more of each point than its metrics, and plotting one of the series it keeps.
+COLLECTED = TINY.replace('metrics = [', 'collect = ["pools", "timeseries.t_s", "timeseries.removals"]\n'
+                         'metrics = [') + '\n[[plots]]\nname = "removals"\nseries = "timeseries.removals"\n'
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (('"pools", ', '"pool", '), "tiny.toml: at `collect[0]`: `pool` is not a section of summary.json, a "
+     "`timeseries.COLUMN` or `timing.FIELD`; did you mean `pools`?"),
+    (('"pools", ', '"timing.wall", '), "tiny.toml: at `collect[0]`: `timing.wall` is not a section of "
+     "summary.json, a `timeseries.COLUMN` or `timing.FIELD`; did you mean `timing.wall_s`?"),
+    (('"timeseries.removals"]', '"timeseries.removal"]'), "tiny.toml: at `collect[2]`: `removal` is not a "
+     "column of timeseries.csv; did you mean `timeseries.removals`?"),
+    (('"pools", ', '"pools", "pools", '), "tiny.toml: at `collect[1]`: `pools` is collected already"),
+    (('series = "timeseries.removals"', 'series = "timeseries.to_rm_messages"'),
+     "tiny.toml: at `plots[0].series`: `timeseries.to_rm_messages` is not a `timeseries.COLUMN` the study "
+     "collects"),
+    (('"timeseries.t_s", ', ''),
+     "tiny.toml: at `plots[0].series`: a plot needs `timeseries.t_s` in `collect`"),
+    (('series = ', 'serie = '), "tiny.toml: at `plots[0].serie`: unknown field; did you mean `series`?"),
+    (('series = "timeseries.removals"\n', 'series = "timeseries.removals"\nwhere = { seed = 3 }\n'),
+     "tiny.toml: at `plots[0].where.seed`: 3 is not one of its values"),
+    (('series = "timeseries.removals"\n', 'series = "timeseries.removals"\n[[plots]]\nname = "removals"\n'
+      'series = "timeseries.removals"\n'), "tiny.toml: at `plots[1].name`: `removals` is the name of an "
+     "earlier plot"),
+])
+def test_what_a_study_collects_and_plots_is_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                    change: tuple[str, str], message: str) -> None:
+    text = COLLECTED.replace(*change)
+    assert text != COLLECTED
+    study = _tiny(tmp_path, text)
+    assert main(["study", str(study), "--out", str(tmp_path / "out.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {study.parent}/{message}"), err
+    assert "\n" not in err
+
+
+def test_a_point_keeps_what_the_study_collects_and_its_plots_draw_from_the_output(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = COLLECTED.replace("seed = [1, 2]", "seed = [3]")
+    text = text.replace('"run.duration_s" = 120', '"run.duration_s" = 60')
+    study, out, plots = _tiny(tmp_path, text), tmp_path / "out.json", tmp_path / "plots"
+    assert main(["study", str(study), "--out", str(out), "--jobs", "1", "--quiet"]) == 0
+    points = read_output(out).points
+    kept = points[0].collected
+    assert list(kept) == ["pools", "timeseries.t_s", "timeseries.removals"]
+    assert [u["name"] for u in kept["pools"]] == ["analytics", "etl"] and "dominant_share" in kept["pools"][0]
+    assert kept["timeseries.t_s"][:2] == [3.0, 6.0] and len(kept["timeseries.removals"]) == 20
+    capsys.readouterr()
+    assert main(["study", "--table", str(out), "--plots", str(plots)]) == 0
+    rows = (plots / "removals.csv").read_text(encoding="utf-8").splitlines()
+    assert rows[0] == "t_s,periodic,delta" and rows[1] == "3.0,0,0" and len(rows) == 21
+    assert (plots / "removals.png").stat().st_size > 10_000
+    # A point of an output from before `collect` existed is run again for the sections it lacks.
+    doc = msgspec.json.decode(out.read_bytes())
+    del doc["points"][0]["collected"]
+    out.write_bytes(msgspec.json.encode(doc))
+    assert [p.key for p in StudyRun(study, out, say=lambda _: None).todo] == ["periodic|seed=3"]
+
+
 STUDIES = sorted((ROOT / "scenarios" / "studies").glob("*.toml"))
 
 
@@ -181,31 +237,49 @@ def test_the_docs_sample_is_the_committed_study_and_its_output_still_reproduces(
 
 
 @pytest.mark.parametrize("name", ["e1-explore", "e1-seeds20"])
-def test_the_e1_studies_are_the_grids_of_the_committed_e1_files(name: str) -> None:
-    """`emulator e1 --study` regenerates these files: the study names their very runs."""
+def test_the_e1_studies_name_the_runs_of_the_committed_e1_files(name: str) -> None:
+    """Run before studies (and under the rules of then), these files hold the very points of the
+    study: its variants as their policies, its seeds."""
     committed = msgspec.json.decode((ROOT / "docs" / f"{name}.json").read_bytes())
-    grid = e1_grid(ROOT / "scenarios" / "studies" / f"{name}.toml", POLICIES)
-    assert grid.scenario == ROOT / committed["scenario"]
+    path = ROOT / "scenarios" / "studies" / f"{name}.toml"
+    study = load_study(path)
+    assert (path.parent / study.scenario).resolve() == ROOT / committed["scenario"]
+    field = "scheduler.preemption.enabled"
     runs = {(r["policy"], r["preemption"], r["seed"]) for r in committed["runs"]}
-    assert runs == {(p, pre, s) for p in (*grid.policies, *grid.variants) for pre in grid.preemption
-                    for s in grid.seeds}
-    assert list(grid.seeds) == committed["seeds"]
-    assert grid.variants == committed["variants"] and list(grid.variants) == list(committed["variants"])
+    assert runs == {(p.variant, p.coords.get(field, study.set.get(field)), p.coords["seed"])
+                    for p in expand(study)}
+    assert study.axes["seed"] == committed["seeds"]
+    variants = {v.name: v.set for v in study.variants if v.name in committed["variants"]}
+    assert variants == committed["variants"] and list(variants) == list(committed["variants"])
 
 
-def test_e1_refuses_a_study_it_cannot_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    study = _tiny(tmp_path)  # heartbeat variants, no packing policy named as E1 names them
-    where = ["--out", str(tmp_path / "runs"), "--json", str(tmp_path / "e1.json")]
-    assert main(["e1", "--study", str(study), "--seeds", "1", *where]) == 2
-    assert "--seeds: not with --study" in capsys.readouterr().err
-    study.write_text(TINY.replace('name = "delta"', 'name = "fit"'), encoding="utf-8")
-    assert main(["e1", "--study", str(study), *where]) == 2
-    assert "at `variants[1].set`: `fit` is E1's name for" in capsys.readouterr().err
+@pytest.mark.parametrize("name", ["e1", "ring-e3", "study-quickstart-heartbeats"])
+def test_a_committed_study_output_is_its_study_file_as_it_is_now(name: str) -> None:
+    """Every point's exact scenario is what the study file gives today (no run: resolved only), and
+    none is missing: `emulator study FILE --out` would find nothing to run."""
+    out = ROOT / "docs" / f"{name}.json"
+    committed = read_output(out)
+    run = StudyRun(ROOT / committed.file, out, say=lambda _: None)
+    assert run.todo == []
+    assert [p.key for p in committed.points] == [p.key for p in run.points]
 
 
-def test_the_e1_study_is_what_make_e1_runs() -> None:
-    grid = e1_grid(ROOT / "scenarios" / "studies" / "e1.toml", POLICIES)
-    assert grid == (ROOT / "scenarios" / "e1-faithful.toml", SEEDS, DEFAULT_POLICIES, PREEMPTION, {})
+def test_a_replayed_trace_is_kept_as_its_jobs_count_and_digest(tmp_path: Path) -> None:
+    """A trace's jobs, expanded, are megabytes a point: the output keeps their count and digest."""
+    study = tmp_path / "synth.toml"
+    study.write_text(f"""
+scenario = "{ROOT}/scenarios/traces/synth.toml"
+metrics = ["jobs.finished"]
+[axes]
+"workload.trace.seed" = [1, 2]
+""", encoding="utf-8")
+    run = StudyRun(study, tmp_path / "out.json", say=lambda _: None)
+    one, two = (run.data[f"base|workload.trace.seed={s}"]["workload"] for s in (1, 2))
+    assert "operations" not in one
+    assert one["operations_count"] == len(run.scenarios["base|workload.trace.seed=1"].workload.operations)
+    # SYNTH's generator seed differs: other jobs, another digest (a resumed study runs it again).
+    assert one["operations_sha256"] != two["operations_sha256"]
+    assert len(msgspec.json.encode(run.data["base|workload.trace.seed=1"])) < 20_000
 
 
 def test_one_study_process_writes_an_output_at_a_time(tmp_path: Path) -> None:

@@ -1,0 +1,55 @@
+"""E1's runs as its tables read them, from the output of `emulator study scenarios/studies/e1.toml`
+(docs/e1.json), or from a results file of the `emulator e1` command that came before studies
+(docs/e1-seeds20.json, docs/e1-explore.json: run before issue 33, under rules the code no longer has,
+so they are read as they are rather than converted into study output, which would claim an exact
+scenario per run that nobody has).
+
+A study of E1 names E1's policies as variants, varies `seed` (and may vary
+`scheduler.preemption.enabled`), and collects what the tables need beyond whole-run metrics: each
+user's dominant and fair share (`pools`), the pooled-cluster bound and the CPU of preempted tasks.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+NEEDED = ("cpu_utilization_excl_preempted", "preempted_cpu_s", "fair_cpu_bound", "fair_ram_bound", "pools")
+METRICS = ("cpu_utilization", "ram_utilization", "preemptions", "fallback_allocations", "refusals",
+           "allocations")
+# E1's own policy names (the tables' column order); any other variant is a variant of them.
+NAMED = ("none", "thesis", "fit", "fit-fair")
+
+
+class NotE1(ValueError):
+    """A study output that lacks what E1's tables need."""
+
+
+def e1_results(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` as E1's tables take it: ``{"scenario", "seeds", "runs": [...], "variants"}``."""
+    if "format" not in data:
+        return data  # an `emulator e1` results file, from before studies
+    study, source = data["study"], data["file"]
+    lacking = [c for c in NEEDED if c not in study.get("collect", [])]
+    lacking += [m for m in METRICS if m not in study.get("metrics", [])]
+    if lacking:
+        raise NotE1(f"{source}: E1's tables need the study to collect or measure {', '.join(lacking)}")
+    runs, seeds = [], []
+    for p in data["points"]:
+        got = {**p["metrics"], **p["collected"]}
+        seed = p["scenario"]["run"]["seed"]
+        if seed not in seeds:
+            seeds.append(seed)
+        run: dict[str, Any] = {
+            "policy": p["variant"], "preemption": p["scenario"]["scheduler"]["preemption"]["enabled"],
+            "seed": seed, "wall_s": p["wall_s"], **{k: got[k] for k in METRICS + NEEDED if k != "pools"},
+        }
+        # Lost work as a fraction of window CPU capacity.
+        run["preempted_pct"] = got["cpu_utilization"] - got["cpu_utilization_excl_preempted"]
+        run["pools"] = {u["name"]: u["dominant_share"] for u in got["pools"]}
+        # DRF's fair share of each user in the same run (progressive filling on the pooled cluster).
+        run["fair"] = {u["name"]: u["fair_share"] for u in got["pools"]}
+        runs.append(run)
+    variants = {v["name"]: v.get("set", {}) for v in study.get("variants", []) if v["name"] not in NAMED}
+    scenario = os.path.normpath(os.path.join(os.path.dirname(source), study["scenario"]))
+    return {"scenario": scenario, "seeds": seeds, "runs": runs, "variants": variants}
