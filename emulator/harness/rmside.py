@@ -81,7 +81,7 @@ class RMSide:
         self.rm.instrument(lambda handler: handler, self.decisions.wrap)
         # a_i and s_i (h2): the transport delivers node messages through ``receive``.
         self.arrivals = RMArrivals(clock, self.rm.is_registered, sc.sample_interval_s)
-        self.decisions.observer = self.arrivals.on_event
+        self.decisions.observer = self.arrivals.observer
         self.receive = self.arrivals.wrap_receive(self.rm.receive)
         self.workload = WorkloadDriver(sc.workload, self.rm, clock, sc.run.seed, submissions, self.jobs)
         if not resume:

@@ -1,7 +1,7 @@
 """Heartbeats at the RM by sample interval: a_i, those that arrived in interval i, and s_i, those of
 them whose node update the scheduler processed within one interval of the arrival. h2 is the
 worst interval's s_i/a_i. One mechanism for every transport: the in-memory network and the TCP
-server both deliver through ``wrap_receive``, and the run's decision timer tells ``on_event``.
+server both deliver through ``wrap_receive``, and the run's decision timer tells ``observer``.
 
 Counting arrivals (not heartbeats sent) keeps a host or network hiccup from moving a heartbeat
 across a boundary between the two counts, and counting each update in its heartbeat's arrival
@@ -33,6 +33,8 @@ class RMArrivals:
         self.arrived_by_interval: dict[int, int] = {}
         self.timely_by_interval: dict[int, int] = {}
         self._arrival: dict[Any, float] = {}  # link -> arrival of its latest heartbeat not yet updated
+        # The run's ``DecisionTimer`` observer: told each scheduler event processed.
+        self.observer: Callable[[SchedulerItem, float], None] = self._observer()
 
     def arrived_in(self, k: int) -> int:
         return self.arrived_by_interval.get(k, 0)
@@ -64,16 +66,22 @@ class RMArrivals:
 
         return stamped
 
-    def on_event(self, item: SchedulerItem, _dt: float = 0.0) -> None:
-        """The scheduler processed ``item`` (a ``DecisionTimer`` observer): a node update within
-        one interval of its heartbeat's arrival counts in the arrival's interval."""
-        if type(item) is not NodeUpdate:
-            return
-        t_arr = self._arrival.pop(item.node.link, None)
-        if t_arr is not None and self._clock.now() - t_arr <= self.interval_s:
-            k = int(t_arr // self.interval_s) + 1
-            timely = self.timely_by_interval
-            timely[k] = timely.get(k, 0) + 1
+    def _observer(self) -> Callable[[SchedulerItem, float], None]:
+        """A node update within one interval of its heartbeat's arrival counts in the arrival's
+        interval. Called for every scheduler event of every run: locals, not attribute look-ups."""
+        pop = self._arrival.pop
+        now = self._clock.now
+        timely = self.timely_by_interval
+        interval = self.interval_s
+
+        def on_event(item: SchedulerItem, _dt: float) -> None:
+            if type(item) is NodeUpdate:
+                t_arr = pop(item.node.link, None)
+                if t_arr is not None and now() - t_arr <= interval:
+                    k = int(t_arr // interval) + 1
+                    timely[k] = timely.get(k, 0) + 1
+
+        return on_event
 
 
 def worst_ratio(pairs: Iterable[tuple[int, int]]) -> float | None:

@@ -86,7 +86,7 @@ def test_cost_meter_times_each_message_type_and_attributes_update_events() -> No
     decisions = DecisionTimer()
     rm.instrument(lambda handler: handler, decisions.wrap)
     arrivals = RMArrivals(clock, rm.is_registered, 3.0)
-    decisions.observer = arrivals.on_event
+    decisions.observer = arrivals.observer
     meter = RMCostMeter(rm)
     meter.install(decisions)
     receive = arrivals.wrap_receive(rm.receive)

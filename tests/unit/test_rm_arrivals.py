@@ -44,7 +44,7 @@ def test_updates_count_in_their_heartbeats_arrival_interval_within_one_interval(
             if kind == "hb":
                 receive(link, _heartbeat())
             else:
-                arrivals.on_event(_update(link))
+                arrivals.observer(_update(link), 0.0)
 
     # Interval 1: two nodes' heartbeats updated at once; a stranger's counts nowhere.
     at(1.0, ("hb", a), ("hb", b), ("hb", stranger), ("up", a))
