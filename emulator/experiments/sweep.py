@@ -165,7 +165,7 @@ def plot(
                 ax.plot(*zip(*pts, strict=True), marker="o", color=colors.get(mode), label=mode)
         ax.axhline(threshold, color="grey", linestyle=":", linewidth=1)
         ax.set_xlabel("nodes")
-        ax.set_title(f"{key} = min_i({'m_i' if key == 'h1' else 's_i'} / n_i)")
+        ax.set_title(f"{key} = min_i({'m_i / n_i' if key == 'h1' else 's_i / a_i'})")
         ax.grid(alpha=0.3)
         ax.legend()
     axes[0].set_ylabel("efficiency")

@@ -16,6 +16,7 @@ from emulator.harness.hosting import NodeHosting, NodeReality
 from emulator.harness.invariants import InvariantChecker
 from emulator.harness.restarts import Listener, RestartLog
 from emulator.harness.workload import SubmissionLog, WorkloadDriver
+from emulator.measure.arrivals import RMArrivals
 from emulator.measure.decisions import DecisionTimer
 from emulator.measure.jobs import JobRecorder
 from emulator.measure.lag import LagReport, LoopLag
@@ -78,11 +79,15 @@ class RMSide:
         self.rm.observe(self.jobs)
         self.decisions = DecisionTimer()
         self.rm.instrument(lambda handler: handler, self.decisions.wrap)
+        # a_i and s_i (h2): the transport delivers node messages through ``receive``.
+        self.arrivals = RMArrivals(clock, self.rm.is_registered, sc.sample_interval_s)
+        self.decisions.observer = self.arrivals.observer
+        self.receive = self.arrivals.wrap_receive(self.rm.receive)
         self.workload = WorkloadDriver(sc.workload, self.rm, clock, sc.run.seed, submissions, self.jobs)
         if not resume:
             self.workload.install_pools()  # a resumed RM has its pools from the journal
         self.sampler = Sampler(
-            self.rm, hosting.heartbeat_intervals(), clock,
+            self.rm, hosting.heartbeat_intervals(), self.arrivals, clock,
             sc.sample_interval_s, sc.run.warmup_s, [o.name for o in sc.workload.operations],
         )
         # Per-pool and per-entry figures, one row per sample (timeseries.csv's extra columns).

@@ -110,7 +110,7 @@ async def _run(
 
     side_box: list[RMSide] = []
     network = MemoryNetwork(
-        clock, lambda link, msg: side_box[0].rm.receive(link, msg), sc.transport.latency_s, wrap, sc.run.seed
+        clock, lambda link, msg: side_box[0].receive(link, msg), sc.transport.latency_s, wrap, sc.run.seed
     )
     hosting = MemoryHosting(processes, counters, timing, to_rm, peers, ring.counters if ring else None)
     side = RMSide(

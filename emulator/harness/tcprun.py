@@ -34,7 +34,8 @@ from emulator.harness.rmside import RMSide
 from emulator.harness.runparts import ProgressHook, Tick, invariants_wanted, message_fault_plan, outcome
 from emulator.harness.workers import WorkerHosting, collect, spawn, sum_message_faults, sum_ring
 from emulator.harness.workload import SubmissionLog
-from emulator.measure.costs import RMCostMeter, efficiency
+from emulator.measure.arrivals import worst_ratio
+from emulator.measure.costs import RMCostMeter
 from emulator.measure.lag import judge, merge_worst
 from emulator.measure.timing import HeartbeatTiming
 from emulator.scenario.credentials import with_run_secret
@@ -106,9 +107,9 @@ class TcpRM:
             journal, check_invariants, self._fresh_realities, submissions, resumed_from,
         )
         self.rm = self.side.rm
-        self.meter = RMCostMeter(self.rm, scenario.sample_interval_s)
+        self.meter = RMCostMeter(self.rm)
         self.meter.install(self.side.decisions)
-        self._stamped = self.meter.wrap_receive(self.rm.receive)
+        self._stamped = self.side.receive  # heartbeat arrivals stamped for a_i, s_i (h2)
         self.server.decode_cost = self.meter.decode
         self._gathering: asyncio.Task[None] | None = None
         self.guard: RunGuard | None = None
@@ -206,8 +207,8 @@ class TcpRM:
 
     def rm_side_h2(self) -> float | None:
         """h2 needs only the RM's counters (heartbeat arrivals and timely update events)."""
-        m = self.meter
-        return efficiency({}, {}, m.arrived_by_interval, m.timely_by_interval, *self.window())[1]
+        first, last = self.window()
+        return self.side.arrivals.h2(range(first, last + 1))
 
     def costs(self) -> dict[str, Any]:
         sc = self.scenario
@@ -272,21 +273,27 @@ class TcpRM:
     def _merge_intervals(
         self, out: RunOutcome, set_aside: frozenset[int]
     ) -> tuple[float | None, float | None]:
-        """Put the workers' n_i, m_i and the RM's s_i (per-interval attribution, see
-        ``emulator.measure.costs.efficiency``) into the time series; returns (h1, h2)."""
+        """Put the workers' n_i, m_i and the RM's final a_i, s_i (``emulator.measure.arrivals``)
+        into the time series; returns (h1, h2): min m_i/n_i and min s_i/a_i over the window's
+        intervals, but for those ``set_aside``, as in memory."""
         interval = self.scenario.sample_interval_s
         nodes = self.hosting.heartbeat_intervals()  # the reports' intervals (add_reports)
         sent, answered = nodes.sent_by_interval, nodes.answered_by_interval
-        timely = self.meter.timely_by_interval
+        rm_hb = self.side.arrivals
         out.rows = [
             msgspec.structs.replace(
-                row, n_i=sent.get(k, 0), m_i=answered.get(k, 0), s_i=timely.get(k, 0)
+                row, n_i=sent.get(k, 0), m_i=answered.get(k, 0),
+                a_i=rm_hb.arrived_in(k), s_i=rm_hb.timely_in(k),
             )
             for row in out.rows
             for k in (round(row.t_s / interval),)
         ]
         first, last = self.window()
-        return efficiency(sent, answered, self.meter.arrived_by_interval, timely, first, last, set_aside)
+        ks = [k for k in range(first, last + 1) if k not in set_aside]
+        return (
+            worst_ratio((answered.get(k, 0), sent.get(k, 0)) for k in ks),
+            rm_hb.h2(ks),
+        )
 
 
 class Placement(Protocol):

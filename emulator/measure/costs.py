@@ -10,7 +10,6 @@ allocations), and reports busy fraction, process CPU and traffic per node per mi
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 from emulator.measure.decisions import DecisionTimer
@@ -48,14 +47,8 @@ class LinearFit:
 
 
 class RMCostMeter:
-    def __init__(self, rm: ResourceManager, interval_s: float = 0.0) -> None:
+    def __init__(self, rm: ResourceManager) -> None:
         self._rm = rm
-        # Per-interval attribution at the RM (``wrap_receive``): heartbeats by arrival interval,
-        # and those whose node-update event the scheduler processed within one interval.
-        self.interval_s = interval_s
-        self.arrived_by_interval: dict[int, int] = {}
-        self.timely_by_interval: dict[int, int] = {}
-        self._arrival: dict[Any, float] = {}
         # Wall seconds per node message handled, by its type (``busy`` names them with the
         # scheduler's events, which the decision timer holds).
         self._busy: dict[type, LogHistogram] = {}
@@ -73,14 +66,24 @@ class RMCostMeter:
     def install(self, decisions: DecisionTimer | None = None) -> None:
         """``decisions``: the run's scheduler-decision timer, already installed; its clock
         readings and histograms time the scheduler's events here too (else the meter installs
-        one of its own)."""
+        one of its own). Its observer (the RM's arrivals, for h2) is told each event still."""
         self._allocs_seen = self._rm.allocations
         if decisions is None:
             decisions = DecisionTimer()
             self._rm.instrument(self._wrap_inbound, decisions.wrap)
         else:
             self._rm.instrument(self._wrap_inbound, lambda handler: handler)
-        decisions.observer = self._on_event
+        before = decisions.observer
+        if before is None:
+            decisions.observer = self._on_event
+        else:
+            own = self._on_event
+
+            def both(item: SchedulerItem, dt: float) -> None:
+                before(item, dt)
+                own(item, dt)
+
+            decisions.observer = both
         self._decisions = decisions
 
     @property
@@ -117,25 +120,6 @@ class RMCostMeter:
 
         return timed
 
-    def wrap_receive(self, receive: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
-        """Stamp heartbeat arrivals (the transport calls this instead of ``rm.receive``): only
-        registered nodes' — anyone else's heartbeats are no node's and never get an update."""
-        clock = self._rm.clock
-        registered = self._rm.is_registered
-        arrival = self._arrival
-        arrived = self.arrived_by_interval
-        interval = self.interval_s
-
-        def stamped(link: Any, msg: Any) -> None:
-            if interval and type(msg) is Heartbeat and registered(link):
-                now = clock.now()
-                arrival[link] = now
-                k = int(now // interval) + 1
-                arrived[k] = arrived.get(k, 0) + 1
-            receive(link, msg)
-
-        return stamped
-
     def _on_event(self, item: SchedulerItem, dt: float) -> None:
         """A scheduler event took ``dt`` wall seconds. Allocations happen only in events, so
         those made since the last one ended are this one's."""
@@ -144,11 +128,6 @@ class RMCostMeter:
         made, self._allocs_seen = allocs - self._allocs_seen, allocs
         if isinstance(item, NodeUpdate):
             self.update_fit.add(made, dt)
-            interval = self.interval_s
-            t_arr = self._arrival.pop(item.node.link, None) if interval else None
-            if t_arr is not None and self._rm.clock.now() - t_arr <= interval:
-                k = int(t_arr // interval) + 1
-                self.timely_by_interval[k] = self.timely_by_interval.get(k, 0) + 1
 
     # ---- report -------------------------------------------------------------------------
 
@@ -201,16 +180,3 @@ class RMCostMeter:
             out["bytes_to_rm_per_node_minute"] = round(traffic["bytes_in"] / nodes / minutes, 1)
             out["bytes_from_rm_per_node_minute"] = round(traffic["bytes_out"] / nodes / minutes, 1)
         return out
-
-
-def efficiency(
-    sent: dict[int, int], answered: dict[int, int], arrived: dict[int, int], timely: dict[int, int],
-    first_k: int, last_k: int, set_aside: frozenset[int] = frozenset(),
-) -> tuple[float | None, float | None]:
-    """h1 = min_i m_i/n_i (node side, by sending interval), h2 = min_i s_i/n_i (RM side, n_i counted
-    on arrival so that host or network hiccups cannot move a heartbeat across a boundary between
-    the two counts). Intervals first_k..last_k with n_i > 0, but for those ``set_aside``."""
-    ks = [k for k in range(first_k, last_k + 1) if k not in set_aside]
-    r1 = [answered.get(k, 0) / sent[k] for k in ks if sent.get(k, 0) > 0]
-    r2 = [timely.get(k, 0) / arrived[k] for k in ks if arrived.get(k, 0) > 0]
-    return (min(r1) if r1 else None), (min(r2) if r2 else None)

@@ -2,9 +2,12 @@
 and per pool. Reads the RM only through its snapshots.
 
 n_i and m_i count heartbeats by the interval they were *sent* in (the nodes' ``HeartbeatTiming``,
-as over TCP): an answer counts in its heartbeat's interval, and only within one interval. Interval
-i's answers can still come until the next sample, so a row's m_i is provisional when taken and
-settled at the next one; h1/h2 read settled rows only. Then m_i <= n_i in every row."""
+as over TCP): an answer counts in its heartbeat's interval, and only within one interval. a_i and
+s_i count them by the interval they *arrived* at the RM in (``emulator.measure.arrivals``): an
+update counts in its heartbeat's arrival interval, and only within one interval. Interval i's
+answers and updates can still come until the next sample, so a row's m_i and s_i are provisional
+when taken and settled at the next one; h1/h2 read settled rows only. Then m_i <= n_i and
+s_i <= a_i in every row."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from typing import Protocol
 
 import msgspec
 
+from emulator.measure.arrivals import worst_ratio
 from rm import RMSnapshot, SharesSnapshot
 
 
@@ -28,7 +32,8 @@ class SampleRow(msgspec.Struct, frozen=True, array_like=True, gc=False):
     pending_tasks: int
     n_i: int  # heartbeats nodes sent in the interval
     m_i: int  # of those, answered within one interval (settled at the next sample)
-    s_i: int  # node-update events the scheduler processed
+    a_i: int  # heartbeats that arrived at the RM in the interval (registered nodes')
+    s_i: int  # of those, node updates processed within one interval (settled at the next sample)
     rm_queue_depth: int
     scheduler_queue_depth: int
     fair_cpu_bound: float  # pooled-cluster utilisation bound of the current demand mix
@@ -81,6 +86,15 @@ class HeartbeatIntervals(Protocol):
     def answered_in(self, k: int) -> int: ...
 
 
+class RMIntervals(Protocol):
+    """Heartbeats by the interval k they arrived at the RM in, and those updated within one
+    interval (``emulator.measure.arrivals.RMArrivals``)."""
+
+    def arrived_in(self, k: int) -> int: ...
+
+    def timely_in(self, k: int) -> int: ...
+
+
 class Clock(Protocol):
     def now(self) -> float: ...
 
@@ -94,14 +108,17 @@ class Sampler:
         self,
         rm: RMView,
         heartbeats: HeartbeatIntervals,
+        arrivals: RMIntervals,
         clock: Clock,
         interval_s: float,
         warmup_s: float,
         groups: list[str],
     ) -> None:
-        """``heartbeats``: the nodes' heartbeats by the interval they were sent in."""
+        """``heartbeats``: the nodes' heartbeats by the interval they were sent in; ``arrivals``:
+        the RM's, by the interval they arrived in."""
         self._rm = rm
         self._heartbeats = heartbeats
+        self._arrivals = arrivals
         self._clock = clock
         self.interval_s = interval_s
         self.warmup_s = warmup_s
@@ -109,7 +126,6 @@ class Sampler:
         self.groups: dict[str, Mean] = {g: Mean() for g in groups}
         # Same means per pool (every pool but root), for per-pool fairness deviation.
         self.pools: dict[str, Mean] = {}
-        self._last_updates = 0
         self._row_k = 0  # the interval the last row closed
         self.listeners: list[Callable[[SampleRow], None]] = []
         # Cumulative counters behind COUNTER_COLUMNS (set by the harness; zero when absent).
@@ -153,8 +169,7 @@ class Sampler:
             k = max(round(now / self.interval_s), self._row_k + 1)
         self._row_k = k
         hb = self._heartbeats
-        upd = snap.counters.update_events
-        s_i, self._last_updates = upd - self._last_updates, upd
+        rm_hb = self._arrivals
         if now > self.warmup_s:
             self._accumulate(snap, shares)
         deltas = self._counter_deltas()
@@ -167,7 +182,8 @@ class Sampler:
             pending_tasks=snap.pending_tasks,
             n_i=hb.sent_in(k),
             m_i=hb.answered_in(k),  # so far: settled at the next sample
-            s_i=s_i,
+            a_i=rm_hb.arrived_in(k),
+            s_i=rm_hb.timely_in(k),  # so far: settled at the next sample
             rm_queue_depth=snap.inbound.depth,
             scheduler_queue_depth=snap.scheduler.depth,
             fair_cpu_bound=shares.bound.cpu,
@@ -187,14 +203,17 @@ class Sampler:
         return row
 
     def _settle(self) -> None:
-        """The last row's m_i as it now stands: every answer to its heartbeats that could come has
-        (answers count within one interval, and the next interval has ended)."""
+        """The last row's m_i and s_i as they now stand: every answer and update to its heartbeats
+        that could come has (both count within one interval, and the next interval has ended)."""
         if not self.rows:
             return
         last = self.rows[-1]
-        m_i = self._heartbeats.answered_in(self._row_k)
-        if m_i != last.m_i:
-            self.rows[-1] = msgspec.structs.replace(last, m_i=m_i)
+        k = self._row_k
+        m_i = self._heartbeats.answered_in(k)
+        a_i = self._arrivals.arrived_in(k)  # a late real-time sample may have seen more
+        s_i = self._arrivals.timely_in(k)
+        if m_i != last.m_i or a_i != last.a_i or s_i != last.s_i:
+            self.rows[-1] = msgspec.structs.replace(last, m_i=m_i, a_i=a_i, s_i=s_i)
 
     def _counter_deltas(self) -> list[int]:
         out = []
@@ -233,12 +252,7 @@ class Sampler:
         return [r for r in self.window_rows() if (round(r.t_s / interval) + 1) * interval <= end]
 
     def efficiency(self, set_aside: frozenset[int] = frozenset()) -> tuple[float | None, float | None]:
-        """(h1, h2) = min over settled intervals of m_i/n_i and s_i/n_i (intervals with n_i > 0),
-        but for the intervals ``set_aside`` (by number: t_s / interval)."""
-        rows = [
-            r for r in self.settled_rows()
-            if r.n_i > 0 and round(r.t_s / self.interval_s) not in set_aside
-        ]
-        if not rows:
-            return None, None
-        return min(r.m_i / r.n_i for r in rows), min(r.s_i / r.n_i for r in rows)
+        """(h1, h2) = min over settled intervals of m_i/n_i (those with n_i > 0) and of s_i/a_i
+        (those with a_i > 0), but for the intervals ``set_aside`` (by number: t_s / interval)."""
+        rows = [r for r in self.settled_rows() if round(r.t_s / self.interval_s) not in set_aside]
+        return worst_ratio((r.m_i, r.n_i) for r in rows), worst_ratio((r.s_i, r.a_i) for r in rows)

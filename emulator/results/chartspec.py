@@ -26,8 +26,8 @@ CHARTS: tuple[tuple[str, str, str, tuple[tuple[str, str, bool], ...]], ...] = (
     ("heartbeats", "Heartbeats per emulated second", "count", (
         ("sent_per_s", "sent", False), ("responses_per_s", "processed", False),
         ("updates_per_s", "scheduler updates", False))),
-    ("efficiency", "Per-interval efficiency (h1ᵢ = mᵢ/nᵢ, h2ᵢ = sᵢ/nᵢ)", "ratio", (
-        ("h1_i", "mᵢ/nᵢ", False), ("h2_i", "sᵢ/nᵢ", False))),
+    ("efficiency", "Per-interval efficiency (h1ᵢ = mᵢ/nᵢ, h2ᵢ = sᵢ/aᵢ)", "ratio", (
+        ("h1_i", "mᵢ/nᵢ", False), ("h2_i", "sᵢ/aᵢ", False))),
     ("queues", "RM queue depth", "count", (
         ("rm_queue_depth", "inbound", False), ("scheduler_queue_depth", "scheduler", False))),
     ("scheduler", "Scheduler: refusals, fallback allocations, preemptions (cumulative)", "count", (

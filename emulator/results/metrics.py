@@ -105,7 +105,7 @@ METRICS: tuple[Metric, ...] = (
         ("statuses_sent", "container statuses sent", "count", "lower"),
         ("update_events", "scheduler update events", "count", None),
         ("h1", "h1 (min m_i/n_i)", "num", "higher"),
-        ("h2", "h2 (min s_i/n_i)", "num", "higher"),
+        ("h2", "h2 (min s_i/a_i)", "num", "higher"),
         ("rm_busy_fraction", "RM busy fraction", "frac", "lower"),
         ("rm_queue_depth_max", "RM queue depth max", "count", "lower"),
         ("rm_wait_p99_s", "RM wait p99", "s", "lower"),

@@ -93,7 +93,7 @@ def plot_heartbeats(runs: list[RunData], path: Path) -> Path:
         p = _prefix(runs, run)
         for k, (key, label) in enumerate((("sent_per_s", "sent"), ("responses_per_s", "processed"))):
             top.plot(t, d[key], color=_color(runs, i, key), **_layer(k), label=f"{p}{label}")
-        for k, (key, label) in enumerate((("h1_i", "m_i/n_i"), ("h2_i", "s_i/n_i"))):
+        for k, (key, label) in enumerate((("h1_i", "m_i/n_i"), ("h2_i", "s_i/a_i"))):
             bottom.plot(t, d[key], color=_color(runs, i, key), **_layer(k), label=f"{p}{label}")
     top.set_title("Heartbeats")
     top.set_ylabel("per emulated second")

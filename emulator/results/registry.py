@@ -70,10 +70,12 @@ REGISTRY: tuple[MetricDef, ...] = (
        "interval to be answered (intervals a real-time run lagged in set aside) of m_i / n_i: n_i "
        "heartbeats sent in interval i, m_i of those answered within one interval (in memory and "
        "over TCP alike)"),
-    _m("h2", "h2 (min s_i/n_i)", "num",
-       "Scheduler update efficiency: the worst interval's share of heartbeats that became a "
-       "scheduler update; 1 when the scheduler kept up in every interval.",
-       "min over the same intervals as h1 of s_i / n_i, s_i the node-update events processed"),
+    _m("h2", "h2 (min s_i/a_i)", "num",
+       "Scheduler update efficiency: the worst interval's share of the heartbeats that reached the "
+       "RM that became a scheduler update in time; 1 when the scheduler kept up in every interval.",
+       "min over the same intervals as h1 with a_i > 0 of s_i / a_i: a_i heartbeats of registered "
+       "nodes that arrived at the RM in interval i, s_i of those whose node update the scheduler "
+       "processed within one interval of the arrival (in memory and over TCP alike)"),
     _m("allocations", "allocations", "count", "Containers allocated.",
        "the RM's counter (a resumed run adds the earlier processes')", prom="hbemu_allocations"),
     _m("containers_completed", "containers completed", "count", "Containers that finished successfully.",
@@ -174,9 +176,11 @@ REGISTRY: tuple[MetricDef, ...] = (
        "heartbeats sent in the interval and answered within one interval / heartbeats sent in it",
        scope="now"),
     _m("h2_now", "h2 (last settled interval)", "num",
-       "s_i / n_i of the same interval as h1_now. Update events count when processed, so after a "
-       "stall the backlog's can take it above 1.",
-       "update events processed in the interval / heartbeats sent in it", scope="now"),
+       "s_i / a_i of the same interval as h1_now (the page's efficiency chart): the share of the "
+       "heartbeats that arrived at the RM in it whose node update was processed within one "
+       "interval, at most 1.",
+       "heartbeats that arrived in the interval and were updated within one interval / heartbeats "
+       "that arrived in it", scope="now"),
     _m("nodes_alive", "nodes alive", "count", "Registered nodes the RM holds healthy now.",
        "registered − unhealthy", scope="now"),
     _m("nodes_unhealthy", "nodes unhealthy", "count", "Registered nodes the RM holds unhealthy now.",

@@ -131,7 +131,7 @@ def derived(run: RunData) -> dict[str, list[float]]:
         "responses_per_s": rate("m_i"),
         "updates_per_s": rate("s_i"),
         "h1_i": ratio("m_i", "n_i"),
-        "h2_i": ratio("s_i", "n_i"),
+        "h2_i": ratio("s_i", "a_i" if "a_i" in s else "n_i"),  # runs before a_i: s_i/n_i
         "removals": removals,
     }
     return out

@@ -47,7 +47,7 @@ async def _stream(request: web.Request) -> web.StreamResponse:
         while not stopping.is_set():
             series = views.timeseries(live, since_t=last_t)
             ts = series["series"]["t_s"]
-            if len(ts) > 1:  # the last point again next time: its m_i settles at the next sample
+            if len(ts) > 1:  # the last point again next time: its m_i and s_i settle at the next sample
                 last_t = ts[-2]
             ev = views.events(live, since=last_seq, limit=500)
             last_seq = ev["last_seq"]

@@ -30,7 +30,7 @@ from rm import Log, NodeEvent, PendingReasons, RMObserver
 # per emulated second) of each queue.
 EXTRA_COLUMNS = ("rm_busy_fraction", "scheduler_busy_fraction")
 SERIES_COLUMNS = (*COLUMNS, *EXTRA_COLUMNS)
-M_I = COLUMNS.index("m_i")
+M_I, A_I, S_I = COLUMNS.index("m_i"), COLUMNS.index("a_i"), COLUMNS.index("s_i")
 
 # Upper bounds of the detection-latency histogram, emulated seconds.
 LATENCY_BUCKETS_S = (1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 300.0, 600.0)
@@ -180,14 +180,16 @@ class LiveRun(RMObserver):
         self.series.append((*_values(row), *extra, *shares, *real))
 
     def _settle_previous(self) -> None:
-        """The previous point's m_i as the sampler settled it when it took this row (the answers
-        to that interval's heartbeats that came since); the stream sends that point again."""
+        """The previous point's m_i, a_i and s_i as the sampler settled them when it took this row
+        (the answers and updates to that interval's heartbeats that came since); the stream sends
+        that point again."""
         assert self.run is not None
         rows = self.run.side.sampler.rows
         if len(rows) < 2 or not self.series or self.series[-1][0] != rows[-2].t_s:
             return
         point = list(self.series[-1])
-        point[M_I] = rows[-2].m_i
+        settled = rows[-2]
+        point[M_I], point[A_I], point[S_I] = settled.m_i, settled.a_i, settled.s_i
         self.series[-1] = tuple(point)
 
     def node_registered(self, ev: NodeEvent) -> None:

@@ -107,13 +107,14 @@ def final_figures(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def _efficiency_now(live: LiveRun) -> dict[str, float | None]:
-    """m_i/n_i and s_i/n_i of the last settled sample interval, the one before the last sample (the
-    last one's answers are still coming); None before one with heartbeats."""
+    """m_i/n_i and s_i/a_i of the last settled sample interval, the one before the last sample (the
+    last one's answers and updates are still coming); None before one with heartbeats."""
     if len(live.series) < 2:
         return {"h1_now": None, "h2_now": None}
     row = dict(zip(live.columns, live.series[-2], strict=False))
     n = row.get("n_i") or 0
-    return {"h1_now": _r(row["m_i"] / n) if n else None, "h2_now": _r(row["s_i"] / n) if n else None}
+    a = row.get("a_i") or 0
+    return {"h1_now": _r(row["m_i"] / n) if n else None, "h2_now": _r(row["s_i"] / a) if a else None}
 
 
 def _lag(live: LiveRun) -> dict[str, Any] | None:

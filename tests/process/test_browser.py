@@ -75,11 +75,11 @@ async def test_page_live_in_chromium(tmp_path: Path) -> None:
                 assert await page.locator(f"#{chart} canvas").count() == 1
             points = await page.evaluate("page.charts['c-util'].data[1].filter(v => v > 0).length")
             assert points >= 3
-            # The stream sends the last point again once its m_i settles: replaced, not repeated,
-            # and every interval's m_i/n_i at most 1.
-            t_s, h1_i = await page.evaluate("[page.series.t_s, page.derived.h1]")
-            assert t_s == sorted(set(t_s)) and len(h1_i) == len(t_s)
-            assert all(v is None or 0 <= v <= 1 for v in h1_i)
+            # The stream sends the last point again once its m_i and s_i settle: replaced, not
+            # repeated, and every interval's m_i/n_i and s_i/a_i at most 1.
+            t_s, h1_i, h2_i = await page.evaluate("[page.series.t_s, page.derived.h1, page.derived.h2]")
+            assert t_s == sorted(set(t_s)) and len(h1_i) == len(t_s) == len(h2_i)
+            assert all(v is None or 0 <= v <= 1 for v in (*h1_i, *h2_i))
             # Running tasks and the per-pool / per-entry share charts, one series pair per pool.
             assert not await page.locator("#c-tasks").is_hidden()
             for chart in ("c-pool-share", "c-pool-running", "c-op-share"):

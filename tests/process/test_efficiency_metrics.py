@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from emulator.harness.eventlog import make_logger
-from emulator.measure.costs import LinearFit, RMCostMeter, efficiency
+from emulator.measure.arrivals import RMArrivals, worst_ratio
+from emulator.measure.costs import LinearFit, RMCostMeter
+from emulator.measure.decisions import DecisionTimer
 from emulator.measure.sampler import COLUMNS, Sampler, SampleRow
 from emulator.measure.timing import HeartbeatTiming
 from rm.protocol import ContainerStatus, Heartbeat, HeartbeatResponse, Register, RegisterResponse, Resources
@@ -30,27 +32,23 @@ class Link:
         self.closed = True
 
 
-def test_h1_h2_are_minima_of_per_interval_ratios_over_the_window() -> None:
-    sent = {1: 10, 2: 100, 3: 100, 4: 100, 5: 50, 6: 7}
-    answered = {1: 1, 2: 100, 3: 97, 4: 100, 5: 50, 6: 0}
-    arrived = {2: 100, 3: 100, 4: 80, 5: 50}
-    timely = {2: 100, 3: 100, 4: 72, 5: 45}
-    # Intervals 1 (warm-up) and 6 (no time left to be answered) are outside the window.
-    assert efficiency(sent, answered, arrived, timely, 2, 5) == (pytest.approx(0.97), pytest.approx(0.9))
+def test_h1_h2_are_minima_of_per_interval_ratios() -> None:
+    assert worst_ratio([(100, 100), (97, 100), (72, 80), (45, 50)]) == pytest.approx(0.9)
     # Intervals with no heartbeats do not count (delta mode: only heartbeats actually sent).
-    assert efficiency({2: 0, 3: 4}, {3: 4}, {}, {}, 2, 3) == (1.0, None)
+    assert worst_ratio([(0, 0), (4, 4)]) == 1.0
+    assert worst_ratio([(0, 0)]) is None
 
 
 def test_sampler_h1_h2_on_hand_made_rows() -> None:
     clock = FakeClock()
     rm = ResourceManager(clock, make_logger(clock, None))
-    sampler = Sampler(rm, HeartbeatTiming(3.0), clock, 3.0, 6.0, [])
-    # Only n_i, m_i, s_i matter; t <= warm-up and n_i = 0 rows are skipped, and so is the last row
-    # (its heartbeats had no whole interval to be answered).
+    sampler = Sampler(rm, HeartbeatTiming(3.0), RMArrivals(clock, rm.is_registered, 3.0), clock, 3.0, 6.0, [])
+    # Only n_i, m_i, a_i, s_i matter; t <= warm-up and n_i = 0 (a_i = 0) rows are skipped, and so is
+    # the last row (its heartbeats had no whole interval to be answered). h2 is s_i/a_i, not s_i/n_i.
     zero = dict.fromkeys(COLUMNS, 0)
-    for t, n, m, s in [(3, 10, 1, 1), (6, 10, 2, 2), (9, 100, 99, 95), (12, 0, 0, 0), (15, 40, 40, 40),
-                       (18, 40, 3, 3)]:
-        sampler.rows.append(SampleRow(**{**zero, "t_s": t, "n_i": n, "m_i": m, "s_i": s}))
+    for t, n, m, a, s in [(3, 10, 1, 10, 1), (6, 10, 2, 10, 2), (9, 100, 99, 80, 76), (12, 0, 0, 0, 0),
+                          (15, 40, 40, 40, 40), (18, 40, 3, 40, 3)]:
+        sampler.rows.append(SampleRow(**{**zero, "t_s": t, "n_i": n, "m_i": m, "a_i": a, "s_i": s}))
     assert sampler.efficiency() == (pytest.approx(0.99), pytest.approx(0.95))
 
 
@@ -83,9 +81,15 @@ def test_line_fit_recovers_a_linear_cost_model() -> None:
 def test_cost_meter_times_each_message_type_and_attributes_update_events() -> None:
     clock = FakeClock()
     rm = ResourceManager(clock, make_logger(clock, None))
-    meter = RMCostMeter(rm, interval_s=3.0)
-    meter.install()
-    receive = meter.wrap_receive(rm.receive)
+    # As a real-time run wires it: the run's decision timer tells the RM's arrivals (h2), and the
+    # meter chains onto it.
+    decisions = DecisionTimer()
+    rm.instrument(lambda handler: handler, decisions.wrap)
+    arrivals = RMArrivals(clock, rm.is_registered, 3.0)
+    decisions.observer = arrivals.observer
+    meter = RMCostMeter(rm)
+    meter.install(decisions)
+    receive = arrivals.wrap_receive(rm.receive)
     meter.start()
     link = Link()
     receive(link, Register(address="n", resources=Resources(20, 40)))
@@ -102,8 +106,8 @@ def test_cost_meter_times_each_message_type_and_attributes_update_events() -> No
     assert meter.busy["NodeUpdate"].count == 7  # one per heartbeat and one for the registration
     assert meter.heartbeat_fit.n == 6
     # Inline handling: every update is processed at once, so every heartbeat counts as timely.
-    assert meter.arrived_by_interval == {k: 1 for k in range(1, 7)}
-    assert meter.timely_by_interval == meter.arrived_by_interval
+    assert arrivals.arrived_by_interval == {k: 1 for k in range(1, 7)}
+    assert arrivals.timely_by_interval == arrivals.arrived_by_interval
     report = meter.report(nodes=1, emulated_s=18.0, speed=1.0, traffic={"frames_in": 7, "bytes_in": 700,
                                                                           "bytes_out": 350})
     assert report["rm_cost_us_per_heartbeat"] > 0

@@ -84,6 +84,10 @@ async def test_the_page_and_metrics_agree_with_summary_json_at_the_end(tmp_path:
     rows = [dict(zip(header, line.split(","), strict=True)) for line in csv[1:]]
     assert [int(r["m_i"]) for r in rows] == series["m_i"] and [int(r["n_i"]) for r in rows] == series["n_i"]
     assert all(0 <= m <= n for m, n in zip(series["m_i"], series["n_i"], strict=True))
+    # s_i likewise counts updates to the heartbeats that arrived at the RM in the interval (a_i).
+    for col in ("a_i", "s_i"):
+        assert [int(r[col]) for r in rows] == series[col], col
+    assert all(0 <= u <= a for u, a in zip(series["s_i"], series["a_i"], strict=True))
     states = {dict(k)["state"]: v for k, v in metrics["hbemu_nodes"].items()}
     assert sum(states.values()) == NODES
     assert states["lost"] == page["nodes_gone"] == 2

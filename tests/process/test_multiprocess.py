@@ -59,8 +59,12 @@ def test_run_starts_rm_and_two_node_workers_and_merges_their_counters(tmp_path: 
     assert 0 < costs["rm_busy_fraction"] < 1
     # Periodic: ~20 heartbeats per node per emulated minute, plus the registration.
     assert 18 <= costs["messages_to_rm_per_node_minute"] <= 22
-    rows = (out / "timeseries.csv").read_text().splitlines()[1:]
-    assert sum(int(r.split(",")[6]) for r in rows) > 12_000  # n_i merged into the time series
+    lines = (out / "timeseries.csv").read_text().splitlines()
+    rows = [dict(zip(lines[0].split(","), line.split(","), strict=True)) for line in lines[1:]]
+    assert sum(int(r["n_i"]) for r in rows) > 12_000  # n_i merged into the time series
+    # The RM's arrivals and timely updates, as in memory: s_i of the a_i that arrived, never more.
+    assert sum(int(r["a_i"]) for r in rows) > 12_000
+    assert all(0 <= int(r["s_i"]) <= int(r["a_i"]) for r in rows)
     assert (out / "events.worker-0.jsonl").exists() and (out / "events.worker-1.jsonl").exists()
 
 

@@ -1,6 +1,7 @@
-"""n_i and m_i of an in-memory run count heartbeats by the interval they were sent in, as over TCP:
-an RM stall's late answers count in their heartbeats' interval, never in the next one, so m_i/n_i
-stays within [0, 1] in the rows, on the page and in h1 (virtual time, 20 nodes, about 0.2 s)."""
+"""n_i and m_i of an in-memory run count heartbeats by the interval they were sent in, and a_i and
+s_i by the interval they arrived at the RM in, as over TCP: an RM stall's late answers and updates
+count in their heartbeats' interval, never in the next one, so m_i/n_i and s_i/a_i stay within
+[0, 1] in the rows, on the page and in h1/h2 (virtual time, 20 nodes, about 0.2 s)."""
 
 from __future__ import annotations
 
@@ -30,11 +31,14 @@ def _stalled() -> dict[str, object]:
 def test_an_rm_stall_s_late_answers_count_in_the_interval_of_their_heartbeats() -> None:
     live = LiveRun(scenario_from_dict(_stalled(), "<test>"))
     arrived: dict[float, int] = {}  # answers the nodes received by each sample (the old m_i's source)
-    last = [0]
+    processed: dict[float, int] = {}  # updates the scheduler processed by each sample (the old s_i's)
+    last = [0, 0]
 
     def on_row(handle: RunHandle, row: SampleRow) -> None:
         total = handle.hosting.counters().heartbeat_responses
         arrived[row.t_s], last[0] = total - last[0], total
+        updates = handle.side.rm.snapshot().counters.update_events
+        processed[row.t_s], last[1] = updates - last[1], updates
 
     def on_start(handle: RunHandle) -> None:
         live.attach(handle.side, handle.clock, handle.log, handle.hosting.processes)
@@ -48,12 +52,22 @@ def test_an_rm_stall_s_late_answers_count_in_the_interval_of_their_heartbeats() 
     assert arrived[35.0] < before.n_i and arrived[40.0] > after.n_i
     assert before.m_i == before.n_i and after.m_i == after.n_i
     assert out.h1 == 1.0
-    # The page's series holds the settled m_i (each point settled when the next was taken), and
-    # its "now" value is that of the last settled interval.
-    m_i = live.columns.index("m_i")
+    # The same for the RM's side: the backlog's updates, processed at 37, went to 40's interval by
+    # processing time (more updates than heartbeats, h2_i > 1); by arrival they are 35's.
+    assert all(0 <= r.s_i <= r.a_i for r in out.rows)
+    assert processed[35.0] < before.a_i and processed[40.0] > after.a_i
+    assert before.s_i == before.a_i and after.s_i == after.a_i
+    assert out.h2 == 1.0
+    # The page's series holds the settled m_i and s_i (each point settled when the next was
+    # taken), and its "now" values are those of the last settled interval.
+    m_i, a_i, s_i = (live.columns.index(c) for c in ("m_i", "a_i", "s_i"))
     assert [p[m_i] for p in live.series] == [r.m_i for r in out.rows]
+    assert [(p[a_i], p[s_i]) for p in live.series] == [(r.a_i, r.s_i) for r in out.rows]
+    series = views.timeseries(live)["series"]  # what the page plots h2_i = s_i/a_i from
+    assert all(0 <= s <= a for s, a in zip(series["s_i"], series["a_i"], strict=True))
     now = views.cluster(live)
     assert now["h1_now"] is not None and 0 <= now["h1_now"] <= 1
+    assert now["h2_now"] is not None and 0 <= now["h2_now"] <= 1
     # The last interval's heartbeats had no whole interval to be answered: outside h1.
     settled = handle.side.sampler.settled_rows()
     assert settled and settled[-1].t_s == out.rows[-1].t_s - SAMPLE_S

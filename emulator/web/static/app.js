@@ -81,9 +81,9 @@ function initCharts() {
     { label: "processed", stroke: M("responses_per_s") },
     { label: "scheduler updates", stroke: M("updates_per_s") },
   ]);
-  makeChart("c-eff", "Per-interval efficiency h1ᵢ = mᵢ/nᵢ, h2ᵢ = sᵢ/nᵢ", [
+  makeChart("c-eff", "Per-interval efficiency h1ᵢ = mᵢ/nᵢ, h2ᵢ = sᵢ/aᵢ", [
     { label: "mᵢ/nᵢ", stroke: M("h1_i") },
-    { label: "sᵢ/nᵢ", stroke: M("h2_i") },
+    { label: "sᵢ/aᵢ", stroke: M("h2_i") },
   ], { height: 160, y: { range: (u, min, max) => [Math.min(0.8, min ?? 0.8), Math.max(1.05, max ?? 1.05)] } });
   makeChart("c-rm", "RM busy fraction and queue depth", [
     { label: "busy fraction", stroke: M("rm_busy_fraction"), scale: "y" },
@@ -131,7 +131,7 @@ function appendSeries(doc) {
   if (!ts.t_s || ts.t_s.length === 0) return;
   initShareCharts(doc.columns || Object.keys(ts));
   const interval = doc.interval_s;
-  // The stream sends the last point again once its m_i has settled: replace what we have from there on.
+  // The stream sends the last point again once its m_i and s_i have settled: replace what we have from there on.
   const have = page.series.t_s || [];
   let keep = have.length;
   while (keep > 0 && have[keep - 1] >= ts.t_s[0]) keep--;
@@ -142,12 +142,13 @@ function appendSeries(doc) {
   for (let i = d.sent.length; i < t.length; i++) {
     // The nominal interval, not the measured gap: a sample taken late would otherwise spike.
     const dt = interval;
-    const n = page.series.n_i[i], m = page.series.m_i[i], s = page.series.s_i[i];
+    // h2 per interval: of the heartbeats that arrived at the RM (a_i), those updated in time (s_i).
+    const n = page.series.n_i[i], m = page.series.m_i[i], s = page.series.s_i[i], a = page.series.a_i[i];
     d.sent.push(dt > 0 ? n / dt : null);
     d.processed.push(dt > 0 ? m / dt : null);
     d.updates.push(dt > 0 ? s / dt : null);
     d.h1.push(n > 0 ? m / n : null);
-    d.h2.push(n > 0 ? s / n : null);
+    d.h2.push(a > 0 ? s / a : null);
   }
   const S = page.series;
   const pct = (a) => a.map((v) => (v == null ? null : 100 * v));

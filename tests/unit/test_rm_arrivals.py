@@ -1,0 +1,81 @@
+"""a_i and s_i (h2) at the RM: heartbeats counted by arrival interval, each node update in its
+heartbeat's arrival interval and only within one interval; the in-memory sampler's rows and a TCP
+run's window give h2 by the same rule (``RMArrivals`` serves both)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+
+from emulator.harness.eventlog import make_logger
+from emulator.measure.arrivals import RMArrivals
+from emulator.measure.sampler import Sampler
+from emulator.measure.timing import HeartbeatTiming
+from rm import NodeUpdate
+from rm.protocol import Heartbeat
+from rm.shell.manager import ResourceManager
+from tests.helpers import FakeClock
+
+INTERVAL = 3.0
+
+
+def _heartbeat() -> Heartbeat:
+    return Heartbeat(machine_id=1, heartbeat_id=0, healthy=True, statuses=(), full=True)
+
+
+def _update(link: object) -> NodeUpdate:
+    return NodeUpdate(cast(Any, SimpleNamespace(link=link)))
+
+
+def test_updates_count_in_their_heartbeats_arrival_interval_within_one_interval() -> None:
+    clock = FakeClock()
+    a, b, stranger = object(), object(), object()
+    arrivals = RMArrivals(clock, lambda link: link is not stranger, INTERVAL)
+    delivered: list[object] = []
+    receive = arrivals.wrap_receive(lambda link, msg: delivered.append(msg))
+    rm = ResourceManager(clock, make_logger(clock, None))
+    sampler = Sampler(rm, HeartbeatTiming(INTERVAL), arrivals, clock, INTERVAL, 0.0, [])
+
+    def at(t: float, *actions: tuple[str, object]) -> None:
+        clock.t = t
+        for kind, link in actions:
+            if kind == "hb":
+                receive(link, _heartbeat())
+            else:
+                arrivals.observer(_update(link), 0.0)
+
+    # Interval 1: two nodes' heartbeats updated at once; a stranger's counts nowhere.
+    at(1.0, ("hb", a), ("hb", b), ("hb", stranger), ("up", a))
+    at(2.0, ("up", b), ("up", stranger))
+    clock.t = 3.0
+    sampler.sample(1)
+    # Interval 2: an RM stall; b's update comes 2.8 s after its heartbeat (in time), a's 3.2 s.
+    at(4.0, ("hb", a))
+    at(4.5, ("hb", b))
+    clock.t = 6.0
+    first = sampler.sample(2)
+    assert (first.a_i, first.s_i) == (2, 0)  # provisional: the updates are still to come
+    at(7.2, ("up", a))
+    at(7.3, ("up", b))
+    # Interval 3: one heartbeat, updated in time; the backlog's two updates are interval 2's.
+    at(7.5, ("hb", a))
+    at(8.0, ("up", a))
+    clock.t = 9.0
+    sampler.sample(3)
+    clock.t = 12.0
+    sampler.sample(4)
+    assert len(delivered) == 6  # every message still reaches the RM
+    assert [(r.a_i, r.s_i) for r in sampler.rows] == [(2, 2), (2, 1), (1, 1), (0, 0)]
+    # The old rule (updates by processing time) had interval 3 at 3 updates for 1 arrival.
+    assert all(r.s_i <= r.a_i for r in sampler.rows)
+    # h2 the same way in memory (the sampler's settled rows) and over TCP (a window of intervals).
+    h2 = sampler.efficiency()[1]
+    assert h2 == pytest.approx(0.5)
+    assert arrivals.h2(range(1, 4)) == h2
+
+
+def test_interval_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="interval_s must be > 0"):
+        RMArrivals(FakeClock(), lambda _link: True, 0.0)
