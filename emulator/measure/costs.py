@@ -37,12 +37,12 @@ class LinearFit:
         self.sxx += x * x
         self.sxy += x * y
 
-    def add_arrays(self, xs: Sequence[float], ys: Sequence[float]) -> None:
+    def add_arrays(self, xs: Sequence[float] | np.ndarray, ys: Sequence[float] | np.ndarray) -> None:
         """Every pair of ``xs`` and ``ys`` (as a call of ``add`` for each), summed with numpy."""
-        if not xs:
-            return
         x = np.asarray(xs, dtype=np.float64)
         y = np.asarray(ys, dtype=np.float64)
+        if not len(x):
+            return
         self.n += len(x)
         self.sx += float(x.sum())
         self.sy += float(y.sum())

@@ -34,10 +34,11 @@ class TimedSamples:
         self.dts: list[float] = []
         self.hist = LogHistogram()
 
-    def flush(self) -> list[float]:
-        """Bucket what is held; returns the samples bucketed (for the caller's other tallies)."""
-        dts = self.dts
-        if dts:
+    def flush(self) -> np.ndarray:
+        """Bucket what is held; returns the samples bucketed, as an array (for the caller's other
+        tallies: one conversion from the list)."""
+        dts = np.asarray(self.dts, dtype=np.float64)
+        if len(dts):
             self.dts = []
             self.hist.add_values(dts)
         return dts
@@ -81,7 +82,7 @@ class DecisionTimer:
 
     def _flush(self, s: TimedSamples) -> None:
         dts = s.flush()
-        if dts:
+        if len(dts):
             at = np.searchsorted(_BUCKETS_S, dts, side="left")  # as bisect_left
             for i, n in enumerate(np.bincount(at, minlength=len(self._counts)).tolist()):
                 self._counts[i] += n

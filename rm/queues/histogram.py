@@ -50,12 +50,12 @@ class LogHistogram:
         b = math.floor(math.log2(value) * _BUCKETS_PER_OCTAVE)
         self._buckets[b] = self._buckets.get(b, 0) + n
 
-    def add_values(self, values: Sequence[float]) -> None:
+    def add_values(self, values: Sequence[float] | np.ndarray) -> None:
         """Every value of ``values`` (as a call of ``add`` for each), bucketed with numpy: a batch of
         wall-time samples costs no Python call per sample."""
-        if not values:
-            return
         arr = np.asarray(values, dtype=np.float64)
+        if not len(arr):
+            return
         self.count += len(arr)
         self.sum += float(arr.sum())
         top = float(arr.max())
