@@ -87,6 +87,7 @@ class NodeManager(RMReporting, ContainerRuntime):
         self._reported_healthy = True
         self._inflight = None
         self._inflight_at = 0.0
+        self._inflight_changes = ()
         self._last_response_id = 0
         self._next_tick = 0.0
         self._reg_carried = None

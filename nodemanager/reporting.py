@@ -129,6 +129,8 @@ class RMReporting(NodeFields):
         )
         self._inflight = hb
         self._inflight_at = now
+        changes = self._changes
+        self._inflight_changes = tuple(changes.items()) if changes else ()
         stats.heartbeats_sent += 1
         stats.statuses_sent += len(statuses)
         if self._timing is not None:
@@ -173,11 +175,12 @@ class RMReporting(NodeFields):
         self._inflight = None
         self._last_response_id = msg.heartbeat_id
         self._reported_healthy = sent.healthy
-        changes = self._changes
-        if changes:  # periodic reports repeat acknowledged statuses: nothing to retire then
-            for status in sent.statuses:
-                if changes.get(status.container_id) is status:
-                    del changes[status.container_id]
+        carried = self._inflight_changes
+        if carried:  # a periodic report repeats acknowledged statuses: not walked for nothing
+            changes = self._changes
+            for cid, status in carried:
+                if changes.get(cid) is status:
+                    del changes[cid]
                     if status.state == "complete":
                         self._statuses = None
         for launch in msg.launch:

@@ -42,6 +42,7 @@ class NodeFields:
         "_healthy",
         "_inflight",
         "_inflight_at",
+        "_inflight_changes",
         "_last_response_id",
         "_log",
         "_membership",
@@ -101,6 +102,10 @@ class NodeFields:
     _reported_healthy: bool
     _inflight: Heartbeat | None
     _inflight_at: float
+    # The changes (container id, status) not yet acknowledged when the report in flight left:
+    # every one is in it, so its answer retires those still current, without a walk over a
+    # periodic report's every status.
+    _inflight_changes: tuple[tuple[int, ContainerStatus], ...]
     _last_response_id: int
     _next_tick: float
     # The registration in flight: the statuses (by identity) and the health every Register

@@ -29,6 +29,8 @@ from ringmon.protocol import RingMessage
 from rm import Link
 from rm.protocol import ContainerLaunch, Resources
 
+_NEVER = float("-inf")
+
 
 class ProcessGate:
     """A process's event loop: runs callbacks now, or holds them while the process is paused."""
@@ -40,7 +42,7 @@ class ProcessGate:
         self._held: list[tuple[Callable[..., object], tuple[Any, ...]]] | None = None
         self._until = -1.0
         self._since = 0.0
-        self.resumed_at = float("-inf")  # the end of the last pause
+        self.resumed_at = _NEVER  # the end of the last pause
 
     def run(self, fn: Callable[..., object], *args: Any) -> None:
         held = self._held
@@ -102,7 +104,9 @@ class _PauseAwareTiming:
         self._gate = gate
 
     def tick(self, late_s: float) -> None:
-        if self._gate.resumed_at < self._gate.now() - late_s:  # no pause ended since it was due
+        resumed = self._gate.resumed_at
+        # No pause ended since it was due (most nodes were never paused: no clock read then).
+        if resumed == _NEVER or resumed < self._gate.now() - late_s:
             self._inner.tick(late_s)
         else:
             self._inner.held_tick(late_s)
@@ -117,15 +121,16 @@ class _PauseAwareTiming:
 class GatedClock:
     """The clock as code inside the process sees it: timers fire through the gate."""
 
-    __slots__ = ("_clock", "_gate", "now")
+    __slots__ = ("_call_later", "_run", "now")
 
     def __init__(self, clock: Scheduler, gate: ProcessGate) -> None:
-        self._clock = clock
-        self._gate = gate
+        # Bound once: a node arms a timer or two every interval.
+        self._call_later = clock.call_later
+        self._run = gate.run
         self.now: Callable[[], float] = clock.now  # the time is the clock's own (no extra call)
 
     def call_later(self, delay: float, callback: Callable[..., object], *args: Any) -> Timer:
-        return self._clock.call_later(delay, self._gate.run, callback, *args)
+        return self._call_later(delay, self._run, callback, *args)
 
 
 class _GatedReceiver:
@@ -239,6 +244,7 @@ class NodeProcess:
             address, resources, heartbeat, inner, self.send_to_rm, counters, log, credentials,
             membership=self.monitor, timing=probe, peer_endpoint=peer_endpoint,
         )
+        self._node_receive = self.node.receive  # bound once: every answer from the RM comes here
 
     # ---- the transport's side ---------------------------------------------------------------
 
@@ -258,7 +264,11 @@ class NodeProcess:
             else:
                 self.monitor.from_rm(msg)  # the watchdog answers even while the loop is stalled
             return
-        self.gate.run(self.node.receive, msg)
+        gate = self.gate
+        if gate._held is None:  # the process runs: at once, as ``gate.run`` would
+            self._node_receive(msg)
+        else:
+            gate.run(self._node_receive, msg)
 
     def resync(self) -> None:
         """The transport reconnected: register again with the full state."""

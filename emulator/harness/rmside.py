@@ -79,10 +79,12 @@ class RMSide:
         self.rm.observe(self.jobs)
         self.decisions = DecisionTimer()
         self.rm.instrument(lambda handler: handler, self.decisions.wrap)
-        # a_i and s_i (h2): the transport delivers node messages through ``receive``.
+        # a_i and s_i (h2): the RM stamps each registered node's heartbeat as it arrives (one
+        # clock reading and registration check for both); transports deliver through ``receive``.
         self.arrivals = RMArrivals(clock, self.rm.is_registered, sc.sample_interval_s)
         self.decisions.observer = self.arrivals.observer
-        self.receive = self.arrivals.wrap_receive(self.rm.receive)
+        self.rm.heartbeat_arrived = self.arrivals.stamp
+        self.receive = self.rm.receive
         self.workload = WorkloadDriver(sc.workload, self.rm, clock, sc.run.seed, submissions, self.jobs)
         if not resume:
             self.workload.install_pools()  # a resumed RM has its pools from the journal

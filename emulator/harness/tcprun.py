@@ -109,7 +109,9 @@ class TcpRM:
         self.rm = self.side.rm
         self.meter = RMCostMeter(self.rm)
         self.meter.install(self.side.decisions)
-        self._stamped = self.side.receive  # heartbeat arrivals stamped for a_i, s_i (h2)
+        # The RM's receive (it stamps heartbeat arrivals for a_i, s_i, h2); connections, all made
+        # from here on, call it directly.
+        self._stamped = self.server.receive = self.side.receive
         self.server.decode_cost = self.meter.decode
         self._gathering: asyncio.Task[None] | None = None
         self.guard: RunGuard | None = None

@@ -1,7 +1,9 @@
 """Heartbeats at the RM by sample interval: a_i, those that arrived in interval i, and s_i, those of
 them whose node update the scheduler processed within one interval of the arrival. h2 is the
-worst interval's s_i/a_i. One mechanism for every transport: the in-memory network and the TCP
-server both deliver through ``wrap_receive``, and the run's decision timer tells ``observer``.
+worst interval's s_i/a_i. One mechanism for every transport: the RM tells ``stamp`` of every
+registered node's heartbeat as it arrives (``ResourceManager.heartbeat_arrived``, with the clock
+reading it takes anyway; ``wrap_receive`` does the same around any receive), and the run's decision
+timer tells ``observer``.
 
 Counting arrivals (not heartbeats sent) keeps a host or network hiccup from moving a heartbeat
 across a boundary between the two counts, and counting each update in its heartbeat's arrival
@@ -33,6 +35,8 @@ class RMArrivals:
         self.arrived_by_interval: dict[int, int] = {}
         self.timely_by_interval: dict[int, int] = {}
         self._arrival: dict[Any, float] = {}  # link -> arrival of its latest heartbeat not yet updated
+        # A registered node's heartbeat arrived on ``link`` at ``t`` (the RM's clock reading).
+        self.stamp: Callable[[Any, float], None] = self._stamper()
         # The run's ``DecisionTimer`` observer: told each scheduler event processed.
         self.observer: Callable[[SchedulerItem, float], None] = self._observer()
 
@@ -53,18 +57,26 @@ class RMArrivals:
         anyone else's heartbeats are no node's and never get an update."""
         now = self._clock.now
         registered = self._registered
+        stamp = self.stamp
+
+        def stamped(link: Any, msg: Any) -> None:
+            if type(msg) is Heartbeat and registered(link):
+                stamp(link, now())
+            receive(link, msg)
+
+        return stamped
+
+    def _stamper(self) -> Callable[[Any, float], None]:
         arrival = self._arrival
         arrived = self.arrived_by_interval
         interval = self.interval_s
 
-        def stamped(link: Any, msg: Any) -> None:
-            if type(msg) is Heartbeat and registered(link):
-                t = arrival[link] = now()
-                k = int(t // interval) + 1
-                arrived[k] = arrived.get(k, 0) + 1
-            receive(link, msg)
+        def stamp(link: Any, t: float) -> None:
+            arrival[link] = t
+            k = int(t // interval) + 1
+            arrived[k] = arrived.get(k, 0) + 1
 
-        return stamped
+        return stamp
 
     def _observer(self) -> Callable[[SchedulerItem, float], None]:
         """A node update within one interval of its heartbeat's arrival counts in the arrival's

@@ -10,9 +10,12 @@ allocations), and reports busy fraction, process CPU and traffic per node per mi
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from emulator.measure.decisions import DecisionTimer
+import numpy as np
+
+from emulator.measure.decisions import BATCH, DecisionTimer, TimedSamples
 from emulator.time.clock import wall_time
 from rm import Handler, Inbound, LogHistogram, NodeUpdate, ResourceManager, SchedulerItem
 from rm.protocol import Heartbeat
@@ -34,6 +37,18 @@ class LinearFit:
         self.sxx += x * x
         self.sxy += x * y
 
+    def add_arrays(self, xs: Sequence[float] | np.ndarray, ys: Sequence[float] | np.ndarray) -> None:
+        """Every pair of ``xs`` and ``ys`` (as a call of ``add`` for each), summed with numpy."""
+        x = np.asarray(xs, dtype=np.float64)
+        y = np.asarray(ys, dtype=np.float64)
+        if not len(x):
+            return
+        self.n += len(x)
+        self.sx += float(x.sum())
+        self.sy += float(y.sum())
+        self.sxx += float(x @ x)
+        self.sxy += float(x @ y)
+
     def coefficients(self) -> tuple[float, float]:
         """(intercept, slope); slope 0 when x never varied; both clipped at 0 (costs)."""
         if self.n == 0:
@@ -47,14 +62,20 @@ class LinearFit:
 
 
 class RMCostMeter:
+    """Its samples are kept in lists and bucketed, and the fits summed, in batches with numpy
+    (``TimedSamples``): the RM process pays for the measurement on every heartbeat."""
+
     def __init__(self, rm: ResourceManager) -> None:
         self._rm = rm
         # Wall seconds per node message handled, by its type (``busy`` names them with the
         # scheduler's events, which the decision timer holds).
-        self._busy: dict[type, LogHistogram] = {}
+        self._busy: dict[type, TimedSamples] = {}
+        self._hb_statuses: list[int] = []  # beside the Heartbeat samples not yet bucketed
+        self._update_allocs: list[int] = []  # (allocations, wall s) of node updates not yet fitted
+        self._update_dts: list[float] = []
         self.decode = LogHistogram()
-        self.heartbeat_fit = LinearFit()
-        self.update_fit = LinearFit()
+        self._heartbeat_fit = LinearFit()
+        self._update_fit = LinearFit()
         self._wall0 = self._cpu0 = 0.0
         self._wall1 = self._cpu1 = 0.0
         # Wall seconds of scheduler events handled inside an inbound item (a heartbeat's node
@@ -73,24 +94,44 @@ class RMCostMeter:
             self._rm.instrument(self._wrap_inbound, decisions.wrap)
         else:
             self._rm.instrument(self._wrap_inbound, lambda handler: handler)
-        before = decisions.observer
-        if before is None:
-            decisions.observer = self._on_event
-        else:
-            own = self._on_event
-
-            def both(item: SchedulerItem, dt: float) -> None:
-                before(item, dt)
-                own(item, dt)
-
-            decisions.observer = both
+        decisions.observer = self._observer(decisions.observer)
         self._decisions = decisions
 
     @property
     def busy(self) -> dict[str, LogHistogram]:
         """Wall seconds per handled item, by kind (message or event type name)."""
         events = self._decisions.by_type if self._decisions is not None else {}
-        return {cls.__name__: h for cls, h in (*self._busy.items(), *events.items())}
+        self._flush()
+        inbound = {cls: samples.hist for cls, samples in self._busy.items()}
+        return {cls.__name__: h for cls, h in (*inbound.items(), *events.items())}
+
+    @property
+    def heartbeat_fit(self) -> LinearFit:
+        """Wall seconds of a heartbeat against its statuses."""
+        self._flush()
+        return self._heartbeat_fit
+
+    @property
+    def update_fit(self) -> LinearFit:
+        """Wall seconds of a node update against the allocations it made."""
+        self._flush()
+        return self._update_fit
+
+    def _flush(self) -> None:
+        for cls, samples in self._busy.items():
+            self._flush_samples(cls, samples)
+        self._flush_updates()
+
+    def _flush_samples(self, cls: type, samples: TimedSamples) -> None:
+        dts = samples.flush()
+        if cls is Heartbeat:
+            self._heartbeat_fit.add_arrays(self._hb_statuses, dts)
+            self._hb_statuses.clear()
+
+    def _flush_updates(self) -> None:
+        self._update_fit.add_arrays(self._update_allocs, self._update_dts)
+        self._update_allocs.clear()
+        self._update_dts.clear()
 
     def start(self) -> None:
         self._wall0, self._cpu0 = wall_time(), time.process_time()
@@ -99,8 +140,9 @@ class RMCostMeter:
         self._wall1, self._cpu1 = wall_time(), time.process_time()
 
     def _wrap_inbound(self, handler: Handler[Inbound]) -> Handler[Inbound]:
-        fit = self.heartbeat_fit
         busy = self._busy
+        hb_statuses = self._hb_statuses
+        flush = self._flush_samples
         now = wall_time
 
         def timed(item: Inbound) -> float | None:
@@ -110,24 +152,44 @@ class RMCostMeter:
             dt = now() - t0 - (self._nested_s - nested0)
             msg = item[1]
             cls = type(msg)
-            h = busy.get(cls)
-            if h is None:
-                h = busy[cls] = LogHistogram()
-            h.add(dt)
+            samples = busy.get(cls)
+            if samples is None:
+                samples = busy[cls] = TimedSamples()
+            dts = samples.dts
+            dts.append(dt)
             if isinstance(msg, Heartbeat):
-                fit.add(len(msg.statuses), dt)
+                hb_statuses.append(len(msg.statuses))
+            if len(dts) >= BATCH:
+                flush(cls, samples)
             return extra
 
         return timed
 
-    def _on_event(self, item: SchedulerItem, dt: float) -> None:
-        """A scheduler event took ``dt`` wall seconds. Allocations happen only in events, so
-        those made since the last one ended are this one's."""
-        self._nested_s += dt
-        allocs = self._rm.allocations
-        made, self._allocs_seen = allocs - self._allocs_seen, allocs
-        if isinstance(item, NodeUpdate):
-            self.update_fit.add(made, dt)
+    def _observer(
+        self, before: Callable[[SchedulerItem, float], None] | None
+    ) -> Callable[[SchedulerItem, float], None]:
+        """The decision timer's observer: ``before`` (the RM's arrivals, for h2), then the meter's
+        own tally, in one call per event."""
+        rm = self._rm
+        allocs_x = self._update_allocs
+        dts = self._update_dts
+        flush = self._flush_updates
+
+        def on_event(item: SchedulerItem, dt: float) -> None:
+            """A scheduler event took ``dt`` wall seconds. Allocations happen only in events, so
+            those made since the last one ended are this one's."""
+            if before is not None:
+                before(item, dt)
+            self._nested_s += dt
+            allocs = rm.allocations
+            made, self._allocs_seen = allocs - self._allocs_seen, allocs
+            if type(item) is NodeUpdate:
+                allocs_x.append(made)
+                dts.append(dt)
+                if len(dts) >= BATCH:
+                    flush()
+
+        return on_event
 
     # ---- report -------------------------------------------------------------------------
 
@@ -139,6 +201,7 @@ class RMCostMeter:
     ) -> dict[str, Any]:
         wall = max((self._wall1 or wall_time()) - self._wall0, 1e-9)
         cpu = (self._cpu1 or time.process_time()) - self._cpu0
+        self._flush()
         hb_a, hb_b = self.heartbeat_fit.coefficients()
         up_c, up_d = self.update_fit.coefficients()
         per_type = {

@@ -234,13 +234,16 @@ class FramedConnection(asyncio.Protocol):
             # Our own message is too big for the peer: drop it rather than get disconnected.
             self._log.error("transport.frame_too_large", peer=self.peer, error=str(err), outgoing=True)
             return
-        self.stats.frames_out += 1
-        self.stats.bytes_out += size
-        limit = self._write_limit()
-        if limit is not None and len(self._out) > limit:
+        stats = self.stats
+        stats.frames_out += 1
+        stats.bytes_out += size
+        base = self._max_write_buffer
+        if base is not None and len(self._out) > base + WRITE_BUFFER_PER_CHANNEL_BYTES * len(self.links):
             self._slow_reader()
             return
-        self._schedule_flush()
+        if not self._flush_pending:  # the first frame of this loop pass: one write for them all
+            self._flush_pending = True
+            asyncio.get_running_loop().call_soon(self._flush)
 
     def _write_limit(self) -> int | None:
         base = self._max_write_buffer

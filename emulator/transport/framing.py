@@ -25,7 +25,8 @@ from typing import Any
 
 import msgspec
 
-from rm.protocol import RegisterResponse
+from emulator.transport.answers import AnswerEncoder
+from rm.protocol import HeartbeatResponse, RegisterResponse
 
 HEADER = struct.Struct("!II")
 HEADER_SIZE = HEADER.size
@@ -55,13 +56,14 @@ class FrameEncoder:
     """Appends frames to a caller-owned buffer (so many frames go out in one write). One encoder
     per connection: it remembers what it sent last (REPEAT, SAME_RING)."""
 
-    __slots__ = ("_encode_into", "_last", "_last_ring", "max_frame_bytes")
+    __slots__ = ("_encode_into", "_last", "_last_ring", "answers", "max_frame_bytes")
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self._encode_into = msgspec.msgpack.Encoder().encode_into
         self.max_frame_bytes = max_frame_bytes
         self._last: Any = None
         self._last_ring: Any = None
+        self.answers = AnswerEncoder()
 
     def append(self, buf: bytearray, channel: int, msg: Any) -> int:
         """Append one frame carrying ``msg``; returns the frame's size in bytes."""
@@ -70,24 +72,32 @@ class FrameEncoder:
         if msg is self._last:
             buf += HEADER.pack(0, channel | REPEAT)
             return HEADER_SIZE
+        kind = type(msg)
         flags = 0
-        body = msg
-        if type(msg) is RegisterResponse and msg.ring is not None and msg.ring is self._last_ring:
-            body = msgspec.structs.replace(msg, ring=None)
-            flags = SAME_RING
+        ring = None
         start = len(buf)
         buf += _PLACEHOLDER
-        self._encode_into(body, buf, start + HEADER_SIZE)
+        if kind is HeartbeatResponse and not msg.launch and not msg.kill:
+            self.answers.append(buf, msg)
+        elif kind is RegisterResponse and msg.ring is not None:
+            ring = msg.ring
+            if ring is self._last_ring:
+                flags = SAME_RING
+                self._encode_into(msgspec.structs.replace(msg, ring=None), buf, start + HEADER_SIZE)
+            else:
+                self._encode_into(msg, buf, start + HEADER_SIZE)
+        else:
+            self._encode_into(msg, buf, start + HEADER_SIZE)
         size = len(buf) - start - HEADER_SIZE
         if size > self.max_frame_bytes:
             del buf[start:]
             raise FrameTooLarge(
-                f"{type(msg).__name__} encodes to {size} bytes, above the {self.max_frame_bytes} byte limit"
+                f"{kind.__name__} encodes to {size} bytes, above the {self.max_frame_bytes} byte limit"
             )
         HEADER.pack_into(buf, start, size, channel | flags)
         self._last = msg
-        if type(msg) is RegisterResponse and msg.ring is not None:
-            self._last_ring = msg.ring
+        if ring is not None:
+            self._last_ring = ring
         return size + HEADER_SIZE
 
     @staticmethod

@@ -99,6 +99,9 @@ class ResourceManager:
         self._ctx.membership = self.membership
         # When a message from any node last arrived (the ring's evidence that someone is alive).
         self.last_inbound_at = clock.now()
+        # Told of each registered node's heartbeat as it arrives, before it queues, with the clock
+        # reading taken for ``last_inbound_at`` (the harness's arrival count for h2).
+        self.heartbeat_arrived: Callable[[Link, float], None] | None = None
         self._timers: list[Periodic] = []
         self._durability = Durability(
             journal, clock, log, self._ctx.counters, lambda: self._life.journal_snapshot(),
@@ -162,14 +165,19 @@ class ResourceManager:
 
     def receive(self, link: Link, msg: object) -> None:
         """Called by a transport for every message from a node connection."""
+        arrived = self.heartbeat_arrived
         if self.up and not self._stopped:
             registered = self.is_registered(link)
             if registered:
                 # Evidence that some node is alive (a stranger's frames are not).
-                self.last_inbound_at = self.clock.now()
+                now = self.last_inbound_at = self.clock.now()
+                if arrived is not None and type(msg) is Heartbeat:
+                    arrived(link, now)
             if type(msg) is ProbeAck and self.membership is not None:
                 self.membership.ack_arrived(link, msg)  # timed on arrival, not after the queue
             self.admission.admit(link, msg, registered)
+        elif arrived is not None and type(msg) is Heartbeat and self.is_registered(link):
+            arrived(link, self.clock.now())  # it arrived, though a stopped RM drops it
 
     def is_registered(self, link: Link) -> bool:
         """A node is registered on ``link`` now."""

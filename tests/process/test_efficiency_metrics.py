@@ -78,18 +78,32 @@ def test_line_fit_recovers_a_linear_cost_model() -> None:
     assert flat.coefficients() == (pytest.approx(2.0), 0.0)
 
 
+def test_a_fit_of_arrays_is_the_fit_of_its_pairs() -> None:
+    xs = [0, 3, 3, 7, 12, 20]
+    ys = [1e-6 * (4 + 0.5 * x) + 1e-7 * (i % 3) for i, x in enumerate(xs)]
+    one, batch = LinearFit(), LinearFit()
+    for x, y in zip(xs, ys, strict=True):
+        one.add(x, y)
+    batch.add_arrays(xs[:2], ys[:2])
+    batch.add_arrays(xs[2:], ys[2:])
+    batch.add_arrays([], [])
+    assert batch.n == one.n == 6
+    assert batch.coefficients() == pytest.approx(one.coefficients(), rel=1e-9)
+
+
 def test_cost_meter_times_each_message_type_and_attributes_update_events() -> None:
     clock = FakeClock()
     rm = ResourceManager(clock, make_logger(clock, None))
     # As a real-time run wires it: the run's decision timer tells the RM's arrivals (h2), and the
-    # meter chains onto it.
+    # meter's observer calls theirs.
     decisions = DecisionTimer()
     rm.instrument(lambda handler: handler, decisions.wrap)
     arrivals = RMArrivals(clock, rm.is_registered, 3.0)
     decisions.observer = arrivals.observer
     meter = RMCostMeter(rm)
     meter.install(decisions)
-    receive = arrivals.wrap_receive(rm.receive)
+    rm.heartbeat_arrived = arrivals.stamp  # the RM stamps arrivals (``RMSide``)
+    receive = rm.receive
     meter.start()
     link = Link()
     receive(link, Register(address="n", resources=Resources(20, 40)))
@@ -105,6 +119,7 @@ def test_cost_meter_times_each_message_type_and_attributes_update_events() -> No
     assert meter.busy["Register"].count == 1
     assert meter.busy["NodeUpdate"].count == 7  # one per heartbeat and one for the registration
     assert meter.heartbeat_fit.n == 6
+    assert meter.update_fit.n == 7
     # Inline handling: every update is processed at once, so every heartbeat counts as timely.
     assert arrivals.arrived_by_interval == {k: 1 for k in range(1, 7)}
     assert arrivals.timely_by_interval == arrivals.arrived_by_interval

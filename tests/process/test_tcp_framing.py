@@ -16,6 +16,7 @@ from emulator.transport.framing import (
 )
 from ringmon.protocol import Ring, RingDelta
 from rm.protocol import (
+    ContainerLaunch,
     ContainerStatus,
     Heartbeat,
     HeartbeatResponse,
@@ -191,3 +192,39 @@ def test_a_node_host_delivers_a_burst_in_batches_letting_its_timers_run_between(
     assert at_timer <= 2 * 256  # the timer ran after a batch, not after the whole burst
     _, at_timer = asyncio.run(main(None))
     assert at_timer > 2 * 256  # without batches it waits for whatever arrived at once
+
+
+def _body(frame: bytes) -> bytes:
+    size, _word = HEADER.unpack_from(frame)
+    assert len(frame) == HEADER.size + size
+    return frame[HEADER.size :]
+
+
+def test_a_periodic_report_goes_whole_every_interval() -> None:
+    """Periodic mode models stock YARN: every report carries the node's full status list, encoded
+    as msgspec encodes the Heartbeat, even when it is the very statuses tuple sent last time."""
+    enc, dec = FrameEncoder(), FrameDecoder(RMInbound)
+    statuses = tuple(ContainerStatus(c, "running") for c in range(30))
+    for hid in (1, 2, 300, 70_000):
+        hb = Heartbeat(machine_id=3, heartbeat_id=hid, healthy=True, statuses=statuses, full=True)
+        frame = enc.encode(7, hb)
+        assert _body(frame) == msgspec.msgpack.encode(hb)
+        ((channel, got),) = dec.feed(frame)
+        assert channel == 7 and got == hb and len(got.statuses) == 30
+
+
+def test_answers_that_launch_and_kill_nothing_are_msgspecs_bytes() -> None:
+    """Such answers are written from saved pieces around a new heartbeat id: the same bytes."""
+    enc, dec = FrameEncoder(), FrameDecoder(NodeInbound)
+    sent = [HeartbeatResponse(action=a, heartbeat_id=hid)
+            for hid in (1, 200, 70_000, 2**40) for a in ("normal", "resync")]
+    sent.insert(2, HeartbeatResponse(action="normal", heartbeat_id=5,
+                                     launch=(ContainerLaunch(4, Resources(1, 2), 9.0),)))
+    sent.insert(4, HeartbeatResponse(action="normal", heartbeat_id=6, kill=(4,)))
+    buf = bytearray()
+    for i, msg in enumerate(sent):
+        enc.append(buf, i + 1, msg)
+    assert dec.feed(bytes(buf)) == [(i + 1, m) for i, m in enumerate(sent)]
+    for msg in sent:
+        assert _body(enc.encode(1, msg)) == msgspec.msgpack.encode(msg)
+    assert enc.answers.hits == 2 * 8 - 2  # every empty answer but the first of each action

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import csv
 import json
+import random
+from bisect import bisect_left
 from pathlib import Path
 
 import pytest
 
-from emulator.measure.decisions import DecisionTimer
+from emulator.measure.decisions import BATCH, BUCKETS_US, DecisionTimer
 from emulator.measure.jobs import JobRecorder, stats
 from emulator.results.jobs import CSV_COLUMNS, jobs_summary
 from emulator.results.summary import write_results
+from rm import LogHistogram
 from rm.views.observer import OperationEvent, TaskStarted
 from tests.helpers import run_with_handle, scenario
 
@@ -91,6 +94,33 @@ def test_decision_timer_uses_its_wall_clock() -> None:
     assert s["count"] == 2 and s["max"] == pytest.approx(500.0, rel=1e-6)
     assert 9.5 <= s["p50"] <= 10.5 and 480 <= s["p99"] <= 500.0
     assert sum(timer.counts) == 2
+
+
+def test_decision_timer_buckets_its_samples_in_batches_as_one_by_one() -> None:
+    """Samples are held in a list and bucketed with numpy every BATCH events and on reading: the
+    histograms and /metrics counts are those of one histogram call per event."""
+    rng = random.Random(3)
+    dts = [0.0, 1e-10, *(rng.lognormvariate(-11, 2) for _ in range(BATCH + 500))]
+    ticks = iter([t for dt in dts for t in (1.0, 1.0 + dt)])
+    timer = DecisionTimer(lambda: next(ticks))
+    handler = timer.wrap(lambda item: None)
+    for _ in dts:
+        handler(None)  # type: ignore[arg-type]
+    assert len(timer._samples[type(None)].dts) < BATCH  # bucketed on the way, not only when read
+    one_by_one = LogHistogram()
+    counts = [0] * (len(BUCKETS_US) + 1)
+    for dt in dts:
+        got = 1.0 + dt - 1.0  # as the timer computes it
+        one_by_one.add(got)
+        counts[bisect_left([edge / 1e6 for edge in BUCKETS_US], got)] += 1
+    (h,) = timer.by_type.values()
+    assert (h.count, h.zeros, h.max) == (one_by_one.count, one_by_one.zeros, one_by_one.max)
+    assert h.sum == pytest.approx(one_by_one.sum, rel=1e-9)
+    assert [h.quantile(q) for q in (0.1, 0.5, 0.9, 0.99)] == [
+        one_by_one.quantile(q) for q in (0.1, 0.5, 0.9, 0.99)
+    ]
+    assert timer.counts == counts and sum(counts) == len(dts)
+    assert timer.summary()["count"] == len(dts)
 
 
 def test_a_run_writes_jobs(tmp_path: Path) -> None:

@@ -189,3 +189,36 @@ def test_full_reports_follow_every_container_change() -> None:
         assert states(link) == [(2, "running"), (3, "running")]
 
     drive("periodic", script)
+
+
+def test_an_answer_retires_only_the_changes_its_report_carried() -> None:
+    """A completion and a launch that come while a report is in flight are not acknowledged by
+    its answer: the next report carries them (periodic and delta alike)."""
+
+    def states(link: RecordingLink) -> list[tuple[int, str]]:
+        return [(s.container_id, s.state) for s in link.last(Heartbeat).statuses]
+
+    def script_for(mode: HeartbeatMode) -> Callable[[NodeManager, RecordingLink, FakeClock], None]:
+        def script(node: NodeManager, link: RecordingLink, clock: FakeClock) -> None:
+            registered(node, link, clock)
+            node.receive(LaunchContainers(containers=(launch(1, 12),)))
+            clock.advance_to(11.5)
+            assert states(link) == [(1, "running")]
+            clock.advance_to(14)  # 1 ended at 13.5, before the answer
+            node.receive(LaunchContainers(containers=(launch(2, 100),)))
+            node.receive(HeartbeatResponse(action="normal", heartbeat_id=1))
+            assert node.unreported_completions() == {1}
+            clock.advance_to(21.5)
+            assert sorted(states(link)) == [(1, "complete"), (2, "running")]
+            node.receive(HeartbeatResponse(action="normal", heartbeat_id=2))
+            assert node.unreported_completions() == set()
+            clock.advance_to(31.5)
+            if mode == "periodic":
+                assert states(link) == [(2, "running")]
+            else:
+                assert len(link.of(Heartbeat)) == 2  # nothing left to report
+
+        return script
+
+    drive("periodic", script_for("periodic"))
+    drive("delta", script_for("delta"))

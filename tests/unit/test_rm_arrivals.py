@@ -14,9 +14,9 @@ from emulator.measure.arrivals import RMArrivals
 from emulator.measure.sampler import Sampler
 from emulator.measure.timing import HeartbeatTiming
 from rm import NodeUpdate
-from rm.protocol import Heartbeat
+from rm.protocol import Heartbeat, Register, Resources
 from rm.shell.manager import ResourceManager
-from tests.helpers import FakeClock
+from tests.helpers import FakeClock, RecordingLink
 
 INTERVAL = 3.0
 
@@ -74,6 +74,28 @@ def test_updates_count_in_their_heartbeats_arrival_interval_within_one_interval(
     h2 = sampler.efficiency()[1]
     assert h2 == pytest.approx(0.5)
     assert arrivals.h2(range(1, 4)) == h2
+
+
+def test_the_rm_stamps_a_registered_nodes_heartbeats_as_wrap_receive_would() -> None:
+    """``ResourceManager.heartbeat_arrived`` (the runs' wiring) counts what ``wrap_receive`` counts:
+    a registered node's heartbeats, also those a stopped RM drops; a stranger's never."""
+    clock = FakeClock()
+    rm = ResourceManager(clock, make_logger(clock, None))
+    arrivals = RMArrivals(clock, rm.is_registered, INTERVAL)
+    wrapped = RMArrivals(clock, rm.is_registered, INTERVAL)
+    rm.heartbeat_arrived = arrivals.stamp
+    receive = wrapped.wrap_receive(rm.receive)
+    node, stranger = RecordingLink(), RecordingLink()
+    receive(node, Register(address="n", resources=Resources(4, 8)))
+    mid = node.sent[0].machine_id
+    for t, link in ((1.0, node), (2.0, stranger), (4.0, node), (5.0, node)):
+        clock.t = t
+        receive(link, Heartbeat(machine_id=mid, heartbeat_id=0, healthy=True, statuses=(), full=True))
+    rm.stop()
+    clock.t = 7.0
+    receive(node, _heartbeat())
+    assert arrivals.arrived_by_interval == {1: 1, 2: 2, 3: 1}
+    assert wrapped.arrived_by_interval == arrivals.arrived_by_interval
 
 
 def test_interval_must_be_positive() -> None:
