@@ -17,6 +17,8 @@ import selectors
 import time
 from collections import deque
 from collections.abc import Callable
+from functools import partial
+from operator import attrgetter
 from typing import Any, Literal, Protocol
 
 Ctx = contextvars.Context | None
@@ -170,6 +172,15 @@ class DesLoop(asyncio.SelectorEventLoop):
         heapq.heappush(self._heap, (ev._when, ev))
         return ev
 
+    def call_after(self, delay: float, callback: Callable[..., Any], *args: Any) -> Event:
+        """``call_later`` with a negative delay taken as 0 (the clock's timers: one call less per
+        timer than clamping in the clock; ``now + 0.0`` is ``now``)."""
+        now = self._now
+        when = now + delay if delay > 0.0 else now
+        ev = Event(self, when, callback, args, None)
+        heapq.heappush(self._heap, (when, ev))
+        return ev
+
     def _run_once(self) -> None:
         """asyncio's loop iteration, repeated here while no I/O is registered and nobody asked
         the loop to stop (what ``run_forever`` would do, without its call per iteration)."""
@@ -179,31 +190,36 @@ class DesLoop(asyncio.SelectorEventLoop):
         fds: dict[Any, Any] = vars(self._io)["_fd_to_key"]
         pop, res = heapq.heappop, self._resolution
         passes = 0
+        # The pass before left ready callbacks and nothing for the top of a pass to do (no
+        # cancelled timer, no I/O, no signal check due, not stopping): the next pass starts at
+        # its timers, as the full top would have (no time jump with callbacks ready).
+        ready = False
         while True:
-            # No cancelled timer counted: none is in the heap (the count covers every one there).
-            cancelled = self._cancelled_timers
-            if not cancelled:
-                pass
-            elif cancelled > _SWEEP_FRACTION * len(heap) and len(heap) > _SWEEP_MIN_TIMERS:
-                heap[:] = [e for e in heap if e[1].fn is not None]
-                heapq.heapify(heap)
-                self._cancelled_timers = 0
-            else:
-                while heap and heap[0][1].fn is None:
-                    pop(heap)
-                    self._cancelled_timers -= 1
-            idle = not queue and not state["_stopping"]
-            events = None
-            io = len(fds) > 1
-            passes += 1
-            if io or (idle and not heap) or not passes & _SIGNAL_CHECK_MASK:
-                # Real I/O is registered (or nothing at all is scheduled: only I/O can wake us), or
-                # it is time to look for a signal on the self-pipe.
-                events = self._io.select(None if idle and not heap else 0.0)
-                self._process_events(events)  # type: ignore[attr-defined]
-            if idle and heap and not events:
-                # Jump to the next timer (as ``now += timeout`` did, to keep the same float sums).
-                self._now += max(0.0, heap[0][0] - self._now)
+            if not ready:
+                # No cancelled timer counted: none is in the heap (the count covers every one there).
+                cancelled = self._cancelled_timers
+                if not cancelled:
+                    pass
+                elif cancelled > _SWEEP_FRACTION * len(heap) and len(heap) > _SWEEP_MIN_TIMERS:
+                    heap[:] = [e for e in heap if e[1].fn is not None]
+                    heapq.heapify(heap)
+                    self._cancelled_timers = 0
+                else:
+                    while heap and heap[0][1].fn is None:
+                        pop(heap)
+                        self._cancelled_timers -= 1
+                idle = not queue and not state["_stopping"]
+                events = None
+                io = len(fds) > 1
+                passes += 1
+                if io or (idle and not heap) or not passes & _SIGNAL_CHECK_MASK:
+                    # Real I/O is registered (or nothing at all is scheduled: only I/O can wake us), or
+                    # it is time to look for a signal on the self-pipe.
+                    events = self._io.select(None if idle and not heap else 0.0)
+                    self._process_events(events)  # type: ignore[attr-defined]
+                if idle and heap and not events:
+                    # Jump to the next timer (as ``now += timeout`` did, to keep the same float sums).
+                    self._now += max(0.0, heap[0][0] - self._now)
             end = self._now + res
             while heap and heap[0][0] < end:
                 ev = pop(heap)[1]
@@ -247,6 +263,10 @@ class DesLoop(asyncio.SelectorEventLoop):
                     )
             if io or state["_stopping"] or not (queue or heap):
                 return
+            ready = bool(queue) and not self._cancelled_timers and len(fds) <= 1 and bool(
+                (passes + 1) & _SIGNAL_CHECK_MASK)
+            if ready:
+                passes += 1
 
 
 def new_event_loop(mode: ClockMode, core: VirtualCore = "des") -> asyncio.AbstractEventLoop:
@@ -399,16 +419,21 @@ class VirtualClock(LoopClock):
     def __init__(self, loop: DesLoop) -> None:
         super().__init__(loop, 1.0)
         self._des = loop
-        # The core's own methods, one call less per message (every in-memory send takes these).
+        # The core's own methods, one call less per message and per timer (every in-memory send
+        # and every timer takes these).
         self.call_soon_batched = loop.call_soon_batched  # type: ignore[method-assign]
         self.call_soon = loop.call_soon  # type: ignore[method-assign]
+        self.call_later = loop.call_after  # type: ignore[method-assign]
+        if self._origin == 0.0:
+            # The time is the core's counter itself (``t - 0.0`` is ``t``): read in C, no Python
+            # frame, for the many readings of every heartbeat.
+            self.now = partial(attrgetter("_now"), loop)  # type: ignore[method-assign]
 
     def now(self) -> float:
         return self._des._now - self._origin
 
     def call_later(self, delay: float, callback: Callable[..., Any], *args: Any) -> Cancellable:
-        timer: Event = self._des.call_later(delay if delay > 0.0 else 0.0, callback, *args)
-        return timer
+        return self._des.call_after(delay, callback, *args)
 
 
 def clock_for(loop: asyncio.AbstractEventLoop, mode: ClockMode, speed: float = 1.0) -> LoopClock:
