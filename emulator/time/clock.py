@@ -97,10 +97,20 @@ class Event:
     def when(self) -> float:
         return self._when
 
-    def __lt__(self, other: Event) -> bool:
-        # Heap entries are (when, event): at equal times no event is "less", so ties keep the
-        # places asyncio's heap of TimerHandles (compared by time alone) would give them.
-        return False
+
+class Due(float):
+    """A heap entry: the event's time, carrying the event. Compared as the float it is (in C, and
+    one object less to reach than a ``(time, event)`` tuple): at equal times neither is less, as
+    asyncio's heap of TimerHandles (compared by time alone) has it, so ties keep its places."""
+
+    __slots__ = ("ev",)
+    ev: Event
+
+
+def _due(when: float, ev: Event) -> Due:
+    entry = Due(when)
+    entry.ev = ev
+    return entry
 
 
 class Batch:
@@ -130,7 +140,7 @@ class DesLoop(asyncio.SelectorEventLoop):
     def __init__(self) -> None:
         super().__init__(selectors.DefaultSelector())
         self._now = 0.0
-        self._heap: list[tuple[float, Event]] = []
+        self._heap: list[Due] = []
         self._cancelled_timers = 0
         # asyncio's own ready queue (run_forever and I/O callbacks use it), and its loop state.
         self._queue: deque[Any] = vars(self)["_ready"]
@@ -162,14 +172,14 @@ class DesLoop(asyncio.SelectorEventLoop):
         self, when: float, callback: Callable[..., Any], *args: Any, context: Ctx = None
     ) -> Any:
         ev = Event(self, when, callback, args, context)
-        heapq.heappush(self._heap, (when, ev))
+        heapq.heappush(self._heap, _due(when, ev))
         return ev
 
     def call_later(  # type: ignore[override]
         self, delay: float, callback: Callable[..., Any], *args: Any, context: Ctx = None
     ) -> Any:
         ev = Event(self, self._now + delay, callback, args, context)
-        heapq.heappush(self._heap, (ev._when, ev))
+        heapq.heappush(self._heap, _due(ev._when, ev))
         return ev
 
     def call_after(self, delay: float, callback: Callable[..., Any], *args: Any) -> Event:
@@ -178,7 +188,9 @@ class DesLoop(asyncio.SelectorEventLoop):
         now = self._now
         when = now + delay if delay > 0.0 else now
         ev = Event(self, when, callback, args, None)
-        heapq.heappush(self._heap, (when, ev))
+        entry = Due(when)
+        entry.ev = ev
+        heapq.heappush(self._heap, entry)
         return ev
 
     def _run_once(self) -> None:
@@ -201,11 +213,11 @@ class DesLoop(asyncio.SelectorEventLoop):
                 if not cancelled:
                     pass
                 elif cancelled > _SWEEP_FRACTION * len(heap) and len(heap) > _SWEEP_MIN_TIMERS:
-                    heap[:] = [e for e in heap if e[1].fn is not None]
+                    heap[:] = [e for e in heap if e.ev.fn is not None]
                     heapq.heapify(heap)
                     self._cancelled_timers = 0
                 else:
-                    while heap and heap[0][1].fn is None:
+                    while heap and heap[0].ev.fn is None:
                         pop(heap)
                         self._cancelled_timers -= 1
                 idle = not queue and not state["_stopping"]
@@ -219,10 +231,10 @@ class DesLoop(asyncio.SelectorEventLoop):
                     self._process_events(events)  # type: ignore[attr-defined]
                 if idle and heap and not events:
                     # Jump to the next timer (as ``now += timeout`` did, to keep the same float sums).
-                    self._now += max(0.0, heap[0][0] - self._now)
+                    self._now += max(0.0, heap[0] - self._now)
             end = self._now + res
-            while heap and heap[0][0] < end:
-                ev = pop(heap)[1]
+            while heap and heap[0] < end:
+                ev = pop(heap).ev
                 # Out of the heap: a later cancel is not one of its cancelled timers. (A cancelled
                 # timer leaving here stays counted, as in asyncio: the sweeps happen when they did.)
                 ev.loop = None
