@@ -113,18 +113,16 @@ def _due(when: float, ev: Event) -> Due:
     return entry
 
 
-class Batch:
+class Batch(list[Any]):
     """Calls of one callback queued back to back within a loop pass: one ready-queue entry that
-    runs ``fn(item)`` for each item in order, as separate entries would have run."""
+    runs ``fn(item)`` for each of its items in order, as separate entries would have run. (A
+    list itself: made in C, no Python ``__init__`` per message.)"""
 
-    __slots__ = ("fn", "items", "open")
-
-    def __init__(self, fn: Callable[[Any], Any], item: Any) -> None:
-        self.fn = fn
-        self.items = [item]
-        # Closed once a pass has counted it among the callbacks it runs: a later call would run
-        # in that pass instead of the next.
-        self.open = True
+    __slots__ = ("fn", "open")
+    fn: Callable[[Any], Any]
+    # Closed once a pass has counted it among the callbacks it runs: a later call would run
+    # in that pass instead of the next.
+    open: bool
 
 
 class DesLoop(asyncio.SelectorEventLoop):
@@ -164,9 +162,12 @@ class DesLoop(asyncio.SelectorEventLoop):
         if queue:
             last = queue[-1]
             if type(last) is Batch and last.fn is callback and last.open:
-                last.items.append(item)
+                last.append(item)
                 return
-        queue.append(Batch(callback, item))
+        batch = Batch((item,))
+        batch.fn = callback
+        batch.open = True
+        queue.append(batch)
 
     def call_at(  # type: ignore[override]
         self, when: float, callback: Callable[..., Any], *args: Any, context: Ctx = None
@@ -202,24 +203,24 @@ class DesLoop(asyncio.SelectorEventLoop):
         fds: dict[Any, Any] = vars(self._io)["_fd_to_key"]
         pop, res = heapq.heappop, self._resolution
         passes = 0
-        # The pass before left ready callbacks and nothing for the top of a pass to do (no
-        # cancelled timer, no I/O, no signal check due, not stopping): the next pass starts at
-        # its timers, as the full top would have (no time jump with callbacks ready).
+        # The pass before left ready callbacks, no I/O is registered, no signal check is due and
+        # nobody asked to stop: the next pass skips the poll and the time jump (none happens with
+        # callbacks ready) and goes from its cancelled timers to its due ones.
         ready = False
         while True:
+            # No cancelled timer counted: none is in the heap (the count covers every one there).
+            cancelled = self._cancelled_timers
+            if not cancelled:
+                pass
+            elif cancelled > _SWEEP_FRACTION * len(heap) and len(heap) > _SWEEP_MIN_TIMERS:
+                heap[:] = [e for e in heap if e.ev.fn is not None]
+                heapq.heapify(heap)
+                self._cancelled_timers = 0
+            else:
+                while heap and heap[0].ev.fn is None:
+                    pop(heap)
+                    self._cancelled_timers -= 1
             if not ready:
-                # No cancelled timer counted: none is in the heap (the count covers every one there).
-                cancelled = self._cancelled_timers
-                if not cancelled:
-                    pass
-                elif cancelled > _SWEEP_FRACTION * len(heap) and len(heap) > _SWEEP_MIN_TIMERS:
-                    heap[:] = [e for e in heap if e.ev.fn is not None]
-                    heapq.heapify(heap)
-                    self._cancelled_timers = 0
-                else:
-                    while heap and heap[0].ev.fn is None:
-                        pop(heap)
-                        self._cancelled_timers -= 1
                 idle = not queue and not state["_stopping"]
                 events = None
                 io = len(fds) > 1
@@ -247,7 +248,7 @@ class DesLoop(asyncio.SelectorEventLoop):
                     if type(ev) is Batch:
                         # Run here, not in a method: most batches are one message.
                         each = ev.fn
-                        for item in ev.items:
+                        for item in ev:
                             try:
                                 each(item)
                             except (SystemExit, KeyboardInterrupt):
@@ -275,8 +276,7 @@ class DesLoop(asyncio.SelectorEventLoop):
                     )
             if io or state["_stopping"] or not (queue or heap):
                 return
-            ready = bool(queue) and not self._cancelled_timers and len(fds) <= 1 and bool(
-                (passes + 1) & _SIGNAL_CHECK_MASK)
+            ready = bool(queue) and len(fds) <= 1 and bool((passes + 1) & _SIGNAL_CHECK_MASK)
             if ready:
                 passes += 1
 
