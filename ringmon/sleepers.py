@@ -20,16 +20,12 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right, insort
-from typing import TYPE_CHECKING
 
-from ringmon.monitor_fields import EPS
+from ringmon.monitor_fields import EPS, MonitorFields
 from ringmon.ports import Clock, RingCounters
 
-if TYPE_CHECKING:
-    from ringmon.monitor import RingMonitor
 
-
-def settle_ticks(m: RingMonitor, now: float) -> int:
+def settle_ticks(m: MonitorFields, now: float) -> int:
     """Settle one sleeping monitor at ``now``: count the ticks it skipped up to then into its
     sequence and next tick; returns them (0 when none is due)."""
     asleep_at = m._asleep_at
@@ -63,7 +59,7 @@ class SleepLedger:
         self._interval = 0.0
         # The times the whole ledger was settled at, since the oldest sleeper fell asleep.
         self._times: list[float] = []
-        self._sleepers: dict[RingMonitor, _Sleeper] = {}
+        self._sleepers: dict[MonitorFields, _Sleeper] = {}
         # Sorted fractional parts of the sleepers' tick phases, by their width.
         self._fracs: dict[int, list[float]] = {}
         self._width = 0  # summed over the sleepers
@@ -73,14 +69,14 @@ class SleepLedger:
     def __len__(self) -> int:
         return len(self._sleepers)
 
-    def join(self, m: RingMonitor) -> None:
+    def join(self, m: MonitorFields) -> None:
         """``m`` (a monitor of this ledger's process) will settle through it."""
         if self._stats is None:
             self.clock, self._stats, self._interval = m._clock, m.stats, m._interval
         elif m.stats is not self._stats or m._interval != self._interval:
             raise ValueError("the monitors of one sleep ledger share their counters and interval")
 
-    def add(self, m: RingMonitor) -> None:
+    def add(self, m: MonitorFields) -> None:
         """``m`` fell asleep at ``m._asleep_at`` (a tick time after now: none of it is due)."""
         y = m._asleep_at / self._interval
         whole = math.floor(y)
@@ -90,7 +86,7 @@ class SleepLedger:
         self._width += s.width
         self._base += s.width * whole
 
-    def remove(self, m: RingMonitor) -> None:
+    def remove(self, m: MonitorFields) -> None:
         """``m`` wakes (or settles by itself): caught up with the ledger's settles, and out of
         what the ledger counts; its ticks from the last settle on are its own to count."""
         s = self._sleepers.pop(m)
@@ -105,7 +101,7 @@ class SleepLedger:
             self._times.clear()
             self._counted = 0
 
-    def catch_up(self, m: RingMonitor) -> None:
+    def catch_up(self, m: MonitorFields) -> None:
         """Bring sleeping ``m``'s sequence and next tick up to the ledger's last settle."""
         s = self._sleepers.get(m)
         if s is not None:
@@ -132,7 +128,7 @@ class SleepLedger:
         whole = math.floor(x)
         return whole - s.whole + (0 if s.frac > x - whole else 1)
 
-    def _replay(self, m: RingMonitor, s: _Sleeper) -> None:
+    def _replay(self, m: MonitorFields, s: _Sleeper) -> None:
         times = self._times
         for i in range(s.index, len(times)):
             settle_ticks(m, times[i])

@@ -11,7 +11,6 @@ from emulator.transport.peers import MemoryPeers
 from ringmon.config import RingConfig
 from ringmon.membership import ViewCache, encode_ids
 from ringmon.monitor import RingMonitor, settle_all
-from ringmon.sleepers import SleepLedger
 from ringmon.ports import RingCounters
 from ringmon.protocol import (
     Liveness,
@@ -23,6 +22,7 @@ from ringmon.protocol import (
     RingUpdate,
     UnlivelinessReport,
 )
+from ringmon.sleepers import SleepLedger
 from tests.helpers import FakeClock
 
 
