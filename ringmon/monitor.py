@@ -43,6 +43,7 @@ from ringmon.protocol import (
     UnlivelinessResponse,
 )
 from ringmon.rtt import RttEstimator
+from ringmon.sleepers import SleepLedger, settle_ticks
 from ringmon.watching import PredecessorWatching
 
 
@@ -60,9 +61,12 @@ class RingMonitor(PredecessorWatching, RingFollowing):
         on_removed: Callable[[], None] | None = None,
         phase_s: float = 0.0,
         can_sleep: bool = False,
+        sleepers: SleepLedger | None = None,
     ) -> None:
         """``can_sleep`` (kring): the host calls ``loop_stalled`` when the node's loop stalls, so
-        a monitor with nothing to send or watch by itself may skip its ticks (``settle``)."""
+        a monitor with nothing to send or watch by itself may skip its ticks (``settle``);
+        ``sleepers``: the ledger of the process's sleeping monitors (they share ``stats``; None:
+        one of its own)."""
         self._cfg = config
         self._clock = clock
         self._peers = peers
@@ -109,6 +113,8 @@ class RingMonitor(PredecessorWatching, RingFollowing):
         self._joined_at = 0.0
         self._prev_version = -1  # the version held before the current one, and since when
         self._adopted_at = 0.0
+        self._sleepers = sleepers if sleepers is not None else SleepLedger()
+        self._sleepers.join(self)
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -130,8 +136,7 @@ class RingMonitor(PredecessorWatching, RingFollowing):
 
     def leave(self) -> None:
         """Stop sending and watching (crash, resync, shutdown). Sends nothing."""
-        self.settle()
-        self._asleep_at = -1.0
+        self._settle_awake()
         if self.machine_id >= 0:
             self._peers.unbind(self.machine_id, self)
             last = self._next_tick - self._interval
@@ -208,19 +213,30 @@ class RingMonitor(PredecessorWatching, RingFollowing):
             and all(w.vouched for w in self.watching.values())
         ):
             self._asleep_at = self._next_tick
+            self._sleepers.add(self)
             return
         self._tick_timer = self._clock.call_later(self._next_tick - now, self._tick)
 
     def settle(self) -> None:
         """Count the ticks a sleeping monitor skipped up to now as the liveness they would have
         sent (what a reader of the counters sees is as if it had ticked)."""
-        settle_all((self,))
+        if self._asleep_at >= 0:
+            self._settle_awake()
+            self._asleep_at = self._next_tick
+            self._sleepers.add(self)
+
+    def _settle_awake(self) -> None:
+        """Settle a sleeping monitor by itself, out of its ledger, and wake it (no timer)."""
+        if self._asleep_at < 0:
+            return
+        self._sleepers.remove(self)
+        self.stats.liveness_sent += settle_ticks(self, self._clock.now()) * len(self.successors)
+        self._asleep_at = -1.0
 
     def _wake(self) -> None:
         if self._asleep_at < 0:
             return
-        self.settle()
-        self._asleep_at = -1.0
+        self._settle_awake()
         self._tick_timer = self._clock.call_later(self._next_tick - self._clock.now(), self._tick)
 
     def loop_stalled(self) -> None:
@@ -287,6 +303,8 @@ class RingMonitor(PredecessorWatching, RingFollowing):
         return self._prev_version
 
     def _liveness(self) -> Liveness:
+        if self._asleep_at >= 0:
+            self._sleepers.catch_up(self)  # its sequence, as if every sample had settled it
         return Liveness(
             sender=self.machine_id, seq=self._seq, stalled_s=self._stall_age(),
             ring_version=self._advertised(),
@@ -294,30 +312,10 @@ class RingMonitor(PredecessorWatching, RingFollowing):
 
 
 def settle_all(monitors: Sequence[RingMonitor]) -> None:
-    """``settle`` every monitor of ``monitors`` (one process's: they read the same time), in one
-    loop: a sampler reads the counters of every sleeping monitor at every sample."""
-    if not monitors:
-        return
-    now = monitors[0]._clock.now()
-    due = now + EPS
-    # The liveness counted is added to each monitor's counters once per run of monitors sharing
-    # them (one process's monitors share one set).
-    stats: RingCounters | None = None
-    sent = 0
+    """``settle`` the sleeping monitors of ``monitors``' ledgers (a process's monitors share one:
+    a sampler reads the counters of every sleeping monitor at every sample), each ledger once."""
+    ledgers: dict[int, SleepLedger] = {}
     for m in monitors:
-        asleep_at = m._asleep_at
-        if asleep_at < 0 or due < asleep_at:
-            continue
-        interval = m._interval
-        behind = now - asleep_at + EPS
-        # One tick when less than an interval is due (what the floor division gives then).
-        ticks = 1 if behind < interval else int(behind // interval) + 1
-        m._seq += ticks
-        if m.stats is not stats:
-            if stats is not None:
-                stats.liveness_sent += sent
-            stats, sent = m.stats, 0
-        sent += ticks * len(m.successors)
-        m._asleep_at = m._next_tick = asleep_at + ticks * interval
-    if stats is not None:
-        stats.liveness_sent += sent
+        ledgers.setdefault(id(m._sleepers), m._sleepers)
+    for ledger in ledgers.values():
+        ledger.settle()

@@ -23,9 +23,10 @@ from nodemanager.ports import Log, Timer
 from nodemanager.stats import NodeCounters
 from ringmon.config import RingConfig
 from ringmon.membership import RingView, ViewCache
-from ringmon.monitor import RingMonitor, settle_all
+from ringmon.monitor import RingMonitor
 from ringmon.ports import PeerChannel, PeerReceiver, RingCounters
 from ringmon.protocol import RingMessage
+from ringmon.sleepers import SleepLedger
 from rm import Link
 from rm.protocol import ContainerLaunch, Resources
 
@@ -192,10 +193,11 @@ class RingParts:
         self.views = ViewCache()
         self.counters = RingCounters()
         self.monitors: list[RingMonitor] = []
+        self.sleepers = SleepLedger()  # every monitor's
 
     def settled(self) -> RingCounters:
         """The counters up to now, sleeping monitors' skipped ticks counted."""
-        settle_all(self.monitors)
+        self.sleepers.settle()
         return self.counters
 
     def peer_messages(self) -> int:
@@ -237,6 +239,7 @@ class NodeProcess:
                 self.send_to_rm, ring.views, ring.counters, log,
                 stall_age=self.gate.stalled_for, on_removed=self._ring_removed, phase_s=phase_s,
                 can_sleep=True,  # ``pause`` tells it
+                sleepers=ring.sleepers,
             )
             ring.monitors.append(self.monitor)
         probe = _PauseAwareTiming(timing, self.gate) if timing is not None else None

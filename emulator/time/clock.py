@@ -17,6 +17,8 @@ import selectors
 import time
 from collections import deque
 from collections.abc import Callable
+from functools import partial
+from operator import attrgetter
 from typing import Any, Literal, Protocol
 
 Ctx = contextvars.Context | None
@@ -95,24 +97,32 @@ class Event:
     def when(self) -> float:
         return self._when
 
-    def __lt__(self, other: Event) -> bool:
-        # Heap entries are (when, event): at equal times no event is "less", so ties keep the
-        # places asyncio's heap of TimerHandles (compared by time alone) would give them.
-        return False
+
+class Due(float):
+    """A heap entry: the event's time, carrying the event. Compared as the float it is (in C, and
+    one object less to reach than a ``(time, event)`` tuple): at equal times neither is less, as
+    asyncio's heap of TimerHandles (compared by time alone) has it, so ties keep its places."""
+
+    __slots__ = ("ev",)
+    ev: Event
 
 
-class Batch:
+def _due(when: float, ev: Event) -> Due:
+    entry = Due(when)
+    entry.ev = ev
+    return entry
+
+
+class Batch(list[Any]):
     """Calls of one callback queued back to back within a loop pass: one ready-queue entry that
-    runs ``fn(item)`` for each item in order, as separate entries would have run."""
+    runs ``fn(item)`` for each of its items in order, as separate entries would have run. (A
+    list itself: made in C, no Python ``__init__`` per message.)"""
 
-    __slots__ = ("fn", "items", "open")
-
-    def __init__(self, fn: Callable[[Any], Any], item: Any) -> None:
-        self.fn = fn
-        self.items = [item]
-        # Closed once a pass has counted it among the callbacks it runs: a later call would run
-        # in that pass instead of the next.
-        self.open = True
+    __slots__ = ("fn", "open")
+    fn: Callable[[Any], Any]
+    # Closed once a pass has counted it among the callbacks it runs: a later call would run
+    # in that pass instead of the next.
+    open: bool
 
 
 class DesLoop(asyncio.SelectorEventLoop):
@@ -128,7 +138,7 @@ class DesLoop(asyncio.SelectorEventLoop):
     def __init__(self) -> None:
         super().__init__(selectors.DefaultSelector())
         self._now = 0.0
-        self._heap: list[tuple[float, Event]] = []
+        self._heap: list[Due] = []
         self._cancelled_timers = 0
         # asyncio's own ready queue (run_forever and I/O callbacks use it), and its loop state.
         self._queue: deque[Any] = vars(self)["_ready"]
@@ -152,22 +162,36 @@ class DesLoop(asyncio.SelectorEventLoop):
         if queue:
             last = queue[-1]
             if type(last) is Batch and last.fn is callback and last.open:
-                last.items.append(item)
+                last.append(item)
                 return
-        queue.append(Batch(callback, item))
+        batch = Batch((item,))
+        batch.fn = callback
+        batch.open = True
+        queue.append(batch)
 
     def call_at(  # type: ignore[override]
         self, when: float, callback: Callable[..., Any], *args: Any, context: Ctx = None
     ) -> Any:
         ev = Event(self, when, callback, args, context)
-        heapq.heappush(self._heap, (when, ev))
+        heapq.heappush(self._heap, _due(when, ev))
         return ev
 
     def call_later(  # type: ignore[override]
         self, delay: float, callback: Callable[..., Any], *args: Any, context: Ctx = None
     ) -> Any:
         ev = Event(self, self._now + delay, callback, args, context)
-        heapq.heappush(self._heap, (ev._when, ev))
+        heapq.heappush(self._heap, _due(ev._when, ev))
+        return ev
+
+    def call_after(self, delay: float, callback: Callable[..., Any], *args: Any) -> Event:
+        """``call_later`` with a negative delay taken as 0 (the clock's timers: one call less per
+        timer than clamping in the clock; ``now + 0.0`` is ``now``)."""
+        now = self._now
+        when = now + delay if delay > 0.0 else now
+        ev = Event(self, when, callback, args, None)
+        entry = Due(when)
+        entry.ev = ev
+        heapq.heappush(self._heap, entry)
         return ev
 
     def _run_once(self) -> None:
@@ -179,34 +203,39 @@ class DesLoop(asyncio.SelectorEventLoop):
         fds: dict[Any, Any] = vars(self._io)["_fd_to_key"]
         pop, res = heapq.heappop, self._resolution
         passes = 0
+        # The pass before left ready callbacks, no I/O is registered, no signal check is due and
+        # nobody asked to stop: the next pass skips the poll and the time jump (none happens with
+        # callbacks ready) and goes from its cancelled timers to its due ones.
+        ready = False
         while True:
             # No cancelled timer counted: none is in the heap (the count covers every one there).
             cancelled = self._cancelled_timers
             if not cancelled:
                 pass
             elif cancelled > _SWEEP_FRACTION * len(heap) and len(heap) > _SWEEP_MIN_TIMERS:
-                heap[:] = [e for e in heap if e[1].fn is not None]
+                heap[:] = [e for e in heap if e.ev.fn is not None]
                 heapq.heapify(heap)
                 self._cancelled_timers = 0
             else:
-                while heap and heap[0][1].fn is None:
+                while heap and heap[0].ev.fn is None:
                     pop(heap)
                     self._cancelled_timers -= 1
-            idle = not queue and not state["_stopping"]
-            events = None
-            io = len(fds) > 1
-            passes += 1
-            if io or (idle and not heap) or not passes & _SIGNAL_CHECK_MASK:
-                # Real I/O is registered (or nothing at all is scheduled: only I/O can wake us), or
-                # it is time to look for a signal on the self-pipe.
-                events = self._io.select(None if idle and not heap else 0.0)
-                self._process_events(events)  # type: ignore[attr-defined]
-            if idle and heap and not events:
-                # Jump to the next timer (as ``now += timeout`` did, to keep the same float sums).
-                self._now += max(0.0, heap[0][0] - self._now)
+            if not ready:
+                idle = not queue and not state["_stopping"]
+                events = None
+                io = len(fds) > 1
+                passes += 1
+                if io or (idle and not heap) or not passes & _SIGNAL_CHECK_MASK:
+                    # Real I/O is registered (or nothing at all is scheduled: only I/O can wake us), or
+                    # it is time to look for a signal on the self-pipe.
+                    events = self._io.select(None if idle and not heap else 0.0)
+                    self._process_events(events)  # type: ignore[attr-defined]
+                if idle and heap and not events:
+                    # Jump to the next timer (as ``now += timeout`` did, to keep the same float sums).
+                    self._now += max(0.0, heap[0] - self._now)
             end = self._now + res
-            while heap and heap[0][0] < end:
-                ev = pop(heap)[1]
+            while heap and heap[0] < end:
+                ev = pop(heap).ev
                 # Out of the heap: a later cancel is not one of its cancelled timers. (A cancelled
                 # timer leaving here stays counted, as in asyncio: the sweeps happen when they did.)
                 ev.loop = None
@@ -219,7 +248,7 @@ class DesLoop(asyncio.SelectorEventLoop):
                     if type(ev) is Batch:
                         # Run here, not in a method: most batches are one message.
                         each = ev.fn
-                        for item in ev.items:
+                        for item in ev:
                             try:
                                 each(item)
                             except (SystemExit, KeyboardInterrupt):
@@ -247,6 +276,9 @@ class DesLoop(asyncio.SelectorEventLoop):
                     )
             if io or state["_stopping"] or not (queue or heap):
                 return
+            ready = bool(queue) and len(fds) <= 1 and bool((passes + 1) & _SIGNAL_CHECK_MASK)
+            if ready:
+                passes += 1
 
 
 def new_event_loop(mode: ClockMode, core: VirtualCore = "des") -> asyncio.AbstractEventLoop:
@@ -399,16 +431,21 @@ class VirtualClock(LoopClock):
     def __init__(self, loop: DesLoop) -> None:
         super().__init__(loop, 1.0)
         self._des = loop
-        # The core's own methods, one call less per message (every in-memory send takes these).
+        # The core's own methods, one call less per message and per timer (every in-memory send
+        # and every timer takes these).
         self.call_soon_batched = loop.call_soon_batched  # type: ignore[method-assign]
         self.call_soon = loop.call_soon  # type: ignore[method-assign]
+        self.call_later = loop.call_after  # type: ignore[method-assign]
+        if self._origin == 0.0:
+            # The time is the core's counter itself (``t - 0.0`` is ``t``): read in C, no Python
+            # frame, for the many readings of every heartbeat.
+            self.now = partial(attrgetter("_now"), loop)  # type: ignore[method-assign]
 
     def now(self) -> float:
         return self._des._now - self._origin
 
     def call_later(self, delay: float, callback: Callable[..., Any], *args: Any) -> Cancellable:
-        timer: Event = self._des.call_later(delay if delay > 0.0 else 0.0, callback, *args)
-        return timer
+        return self._des.call_after(delay, callback, *args)
 
 
 def clock_for(loop: asyncio.AbstractEventLoop, mode: ClockMode, speed: float = 1.0) -> LoopClock:

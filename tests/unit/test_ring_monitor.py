@@ -22,6 +22,7 @@ from ringmon.protocol import (
     RingUpdate,
     UnlivelinessReport,
 )
+from ringmon.sleepers import SleepLedger
 from tests.helpers import FakeClock
 
 
@@ -34,6 +35,7 @@ class Net:
         self.peers = MemoryPeers(clock, seed=1)
         self.views = ViewCache()
         self.stats = RingCounters()
+        self.sleepers = SleepLedger()
         self.to_rm: dict[int, list[Any]] = {}
         self.removed: list[int] = []
         self.stall: dict[int, float] = {}
@@ -46,7 +48,7 @@ class Net:
                 self.cfg, clock, self.peers, self.to_rm[i].append, self.views, self.stats, log,
                 stall_age=partial(self.stall_age, i),
                 on_removed=partial(self.removed.append, i),
-                phase_s=0.37 * i,
+                phase_s=0.37 * i, sleepers=self.sleepers,
             )
             self.mon[i].join(i, ring)
 
@@ -335,9 +337,11 @@ def test_an_idle_monitor_sleeps_yet_counts_wakes_on_a_stall_and_a_crash_is_found
 
 
 def test_sleeping_monitors_settled_together_count_what_each_settled_alone_counts() -> None:
-    """A sampler settles every monitor of a process at once (``settle_all``); the liveness counted,
-    each monitor's sequence and its next tick are those of settling each one by itself, also
-    for monitors of two processes (two sets of counters) in one list."""
+    """A sampler settles every sleeping monitor of a process at once (``settle_all``: the ledger
+    counts them in aggregate); the liveness counted, each monitor's sequence and its next tick are
+    those of settling each one by itself at every sample, also for monitors of two processes (two
+    ledgers) in one list, with monitors waking (a stall) and falling asleep again between samples
+    and samples on the monitors' tick times."""
 
     def body(clock: FakeClock) -> None:
         alone, one, two = Net(clock, 20), Net(clock, 20), Net(clock, 20)
@@ -346,17 +350,29 @@ def test_sleeping_monitors_settled_together_count_what_each_settled_alone_counts
                 m._can_sleep = True
         clock.advance_to(clock.now() + 5.0)
         assert clock.pending() == 0
+        assert len(one.sleepers) == 20
         mixed = [m for pair in zip(one.mon.values(), two.mon.values(), strict=True) for m in pair]
-        for _ in range(7):
-            clock.advance_to(clock.now() + 2.5)
+        for step in range(12):
+            # Steps of 2.5 s, and of 0.37 s (on a tick time of node 1, whose phase is 0.37).
+            clock.advance_to(clock.now() + (2.5 if step % 3 else 0.37))
+            if step in (4, 7):
+                for net in (alone, one, two):
+                    for i in (3, 8, 13):
+                        net.mon[i].loop_stalled()  # awake for a tick, then asleep again
             for m in alone.mon.values():
                 m.settle()
             settle_all(mixed)
+            assert one.stats == alone.stats == two.stats
         assert alone.stats.liveness_sent > 0
-        assert one.stats == alone.stats == two.stats
         for i, m in alone.mon.items():
             for other in (one.mon[i], two.mon[i]):
+                other._sleepers.catch_up(other)
                 assert (other._seq, other._next_tick) == (m._seq, m._next_tick)
+        for net in (alone, one, two):
+            for m in net.mon.values():
+                m.leave()
+            assert len(net.sleepers) == 0
+        assert one.stats == alone.stats == two.stats
 
     drive(body)
 

@@ -56,10 +56,11 @@ class DRFPolicy(PolicyBase):
             cpu, ram = pool.room()
             free_cpu, free_ram = min(free_cpu, cpu + EPS), min(free_ram, ram + EPS)
         children: list[Pool | Operation] = [c for c in pool.children if c.pending_tasks > 0]
-        children.extend(
-            op for op in pool.operations
-            if op.pending and op.demand.cpu <= free_cpu and op.demand.ram_gib <= free_ram
-        )
+        for op in pool.operations:  # a loop, not a generator: this runs on every node update
+            if op.pending:
+                demand = op.demand
+                if demand.cpu <= free_cpu and demand.ram_gib <= free_ram:
+                    children.append(op)
         if len(children) > 1:
             children.sort(key=self._key)
         for child in children:
