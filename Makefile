@@ -69,9 +69,9 @@ e2-w2: $(STAMP)
 # two results files and the table beside the paper (emulator figures --write docs/scalability.md).
 e2-yarn2020: $(STAMP)
 	$(BIN)/emulator sweep scenarios/e2-scale-sweep-yarn2020.toml --modes periodic \
-		--nodes 3000,3500,4000,4250,4500,5000,5500,6000 --duration 400 --out runs/e2-yarn2020-periodic
+		--nodes 3000,3500,4000,4250,4500,4750,5000,5500 --duration 400 --out runs/e2-yarn2020-periodic
 	$(BIN)/emulator sweep scenarios/e2-scale-sweep-yarn2020.toml --modes delta \
-		--nodes 6000,7000,7500,7750,8000,8500,9000,10000,12000,14000,16000 --duration 400 --out runs/e2-yarn2020-delta
+		--nodes 6000,7000,7500,7750,8000,8250,8500,9000,10000 --duration 400 --out runs/e2-yarn2020-delta
 	cp runs/e2-yarn2020-periodic/sweep.json docs/e2-sweep-yarn2020-periodic.json
 	cp runs/e2-yarn2020-delta/sweep.json docs/e2-sweep-yarn2020-delta.json
 

@@ -46,9 +46,9 @@ E2_VIRTUAL_BIG = ("emulator sweep scenarios/e2-scale-sweep-virtual.toml --nodes 
 E2_REPEAT = ("emulator sweep scenarios/e2-scale-sweep.toml --duration 400 --out runs/e2-sweep-repeat && "
              "cp runs/e2-sweep-repeat/sweep.json docs/e2-sweep-repeat.json")
 E2_YARN2020 = ("make e2-yarn2020 (emulator sweep scenarios/e2-scale-sweep-yarn2020.toml --modes periodic "
-               "--nodes 3000,3500,4000,4250,4500,5000,5500,6000 --duration 400 "
+               "--nodes 3000,3500,4000,4250,4500,4750,5000,5500 --duration 400 "
                "--out runs/e2-yarn2020-periodic, and --modes delta "
-               "--nodes 6000,7000,7500,7750,8000,8500,9000,10000,12000,14000,16000 "
+               "--nodes 6000,7000,7500,7750,8000,8250,8500,9000,10000 "
                "--out runs/e2-yarn2020-delta; each sweep.json copied to "
                "docs/e2-sweep-yarn2020-{periodic,delta}.json)")
 FIGURES: dict[str, Figure] = {
