@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from emulator.experiments.yarn2020 import limits, within
 from emulator.harness.runner import run_blocking
 from emulator.scenario.loader import ScenarioError, scenario_from_dict
 from rm.config import SERVICE_TIME_PRESETS, ServiceTimeConfig
@@ -46,3 +49,17 @@ def test_yarn_2020_changes_the_rms_service_times() -> None:
                        + 40 * cost.register_us)
     assert inbound == pytest.approx(expected, rel=0.02)
     assert busy["yarn-2020"][1] > 0.0
+
+
+def test_yarn_2020s_committed_sweep_meets_the_papers_limits() -> None:
+    # The model stands for the paper's YARN only while its sweep meets the paper's figures: costs
+    # or an h1/h2 definition that move a limit out of range must have the costs chosen again.
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    periodic, delta = (json.loads((docs / f"e2-sweep-yarn2020-{mode}.json").read_text())
+                       for mode in ("periodic", "delta"))
+    got = limits(periodic, delta)
+    assert all(within(got[key], key) for key in ("periodic", "delta", "ratio")), got
+    # Stock YARN's scheduler falls first (Fig. 5): at the first periodic point past the limit h2
+    # is below the threshold while h1 is not.
+    past = next(r for r in periodic["rows"] if r["nodes"] > (got["periodic"] or 0))
+    assert past["h2"] < periodic["threshold"] <= past["h1"], past
