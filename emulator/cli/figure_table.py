@@ -32,13 +32,13 @@ E1_COMMAND = "make e1 (emulator study scenarios/studies/e1.toml --out docs/e1.js
 # preemption by the earlier rule (its `--preemption-rule reconstruction`: tolerance 0.8, 30 s
 # timeout, lost work as reserved), and `fit` with the window of 30 it had then (`fit-w60` there is
 # today's `fit`). Their tables read them as that command wrote them (experiments/e1results.py).
-E1_SEEDS20 = ("emulator e1 --study scenarios/studies/e1-seeds20.toml --preemption-rule reconstruction "
-              "--out runs/e1-20 --json docs/e1-seeds20.json (~1 h on 2 cores; run before issue 33, when "
-              "`fit` had window 30, by the `emulator e1` command `emulator study` has replaced)")
-E1_EXPLORE = ("emulator e1 --study scenarios/studies/e1-explore.toml --preemption-rule reconstruction "
-              "--out runs/e1-explore --json docs/e1-explore.json (several hours on 2 cores; run before "
-              "issue 33, when `fit` had window 30, by the `emulator e1` command `emulator study` has "
-              "replaced)")
+# Their study files run the same points under today's rules, into a file the same tables read.
+E1_SEEDS20 = ("emulator study scenarios/studies/e1-seeds20.toml --out docs/e1-seeds20.json (~1 h on 2 cores; "
+              "the committed file was run before issue 33, by the `emulator e1` command this replaced, "
+              "with preemption by the earlier rule and `fit` at window 30)")
+E1_EXPLORE = ("emulator study scenarios/studies/e1-explore.toml --out docs/e1-explore.json (several hours "
+              "on 2 cores; the committed file was run before issue 33, by the `emulator e1` command this "
+              "replaced, with preemption by the earlier rule and `fit` at window 30)")
 E2_VIRTUAL = ("emulator sweep scenarios/e2-scale-sweep-virtual.toml --out runs/e2v && "
               "cp runs/e2v/sweep.json docs/e2-sweep-virtual.json")
 E2_VIRTUAL_BIG = ("emulator sweep scenarios/e2-scale-sweep-virtual.toml --nodes 18000,24000 --modes delta "
