@@ -4,13 +4,16 @@ shorter than the scenario's warm-up, and a bench that says what it is doing."""
 from __future__ import annotations
 
 import re
+from functools import partial
 from pathlib import Path
 
 import msgspec
 import pytest
 
 from emulator.cli.main import COMMAND_GROUPS, build_parser, main
-from emulator.experiments.bench import markdown_table, run_bench
+from emulator.experiments import bench
+from emulator.experiments.bench import markdown_table, memory_per_node, run_bench
+from emulator.experiments.floor import floor_us_per_heartbeat
 from emulator.results.record import load_record
 
 QUICKSTART = Path(__file__).parents[2] / "scenarios" / "quickstart.toml"
@@ -69,7 +72,11 @@ def test_short_duration_with_a_warmup_set_by_hand(tmp_path: Path, capsys: pytest
     assert "--duration 10 is not longer than the warm-up run.warmup_s = 20" in err
 
 
-def test_bench_reports_progress() -> None:
+def test_bench_reports_progress(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The floor and the memory calibration at a tenth of their default sizes: the same code,
+    # and the assertions below need only that they ran and gave a positive floor (3 s -> 0.3 s).
+    monkeypatch.setattr(bench, "floor_us_per_heartbeat", partial(floor_us_per_heartbeat, heartbeats=30_000))
+    monkeypatch.setattr(bench, "memory_per_node", partial(memory_per_node, count=500))
     lines: list[str] = []
     report = run_bench(nodes=4, hours=0.01, progress=lines.append, baseline=True)
     assert [line.split(":")[1].strip() for line in lines[:8]] == [
