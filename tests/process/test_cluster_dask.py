@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import distributed
 import pytest
@@ -45,13 +46,32 @@ speed = 10
 """
 
 
-@pytest.fixture
-def cluster() -> Iterator[tuple[distributed.Client, str]]:
-    """A client of a local Dask cluster, and its scheduler's address."""
+@pytest.fixture(scope="module")
+def local_cluster() -> Iterator[tuple[distributed.Client, str]]:
+    """A client of a local Dask cluster, and its scheduler's address: one for the module's runs,
+    as a user's cluster serves run after run (its start and stop cost seconds a test)."""
     with distributed.LocalCluster(
         n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None, host="127.0.0.1",
     ) as local, distributed.Client(local) as client:
         yield client, local.scheduler_address
+
+
+@pytest.fixture
+def cluster(local_cluster: tuple[distributed.Client, str]) -> tuple[distributed.Client, str]:
+    """The module's cluster with both its workers up (its nanny restarts one a test killed)."""
+    client, _ = local_cluster
+    client.wait_for_workers(2, timeout=60)
+    return local_cluster
+
+
+def slices_computed(client: distributed.Client) -> float:
+    """Seconds the cluster has spent on node-slice tasks so far (only ever grows)."""
+
+    def seconds(dask_scheduler: Any) -> float:
+        prefix = dask_scheduler.task_prefixes.get("hbemu-slice")
+        return 0.0 if prefix is None else float(prefix.all_durations.get("compute", 0.0))
+
+    return float(client.run_on_scheduler(seconds))
 
 
 def start_run(tmp_path: Path, address: str, nodes: int, duration: float,
@@ -98,33 +118,6 @@ def test_node_hosts_run_as_tasks_on_the_dask_workers_and_report_back(
         assert '"host.connected"' in (out / f"events.worker-{i}.jsonl").read_text()
 
 
-def test_a_killed_dask_worker_is_a_correlated_crash_the_ring_finds(
-    tmp_path: Path, cluster: tuple[distributed.Client, str]
-) -> None:
-    client, address = cluster
-    by_address: dict[str, int] = client.run(os.getpid)
-    proc, out = start_run(tmp_path, address, nodes=60, duration=75)
-    try:
-        victim = by_address[min(by_address)]  # slices go to the workers in address order
-        deadline = time.monotonic() + 30
-        while sum(map(len, client.processing().values())) < 2 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        time.sleep(6)  # the slices were submitted about 5 s before the epoch: kill at t = 10..40 s
-        os.kill(victim, signal.SIGKILL)
-        err = finish(proc, 60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, err
-    s = json.loads((out / "summary.json").read_text())
-    (dead,) = s["dead_workers"]
-    assert dead["pid"] == victim and dead["nodes"] == 30 and 5 <= dead["t_s"] <= 50
-    # All its nodes found and removed by the ring, nobody else; the other host still reported.
-    assert s["crashed_nodes"] == 30 and s["crashed_removed"] == 30
-    assert s["false_removals"] == 0 and s["nodes_alive_end"] == 30
-    assert [w["nodes"] for w in s["workers"]] == [30]
-
-
 def test_slices_spread_over_the_workers_threads_and_too_few_threads_is_an_error() -> None:
     assert spread({"tcp://b:1": 1, "tcp://a:1": 1}, 2) == ["tcp://a:1", "tcp://b:1"]
     assert spread({"tcp://a:1": 2, "tcp://b:1": 1}, 3) == ["tcp://a:1", "tcp://b:1", "tcp://a:1"]
@@ -151,6 +144,7 @@ def test_a_sweeps_node_hosts_are_tasks_on_the_given_cluster(
     tmp_path: Path, cluster: tuple[distributed.Client, str]
 ) -> None:
     client, address = cluster
+    before = slices_computed(client)
     sc = tmp_path / "sweep.toml"
     sc.write_text(SCENARIO.format(nodes=40, duration=30) + "[sweep]\nnodes = [40]\nmodes = [\"delta\"]\n")
     out = tmp_path / "out"
@@ -159,8 +153,7 @@ def test_a_sweeps_node_hosts_are_tasks_on_the_given_cluster(
         capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    prefixes = client.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.task_prefixes))
-    assert "hbemu-slice" in prefixes  # the scheduler ran the node slices
+    assert slices_computed(client) > before  # the scheduler ran this sweep's node slices
     assert json.loads((out / "sweep.json").read_text())["rows"][0]["workers"] == 2
 
 
@@ -169,3 +162,31 @@ def test_a_sweep_refuses_a_bad_local_cluster_size(tmp_path: Path, capsys: pytest
     sc.write_text(SCENARIO.format(nodes=60, duration=40) + "[sweep]\nnodes = [60]\n")
     assert main(["sweep", str(sc), "--cluster", "local:0", "--out", str(tmp_path / "o")]) == 2
     assert "local:N with N >= 1" in capsys.readouterr().err
+
+
+def test_a_killed_dask_worker_is_a_correlated_crash_the_ring_finds(
+    tmp_path: Path, cluster: tuple[distributed.Client, str]
+) -> None:
+    """Last in the module: the module's cluster gets a new worker process in place of the killed one."""
+    client, address = cluster
+    by_address: dict[str, int] = client.run(os.getpid)
+    proc, out = start_run(tmp_path, address, nodes=60, duration=75)
+    try:
+        victim = by_address[min(by_address)]  # slices go to the workers in address order
+        deadline = time.monotonic() + 30
+        while sum(map(len, client.processing().values())) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(6)  # the slices were submitted about 5 s before the epoch: kill at t = 10..40 s
+        os.kill(victim, signal.SIGKILL)
+        err = finish(proc, 60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    s = json.loads((out / "summary.json").read_text())
+    (dead,) = s["dead_workers"]
+    assert dead["pid"] == victim and dead["nodes"] == 30 and 5 <= dead["t_s"] <= 50
+    # All its nodes found and removed by the ring, nobody else; the other host still reported.
+    assert s["crashed_nodes"] == 30 and s["crashed_removed"] == 30
+    assert s["false_removals"] == 0 and s["nodes_alive_end"] == 30
+    assert [w["nodes"] for w in s["workers"]] == [30]
