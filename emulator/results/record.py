@@ -77,8 +77,15 @@ def source_commit(root: Path | None = None) -> str:
         # A site-packages inside some other checkout must not be described as that checkout.
         if Path(top).resolve() != root:
             return "unknown"
-        return subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty", "--tags"],
-                              capture_output=True, text=True, timeout=5, check=True).stdout.strip()
+        described = subprocess.run(["git", "-C", str(root), "describe", "--always", "--tags"],
+                                   capture_output=True, text=True, timeout=5, check=True).stdout.strip()
+        # `describe --dirty` refreshes and writes the index: a run must not write into the checkout
+        # (under a file-size limit a truncated index.lock was left behind). `status` without
+        # optional locks compares the same files and writes nothing.
+        changed = subprocess.run(["git", "--no-optional-locks", "-C", str(root), "status", "--porcelain",
+                                  "--untracked-files=no"], capture_output=True, text=True, timeout=5,
+                                 check=True).stdout.strip()
+        return f"{described}-dirty" if changed else described
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 

@@ -153,6 +153,29 @@ def test_wall_clock_fields_are_the_only_ones_ignored() -> None:
     assert compare_summaries(msgspec.json.encode(base), msgspec.json.encode(changed)) == (False, ["h1"])
 
 
+def test_commit_names_a_changed_checkout_dirty_and_writes_nothing_into_it(tmp_path: Path) -> None:
+    import subprocess
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                       check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "a.txt").write_text("one\n")
+    git("add", "a.txt")
+    git("commit", "-q", "-m", "one")
+    index = tmp_path / ".git" / "index"
+    clean = source_commit(tmp_path)
+    assert clean != "unknown" and not clean.endswith("-dirty")
+    (tmp_path / "a.txt").write_text("two\n")  # changed: its stat no longer matches the index
+    before = index.read_bytes()
+    assert source_commit(tmp_path) == f"{clean}-dirty"
+    assert index.read_bytes() == before  # the run wrote nothing into the checkout's index
+    (tmp_path / "a.txt").write_text("one\n")  # the same content again, a newer stat
+    assert source_commit(tmp_path) == clean
+    assert index.read_bytes() == before
+
+
 def test_commit_is_unknown_outside_a_checkout(tmp_path: Path) -> None:
     assert source_commit(tmp_path) == "unknown"
     assert source_commit(tmp_path / "missing") == "unknown"
