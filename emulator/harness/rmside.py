@@ -83,7 +83,7 @@ class RMSide:
         # clock reading and registration check for both); transports deliver through ``receive``.
         self.arrivals = RMArrivals(clock, self.rm.is_registered, sc.sample_interval_s)
         self.decisions.observer = self.arrivals.observer
-        self.rm.heartbeat_arrived = self.arrivals.stamp
+        self.rm.observe_heartbeat_arrivals(self.arrivals.stamp)
         self.receive = self.rm.receive
         self.workload = WorkloadDriver(sc.workload, self.rm, clock, sc.run.seed, submissions, self.jobs)
         if not resume:

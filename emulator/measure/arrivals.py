@@ -1,7 +1,7 @@
 """Heartbeats at the RM by sample interval: a_i, those that arrived in interval i, and s_i, those of
 them whose node update the scheduler processed within one interval of the arrival. h2 is the
 worst interval's s_i/a_i. One mechanism for every transport: the RM tells ``stamp`` of every
-registered node's heartbeat as it arrives (``ResourceManager.heartbeat_arrived``, with the clock
+registered node's heartbeat as it arrives (``ResourceManager.observe_heartbeat_arrivals``, with the clock
 reading it takes anyway; ``wrap_receive`` does the same around any receive), and the run's decision
 timer tells ``observer``.
 

@@ -99,9 +99,8 @@ class ResourceManager:
         self._ctx.membership = self.membership
         # When a message from any node last arrived (the ring's evidence that someone is alive).
         self.last_inbound_at = clock.now()
-        # Told of each registered node's heartbeat as it arrives, before it queues, with the clock
-        # reading taken for ``last_inbound_at`` (the harness's arrival count for h2).
-        self.heartbeat_arrived: Callable[[Link, float], None] | None = None
+        # Told of each registered node's heartbeat as it arrives (``observe_heartbeat_arrivals``).
+        self._heartbeat_arrived: Callable[[Link, float], None] | None = None
         self._timers: list[Periodic] = []
         self._durability = Durability(
             journal, clock, log, self._ctx.counters, lambda: self._life.journal_snapshot(),
@@ -165,7 +164,7 @@ class ResourceManager:
 
     def receive(self, link: Link, msg: object) -> None:
         """Called by a transport for every message from a node connection."""
-        arrived = self.heartbeat_arrived
+        arrived = self._heartbeat_arrived
         if self.up and not self._stopped:
             registered = self.is_registered(link)
             if registered:
@@ -218,6 +217,12 @@ class ResourceManager:
 
     def _handle_event(self, item: SchedulerItem) -> float:
         return self._life.scheduling.handle(item)
+
+    def observe_heartbeat_arrivals(self, observer: Callable[[Link, float], None] | None) -> None:
+        """Tell ``observer(link, now)`` of each registered node's heartbeat as it arrives, before it
+        queues, with the clock reading the RM takes anyway (a harness's arrival count for h2);
+        also while the RM is stopped, which drops the heartbeat. None: no observer."""
+        self._heartbeat_arrived = observer
 
     def instrument(
         self, inbound: Callable[[Handler[Inbound]], Handler[Inbound]],

@@ -102,7 +102,7 @@ def test_cost_meter_times_each_message_type_and_attributes_update_events() -> No
     decisions.observer = arrivals.observer
     meter = RMCostMeter(rm)
     meter.install(decisions)
-    rm.heartbeat_arrived = arrivals.stamp  # the RM stamps arrivals (``RMSide``)
+    rm.observe_heartbeat_arrivals(arrivals.stamp)  # the RM stamps arrivals (``RMSide``)
     receive = rm.receive
     meter.start()
     link = Link()

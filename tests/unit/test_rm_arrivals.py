@@ -77,13 +77,13 @@ def test_updates_count_in_their_heartbeats_arrival_interval_within_one_interval(
 
 
 def test_the_rm_stamps_a_registered_nodes_heartbeats_as_wrap_receive_would() -> None:
-    """``ResourceManager.heartbeat_arrived`` (the runs' wiring) counts what ``wrap_receive`` counts:
+    """``ResourceManager.observe_heartbeat_arrivals`` (the runs' wiring) counts what ``wrap_receive`` counts:
     a registered node's heartbeats, also those a stopped RM drops; a stranger's never."""
     clock = FakeClock()
     rm = ResourceManager(clock, make_logger(clock, None))
     arrivals = RMArrivals(clock, rm.is_registered, INTERVAL)
     wrapped = RMArrivals(clock, rm.is_registered, INTERVAL)
-    rm.heartbeat_arrived = arrivals.stamp
+    rm.observe_heartbeat_arrivals(arrivals.stamp)
     receive = wrapped.wrap_receive(rm.receive)
     node, stranger = RecordingLink(), RecordingLink()
     receive(node, Register(address="n", resources=Resources(4, 8)))
