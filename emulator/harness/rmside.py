@@ -81,7 +81,7 @@ class RMSide:
         self.rm.instrument(lambda handler: handler, self.decisions.wrap)
         # a_i and s_i (h2): the RM stamps each registered node's heartbeat as it arrives (one
         # clock reading and registration check for both); transports deliver through ``receive``.
-        self.arrivals = RMArrivals(clock, self.rm.is_registered, sc.sample_interval_s)
+        self.arrivals = RMArrivals(clock, sc.sample_interval_s)
         self.decisions.observer = self.arrivals.observer
         self.rm.observe_heartbeat_arrivals(self.arrivals.stamp)
         self.receive = self.rm.receive

@@ -111,7 +111,7 @@ class TcpRM:
         self.meter.install(self.side.decisions)
         # The RM's receive (it stamps heartbeat arrivals for a_i, s_i, h2); connections, all made
         # from here on, call it directly.
-        self._stamped = self.server.receive = self.side.receive
+        self.server.receive = self.side.receive
         self.server.decode_cost = self.meter.decode
         self._gathering: asyncio.Task[None] | None = None
         self.guard: RunGuard | None = None
@@ -121,7 +121,7 @@ class TcpRM:
             self.side.on_sample(self._maybe_gather)
 
     def _receive(self, link: Any, msg: Any) -> None:
-        self._stamped(link, msg)
+        self.side.receive(link, msg)
 
     def _machine_ids(self) -> dict[str, int]:
         return {n.address: n.machine_id for n in self.rm.nodes_view()}

@@ -1,9 +1,8 @@
 """Heartbeats at the RM by sample interval: a_i, those that arrived in interval i, and s_i, those of
 them whose node update the scheduler processed within one interval of the arrival. h2 is the
 worst interval's s_i/a_i. One mechanism for every transport: the RM tells ``stamp`` of every
-registered node's heartbeat as it arrives (``ResourceManager.observe_heartbeat_arrivals``, with the clock
-reading it takes anyway; ``wrap_receive`` does the same around any receive), and the run's decision
-timer tells ``observer``.
+registered node's heartbeat as it arrives (``ResourceManager.observe_heartbeat_arrivals``, with
+the clock reading it takes anyway), and the run's decision timer tells ``observer``.
 
 Counting arrivals (not heartbeats sent) keeps a host or network hiccup from moving a heartbeat
 across a boundary between the two counts, and counting each update in its heartbeat's arrival
@@ -15,7 +14,6 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from rm import NodeUpdate, SchedulerItem
-from rm.protocol import Heartbeat
 
 
 class Clock(Protocol):
@@ -25,12 +23,10 @@ class Clock(Protocol):
 class RMArrivals:
     """Interval k is [(k-1)·I, k·I), as the sampler's rows."""
 
-    def __init__(self, clock: Clock, is_registered: Callable[[Any], bool], interval_s: float) -> None:
-        """``is_registered(link)``: a node is registered on the link now (``rm.is_registered``)."""
+    def __init__(self, clock: Clock, interval_s: float) -> None:
         if interval_s <= 0:
             raise ValueError(f"interval_s must be > 0, got {interval_s}")
         self._clock = clock
-        self._registered = is_registered
         self.interval_s = interval_s
         self.arrived_by_interval: dict[int, int] = {}
         self.timely_by_interval: dict[int, int] = {}
@@ -51,20 +47,6 @@ class RMArrivals:
         """min s_k/a_k over intervals ``ks`` (a TCP run's window; the sampler's settled rows hold
         the same counts, and ``Sampler.efficiency`` the same rule)."""
         return worst_ratio((self.timely_in(k), self.arrived_in(k)) for k in ks)
-
-    def wrap_receive(self, receive: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
-        """``receive`` (the RM's), stamping heartbeat arrivals first: only registered nodes' —
-        anyone else's heartbeats are no node's and never get an update."""
-        now = self._clock.now
-        registered = self._registered
-        stamp = self.stamp
-
-        def stamped(link: Any, msg: Any) -> None:
-            if type(msg) is Heartbeat and registered(link):
-                stamp(link, now())
-            receive(link, msg)
-
-        return stamped
 
     def _stamper(self) -> Callable[[Any, float], None]:
         arrival = self._arrival

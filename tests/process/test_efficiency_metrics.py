@@ -42,7 +42,7 @@ def test_h1_h2_are_minima_of_per_interval_ratios() -> None:
 def test_sampler_h1_h2_on_hand_made_rows() -> None:
     clock = FakeClock()
     rm = ResourceManager(clock, make_logger(clock, None))
-    sampler = Sampler(rm, HeartbeatTiming(3.0), RMArrivals(clock, rm.is_registered, 3.0), clock, 3.0, 6.0, [])
+    sampler = Sampler(rm, HeartbeatTiming(3.0), RMArrivals(clock, 3.0), clock, 3.0, 6.0, [])
     # Only n_i, m_i, a_i, s_i matter; t <= warm-up and n_i = 0 (a_i = 0) rows are skipped, and so is
     # the last row (its heartbeats had no whole interval to be answered). h2 is s_i/a_i, not s_i/n_i.
     zero = dict.fromkeys(COLUMNS, 0)
@@ -98,7 +98,7 @@ def test_cost_meter_times_each_message_type_and_attributes_update_events() -> No
     # meter's observer calls theirs.
     decisions = DecisionTimer()
     rm.instrument(lambda handler: handler, decisions.wrap)
-    arrivals = RMArrivals(clock, rm.is_registered, 3.0)
+    arrivals = RMArrivals(clock, 3.0)
     decisions.observer = arrivals.observer
     meter = RMCostMeter(rm)
     meter.install(decisions)

@@ -215,6 +215,9 @@ def test_a_periodic_report_goes_whole_every_interval() -> None:
 
 def test_answers_that_launch_and_kill_nothing_are_msgspecs_bytes() -> None:
     """Such answers are written from saved pieces around a new heartbeat id: the same bytes."""
+    # The pieces are kept per action: an answer with no launch and no kill must have no other field
+    # that could differ (a new one needs the encoder's key to include it).
+    assert HeartbeatResponse.__struct_fields__ == ("action", "heartbeat_id", "launch", "kill")
     enc, dec = FrameEncoder(), FrameDecoder(NodeInbound)
     sent = [HeartbeatResponse(action=a, heartbeat_id=hid)
             for hid in (1, 200, 70_000, 2**40) for a in ("normal", "resync")]
