@@ -25,6 +25,7 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
+from emulator.experiments.sweeptables import largest_ok, markdown_table, saturates_first
 from emulator.harness.outcome import RunOutcome
 from emulator.harness.runner import run_blocking
 from emulator.results.summary import write_results
@@ -125,18 +126,6 @@ def measure(outcome: RunOutcome) -> dict[str, Any]:
     # A real-time point whose emulator fell behind real time is no finding, whatever its h1/h2.
     row["overloaded"] = outcome.lag is not None and outcome.lag.overloaded
     return row
-
-
-def largest_ok(rows: list[dict[str, Any]], mode: str, threshold: float) -> tuple[int | None, bool]:
-    """Largest n of ``mode`` such that it and every smaller n keep h1, h2 >= threshold; and whether
-    a larger n failed (False: the true limit may be higher than the sweep went)."""
-    best = None
-    for r in sorted((r for r in rows if r["mode"] == mode), key=lambda r: r["nodes"]):
-        if (r["h1"] is None or r["h2"] is None or r["h1"] < threshold or r["h2"] < threshold
-                or r.get("overloaded")):
-            return best, True
-        best = r["nodes"]
-    return best, False
 
 
 def calibration(rows: list[dict[str, Any]]) -> dict[str, float] | None:
@@ -263,6 +252,9 @@ def run_sweep(path: Path, out: Path, plots_dir: Path | None, nodes: list[int] | 
                 rows.append(row)
                 console.print(f"h1={_fmt(row['h1'])} h2={_fmt(row['h2'])} "
                               f"RM CPU {row['rm_cpu_percent']:.1f}% ({row['wall_s']:.0f}s wall)")
+                # Kept after every point: a sweep cut short (a time limit, Ctrl-C) keeps what it measured.
+                _write_json(out, _result(path, cfg, first, slices, cluster, rows, use_modes, None,
+                                         planned=len(counts) * len(use_modes)))
     t = Table(title=f"sweep {path.name}")
     cols = ("mode", "nodes", "h1", "h2", "RM CPU %", "busy", "µs/hb", "msgs/node/min", "skipped",
             "lateness p99 s", "wall s")
@@ -279,9 +271,8 @@ def run_sweep(path: Path, out: Path, plots_dir: Path | None, nodes: list[int] | 
     for m, (n_ok, bounded) in limits.items():
         text = "none" if n_ok is None else f"{'' if bounded else '>= '}{n_ok:,}"
         console.print(f"largest n with h1, h2 >= {cfg.threshold}: {m}: {text}")
-    ratio = None
-    if "periodic" in limits and "delta" in limits and limits["periodic"][0] and limits["delta"][0]:
-        ratio = limits["delta"][0] / limits["periodic"][0]
+    ratio = _ratio_of(limits)
+    if ratio is not None:
         lower = "" if limits["delta"][1] else ">= "
         console.print(f"delta / periodic: {lower}{ratio:.2f}x (paper 004: 1.88x)")
     fit = calibration(rows)
@@ -297,15 +288,10 @@ def run_sweep(path: Path, out: Path, plots_dir: Path | None, nodes: list[int] | 
         w = csv.DictWriter(f, keys, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
-    result = {
-        "file": str(path), "threshold": cfg.threshold, "rows": rows, "calibration_us": fit,
-        "speed": first.run.speed, "clock": first.run.clock, "transport": first.transport.kind,
-        "workers": slices or None,
-        "hosting": None if slices == 0 else "processes" if cluster is None else f"dask {cluster}",
-        "largest_ok": {m: {"nodes": v[0], "limited_by_sweep": not v[1]} for m, v in limits.items()},
-        "delta_over_periodic": ratio,
-    }
-    (out / "sweep.json").write_bytes(msgspec.json.format(msgspec.json.encode(result)) + b"\n")
+    result = _result(path, cfg, first, slices, cluster, rows, use_modes, fit)
+    _write_json(out, result)
+    if slices and "periodic" in limits and "delta" in limits:
+        console.print(f"which process saturated first: {saturates_first(result)}")
     pdir = plots_dir or out
     pdir.mkdir(parents=True, exist_ok=True)
     title = base.get("name", path.stem)
@@ -314,147 +300,32 @@ def run_sweep(path: Path, out: Path, plots_dir: Path | None, nodes: list[int] | 
     return result
 
 
-def markdown_table(result: dict[str, Any]) -> str:
-    """The docs' table, from a ``sweep.json``."""
-    lines = [
-        "| mode | nodes | h1 | h2 | RM CPU % | RM busy | µs / hb | RM process µs / hb | node host CPU % "
-        "| node host µs / node-interval | msgs / node / min | bytes / node / min | skipped "
-        "| lateness p99 (s) | RM wait p99 (s) | overloaded |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    ok = result["threshold"]
-
-    def h(v: float | None) -> str:
-        return "n/a" if v is None else f"**{v:.3f}**" if v >= ok else f"{v:.3f}"
-
-    def f(r: dict[str, Any], key: str, spec: str) -> str:
-        v = r.get(key)  # a virtual-time sweep measures no wall costs and no bytes
-        return "–" if v is None else format(v, spec)
-
-    for r in result["rows"]:
-        lines.append(
-            f"| {r['mode']} | {r['nodes']:,} | {h(r['h1'])} | {h(r['h2'])} | "
-            f"{f(r, 'rm_cpu_percent', '.1f')} | {f(r, 'rm_busy_fraction', '.3f')} | "
-            f"{f(r, 'rm_cost_us_per_heartbeat', '.1f')} | {f(r, 'rm_process_us_per_heartbeat', '.1f')} | "
-            f"{f(r, 'worker_cpu_percent', '.1f')} | {f(r, 'worker_cpu_us_per_node_interval', '.1f')} | "
-            f"{f(r, 'messages_to_rm_per_node_minute', '.2f')} | "
-            f"{f(r, 'bytes_to_rm_per_node_minute', ',.0f')} | "
-            f"{f(r, 'heartbeats_skipped', ',')} | {f(r, 'lateness_p99_s', '.2f')} | "
-            f"{f(r, 'rm_wait_p99_s', '.2f')} | {'**yes**' if r.get('overloaded') else 'no'} |"
-        )
-    best = result["largest_ok"]
-    # "≥": no point of the mode failed, so its limit may lie beyond the sweep's largest n.
-    at_least = {m: "≥ " if v.get("limited_by_sweep") else "" for m, v in best.items()}
-    parts = [f"{m} {at_least[m]}{v['nodes']:,}" if v["nodes"] else f"{m} none" for m, v in best.items()]
-    ratio = result.get("delta_over_periodic")
-    lines.append("")
-    lines.append(f"Largest n with h1, h2 ≥ {ok:g}: **{', '.join(parts)}"
-                 + (f", ratio {at_least.get('delta', '')}{ratio:.2f}×**" if ratio is not None else "**"))
-    return "\n".join(lines)
+def _ratio_of(limits: dict[str, tuple[int | None, bool]]) -> float | None:
+    p, d = limits.get("periodic", (None, False))[0], limits.get("delta", (None, False))[0]
+    return d / p if p and d else None
 
 
-def costs_table(result: dict[str, Any]) -> str:
-    """Per real-time point: how long one item held the RM's loop, and what each process spent."""
-    lines = [
-        "| mode | nodes | speed | overloaded | worst handler p99 (µs) | any handler max (µs) "
-        "| scheduling pass p99 / max (µs) | RM process µs / hb | node host µs / node-interval |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-
-    def f(r: dict[str, Any], key: str, spec: str = ",.0f") -> str:
-        v = r.get(key)
-        return "–" if v is None else format(v, spec)
-
-    for r in result["rows"]:
-        worst = f"{f(r, 'worst_handler_p99_us')} ({r['worst_handler']})" if r.get("worst_handler") else "–"
-        lines.append(
-            f"| {r['mode']} | {r['nodes']:,} | {result.get('speed', '–')} | "
-            f"{'**yes**' if r.get('overloaded') else 'no'} | {worst} | {f(r, 'worst_handler_max_us')} | "
-            f"{f(r, 'schedule_pass_p99_us')} / {f(r, 'schedule_pass_max_us')} | "
-            f"{f(r, 'rm_process_us_per_heartbeat', '.1f')} | "
-            f"{f(r, 'worker_cpu_us_per_node_interval', '.1f')} |"
-        )
-    return "\n".join(lines) + "\n"
+def _result(path: Path, cfg: SweepConfig, first: Any, slices: int, cluster: str | None,
+            rows: list[dict[str, Any]], modes: list[str], fit: dict[str, float] | None,
+            planned: int | None = None) -> dict[str, Any]:
+    """sweep.json's content; ``planned``: the points a sweep still running will have (absent once
+    it is done)."""
+    limits = {m: largest_ok(rows, m, cfg.threshold) for m in modes}
+    result: dict[str, Any] = {
+        "file": str(path), "threshold": cfg.threshold, "rows": rows, "calibration_us": fit,
+        "speed": first.run.speed, "clock": first.run.clock, "transport": first.transport.kind,
+        "workers": slices or None,
+        "hosting": None if slices == 0 else "processes" if cluster is None else f"dask {cluster}",
+        "largest_ok": {m: {"nodes": v[0], "limited_by_sweep": not v[1]} for m, v in limits.items()},
+        "delta_over_periodic": _ratio_of(limits),
+    }
+    if planned is not None:
+        result["points_planned"] = planned
+    return result
 
 
-PAPER_RATIO = 1.88
-PAPER_E2 = ("paper (YARN, Mao et al.)", "~4,000–4,500", "~7,500–8,000", f"{PAPER_RATIO}×")
-
-
-def _largest(sweeps: list[dict[str, Any]], mode: str) -> int | None:
-    """The largest node count at which ``mode`` kept h1 and h2 at the threshold and was not
-    overloaded, over several sweeps of one setup (a grid and its extra points)."""
-    ok = [r["nodes"] for sw in sweeps for r in sw["rows"]
-          if r["mode"] == mode and not r.get("overloaded") and r["h1"] is not None and r["h2"] is not None
-          and min(r["h1"], r["h2"]) >= sw["threshold"]]
-    return max(ok) if ok else None
-
-
-def _busier(r: dict[str, Any]) -> str:
-    who = "node host" if r["worker_cpu_percent"] > r["rm_cpu_percent"] else "RM"
-    return f"{who} (RM {r['rm_cpu_percent']:.0f}%, node host {r['worker_cpu_percent']:.0f}%)"
-
-
-def _open_ended(sweeps: list[dict[str, Any]], mode: str) -> bool:
-    """No point of ``mode`` failed in these sweeps: its limit may lie beyond their largest n."""
-    return all(largest_ok(sw["rows"], mode, sw["threshold"])[1] is False for sw in sweeps)
-
-
-def _ratio(p: int, d: int, bound: str) -> str:
-    """delta/periodic with its bound, and where it stands against the paper's when that is known."""
-    r = d / p
-    if bound != "≤ " and r >= PAPER_RATIO:
-        note = f" (at least the paper's {PAPER_RATIO}×)"
-    elif bound != "≥ " and r < PAPER_RATIO:
-        note = f" (below the paper's {PAPER_RATIO}×)"
-    else:
-        note = ""
-    return f"{bound}{r:.2f}×{note}"
-
-
-def saturates_first(sweep: dict[str, Any]) -> str:
-    """Which process was busier at each mode's limit (its largest size that kept up) and at the
-    first size past it (real-time TCP sweeps, CPU of each process over the same window)."""
-    verdicts = []
-    for mode in ("periodic", "delta"):
-        best, failed = largest_ok(sweep["rows"], mode, sweep["threshold"])
-        rows = [r for r in sweep["rows"] if r["mode"] == mode and r.get("worker_cpu_percent") is not None]
-        at = [r for r in rows if r["nodes"] == best]
-        past = [r for r in rows if best is None or r["nodes"] > best]
-        if not failed or not past:
-            continue
-        parts = []
-        if at:
-            parts.append(f"at the limit {_busier(at[0])}")
-        parts.append(f"past it {_busier(min(past, key=lambda r: r['nodes']))}")
-        verdicts.append(f"{mode}: busier " + ", ".join(parts))
-    return "; ".join(verdicts) if verdicts else "no limit reached"
-
-
-def headline_table(real: dict[str, Any], virtual: dict[str, Any], *more: dict[str, Any]) -> str:
-    """The README's E2 row set: the paper, the real-time TCP sweep (and each repeat of it among
-    ``more``: a row of its own), the virtual-time sweep (with the virtual ``more``, e.g. delta at
-    larger sizes)."""
-    lines = ["| largest cluster with h1, h2 ≥ 0.99 | periodic | delta | delta / periodic |",
-             "|---|---|---|---|", "| " + " | ".join(PAPER_E2) + " |"]
-    speed, workers = real.get("speed", 20), real.get("workers") or 1
-    setup = f"speed {speed:g}, {workers} node-host process{'es' if workers > 1 else ''}"
-    reals = [real, *(m for m in more if m.get("clock") == "realtime")]
-    rows: list[tuple[str, list[dict[str, Any]]]] = [
-        (f"real time over TCP, {setup}{', run again' if i else ''} ({saturates_first(r)})", [r])
-        for i, r in enumerate(reals)
-    ]
-    rows.append(("virtual time, RM service-time model fitted to a real-time run (docs/scalability.md §5.2)",
-                 [virtual, *(m for m in more if m.get("clock") != "realtime")]))
-    for label, sweeps in rows:
-        p, d = _largest(sweeps, "periodic"), _largest(sweeps, "delta")
-        p_more, d_more = _open_ended(sweeps, "periodic"), _open_ended(sweeps, "delta")
-        bound = "–" if p_more and d_more else "≥ " if d_more else "≤ " if p_more else ""
-        ratio = _ratio(p, d, bound) if p and d and bound != "–" else "–"
-        p_txt = f"{'≥ ' if p_more else ''}{p:,}" if p else "none"
-        d_txt = f"{'≥ ' if d_more else ''}{d:,}" if d else "none"
-        lines.append(f"| {label} | {p_txt} | {d_txt} | {ratio} |")
-    return "\n".join(lines) + "\n"
+def _write_json(out: Path, result: dict[str, Any]) -> None:
+    (out / "sweep.json").write_bytes(msgspec.json.format(msgspec.json.encode(result)) + b"\n")
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:

@@ -159,7 +159,8 @@ nodes = [10, 40, 200]
 def test_sweep_scales_the_workload_finds_limits_and_writes_plots(tmp_path: Any) -> None:
     from rich.console import Console
 
-    from emulator.experiments.sweep import largest_ok, load_sweep, point, run_sweep
+    from emulator.experiments.sweep import load_sweep, point, run_sweep
+    from emulator.experiments.sweeptables import largest_ok
 
     path = tmp_path / "tiny.toml"
     path.write_text(SWEEP)
@@ -187,6 +188,30 @@ def test_sweep_scales_the_workload_finds_limits_and_writes_plots(tmp_path: Any) 
     rows[1]["overloaded"] = True
     assert largest_ok(rows, "delta", 0.99) == (1, True)
 
+
+def test_a_sweep_cut_short_keeps_the_points_it_measured(tmp_path: Any, monkeypatch: Any) -> None:
+    """A long real-time sweep stopped by a time limit or Ctrl-C still leaves its finished points
+    in sweep.json, with how many were planned."""
+    from rich.console import Console
+
+    from emulator.experiments import sweep
+
+    path = tmp_path / "tiny.toml"
+    path.write_text(SWEEP)
+    real_run, calls = sweep.run_blocking, []
+
+    def stopped_at_the_second_point(sc: Any, **kw: Any) -> Any:
+        calls.append(sc.node_count)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_run(sc, **kw)
+
+    monkeypatch.setattr(sweep, "run_blocking", stopped_at_the_second_point)
+    with pytest.raises(KeyboardInterrupt):
+        sweep.run_sweep(path, tmp_path / "out", None, [10, 40], ["periodic"], None, Console(quiet=True))
+    kept = json.loads((tmp_path / "out" / "sweep.json").read_text())
+    assert [(r["mode"], r["nodes"]) for r in kept["rows"]] == [("periodic", 10)]
+    assert kept["points_planned"] == 2 and kept["largest_ok"]["periodic"]["nodes"] == 10
 
 def test_tcp_needs_the_realtime_clock() -> None:
     from emulator.scenario.loader import ScenarioError, scenario_from_dict
@@ -217,7 +242,7 @@ def test_auto_workers_is_one_per_core_less_the_rms(monkeypatch: pytest.MonkeyPat
 
 
 def test_the_headline_names_the_busier_process_at_and_past_each_limit() -> None:
-    from emulator.experiments.sweep import saturates_first
+    from emulator.experiments.sweeptables import saturates_first
 
     def row(mode: str, n: int, ok: bool, rm: float, host: float) -> dict[str, Any]:
         return {"mode": mode, "nodes": n, "h1": 1.0 if ok else 0.5, "h2": 1.0, "overloaded": not ok,

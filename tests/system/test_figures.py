@@ -10,8 +10,8 @@ import pytest
 
 from emulator.cli.figure_table import FIGURES
 from emulator.cli.main import main
-from emulator.experiments.sweep import headline_table
-from emulator.experiments.sweep import markdown_table as sweep_table
+from emulator.experiments.sweeptables import headline_table
+from emulator.experiments.sweeptables import markdown_table as sweep_table
 from emulator.results import registry
 from emulator.results.figures import refresh, stale
 
@@ -98,7 +98,7 @@ def test_a_virtual_time_sweep_prints_its_table() -> None:
 
 
 def test_the_costs_table_names_the_item_that_held_the_rm_longest() -> None:
-    from emulator.experiments.sweep import costs_table
+    from emulator.experiments.sweeptables import costs_table
 
     real = {"mode": "delta", "nodes": 12000, "overloaded": False, "worst_handler": "NodeUpdate",
             "worst_handler_p99_us": 812.4, "worst_handler_max_us": 4210.0, "schedule_pass_p99_us": 1900.0,
