@@ -125,6 +125,8 @@ def measure(outcome: RunOutcome) -> dict[str, Any]:
     row["lateness_p99_s"] = outcome.lateness.p99 if outcome.lateness.count else None
     # A real-time point whose emulator fell behind real time is no finding, whatever its h1/h2.
     row["overloaded"] = outcome.lag is not None and outcome.lag.overloaded
+    if outcome.lag is not None and outcome.lag.reasons:  # which process fell behind, and how far
+        row["overload_reasons"] = list(outcome.lag.reasons)
     return row
 
 

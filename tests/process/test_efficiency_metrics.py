@@ -213,6 +213,26 @@ def test_a_sweep_cut_short_keeps_the_points_it_measured(tmp_path: Any, monkeypat
     assert [(r["mode"], r["nodes"]) for r in kept["rows"]] == [("periodic", 10)]
     assert kept["points_planned"] == 2 and kept["largest_ok"]["periodic"]["nodes"] == 10
 
+def test_a_sweep_row_says_which_process_fell_behind(tmp_path: Any) -> None:
+    """An overloaded point names why (the lag verdict's reasons) in sweep.json, so a sweep on a
+    remote machine can be read without its runs' summaries."""
+    import msgspec
+
+    from emulator.experiments.sweep import load_sweep, measure, point
+    from emulator.harness.runner import run_blocking
+    from emulator.measure.lag import judge
+    from emulator.measure.timing import LatenessSummary
+
+    path = tmp_path / "tiny.toml"
+    path.write_text(SWEEP)
+    base, cfg = load_sweep(path)
+    outcome = run_blocking(point(base, cfg, 10, "periodic", str(path)))
+    assert "overload_reasons" not in measure(outcome)
+    late, on_time = LatenessSummary(100, 0.2, 0.3, 0.9, 1.2), LatenessSummary(100, 0.0, 0.0, 0.01, 0.02)
+    lag = judge(0.3, late, [on_time], on_time, None, {}, 10)
+    row = measure(msgspec.structs.replace(outcome, lag=lag))
+    assert row["overloaded"] and row["overload_reasons"] == ["the RM process ran 0.9 s late (p99)"]
+
 def test_tcp_needs_the_realtime_clock() -> None:
     from emulator.scenario.loader import ScenarioError, scenario_from_dict
 
