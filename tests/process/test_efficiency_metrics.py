@@ -195,10 +195,11 @@ def test_a_sweep_cut_short_keeps_the_points_it_measured(tmp_path: Any, monkeypat
     from rich.console import Console
 
     from emulator.experiments import sweep
+    from emulator.harness.runner import run_blocking as real_run
 
     path = tmp_path / "tiny.toml"
     path.write_text(SWEEP)
-    real_run, calls = sweep.run_blocking, []
+    calls: list[int] = []
 
     def stopped_at_the_second_point(sc: Any, **kw: Any) -> Any:
         calls.append(sc.node_count)
@@ -206,7 +207,7 @@ def test_a_sweep_cut_short_keeps_the_points_it_measured(tmp_path: Any, monkeypat
             raise KeyboardInterrupt
         return real_run(sc, **kw)
 
-    monkeypatch.setattr(sweep, "run_blocking", stopped_at_the_second_point)
+    monkeypatch.setattr("emulator.experiments.sweep.run_blocking", stopped_at_the_second_point)
     with pytest.raises(KeyboardInterrupt):
         sweep.run_sweep(path, tmp_path / "out", None, [10, 40], ["periodic"], None, Console(quiet=True))
     kept = json.loads((tmp_path / "out" / "sweep.json").read_text())
