@@ -79,11 +79,14 @@ e2-yarn2020: $(STAMP)
 e2-dask: $(CLUSTER_STAMP)
 	$(BIN)/emulator sweep scenarios/e2-scale-sweep.toml --duration 400 --cluster local --out runs/e2-sweep-dask
 
-# E2 on a many-core machine: one node-host process per core less the RM's, at 12,000-48,000 nodes;
-# prints which process saturated first at each mode's limit (~25 min).
+# E2 on a many-core machine: one node-host process per core less the RM's, each mode over its own
+# grid around its limit on a 16-core machine, 60 s warm-up (registering 10,000 nodes); prints which
+# process saturated first at each mode's limit (~5 min). docs/scalability.md, "On a 16-core machine".
 e2-many-core: $(STAMP)
-	$(BIN)/emulator sweep scenarios/e2-scale-sweep.toml --workers auto --nodes 12000,24000,48000 \
-		--duration 400 --out runs/e2-many-core
+	$(BIN)/emulator sweep scenarios/e2-scale-sweep.toml --workers auto --modes periodic \
+		--nodes 1000,1500,2000,2500,3000 --duration 400 --warmup 60 --out runs/e2-many-core-periodic
+	$(BIN)/emulator sweep scenarios/e2-scale-sweep.toml --workers auto --modes delta \
+		--nodes 4500,6000,7500,9000,10500,12000 --duration 400 --warmup 60 --out runs/e2-many-core-delta
 
 # E3 (paper 004 Fig. 9): 7,500 nodes, 5% crash at 400 s; ring vs RM liveliness monitor, the study
 # scenarios/studies/e3.toml (~4 min): docs/ring-e3.json and the removals plot docs/ring-e3-removals.png

@@ -45,6 +45,10 @@ E2_VIRTUAL_BIG = ("emulator sweep scenarios/e2-scale-sweep-virtual.toml --nodes 
                   "--out runs/e2v-big && cp runs/e2v-big/sweep.json docs/e2-sweep-virtual-big.json")
 E2_REPEAT = ("emulator sweep scenarios/e2-scale-sweep.toml --duration 400 --out runs/e2-sweep-repeat && "
              "cp runs/e2-sweep-repeat/sweep.json docs/e2-sweep-repeat.json")
+E2_MANY_CORE = ("make e2-many-core on a 16-core machine (one sweep per mode: "
+                "runs/e2-many-core-{periodic,delta}/sweep.json, copied to "
+                "docs/e2-many-core-b-{periodic,delta}.json; runs A and C: the same sweeps with other "
+                "--nodes, docs/scalability.md)")
 E2_YARN2020 = ("make e2-yarn2020 (emulator sweep scenarios/e2-scale-sweep-yarn2020.toml --modes periodic "
                "--nodes 3000,3500,4000,4250,4500,4750,5000,5500 --duration 400 "
                "--out runs/e2-yarn2020-periodic, and --modes delta "
@@ -108,6 +112,9 @@ FIGURES: dict[str, Figure] = {
                           "sweep run again (" + E2_REPEAT + ")",
                           ("docs/e2-sweep-virtual.json", "docs/e2-sweep-virtual-big.json",
                            "docs/e2-sweep-repeat.json")),
+    "e2-many-core": Figure("docs/e2-many-core-a-periodic.json", sweeptables.many_core_table, E2_MANY_CORE,
+                           tuple(f"docs/e2-many-core-{run}-{mode}.json" for run in "abc"
+                                 for mode in ("periodic", "delta"))[1:]),
     "e2-repeat": Figure("docs/e2-sweep-repeat.json", sweeptables.markdown_table, E2_REPEAT),
     "e2-dask": Figure("docs/e2-sweep-dask.json", sweeptables.markdown_table,
                       "make e2-dask && cp runs/e2-sweep-dask/sweep.json docs/e2-sweep-dask.json"),

@@ -292,7 +292,7 @@ def run_sweep(path: Path, out: Path, plots_dir: Path | None, nodes: list[int] | 
         w.writerows(rows)
     result = _result(path, cfg, first, slices, cluster, rows, use_modes, fit)
     _write_json(out, result)
-    if slices and "periodic" in limits and "delta" in limits:
+    if slices:
         console.print(f"which process saturated first: {saturates_first(result)}")
     pdir = plots_dir or out
     pdir.mkdir(parents=True, exist_ok=True)

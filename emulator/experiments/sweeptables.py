@@ -160,3 +160,31 @@ def headline_table(real: dict[str, Any], virtual: dict[str, Any], *more: dict[st
         d_txt = f"{'≥ ' if d_more else ''}{d:,}" if d else "none"
         lines.append(f"| {label} | {p_txt} | {d_txt} | {ratio} |")
     return "\n".join(lines) + "\n"
+
+
+def many_core_table(*sweeps: dict[str, Any]) -> str:
+    """E2 on a many-core machine: sweeps in (periodic, delta) pairs, one pair per run (``make
+    e2-many-core`` runs each mode's grid as its own sweep). Per run: every point, each mode's
+    limit, the ratio and which process was the busier at and past each limit."""
+    lines = ["| run | mode | nodes | h1 | h2 | RM CPU % | busiest node host CPU % | RM process µs / hb "
+             "| overloaded |", "|---|---|---|---|---|---|---|---|---|"]
+    verdicts = []
+    for i in range(0, len(sweeps) - 1, 2):
+        run = chr(ord("A") + i // 2)
+        pair = {"threshold": sweeps[i]["threshold"], "rows": sweeps[i]["rows"] + sweeps[i + 1]["rows"]}
+        for r in pair["rows"]:
+            h = ["n/a" if r[k] is None else f"{r[k]:.3f}" for k in ("h1", "h2")]
+            why = "; ".join(r.get("overload_reasons", []))
+            over = f"**yes**{' (' + why + ')' if why else ''}" if r.get("overloaded") else "no"
+            lines.append(f"| {run} | {r['mode']} | {r['nodes']:,} | {h[0]} | {h[1]} | "
+                         f"{r['rm_cpu_percent']:.1f} | {r['worker_cpu_percent']:.1f} | "
+                         f"{r['rm_process_us_per_heartbeat']:.1f} | {over} |")
+        limits = {m: largest_ok(pair["rows"], m, pair["threshold"]) for m in ("periodic", "delta")}
+        text = {m: "none" if n is None else f"{'' if failed else '≥ '}{n:,}"
+                for m, (n, failed) in limits.items()}
+        (p, _), (d, d_failed) = limits["periodic"], limits["delta"]
+        ratio = f", {'' if d_failed else '≥ '}{d / p:.2f}×" if p and d else ""
+        setup = f"{sweeps[i].get('workers')} node-host processes, speed {sweeps[i]['speed']:g}"
+        verdicts.append(f"Run {run} ({setup}): periodic {text['periodic']}, delta {text['delta']}{ratio}; "
+                        f"{saturates_first(pair)}.")
+    return "\n".join(lines) + "\n\n" + "\n".join(f"* {v}" for v in verdicts) + "\n"

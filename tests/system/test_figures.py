@@ -109,3 +109,24 @@ def test_the_costs_table_names_the_item_that_held_the_rm_longest() -> None:
     assert "| delta | 12,000 | 10.0 | no | 812 (NodeUpdate) | 4,210 | 1,900 / 3,100 | 21.0 | 9.5 |" in text
     assert "| periodic | 1,000 | 10.0 | **yes** | – | – | – / – | – | – |" in text
 
+
+
+def test_the_many_core_table_pairs_each_runs_mode_sweeps_and_names_the_busier_process() -> None:
+    from emulator.experiments.sweeptables import many_core_table
+
+    def sweep(mode: str, *points: tuple[int, bool, float, float]) -> dict[str, object]:
+        rows = [{"mode": mode, "nodes": n, "h1": 1.0, "h2": 1.0, "overloaded": not ok,
+                 "rm_cpu_percent": rm, "worker_cpu_percent": host, "rm_process_us_per_heartbeat": 40.0}
+                for n, ok, rm, host in points]
+        if not points[-1][1]:
+            rows[-1]["overload_reasons"] = ["the RM process ran 0.5 s late (p99)"]
+        return {"threshold": 0.99, "speed": 20.0, "workers": 15, "rows": rows}
+
+    text = many_core_table(sweep("periodic", (1000, True, 60, 9), (2000, False, 85, 10)),
+                           sweep("delta", (4000, True, 40, 12), (8000, True, 70, 14)))
+    assert ("| A | periodic | 2,000 | 1.000 | 1.000 | 85.0 | 10.0 | 40.0 "
+            "| **yes** (the RM process ran 0.5 s late (p99)) |") in text
+    # Delta never failed: its limit and the ratio are lower bounds.
+    assert "* Run A (15 node-host processes, speed 20): periodic 1,000, delta ≥ 8,000, ≥ 8.00×; " in text
+    assert ("periodic: busier at the limit RM (RM 60%, node host 9%), "
+            "past it RM (RM 85%, node host 10%).") in text
