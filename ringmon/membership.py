@@ -35,12 +35,15 @@ def decode_ids(gaps: Sequence[int]) -> list[int]:
     return out
 
 
+# Queries of one stride a view answers by walking its ids before it builds that stride's order.
+INDEX_AFTER_QUERIES = 32
+
 class RingView:
     """An immutable ring version with lazily built per-stride orders (shared by every node that
     holds this version; see ``ViewCache``). ``endpoint(mid)`` says where member ``mid``'s process
     listens for peers ("" when all nodes share one process)."""
 
-    __slots__ = ("_orders", "_where", "hosts", "ids", "members", "version")
+    __slots__ = ("_orders", "_queries", "_where", "hosts", "ids", "members", "version")
 
     def __init__(
         self, version: int, ids: tuple[int, ...], hosts: tuple[str, ...] = (),
@@ -53,6 +56,7 @@ class RingView:
         self.hosts = hosts
         self._where = where or {}
         self._orders: dict[int, tuple[list[int], dict[int, int]]] = {}
+        self._queries: dict[int, int] = {}
 
     @classmethod
     def of(cls, ring: Ring) -> RingView:
@@ -78,8 +82,19 @@ class RingView:
             self._orders[stride] = cached
         return cached
 
+    def _indexed(self, stride: int) -> bool:
+        """Whether to answer from the stride's built order: a view asked a few times (the RM
+        checking a report against an older version) is answered by a walk over the sorted ids
+        instead, since building the order costs a sort of every member (~18 ms at 24,000)."""
+        if stride in self._orders:
+            return True
+        n = self._queries[stride] = self._queries.get(stride, 0) + 1
+        return n > INDEX_AFTER_QUERIES
+
     def successor(self, mid: int, stride: int = 1) -> int | None:
         """The next member after ``mid`` in the stride ring; None if ``mid`` is alone or absent."""
+        if not self._indexed(stride):
+            return self._walk(mid, stride, 1)
         order, pos = self._order(stride)
         k = pos.get(mid)
         if k is None or len(order) < 2:
@@ -87,11 +102,46 @@ class RingView:
         return order[(k + 1) % len(order)]
 
     def predecessor(self, mid: int, stride: int = 1) -> int | None:
+        if not self._indexed(stride):
+            return self._walk(mid, stride, -1)
         order, pos = self._order(stride)
         k = pos.get(mid)
         if k is None or len(order) < 2:
             return None
         return order[k - 1]
+
+    def _walk(self, mid: int, stride: int, step: int) -> int | None:
+        """``mid``'s neighbour (``step`` 1: successor, -1: predecessor) in the order by (id mod
+        stride, id), found in the sorted ids: first among its own residue class next to it, else
+        the nearest end of the nearest non-empty class, cycling. About ``stride`` steps where ids
+        are dense; the same answers as the built order (a property test compares them)."""
+        ids = self.ids
+        n = len(ids)
+        k = bisect.bisect_left(ids, mid)
+        if k == n or ids[k] != mid or n < 2:
+            return None
+        r = mid % stride
+        j = k + step
+        while 0 <= j < n:  # the same residue class, next to mid
+            if ids[j] % stride == r:
+                return ids[j]
+            j += step
+        # The nearest other class in the cycle: for the predecessor the classes below r (then
+        # from the top), whose largest member comes first when walking down from the end; for the
+        # successor the classes above r (then from 0), smallest member walking up from the start.
+        best: tuple[int, int] | None = None  # (distance in classes, id)
+        j = n - 1 if step < 0 else 0
+        while 0 <= j < n:
+            i = ids[j]
+            d = ((r - i % stride) if step < 0 else (i % stride - r)) % stride
+            if d == 0:  # mid's own class wraps only when mid is its only member
+                d = stride
+            if best is None or d < best[0]:
+                best = (d, i)
+                if d == 1:
+                    break
+            j += step
+        return None if best is None else best[1]
 
     def apply(self, delta: RingDelta) -> RingView:
         if delta.base_version != self.version:
