@@ -13,6 +13,7 @@ from emulator.cli.main import main
 from emulator.results.figures import stale
 from emulator.results.record import load_record
 from emulator.scenario.loader import load_scenario
+from emulator.study.modelpoints import ModelResolver
 from emulator.study.points import Resolver, expand
 from emulator.study.runner import StudyRun, only_writer, read_output, run_point
 from emulator.study.spec import StudyError, load_study
@@ -203,13 +204,17 @@ STUDIES = sorted((ROOT / "scenarios" / "studies").glob("*.toml"))
 
 @pytest.mark.parametrize("path", STUDIES, ids=lambda p: p.stem)
 def test_the_committed_studies_resolve(path: Path) -> None:
-    """Each variant's first and last point (every axis at both ends) is a valid scenario."""
+    """Each variant's first and last point (every axis at both ends) is a valid scenario, or a
+    model study's valid parameters."""
     study = load_study(path)
     resolver, points = Resolver(study, path), expand(study)
     for variant in {p.variant for p in points}:
         mine = [p for p in points if p.variant == variant]
         for point in (mine[0], mine[-1]):
-            resolver.scenario(point)
+            if study.model:
+                ModelResolver(study, path).params(point)
+            else:
+                resolver.scenario(point)
 
 
 def test_an_output_that_is_not_a_study_is_refused(tmp_path: Path) -> None:
