@@ -136,7 +136,8 @@ FIGURES: dict[str, Figure] = {
     "traces": Figure("docs/traces.json", traces.table,
                      "make traces (emulator study scenarios/studies/traces.toml --out docs/traces.json)"),
     "usage-messages": Figure("docs/usage-messages.json", usagemsgs.markdown_table,
-                             "emulator usage-messages --out docs/usage-messages.json"),
+                             "emulator study scenarios/studies/usage-messages.toml --out "
+                             "docs/usage-messages.json"),
     # Model studies (emulator/study/models.py): E4's Borg cell, E5's stochastic bin packing.
     "e4": Figure("docs/e4.json", model_table("borg-cell", "modes"), "make e4"),
     "e4-why": Figure("docs/e4.json", model_table("borg-cell", "why"), "make e4"),

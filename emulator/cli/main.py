@@ -23,7 +23,6 @@ from emulator.experiments.efficiency import add_command as add_efficiency_comman
 from emulator.experiments.recovery import add_command as add_recovery_command
 from emulator.experiments.reliability import add_command as add_reliability_command
 from emulator.experiments.sweep import add_command as add_sweep_command
-from emulator.experiments.usagemsgs import add_command as add_usage_messages_command
 from emulator.harness.invariants import InvariantViolation
 from emulator.results.console import EXIT_FAILED, EXIT_STOPPED
 from emulator.scenario.loader import ScenarioError
@@ -48,8 +47,7 @@ class _Version(argparse.Action):
 # here still shows, under "other".
 COMMAND_GROUPS = {
     "run": ("run", "rerun", "report", "compare", "validate", "explain"),
-    "experiments": ("study", "e3-tcp", "sweep", "efficiency", "recovery", "reliability", "abuse",
-                    "usage-messages"),
+    "experiments": ("study", "e3-tcp", "sweep", "efficiency", "recovery", "reliability", "abuse"),
     "processes": ("rm", "nodes"),
     "tools": ("bench", "figures", "fuzz", "import", "schema"),
 }
@@ -90,7 +88,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_sweep_command(sub)
     add_efficiency_command(sub)
     add_recovery_command(sub)
-    add_usage_messages_command(sub)
     add_reliability_command(sub)
     add_figures_command(sub)
     add_fuzz_command(sub)

@@ -35,6 +35,9 @@ class Variant(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=T
     scenario: str = ""  # another base scenario for this variant (relative to the study file)
     # Dotted scenario field paths to values, as `emulator run --set` takes them.
     set: dict[str, Any] = {}
+    # Dotted paths removed from the base scenario before the overrides apply: a table an override
+    # cannot clear (`workload.operations[0].usage`: the operation without its usage model).
+    unset: list[str] = []
 
 
 class Table(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
@@ -242,8 +245,9 @@ def check_model_study(study: Study, fail: Callable[[str, str], None]) -> None:
         if getattr(study, field):
             fail(field, why)
     for i, v in enumerate(study.variants):
-        if v.scenario:
-            fail(f"variants[{i}].scenario", "a model study's variants change its `params` with `set`")
+        for field in ("scenario", "unset"):
+            if getattr(v, field):
+                fail(f"variants[{i}].{field}", "a model study's variants change its `params` with `set`")
     if NODES in study.axes:
         fail(f"axes.{NODES}", "a model has no cluster to scale: name a parameter path instead")
     problem = params_problem(model.params, study.params)
