@@ -161,7 +161,8 @@ def test_bad_cell_parameters_are_refused_with_the_field(tmp_path: Path,
     warmup = "at `params`: `days` must exceed the 1 warm-up day(s) (`warmup_days`)"
     for params, message in (("days = 0.5", warmup),
                             ("days = -1", "at `params.days`: expected `float` > 0.0"),
-                            ("machines = 0", "at `params.machines`: expected `int` >= 1")):
+                            ("machines = 0", "at `params.machines`: expected `int` >= 1"),
+                            ("[axes]\nseed = [0]", "at `axes.seed`: expected whole numbers >= 1, got [0]")):
         study.write_text(f'model = "borg-cell"\n[params]\n{params}\n', encoding="utf-8")
         assert main(["study", str(study), "--out", str(tmp_path / "e4.json")]) == 2
         assert capsys.readouterr().err.strip() == f"error: {study}: {message}"
