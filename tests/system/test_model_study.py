@@ -144,3 +144,10 @@ def test_the_committed_model_studies_expand_to_what_their_outputs_hold(name: str
                    say=lambda _: None)
     assert len(expand(run.study)) == points
     assert run.todo == []
+
+
+def test_a_model_study_has_no_run_directories(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    study = _tiny(tmp_path)
+    assert main(["study", str(study), "--runs", str(tmp_path / "runs")]) == 2
+    assert capsys.readouterr().err.strip() == (f"error: {study}: a model study's points are not emulator "
+                                               "runs: no --runs")
