@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed-test
 CLUSTER_STAMP := $(VENV)/.installed-cluster
 
-.PHONY: run test lint bench e1 e2 e2-w2 e2-yarn2020 e2-dask e2-many-core e3 e3-tcp e4 e5 e5-cluster baselines recovery soak fuzz clean chromium traces
+.PHONY: run test lint bench e1 e2 e2-w2 e2-yarn2020 e2-dask e2-many-core e3 e3-tcp e4 e5 e5-cluster recovery soak fuzz clean chromium traces
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or run: make PYTHON=python3 ...)"; exit 1; }
@@ -102,23 +102,20 @@ e3-tcp: $(STAMP)
 # E4 (the Borg lecture): a Borg cell of hard-limit, soft-limit, Autopilot and ML jobs, 5 emulated
 # days of 5-minute windows, 3 seeds, and two variants that show where the OOMs come from: slack,
 # OOM-free jobs and OOMs per task-day beside the lecture's (~5 min on 2 cores).
-# Tables: emulator e4 --table docs/e4.json
+# Tables: emulator study --table docs/e4.json
 e4: $(STAMP)
-	$(BIN)/emulator e4 --out docs/e4.json
+	$(BIN)/emulator study scenarios/studies/e4.toml --out docs/e4.json
 
-# E5 (the Borg lecture): stochastic bin packing, machines and overflow per admission method (~20 s).
-# Tables: emulator e5 --table docs/e5.json
+# E5 (the Borg lecture): stochastic bin packing, machines and overflow per admission method, and
+# the bin-packing baselines (next/first/best-fit against FFD and a lower bound) on the same tasks
+# (~20 s). Tables: emulator study --table docs/e5.json
 e5: $(STAMP)
-	$(BIN)/emulator e5 scenarios/e5-sbp.toml --out docs/e5.json
+	$(BIN)/emulator study scenarios/studies/e5.toml --out docs/e5.json
 
 # E5 on trace-like demand: 1,000 tasks per seed packed with each admission method, the SLO judged
-# per machine on 30,000 5-minute intervals, 3 seeds (~1 min). Table: emulator e5 --cluster --table docs/e5-cluster.json
+# per machine on 30,000 5-minute intervals, 3 seeds (~1 min). Tables: emulator study --table docs/e5-cluster.json
 e5-cluster: $(STAMP)
-	$(BIN)/emulator e5 --cluster scenarios/e5-cluster.toml --out docs/e5-cluster.json
-
-# Bin-packing baselines: next/first/best-fit against FFD and a lower bound (seconds).
-baselines: $(STAMP)
-	$(BIN)/emulator baselines scenarios/e5-sbp.toml --out docs/baselines.json
+	$(BIN)/emulator study scenarios/studies/e5-cluster.toml --out docs/e5-cluster.json
 
 # Work-preserving RM restart: recovery time at 1,000 and 10,000 nodes (~4 min on 2 cores).
 recovery: $(STAMP)

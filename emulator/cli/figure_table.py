@@ -12,9 +12,6 @@ from emulator.experiments import (
     e1tables,
     e3,
     e3tcp,
-    e4,
-    e5,
-    e5cluster,
     recovery,
     reliability,
     scalemodel,
@@ -26,6 +23,7 @@ from emulator.experiments import (
 from emulator.results import compare, registry
 from emulator.results.figures import Figure
 from emulator.study import tables as study_tables
+from emulator.study.tables import model_table
 
 E1_COMMAND = "make e1 (emulator study scenarios/studies/e1.toml --out docs/e1.json)"
 # The two files below were run before issue 33 by the `emulator e1` command that studies replaced:
@@ -145,17 +143,18 @@ FIGURES: dict[str, Figure] = {
     "traces": Figure("docs/traces.json", traces.table,
                      "make traces (emulator study scenarios/studies/traces.toml --out docs/traces.json)"),
     "usage-messages": Figure("docs/usage-messages.json", usagemsgs.markdown_table,
-                             "emulator usage-messages --out docs/usage-messages.json"),
-    "e4": Figure("docs/e4.json", e4.markdown_table, "make e4"),
-    "e4-why": Figure("docs/e4.json", e4.variants_table, "make e4"),
-    "e5": Figure("docs/e5.json", e5.markdown_table, "make e5"),
-    "e5-cluster": Figure("docs/e5-cluster.json", e5cluster.markdown_table,
-                         "make e5-cluster"),
-    "e5-demand": Figure("docs/e5-cluster.json", e5cluster.demand_table, "make e5-cluster"),
-    "e5-cluster-compact": Figure("docs/e5-cluster.json", e5cluster.compact_table,
+                             "emulator study scenarios/studies/usage-messages.toml --out "
+                             "docs/usage-messages.json"),
+    # Model studies (emulator/study/models.py): E4's Borg cell, E5's stochastic bin packing.
+    "e4": Figure("docs/e4.json", model_table("borg-cell", "modes"), "make e4"),
+    "e4-why": Figure("docs/e4.json", model_table("borg-cell", "why"), "make e4"),
+    "e5": Figure("docs/e5.json", model_table("sbp-offline", "methods"), "make e5"),
+    "e5-bin-sizes": Figure("docs/e5.json", model_table("sbp-offline", "bin-sizes"), "make e5"),
+    "baselines": Figure("docs/e5.json", model_table("sbp-offline", "baselines"), "make e5"),
+    "e5-cluster": Figure("docs/e5-cluster.json", model_table("sbp-cluster", "methods"), "make e5-cluster"),
+    "e5-demand": Figure("docs/e5-cluster.json", model_table("sbp-cluster", "demand"), "make e5-cluster"),
+    "e5-cluster-compact": Figure("docs/e5-cluster.json", model_table("sbp-cluster", "compact"),
                                  "make e5-cluster"),
-    "e5-bin-sizes": Figure("docs/e5.json", e5.bin_sizes_table, "make e5"),
-    "baselines": Figure("docs/baselines.json", e5.baselines_table, "make baselines"),
     "abuse": Figure("docs/abuse-results.json", abuse.markdown_table,
                     "emulator abuse scenarios/abuse.toml --out docs/abuse-results.json"),
     "study-quickstart-heartbeats": Figure(

@@ -19,13 +19,10 @@ from emulator.cli.run import add_rerun_command, add_run_command, add_validate_co
 from emulator.cli.schema import add_command as add_schema_command
 from emulator.cli.study import add_command as add_study_command
 from emulator.cli.traces import add_command as add_import_command
-from emulator.experiments.e4 import add_command as add_e4_command
-from emulator.experiments.e5 import add_commands as add_borg_commands
 from emulator.experiments.efficiency import add_command as add_efficiency_command
 from emulator.experiments.recovery import add_command as add_recovery_command
 from emulator.experiments.reliability import add_command as add_reliability_command
 from emulator.experiments.sweep import add_command as add_sweep_command
-from emulator.experiments.usagemsgs import add_command as add_usage_messages_command
 from emulator.harness.invariants import InvariantViolation
 from emulator.results.console import EXIT_FAILED, EXIT_STOPPED
 from emulator.scenario.loader import ScenarioError
@@ -50,8 +47,7 @@ class _Version(argparse.Action):
 # here still shows, under "other".
 COMMAND_GROUPS = {
     "run": ("run", "rerun", "report", "compare", "validate", "explain"),
-    "experiments": ("study", "e3-tcp", "sweep", "efficiency", "recovery", "reliability", "abuse",
-                    "e4", "e5", "baselines", "usage-messages"),
+    "experiments": ("study", "e3-tcp", "sweep", "efficiency", "recovery", "reliability", "abuse"),
     "processes": ("rm", "nodes"),
     "tools": ("bench", "figures", "fuzz", "import", "schema"),
 }
@@ -92,9 +88,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_sweep_command(sub)
     add_efficiency_command(sub)
     add_recovery_command(sub)
-    add_borg_commands(sub)
-    add_e4_command(sub)
-    add_usage_messages_command(sub)
     add_reliability_command(sub)
     add_figures_command(sub)
     add_fuzz_command(sub)

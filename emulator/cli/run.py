@@ -243,20 +243,7 @@ def _print_notes(path: str, sc: Scenario) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from emulator.experiments.e5 import is_e5_file
-    from emulator.experiments.e5 import load as load_e5
-    from emulator.experiments.e5cluster import is_e5_cluster_file
-    from emulator.experiments.e5cluster import load as load_e5_cluster
-
     for path in args.scenarios:
-        if is_e5_cluster_file(Path(path)):  # E5 on trace-like demand (emulator e5 --cluster)
-            packing = load_e5_cluster(Path(path))
-            print(f"{path}: ok (E5 on trace-like demand: {packing.tasks} tasks, {len(packing.seeds)} seeds)")
-            continue
-        if is_e5_file(Path(path)):  # an offline E5 workload (emulator e5), not a cluster scenario
-            cfg = load_e5(Path(path))
-            print(f"{path}: ok (E5 workload: {cfg.tasks} tasks, {len(cfg.groups)} groups)")
-            continue
         sc = load_scenario(path, scenario_overrides(args))
         _print_notes(path, sc)
         mib = estimate(sc).total / (1 << 20)

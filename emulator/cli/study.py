@@ -18,8 +18,8 @@ from emulator.study.tables import markdown
 
 
 def add_command(sub: Any) -> None:
-    s = sub.add_parser("study", help="run a study file (scenario x variants x axes -> metrics, tables); "
-                       "docs/studies.md")
+    s = sub.add_parser("study", help="run a study file (a scenario or a model x variants x axes -> metrics, "
+                       "tables); docs/studies.md")
     s.add_argument("file", nargs="?", help="the study (.toml), e.g. "
                    "scenarios/studies/quickstart-heartbeats.toml")
     s.add_argument("--out", type=Path, metavar="JSON",

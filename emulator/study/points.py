@@ -65,6 +65,7 @@ class Resolver:
         self.study, self.study_file = study, study_file
         self._bases: dict[Path, dict[str, Any]] = {}
         self._variant_sets = {v.name: (i, v.set) for i, v in enumerate(study.variants)}
+        self._variant_unsets = {v.name: (i, v.unset) for i, v in enumerate(study.variants)}
 
     def path(self, point: Point) -> Path:
         return scenario_path(self.study_file, self.study, point.variant)[1]
@@ -100,7 +101,7 @@ class Resolver:
         return merged
 
     def scenario(self, point: Point) -> Scenario:
-        data = copy.deepcopy(self._base(point))
+        data = self._unset(point, copy.deepcopy(self._base(point)))
         path = self.path(point)
         origins = self.origins(point)
         try:
@@ -117,6 +118,27 @@ class Resolver:
         except ScenarioError as err:
             raise StudyError(f"{self.study_file}: point `{point.key}`{self._blame(str(err), origins)}: "
                              f"{err}") from None
+
+    def _unset(self, point: Point, data: dict[str, Any]) -> dict[str, Any]:
+        """The base scenario without the variant's ``unset`` paths (each must be there)."""
+        i, paths = self._variant_unsets.get(point.variant, (0, []))
+        for j, dotted in enumerate(paths):
+            *parents, leaf = re.sub(r"\[(\d+)\]", r".\1", dotted).split(".")
+            node: Any = data
+            for key in [*parents, leaf]:
+                holder = node
+                if isinstance(node, list) and key.isdigit() and int(key) < len(node):
+                    node = node[int(key)]
+                elif isinstance(node, dict) and key in node:
+                    node = node[key]
+                else:
+                    raise StudyError(f"{self.study_file}: at `variants[{i}].unset[{j}]`: `{dotted}` is not "
+                                     f"in {self.path(point)}")
+            if isinstance(holder, list):
+                holder.pop(int(leaf))
+            else:
+                del holder[leaf]
+        return data
 
     @staticmethod
     def _blame(message: str, origins: list[tuple[str, dict[str, Any]]]) -> str:

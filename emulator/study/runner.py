@@ -21,6 +21,8 @@ from emulator.results.recording import recorded
 from emulator.results.registry import lookup
 from emulator.results.summary import full_summary, write_results
 from emulator.scenario.schema import Scenario
+from emulator.study.modelpoints import ModelResolver
+from emulator.study.models import run_model
 from emulator.study.points import Point, Resolver, expand
 from emulator.study.sections import collect
 from emulator.study.spec import Study, StudyError, load_study
@@ -32,9 +34,12 @@ class PointResult(msgspec.Struct, kw_only=True):
     key: str
     variant: str
     coords: dict[str, Any]
-    metrics: dict[str, Any]  # registry name -> the run's value (None where it has none)
+    metrics: dict[str, Any] = {}  # registry name -> the run's value (None where it has none)
     collected: dict[str, Any] = {}  # the study's `collect` sections, by name (study/sections.py)
-    scenario: dict[str, Any]  # exactly as run: the base file with every override
+    scenario: dict[str, Any] = {}  # exactly as run: the base file with every override
+    # A model study's point: its parameters exactly as run, and the model's result.
+    params: dict[str, Any] = {}
+    output: dict[str, Any] = {}
     wall_s: float
 
 
@@ -77,6 +82,13 @@ def run_point(scenario: Scenario, metrics: list[str], run_dir: str | None, sourc
             rec.finish(0)
     return ({name: lookup(summary, name) for name in metrics}, collect(outcome, summary, sections or []),
             round(time.monotonic() - t0, 3))
+
+
+def run_model_point(model: str, params: dict[str, Any]) -> Measured:
+    """One point of a model study, in whichever process: (no metrics, the model's result, wall s)."""
+    t0 = time.monotonic()
+    output = run_model(model, params)
+    return {}, output, round(time.monotonic() - t0, 3)
 
 
 def _complete(outcome: RunOutcome) -> RunOutcome:
@@ -137,8 +149,16 @@ class StudyRun:
         self.study: Study = load_study(study_file)
         self.resolver = Resolver(self.study, study_file)
         self.points: list[Point] = expand(self.study)
-        self.scenarios = {p.key: self.resolver.scenario(p) for p in self.points}
-        self.data = {p.key: self.resolver.scenario_data(p, self.scenarios[p.key]) for p in self.points}
+        self.scenarios: dict[str, Scenario] = {}
+        # What each point runs, as the output keeps it: its scenario, or a model's parameters.
+        if self.study.model:
+            if runs_dir is not None:
+                raise StudyError(f"{study_file}: a model study's points are not emulator runs: no --runs")
+            models = ModelResolver(self.study, study_file)
+            self.data = {p.key: models.params(p) for p in self.points}
+        else:
+            self.scenarios = {p.key: self.resolver.scenario(p) for p in self.points}
+            self.data = {p.key: self.resolver.scenario_data(p, self.scenarios[p.key]) for p in self.points}
         self.done: dict[str, PointResult] = {} if force else self._resumable()
 
     def _resumable(self) -> dict[str, PointResult]:
@@ -150,7 +170,7 @@ class StudyRun:
                              "or --force to run the study again")
         kept = {}
         for r in old.points:
-            if (r.key in self.data and _same(r.scenario, self.data[r.key])
+            if (r.key in self.data and _same(r.params if self.study.model else r.scenario, self.data[r.key])
                     and all(m in r.metrics for m in self.study.metrics)
                     and all(c in r.collected for c in self.study.collect)):
                 kept[r.key] = msgspec.structs.replace(
@@ -170,6 +190,12 @@ class StudyRun:
         return StudyOutput(format=FORMAT, file=str(self.study_file), study=msgspec.to_builtins(self.study),
                            points=[self.done[p.key] for p in self.points if p.key in self.done])
 
+    def job(self, p: Point) -> tuple[Callable[..., Measured], tuple[Any, ...]]:
+        """What runs point ``p``, and its arguments (plain data, for another process)."""
+        if self.study.model:
+            return run_model_point, (self.study.model, self.data[p.key])
+        return run_point, self.point_args(p)
+
     def point_args(self, p: Point) -> tuple[Scenario, list[str], str | None, str, dict[str, Any],
                                             list[str]]:
         run_dir = str(self.runs_dir / p.key.replace("|", "-")) if self.runs_dir else None
@@ -177,8 +203,13 @@ class StudyRun:
                 self.resolver.overrides(p), list(self.study.collect))
 
     def _finish(self, p: Point, metrics: dict[str, Any], collected: dict[str, Any], wall_s: float) -> None:
-        self.done[p.key] = PointResult(key=p.key, variant=p.variant, coords=p.coords, metrics=metrics,
-                                       collected=collected, scenario=self.data[p.key], wall_s=wall_s)
+        if self.study.model:  # `collected` is the model's result
+            result = PointResult(key=p.key, variant=p.variant, coords=p.coords, params=self.data[p.key],
+                                 output=collected, wall_s=wall_s)
+        else:
+            result = PointResult(key=p.key, variant=p.variant, coords=p.coords, metrics=metrics,
+                                 collected=collected, scenario=self.data[p.key], wall_s=wall_s)
+        self.done[p.key] = result
         _write(self.out, self.output())
         self.say(f"[{len(self.done)}/{len(self.points)}] {p.key} ({wall_s:.1f} s)")
 
@@ -193,8 +224,9 @@ class StudyRun:
                      f"{len(todo)} to run")
         if self.jobs <= 1 or len(todo) <= 1:
             for p in todo:  # in this process: no start-up cost
+                fn, args = self.job(p)
                 with self._failing(p):
-                    result = run_point(*self.point_args(p))
+                    result = fn(*args)
                 self._finish(p, *result)
         else:
             self._run_parallel(todo)
@@ -213,8 +245,10 @@ class StudyRun:
 
     def _run_parallel(self, todo: list[Point]) -> None:
         with ProcessPoolExecutor(max_workers=min(self.jobs, len(todo))) as pool:
-            running: dict[Future[Measured], Point] = {
-                pool.submit(run_point, *self.point_args(p)): p for p in todo}
+            running: dict[Future[Measured], Point] = {}
+            for p in todo:
+                fn, args = self.job(p)
+                running[pool.submit(fn, *args)] = p
             try:
                 while running:
                     finished, _ = wait(running, return_when=FIRST_COMPLETED)

@@ -2,7 +2,8 @@
 of the run's summary.json as it is (``pools``, ``fair_cpu_bound``, ``detection_latency_s`` ...),
 one column of its timeseries.csv (``timeseries.removals``: a value per sample), or a wall-clock
 figure of its timing.json (``timing.scheduler_decision_us``: measured, so it differs from run to
-run, unlike everything else of a virtual-time run). Tables that need
+run, unlike everything else of a virtual-time run), or a total of the run's messages to or from
+the RM (``traffic.to_rm_bytes``). Tables that need
 more than whole-run figures (E1's per-user shares and pooled bound, E3's quiet-window message
 rate and removals plot) render from these."""
 
@@ -18,6 +19,11 @@ from emulator.measure.sampler import COLUMNS
 
 TIMESERIES = "timeseries."
 TIMING = "timing."
+TRAFFIC = "traffic."
+# The run's totals of the messages to the RM (summary.json has them per node-minute).
+TRAFFIC_FIELDS: dict[str, Callable[[RunOutcome], int]] = {
+    "to_rm_messages": lambda o: o.to_rm.messages, "to_rm_bytes": lambda o: o.to_rm.bytes,
+}
 # timing.json's figures (results/summary.py write_results), from the run's outcome.
 TIMING_FIELDS: dict[str, Callable[[RunOutcome], Any]] = {
     "wall_s": lambda o: round(o.wall_s, 3),
@@ -59,12 +65,14 @@ SUMMARY_SECTIONS: tuple[str, ...] = (
 
 
 def known() -> list[str]:
-    return [*SUMMARY_SECTIONS, *(TIMESERIES + c for c in COLUMNS), *(TIMING + f for f in TIMING_FIELDS)]
+    return [*SUMMARY_SECTIONS, *(TIMESERIES + c for c in COLUMNS), *(TIMING + f for f in TIMING_FIELDS),
+            *(TRAFFIC + f for f in TRAFFIC_FIELDS)]
 
 
 def section_problem(name: str) -> str | None:
     """Why ``name`` cannot be collected (None if it can)."""
-    if name in SUMMARY_SECTIONS or (name.startswith(TIMING) and name.removeprefix(TIMING) in TIMING_FIELDS):
+    if (name in SUMMARY_SECTIONS or (name.startswith(TIMING) and name.removeprefix(TIMING) in TIMING_FIELDS)
+            or (name.startswith(TRAFFIC) and name.removeprefix(TRAFFIC) in TRAFFIC_FIELDS)):
         return None
     if name.startswith(TIMESERIES):
         column = name.removeprefix(TIMESERIES)
@@ -76,8 +84,8 @@ def section_problem(name: str) -> str | None:
                 f"(expected one of {', '.join(COLUMNS)})")
     close = difflib.get_close_matches(name, known(), n=1, cutoff=0.6)
     hint = f"did you mean `{close[0]}`? " if close else ""
-    return (f"`{name}` is not a section of summary.json, a `{TIMESERIES}COLUMN` or `{TIMING}FIELD`; {hint}"
-            "(the top-level fields of a run's summary.json)")
+    return (f"`{name}` is not a section of summary.json, a `{TIMESERIES}COLUMN`, `{TIMING}FIELD` or "
+            f"`{TRAFFIC}FIELD`; {hint}(the top-level fields of a run's summary.json)")
 
 
 def collect(outcome: RunOutcome, summary: dict[str, Any], names: list[str]) -> dict[str, Any]:
@@ -86,6 +94,8 @@ def collect(outcome: RunOutcome, summary: dict[str, Any], names: list[str]) -> d
     for name in names:
         if name.startswith(TIMING):
             out[name] = TIMING_FIELDS[name.removeprefix(TIMING)](outcome)
+        elif name.startswith(TRAFFIC):
+            out[name] = TRAFFIC_FIELDS[name.removeprefix(TRAFFIC)](outcome)
         elif name.startswith(TIMESERIES):
             column = name.removeprefix(TIMESERIES)
             out[name] = [getattr(row, column) for row in outcome.rows]

@@ -15,6 +15,7 @@ import msgspec
 
 from emulator.results.registry import BY_NAME, WHOLE_RUN
 from emulator.scenario.loader import ScenarioError
+from emulator.study.models import MODELS
 from emulator.study.sections import TIMESERIES, section_problem
 
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9_.+-]+$")]
@@ -34,10 +35,15 @@ class Variant(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=T
     scenario: str = ""  # another base scenario for this variant (relative to the study file)
     # Dotted scenario field paths to values, as `emulator run --set` takes them.
     set: dict[str, Any] = {}
+    # Dotted paths removed from the base scenario before the overrides apply: a table an override
+    # cannot clear (`workload.operations[0].usage`: the operation without its usage model).
+    unset: list[str] = []
 
 
 class Table(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
     title: str = ""
+    # A model study's table: one its model renders (emulator/study/models.py), by name.
+    render: str = ""
     # Each a dimension: "variant", "metric", "seed", "nodes" or a field axis; the dimensions in
     # neither are aggregated over (seeds, typically: mean ± sd).
     rows: str = VARIANT
@@ -60,13 +66,17 @@ class Plot(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True
 class Study(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
     name: str = ""
     description: str = ""
-    scenario: Annotated[str, msgspec.Meta(min_length=1)]  # relative to the study file
+    scenario: str = ""  # relative to the study file
+    # Or a model instead of a scenario (emulator/study/models.py) and its parameters; `set`,
+    # variants and axes override those by dotted path.
+    model: str = ""
+    params: dict[str, Any] = {}
     set: dict[str, Any] = {}  # overrides of every point, under the variants'
     variants: list[Variant] = []  # none: one variant, "base"
     # Axis name to its values; `[axes] heartbeat.mode = [...]` (a nested table) is read as a path.
     axes: dict[str, list[Any] | dict[str, Any]] = {}
     scale_workload: bool = True  # with a `nodes` axis: scale task counts with the cluster
-    metrics: Annotated[list[str], msgspec.Meta(min_length=1)]
+    metrics: list[str] = []  # a scenario study's: at least one
     # More of each point than its metrics, for renderers that need it (emulator/study/sections.py):
     # a summary.json section (`pools`), a timeseries column (`timeseries.to_rm_messages`), `removals`.
     collect: list[str] = []
@@ -143,6 +153,19 @@ def _check(study: Study, source: str) -> None:
     def fail(where: str, message: str) -> None:
         raise StudyError(f"{source}: at `{where}`: {message}")
 
+    if study.model:
+        check_model_study(study, fail)
+    elif not study.scenario:
+        fail("scenario", "a study runs a base scenario (`scenario = FILE`) or a model (`model = NAME`; "
+             f"one of {', '.join(f'`{m}`' for m in MODELS)})")
+    elif not study.metrics:
+        fail("metrics", "expected at least one metric (the whole-run metrics of docs/metrics.md)")
+    else:
+        if study.params:
+            fail("params", "a model study's parameters: a scenario study changes its scenario with `set`")
+        for i, t in enumerate(study.tables):
+            if t.render:
+                fail(f"tables[{i}].render", "only a model study's tables are rendered by its model")
     seen: set[str] = set()
     for i, v in enumerate(study.variants):
         if v.name in seen:
@@ -178,6 +201,8 @@ def _check(study: Study, source: str) -> None:
         _check_where(study, plot.where, f"plots[{i}].where", fail)
     dims = [*dimensions(study), METRIC]
     for i, t in enumerate(study.tables):
+        if t.render:
+            continue
         for field in ("rows", "columns"):
             dim = getattr(t, field)
             if dim not in dims:
@@ -200,6 +225,90 @@ def _check_where(study: Study, where: dict[str, Any], at: str, fail: Callable[[s
         values = variant_names(study) if axis == VARIANT else study.axes[axis]
         if value not in values:  # an empty table otherwise
             fail(f"{at}.{axis}", f"{value!r} is not one of its values {values}")
+
+
+def check_model_study(study: Study, fail: Callable[[str, str], None]) -> None:
+    """A model study: a known model, parameters it takes, and nothing that only a scenario has."""
+    model = MODELS.get(study.model)
+    if model is None:
+        close = difflib.get_close_matches(study.model, list(MODELS), n=1, cutoff=0.6)
+        hint = f"did you mean `{close[0]}`? " if close else ""
+        known = ", ".join(f"`{m}`" for m in MODELS)
+        fail("model", f"unknown model `{study.model}`; {hint}(expected one of {known})")
+        return
+    only_scenario = {"scenario": "a study runs a scenario or a model, not both",
+                     "metrics": "a model has no registry metrics: its tables are its own "
+                                "(`[[tables]] render`)",
+                     "collect": "a model point keeps the model's whole result",
+                     "plots": "a model study's figures are its model's tables"}
+    for field, why in only_scenario.items():
+        if getattr(study, field):
+            fail(field, why)
+    for i, v in enumerate(study.variants):
+        for field in ("scenario", "unset"):
+            if getattr(v, field):
+                fail(f"variants[{i}].{field}", "a model study's variants change its `params` with `set`")
+    if NODES in study.axes:
+        fail(f"axes.{NODES}", "a model has no cluster to scale: name a parameter path instead")
+    problem = params_problem(model.params, study.params)
+    if problem:
+        fail(*problem)
+    tables = list(model.tables)
+    for i, t in enumerate(study.tables):
+        if t.render not in model.tables:
+            close = difflib.get_close_matches(t.render, tables, n=1, cutoff=0.6)
+            hint = f"did you mean `{close[0]}`? " if close else ""
+            got = f"`{t.render}` is not a table of model `{study.model}`; " if t.render else ""
+            fail(f"tables[{i}].render", f"{got}{hint}(expected one of {', '.join(f'`{n}`' for n in tables)})")
+
+
+def params_problem(struct: type[msgspec.Struct], params: dict[str, Any],
+                   prefix: str = "params") -> tuple[str, str] | None:
+    """(where, why) a model's parameters are refused, or None: the field path under ``prefix`` and
+    msgspec's reason, an unknown field with the struct's fields and a "did you mean"."""
+    try:
+        msgspec.convert(params, struct, strict=True)
+    except msgspec.ValidationError as err:
+        m = _AT.match(str(err))
+        assert m is not None
+        msg, path = m.group("msg"), (m.group("path") or "").lstrip(".")
+        where = ".".join(x for x in (prefix, path) if x).replace(".[", "[")
+        unknown, at = _UNKNOWN.match(msg), _type_at(struct, path)
+        if unknown and isinstance(at, msgspec.inspect.StructType):
+            return f"{where}.{unknown.group(1)}", _choices("unknown field", unknown.group(1),
+                                                           [f.name for f in at.fields])
+        enum = _ENUM.match(msg)
+        if enum and isinstance(at, msgspec.inspect.LiteralType):
+            got = enum.group(1)
+            return where, _choices(f"`{got}` is not a choice", got, [str(v) for v in at.values])
+        return where, msg[:1].lower() + msg[1:]
+    return None
+
+
+_ENUM = re.compile(r"^Invalid enum value '(.*)'$", re.S)
+
+
+def _choices(what: str, got: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(got, known, n=1, cutoff=0.6)
+    hint = f"did you mean `{close[0]}`? " if close else ""
+    return f"{what}; {hint}(expected one of {', '.join(f'`{k}`' for k in known)})"
+
+
+def _type_at(struct: type[msgspec.Struct], path: str) -> msgspec.inspect.Type:
+    """The type at ``path`` (``demand.cpu_size``, ``groups[0]``, ``methods[1]``) inside ``struct``,
+    past lists and constraints."""
+    def bare(t: msgspec.inspect.Type) -> msgspec.inspect.Type:
+        while isinstance(t, msgspec.inspect.Metadata):
+            t = t.type
+        return t
+
+    info = bare(msgspec.inspect.type_info(struct))
+    for part in re.findall(r"[^.\[\]]+|\[\d+\]", path):
+        if part.startswith("[") and isinstance(info, msgspec.inspect.ListType | msgspec.inspect.TupleType):
+            info = bare(info.item_type if isinstance(info, msgspec.inspect.ListType) else info.item_types[0])
+        elif isinstance(info, msgspec.inspect.StructType):
+            info = bare(next(f.type for f in info.fields if f.name == part))
+    return info
 
 
 def study_from_data(data: dict[str, Any], source: str) -> Study:

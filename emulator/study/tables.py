@@ -9,7 +9,9 @@ from typing import Any
 
 import msgspec
 
+from emulator.models.point import ModelPoint
 from emulator.results.registry import BY_NAME, Unit
+from emulator.study.models import MODELS
 from emulator.study.points import expand
 from emulator.study.runner import FORMAT, PointResult, StudyOutput
 from emulator.study.spec import (
@@ -125,7 +127,44 @@ def tables_of(output: StudyOutput) -> tuple[Study, list[Table]]:
     if output.format != FORMAT:
         raise StudyError(f"{output.file}: written as {output.format!r}; this emulator reads {FORMAT!r}")
     study = study_from_data(output.study, f"{output.file} (as stored in the output)")
+    if study.model and not study.tables:  # every table its model has
+        return study, [Table(render=name) for name in MODELS[study.model].tables]
     return study, list(study.tables) or [Table()]
+
+
+def model_points(study: Study, points: list[PointResult]) -> list[ModelPoint]:
+    labels = {v.name: v.description or v.name for v in study.variants}
+    return [ModelPoint(variant=p.variant, label=labels.get(p.variant, p.variant), coords=p.coords,
+                       params=p.params, output=p.output) for p in points]
+
+
+def render_model_table(study: Study, points: list[PointResult], table: Table) -> str:
+    text = MODELS[study.model].tables[table.render](model_points(study, points))
+    return (f"**{table.title}**\n\n" if table.title else "") + text.rstrip("\n") + "\n"
+
+
+def model_table(model: str, name: str) -> Callable[[dict[str, Any]], str]:
+    """The renderer of figure blocks that show table ``name`` of a ``model`` study's output (the
+    figures registry passes the decoded JSON)."""
+    if name not in MODELS[model].tables:
+        raise KeyError(f"model {model!r} has no table {name!r}")
+
+    def render(data: dict[str, Any]) -> str:
+        output = msgspec.convert(data, StudyOutput)
+        study, _ = tables_of(output)
+        if study.model != model:
+            raise StudyError(f"{output.file}: the output of a study of {study.model or 'a scenario'!r}, "
+                             f"not of model {model!r}")
+        return render_model_table(study, output.points, Table(render=name)) + _partial(study, output)
+
+    return render
+
+
+def _partial(study: Study, output: StudyOutput) -> str:
+    missing = len(expand(study)) - len(output.points)
+    if missing <= 0:
+        return ""
+    return f"\n<sub>Partial: {missing} points of the study are not in its output yet.</sub>\n"
 
 
 def markdown(output: StudyOutput | dict[str, Any]) -> str:
@@ -133,8 +172,6 @@ def markdown(output: StudyOutput | dict[str, Any]) -> str:
     if isinstance(output, dict):
         output = msgspec.convert(output, StudyOutput)
     study, tables = tables_of(output)
-    missing = len(expand(study)) - len(output.points)
-    parts = [render_table(study, output.points, t) for t in tables]
-    if missing > 0:
-        parts.append(f"<sub>Partial: {missing} points of the study are not in its output yet.</sub>\n")
-    return "\n".join(parts)
+    parts = [render_model_table(study, output.points, t) if t.render
+             else render_table(study, output.points, t) for t in tables]
+    return "\n".join(parts) + _partial(study, output)

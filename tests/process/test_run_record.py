@@ -12,8 +12,6 @@ import msgspec
 import pytest
 
 from emulator.cli.main import main
-from emulator.experiments.e5 import is_e5_file
-from emulator.experiments.e5cluster import is_e5_cluster_file
 from emulator.results.record import WALL_CLOCK_FIELDS, load_record, scenario_data, source_commit, to_toml
 from emulator.results.recording import compare_summaries
 from emulator.scenario.loader import load_scenario, scenario_from_dict
@@ -65,11 +63,7 @@ def test_run_json_and_scenario_toml(tmp_path: Path) -> None:
     assert load_scenario(out / "scenario.toml") == ran
 
 
-# Cluster scenarios (E5's files are offline workloads for `emulator e5`, not scenarios).
-@pytest.mark.parametrize(
-    "path", [p for p in sorted(SCENARIOS.glob("*.toml")) if not is_e5_file(p) and not is_e5_cluster_file(p)],
-    ids=lambda p: p.name,
-)
+@pytest.mark.parametrize("path", sorted(SCENARIOS.glob("*.toml")), ids=lambda p: p.name)
 def test_every_shipped_scenario_survives_the_toml_writer(path: Path) -> None:
     sc = load_scenario(path)
     data, _ = scenario_data(sc, path, {})

@@ -1,22 +1,26 @@
 """E4's Borg cell (issue 33): the recommenders' statistics, Borg's kill order, the OOM bump, a
-one-day run of the four modes on a tiny cell, and the command's input errors."""
+one-day run of the four modes on a tiny cell (as a model study's points), and its input errors."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import msgspec
 import numpy as np
 import pytest
 
 from emulator.cli.main import main
-from emulator.experiments.e4 import E4Config, markdown_table, run_e4, variants_table
-from emulator.experiments.e4.cell import AUTOPILOT, Cell
-from emulator.experiments.e4.recommend import (
+from emulator.models.overcommit import E4Config, markdown_table, run_point, variants_table
+from emulator.models.overcommit.cell import AUTOPILOT, Cell
+from emulator.models.overcommit.recommend import (
     AutopilotStats,
     MLRecommender,
     load_adjusted_percentile,
     window_counts,
 )
-from emulator.experiments.e4.usage import F
+from emulator.models.overcommit.report import from_points
+from emulator.models.overcommit.usage import F
+from emulator.models.point import ModelPoint
 
 TINY = E4Config(days=1.0, warmup_days=0.25, machines=3, jobs_per_mode=5, replicas_max=5, buckets=100)
 
@@ -134,7 +138,10 @@ def test_oom_bump_raises_an_autopilot_limit_above_the_usage_that_killed() -> Non
 
 
 def test_one_day_of_the_four_modes_beside_the_lecture() -> None:
-    data = run_e4(TINY, seeds=(1, 2), variants=False, quiet=True)
+    runs = [msgspec.structs.replace(TINY, seed=s) for s in (1, 2)]
+    data = from_points([ModelPoint(variant="as-run", label="as run", coords={"seed": cfg.seed},
+                                   params=msgspec.to_builtins(cfg), output=run_point(cfg)) for cfg in runs])
+    assert data["seeds"] == [1, 2] and data["variants"] == {}
     rows = {r["mode"]: r for r in data["rows"]}
     assert list(rows) == ["hard", "soft", "autopilot", "ml"]
     slack = {m: r["slack"][0] for m, r in rows.items()}
@@ -148,16 +155,19 @@ def test_one_day_of_the_four_modes_beside_the_lecture() -> None:
     assert "as run" in variants_table(data)
 
 
-def test_e4_command_rejects_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit, match="warm-up"):
-        main(["e4", "--days", "0.5", "--out", "/dev/null"])
-    with pytest.raises(SystemExit, match="days"):
-        main(["e4", "--days", "-1", "--out", "/dev/null"])
-    with pytest.raises(SystemExit, match="not an e4 result file"):
-        main(["e4", "--table", "/nonexistent/e4.json"])
-    with pytest.raises(SystemExit):
-        main(["e4", "--seeds", "0"])
-    assert "whole number" in capsys.readouterr().err
+def test_bad_cell_parameters_are_refused_with_the_field(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    study = tmp_path / "e4.toml"
+    warmup = "at `params`: `days` must exceed the 1 warm-up day(s) (`warmup_days`)"
+    for params, message in (("days = 0.5", warmup),
+                            ("days = -1", "at `params.days`: expected `float` > 0.0"),
+                            ("machines = 0", "at `params.machines`: expected `int` >= 1"),
+                            ("[axes]\nseed = [0]", "at `axes.seed`: expected whole numbers >= 1, got [0]")):
+        study.write_text(f'model = "borg-cell"\n[params]\n{params}\n', encoding="utf-8")
+        assert main(["study", str(study), "--out", str(tmp_path / "e4.json")]) == 2
+        assert capsys.readouterr().err.strip() == f"error: {study}: {message}"
+    assert main(["study", "--table", str(tmp_path / "none.json")]) == 2
+    assert "none.json: no such file" in capsys.readouterr().err
 
 
 def test_window_samples_peak_above_the_mean_and_machines_are_judged_at_them() -> None:

@@ -1,10 +1,9 @@
-"""E5 on trace-like demand (emulator e5 --cluster): the demand generator's published properties
+"""E5 on trace-like demand (scenarios/studies/e5-cluster.toml): the demand generator's published properties
 on a fixed seed, the per-machine SLO on a hand-made case, the admission inequalities against the
 RM's, a small end-to-end run, and bad parameters refused."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import msgspec
@@ -12,15 +11,7 @@ import numpy as np
 import pytest
 
 from emulator.cli.main import main
-from emulator.experiments.e5cluster import (
-    demand_table,
-    load,
-    markdown_table,
-    resolution,
-    run_e5_cluster,
-)
-from emulator.experiments.e5demand import Tasks, consumption, properties
-from emulator.experiments.e5pack import (
+from emulator.models.binpacking.arrays import (
     Judge,
     Machines,
     TaskStats,
@@ -31,9 +22,25 @@ from emulator.experiments.e5pack import (
     significant_count,
     skewness,
 )
+from emulator.models.binpacking.cluster import (
+    Packing,
+    demand_table,
+    from_points,
+    markdown_table,
+    resolution,
+)
+from emulator.models.binpacking.demand import Tasks, consumption, properties
+from emulator.study.runner import read_output
+from emulator.study.spec import load_study
+from emulator.study.tables import model_points
 from rm.borg import sbp
 
-SCENARIO = Path("scenarios/e5-cluster.toml")
+SCENARIO = Path("scenarios/studies/e5-cluster.toml")
+
+
+def load(path: Path) -> Packing:
+    """The study's parameters (its points differ in their seed only)."""
+    return msgspec.convert(load_study(path).params, Packing)
 
 
 def test_generator_has_the_traces_published_properties_on_a_fixed_seed() -> None:
@@ -141,15 +148,19 @@ def test_slo_resolution_is_stated() -> None:
     assert not short["measurable"] and short["note"].startswith("cannot be measured")
 
 
-def test_a_small_run_trades_machines_for_overflow(tmp_path: Path) -> None:
+def test_a_small_run_trades_machines_for_overflow(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text = SCENARIO.read_text(encoding="utf-8")
     for old, new in (("tasks = 1000", "tasks = 200"), ("history = 2016", "history = 300"),
-                     ("future = 30000", "future = 1500"), ("population = 2000000", "population = 2000")):
+                     ("future = 30000", "future = 1500"), ("population = 2000000", "population = 2000"),
+                     ("seed = [1, 2, 3]", "seed = [1]"), ('"request", "av", "perc", "gpa-g", "gpa-sqrt", '
+                      '"cantelli", "emp-perc"]', '"request", "av", "gpa-g"]'), ("[1.0, 1.25, 2.0]", "[1.0]")):
         assert old in text
         text = text.replace(old, new)
-    path = tmp_path / "small.toml"
+    path, out = tmp_path / "small.toml", tmp_path / "small.json"
     path.write_text(text, encoding="utf-8")
-    data = run_e5_cluster(load(path), str(path), [1], {"request", "av 1", "gpa-g"})
+    assert main(["study", str(path), "--out", str(out), "--quiet"]) == 0
+    assert "| random 50-task sums not normal" in capsys.readouterr().out
+    data = from_points(model_points(load_study(path), read_output(out).points))
     by = {(r["method"], r["slo"]): r for r in data["rows"]}
     req, av1 = by[("request", 0.9)], by[("av 1", 0.9)]
     loose, strict = by[("gpa-g", 0.9)], by[("gpa-g", 0.99)]
@@ -174,23 +185,23 @@ def test_bad_parameters_are_refused_with_the_field(
     text = SCENARIO.read_text(encoding="utf-8")
     assert edit in text
     path.write_text(text.replace(edit, expected, 1), encoding="utf-8")
-    assert main(["e5", "--cluster", str(path), "--out", str(tmp_path / "x.json")]) == 2
+    assert main(["study", str(path), "--out", str(tmp_path / "x.json")]) == 2
     err = capsys.readouterr().err
-    field = {"sigma = -1.0": "`e5_cluster.demand.cpu_size.sigma`", "tasks = 10": "`e5_cluster.tasks`",
-             "max = 0.001 }\nram_size": "`e5_cluster.demand.cpu_size`",
-             "ar_rho = 0.9\nar_rhoo = 1": "`e5_cluster.demand`"}[expected]
-    assert err.startswith(f"error: {path}: ") and field in err and "Traceback" not in err
-    assert main(["validate", str(path)]) == 2
+    field = {"sigma = -1.0": "`params.demand.cpu_size.sigma`", "tasks = 10": "`params.tasks`",
+             "max = 0.001 }\nram_size": "`params.demand.cpu_size`",
+             "ar_rho = 0.9\nar_rhoo = 1": "`params.demand.ar_rhoo`: unknown field; did you mean `ar_rho`?",
+             }[expected]
+    assert err.startswith(f"error: {path}: at ") and field in err and "Traceback" not in err
 
 
 def test_committed_result_has_per_machine_overflow_over_three_seeds(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     path = Path("docs/e5-cluster.json")
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = from_points(model_points(load_study(SCENARIO), read_output(path).points))
     assert len(data["seeds"]) >= 3 and data["future_intervals"] >= 30_000
     assert {"worst", "p50", "p90", "machines_over_target", "machines_significantly_over",
             "in_sample_worst", "skew_overflow_corr"} <= set(data["rows"][0])
     assert [r["measurable"] for r in data["slo_resolution"]] == [True] * 4
-    assert main(["e5", "--cluster", "--table", str(path)]) == 0
+    assert main(["study", "--table", str(path)]) == 0
     assert "| gpa-g | 99.99% (0.01%) |" in capsys.readouterr().out

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from emulator.experiments.e5 import E5Config, TaskGroup, baselines, load, normal_bound, run_e5
-from emulator.scenario.loader import ScenarioError
+from emulator.cli.main import main
+from emulator.models.binpacking.offline import E5Config, TaskGroup, baselines, normal_bound, run_e5
 from rm.borg.sbp import (
     Admission,
     cantelli_b,
@@ -183,15 +183,15 @@ def test_e5_orders_methods_as_the_lecture_does() -> None:
     assert row["ffd"] <= row["first-fit"] <= row["next-fit"] and row["lower_bound"] <= row["ffd"]
 
 
-def test_e5_file_errors_name_the_field(tmp_path: Path) -> None:
+def test_e5_parameter_errors_name_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     p = tmp_path / "e5.toml"
-    p.write_text("[e5]\ntasks = 10\n[[e5.groups]]\nshare = 1\nsize_min = 0.2\nsize_max = 0.1\n"
-                 "usage = { kind = 'normal' }\n")
-    with pytest.raises(ScenarioError, match="`size_max` must be >= `size_min`"):
-        load(p)
-    p.write_text("[e5]\nmethods = ['magic']\ngroups = []\n")
-    with pytest.raises(ScenarioError, match=r"e5\.methods"):
-        load(p)
+    p.write_text('model = "sbp-offline"\n[params]\ntasks = 10\n[[params.groups]]\nshare = 1\nsize_min = 0.2\n'
+                 "size_max = 0.1\nusage = { kind = 'normal' }\n")
+    assert main(["study", str(p)]) == 2
+    assert "at `params.groups[0]`: `size_max` must be >= `size_min`" in capsys.readouterr().err
+    p.write_text('model = "sbp-offline"\nparams = { methods = ["magic"], groups = [] }\n')
+    assert main(["study", str(p)]) == 2
+    assert "at `params.methods[0]`" in capsys.readouterr().err
 
 
 EMULATED = """

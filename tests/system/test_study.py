@@ -13,6 +13,7 @@ from emulator.cli.main import main
 from emulator.results.figures import stale
 from emulator.results.record import load_record
 from emulator.scenario.loader import load_scenario
+from emulator.study.modelpoints import ModelResolver
 from emulator.study.points import Resolver, expand
 from emulator.study.runner import StudyRun, only_writer, read_output, run_point
 from emulator.study.spec import StudyError, load_study
@@ -140,17 +141,19 @@ def test_a_bad_study_file_is_one_clear_error(tmp_path: Path, capsys: pytest.Capt
 
 
 # TINY keeping more of each point than its metrics, and plotting one of the series it keeps.
-COLLECTED = TINY.replace('metrics = [', 'collect = ["pools", "timeseries.t_s", "timeseries.removals"]\n'
-                         'metrics = [') + '\n[[plots]]\nname = "removals"\nseries = "timeseries.removals"\n'
+COLLECTED = TINY.replace('metrics = [', 'collect = ["pools", "timeseries.t_s", "timeseries.removals", '
+                         '"traffic.to_rm_messages", "traffic.to_rm_bytes"]\nmetrics = [') + (
+    '\n[[plots]]\nname = "removals"\nseries = "timeseries.removals"\n')
 
 
 @pytest.mark.parametrize(("change", "message"), [
     (('"pools", ', '"pool", '), "tiny.toml: at `collect[0]`: `pool` is not a section of summary.json, a "
-     "`timeseries.COLUMN` or `timing.FIELD`; did you mean `pools`?"),
+     "`timeseries.COLUMN`, `timing.FIELD` or `traffic.FIELD`; did you mean `pools`?"),
     (('"pools", ', '"timing.wall", '), "tiny.toml: at `collect[0]`: `timing.wall` is not a section of "
-     "summary.json, a `timeseries.COLUMN` or `timing.FIELD`; did you mean `timing.wall_s`?"),
-    (('"timeseries.removals"]', '"timeseries.removal"]'), "tiny.toml: at `collect[2]`: `removal` is not a "
-     "column of timeseries.csv; did you mean `timeseries.removals`?"),
+     "summary.json, a `timeseries.COLUMN`, `timing.FIELD` or `traffic.FIELD`; did you mean `timing.wall_s`?"),
+    (('"timeseries.removals", "traffic', '"timeseries.removal", "traffic'),
+     "tiny.toml: at `collect[2]`: `removal` is not a column of timeseries.csv; did you mean "
+     "`timeseries.removals`?"),
     (('"pools", ', '"pools", "pools", '), "tiny.toml: at `collect[1]`: `pools` is collected already"),
     (('series = "timeseries.removals"', 'series = "timeseries.to_rm_messages"'),
      "tiny.toml: at `plots[0].series`: `timeseries.to_rm_messages` is not a `timeseries.COLUMN` the study "
@@ -183,7 +186,11 @@ def test_a_point_keeps_what_the_study_collects_and_its_plots_draw_from_the_outpu
     assert main(["study", str(study), "--out", str(out), "--jobs", "1", "--quiet"]) == 0
     points = read_output(out).points
     kept = points[0].collected
-    assert list(kept) == ["pools", "timeseries.t_s", "timeseries.removals"]
+    assert list(kept) == ["pools", "timeseries.t_s", "timeseries.removals", "traffic.to_rm_messages",
+                          "traffic.to_rm_bytes"]
+    # Every heartbeat is a message to the RM (and registrations, statuses ... besides).
+    assert kept["traffic.to_rm_messages"] > points[0].metrics["heartbeats_sent"] > 0
+    assert kept["traffic.to_rm_bytes"] > 10 * kept["traffic.to_rm_messages"]
     assert [u["name"] for u in kept["pools"]] == ["analytics", "etl"] and "dominant_share" in kept["pools"][0]
     assert kept["timeseries.t_s"][:2] == [3.0, 6.0] and len(kept["timeseries.removals"]) == 20
     capsys.readouterr()
@@ -203,13 +210,17 @@ STUDIES = sorted((ROOT / "scenarios" / "studies").glob("*.toml"))
 
 @pytest.mark.parametrize("path", STUDIES, ids=lambda p: p.stem)
 def test_the_committed_studies_resolve(path: Path) -> None:
-    """Each variant's first and last point (every axis at both ends) is a valid scenario."""
+    """Each variant's first and last point (every axis at both ends) is a valid scenario, or a
+    model study's valid parameters."""
     study = load_study(path)
     resolver, points = Resolver(study, path), expand(study)
     for variant in {p.variant for p in points}:
         mine = [p for p in points if p.variant == variant]
         for point in (mine[0], mine[-1]):
-            resolver.scenario(point)
+            if study.model:
+                ModelResolver(study, path).params(point)
+            else:
+                resolver.scenario(point)
 
 
 def test_an_output_that_is_not_a_study_is_refused(tmp_path: Path) -> None:
@@ -253,7 +264,7 @@ def test_the_e1_studies_name_the_runs_of_the_committed_e1_files(name: str) -> No
     assert variants == committed["variants"] and list(variants) == list(committed["variants"])
 
 
-@pytest.mark.parametrize("name", ["e1", "ring-e3", "study-quickstart-heartbeats"])
+@pytest.mark.parametrize("name", ["e1", "ring-e3", "study-quickstart-heartbeats", "usage-messages"])
 def test_a_committed_study_output_is_its_study_file_as_it_is_now(name: str) -> None:
     """Every point's exact scenario is what the study file gives today (no run: resolved only), and
     none is missing: `emulator study FILE --out` would find nothing to run."""
@@ -287,3 +298,23 @@ def test_one_study_process_writes_an_output_at_a_time(tmp_path: Path) -> None:
     with only_writer(out), pytest.raises(StudyError, match="another `emulator study` is writing it"):
         StudyRun(_tiny(tmp_path), out).run()
     assert not (tmp_path / "out.json.lock").exists()
+
+
+def test_a_variant_unsets_what_an_override_cannot_clear(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """usage-messages.toml's `no-usage` variant: the operations without their usage models (None,
+    not a model with defaults); a path the base lacks is one clear error."""
+    path = ROOT / "scenarios" / "studies" / "usage-messages.toml"
+    study = load_study(path)
+    resolver = Resolver(study, path)
+    for point in expand(study):
+        ops = resolver.scenario(point).workload.operations
+        assert [op.usage is None for op in ops] == [point.variant == "no-usage"] * 3
+    text = TINY.replace('name = "delta"', 'name = "delta"\nunset = ["rm.expiry_s", "workload.operations[3]"]')
+    assert main(["study", str(_tiny(tmp_path, text)), "--out", str(tmp_path / "out.json")]) == 2
+    assert capsys.readouterr().err.strip() == (f"error: {tmp_path}/tiny.toml: at `variants[1].unset[1]`: "
+                                               f"`workload.operations[3]` is not in {QUICKSTART}")
+    text = TINY.replace('name = "delta"', 'name = "delta"\nunset = ["rm.expiry_s"]')
+    delta = Resolver(load_study(_tiny(tmp_path, text)), tmp_path / "tiny.toml")
+    points = expand(delta.study)
+    assert delta.scenario(points[-1]).rm.expiry_s != 60 == delta.scenario(points[0]).rm.expiry_s

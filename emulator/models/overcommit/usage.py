@@ -11,7 +11,7 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from emulator.experiments.e4.config import MODES, E4Config
+from emulator.models.overcommit.config import MODES, E4Config
 
 F = npt.NDArray[np.float64]
 Ints = npt.NDArray[np.int64]

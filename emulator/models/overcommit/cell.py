@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from emulator.experiments.e4.config import MODES, E4Config
-from emulator.experiments.e4.recommend import AutopilotStats, MLRecommender, window_counts
-from emulator.experiments.e4.usage import DAY_S, TOLERANCES, B, F, Ints, Jobs
+from emulator.models.overcommit.config import MODES, E4Config
+from emulator.models.overcommit.recommend import AutopilotStats, MLRecommender, window_counts
+from emulator.models.overcommit.usage import DAY_S, TOLERANCES, B, F, Ints, Jobs
 
 SOFT, AUTOPILOT, ML = MODES.index("soft"), MODES.index("autopilot"), MODES.index("ml")
 COUNTERS = ("windows", "usage", "limit", "oom_limit", "oom_shortage", "oom_before_rec", "oom_after_step",

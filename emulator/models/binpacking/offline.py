@@ -1,6 +1,6 @@
 """E5: stochastic bin packing (design.md §3b, the lecture's SBP slides).
 
-Offline, on a synthetic workload from ``scenarios/e5-sbp.toml``: each task's usage is drawn by
+Offline, on a synthetic workload (scenarios/studies/e5.toml's ``params``): each task's usage is drawn by
 the emulator's own usage processes (nodemanager/usage.py) every ``sample_interval_s``; the first
 ``history_samples`` are what the scheduler observed (per-task statistics), the next
 ``test_samples`` are the future the packing is judged on. Tasks arrive in a seeded random
@@ -12,22 +12,20 @@ frequency (machine-samples with usage > capacity) against the target η = 1 − 
 Also: the bin size a random bin of ``bin_tasks`` tasks needs for each SLO relative to its mean
 (the lecture's 1.294 / 1.488 / 1.643 / 1.760 on the Google trace) beside what a normal fit
 predicts, and the bin-packing baselines (next-fit / first-fit / best-fit / FFD on the tasks'
-requests) — ``emulator baselines``.
+requests), on the same tasks.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import random
-from pathlib import Path
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 import msgspec
 
 from emulator.measure.binpack import ALGORITHMS, RATIOS, lower_bound
-from emulator.scenario.tomlfile import decode_file, has_table
+from emulator.models.point import ModelPoint
 from nodemanager.usage import UsageProcess
 from rm import sbp
 from rm.protocol import UsageModel
@@ -67,21 +65,6 @@ class E5Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=
         default_factory=lambda: [1.0, 1.25, 2.0])
     bin_tasks: Annotated[int, msgspec.Meta(ge=1)] = 50
     groups: Annotated[list[TaskGroup], msgspec.Meta(min_length=1)]
-
-
-class E5File(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
-    name: str = ""
-    description: str = ""
-    e5: E5Config
-
-
-def is_e5_file(path: Path) -> bool:
-    """A TOML file whose top level has an ``e5`` table (and can be read)."""
-    return has_table(path, "e5")
-
-
-def load(path: Path) -> E5Config:
-    return decode_file(path, E5File).e5
 
 
 class Task:
@@ -197,6 +180,12 @@ def bin_sizes(tasks: list[Task], cfg: E5Config) -> list[dict[str, Any]]:
     return rows
 
 
+def run_point(cfg: E5Config) -> dict[str, Any]:
+    """A model study's point: the packing per method and SLO, the bin sizes, the normal bound and
+    the bin-packing baselines on the same tasks."""
+    return {**run_e5(cfg), "baselines": baselines(cfg)}
+
+
 def run_e5(cfg: E5Config) -> dict[str, Any]:
     tasks = workload(cfg)
     mean_total = sum(t.mean for t in tasks)
@@ -261,6 +250,26 @@ def baselines(cfg: E5Config) -> dict[str, Any]:
 # ---- tables -----------------------------------------------------------------------------------
 
 
+def _each(points: list[ModelPoint], table: Callable[[dict[str, Any]], str]) -> str:
+    """One table per point (a study of one point, as E5's: the table alone)."""
+    if len(points) == 1:
+        return table(points[0].output)
+    return "\n\n".join(f"**{p.label}, seed {p.params['seed']}**\n\n{table(p.output)}" for p in points)
+
+
+def methods_of(points: list[ModelPoint]) -> str:
+    return _each(points, markdown_table)
+
+
+def bin_sizes_of(points: list[ModelPoint]) -> str:
+    return _each(points, bin_sizes_table)
+
+
+def baselines_of(points: list[ModelPoint]) -> str:
+    return _each(points, lambda out: baselines_table(out["baselines"]))
+
+
+
 def markdown_table(data: dict[str, Any]) -> str:
     slos = sorted({r["slo"] for r in data["rows"]})
     methods = list(dict.fromkeys(r["method"] for r in data["rows"]))
@@ -303,66 +312,3 @@ def baselines_table(data: dict[str, Any]) -> str:
     ratios = " | ".join(f"{data['ratios'][a]:.3g}" for a in algs)
     lines.append(f"| lecture worst-case ratio | | | {ratios} |")
     return "\n".join(lines)
-
-
-def cmd_e5(args: argparse.Namespace) -> int:
-    if args.cluster:
-        return _cmd_e5_cluster(args)
-    if args.table:
-        print(markdown_table(json.loads(Path(args.table).read_text(encoding="utf-8"))))
-        return 0
-    data = run_e5(load(Path(args.file or "scenarios/e5-sbp.toml")))
-    out = Path(args.out or "docs/e5.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    print(markdown_table(data))
-    return 0
-
-
-def _cmd_e5_cluster(args: argparse.Namespace) -> int:
-    from emulator.experiments import e5cluster
-
-    if args.table:
-        table = json.loads(Path(args.table).read_text(encoding="utf-8"))
-        print(e5cluster.demand_table(table) + "\n\n" + e5cluster.markdown_table(table))
-        return 0
-    path = args.file or "scenarios/e5-cluster.toml"
-    cfg = e5cluster.load(Path(path))
-    seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else None
-    only = set(args.only.split(",")) if args.only else None
-    data = e5cluster.run_e5_cluster(cfg, path, seeds, only)
-    out = Path(args.out or "docs/e5-cluster.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    print(e5cluster.demand_table(data) + "\n\n" + e5cluster.markdown_table(data))
-    return 0
-
-
-def cmd_baselines(args: argparse.Namespace) -> int:
-    if args.table:
-        print(baselines_table(json.loads(Path(args.table).read_text(encoding="utf-8"))))
-        return 0
-    data = baselines(load(Path(args.file)))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    print(baselines_table(data))
-    return 0
-
-
-def add_commands(sub: Any) -> None:
-    e = sub.add_parser("e5", help="stochastic bin packing: machines and overflow per admission method")
-    e.add_argument("file", nargs="?",
-                   help="default scenarios/e5-sbp.toml (--cluster: scenarios/e5-cluster.toml)")
-    e.add_argument("--out", help="default docs/e5.json (--cluster: docs/e5-cluster.json)")
-    e.add_argument("--table", metavar="JSON", help="only print the tables of an e5.json")
-    e.add_argument("--cluster", action="store_true",
-                   help="on trace-like demand, the SLO judged per machine (scenarios/e5-cluster.toml)")
-    e.add_argument("--seeds", help="--cluster: comma-separated seeds (default: the file's)")
-    e.add_argument("--only", help="--cluster: only these rows (e.g. gpa-g,av 1.25)")
-    e.set_defaults(func=cmd_e5)
-    b = sub.add_parser("baselines", help="bin-packing baselines: next/first/best-fit against FFD")
-    b.add_argument("file", nargs="?", default="scenarios/e5-sbp.toml")
-    b.add_argument("--out", default="docs/baselines.json")
-    b.add_argument("--table", metavar="JSON", help="only print the table of a baselines.json")
-    b.set_defaults(func=cmd_baselines)
-

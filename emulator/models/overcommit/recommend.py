@@ -11,8 +11,8 @@ import math
 
 import numpy as np
 
-from emulator.experiments.e4.config import E4Config
-from emulator.experiments.e4.usage import F, Ints
+from emulator.models.overcommit.config import E4Config
+from emulator.models.overcommit.usage import F, Ints
 
 
 def window_counts(width: F, k: int, rows: Ints, values: F) -> F:

@@ -1,24 +1,18 @@
-"""E4 over seeds: per mode the lecture's three figures (median relative slack over jobs, share of
-jobs without an OOM, OOMs per task-day) as mean ± sd over seeds, beside the lecture's; what the
-OOMs were (over a limit, a machine short, before Autopilot's first recommendation, in jobs whose
-user under-provisioned them) and how often the cell ran short."""
+"""E4 over seeds (a model study's points, emulator/study/models.py): per mode the lecture's three
+figures (median relative slack over jobs, share of jobs without an OOM, OOMs per task-day) as
+mean ± sd over seeds, beside the lecture's; what the OOMs were (over a limit, a machine short,
+before Autopilot's first recommendation, in jobs whose user under-provisioned them) and how often
+the cell ran short."""
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
-import time
-from pathlib import Path
 from typing import Any
 
-import msgspec
-
-from emulator.experiments.e4.cell import Cell
-from emulator.experiments.e4.config import LECTURE, MODES, E4Config
-from emulator.experiments.e4.usage import TOLERANCES
-
-SEEDS = (1, 2, 3)
+from emulator.models.overcommit.cell import Cell
+from emulator.models.overcommit.config import LECTURE, MODES, E4Config
+from emulator.models.overcommit.usage import TOLERANCES
+from emulator.models.point import ModelPoint, by_variant, plain
 
 
 def mode_figures(jobs: list[dict[str, Any]], by_tolerance: bool = False) -> dict[str, float]:
@@ -82,29 +76,13 @@ def _mean_sd(xs: list[float]) -> list[float]:
     return [statistics.fmean(xs), statistics.stdev(xs) if len(xs) > 1 else 0.0]
 
 
-# What the OOMs come from: the same cell (same seeds and draws) with one mechanism off or one
-# input changed each.
-VARIANTS: dict[str, dict[str, Any]] = {
-    "no within-window samples": {"peak_samples": 1},
-    "no recurring batch jobs": {"recurring_share": 0.0},
-    "no young-job rule": {"young_history_s": 0.0},
-    "task-days while running": {"task_days": "running"},
-    "no steps in usage": {"steps_per_day": 0.0},
-    "reclamation without margin": {"reclaim_margin": 0.0, "reclaim_tau_s": 600.0},
-    "bursts up to 15%, production's half cell-wide": {"peak_sd_max": 0.15, "peak_cell_corr": 0.5},
-}
+def run_point(cfg: E4Config) -> dict[str, Any]:
+    """One cell at ``cfg.seed``: a model study's point (plain data: numpy's numbers as floats)."""
+    return plain(run_seed(cfg, cfg.seed))
 
 
-def run_config(cfg: E4Config, seeds: tuple[int, ...], quiet: bool = False) -> dict[str, Any]:
-    runs = []
-    for seed in seeds:
-        t0 = time.perf_counter()
-        runs.append(run_seed(cfg, seed))
-        if not quiet:
-            m = runs[-1]["modes"]
-            text = ", ".join(f"{k} slack {v['slack']:.2f} OOMs/task-day {v['ooms_per_task_day']:.4f}"
-                             for k, v in m.items())
-            print(f"seed {seed} ({time.perf_counter() - t0:.1f} s): {text}", flush=True)
+def aggregate(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per mode and for the cell: each figure as [mean, sd] over ``runs`` (one per seed)."""
     rows = []
     for mode in MODES:
         keys = runs[0]["modes"][mode].keys()
@@ -112,20 +90,26 @@ def run_config(cfg: E4Config, seeds: tuple[int, ...], quiet: bool = False) -> di
         row.update({k: _mean_sd([r["modes"][mode][k] for r in runs]) for k in keys})
         rows.append(row)
     cell = {k: _mean_sd([r["cell"][k] for r in runs]) for k in runs[0]["cell"]}
-    return {"rows": rows, "cell": cell, "runs": runs}
+    return {"rows": rows, "cell": cell}
 
 
-def run_e4(cfg: E4Config, seeds: tuple[int, ...] = SEEDS, variants: bool = True,
-           quiet: bool = False) -> dict[str, Any]:
-    data = {"config": msgspec.to_builtins(cfg), "seeds": list(seeds), **run_config(cfg, seeds, quiet)}
-    if variants:
-        data["variants"] = {}
-        for name, change in VARIANTS.items():
-            if not quiet:
-                print(f"variant: {name}", flush=True)
-            v = run_config(msgspec.structs.replace(cfg, **change), seeds, quiet)
-            data["variants"][name] = {"change": change, "rows": v["rows"], "cell": v["cell"]}
+def from_points(points: list[ModelPoint]) -> dict[str, Any]:
+    """What the tables read, from a study's points: the first variant is the cell as configured
+    (its seeds aggregated), each further variant a column of the variants table, named by its
+    label. A variant's seeds are the first's (paired: the same draws with one mechanism changed)."""
+    groups = list(by_variant(points).values())
+    if not groups:
+        raise ValueError("the study has no points yet")
+    base = groups[0]
+    data: dict[str, Any] = {"config": base[0].params, "seeds": [p.params["seed"] for p in base],
+                            **aggregate([p.output for p in base]), "runs": [p.output for p in base]}
+    data["variants"] = {g[0].label: {"change": _change(base[0].params, g[0].params),
+                                     **aggregate([p.output for p in g])} for g in groups[1:]}
     return data
+
+
+def _change(base: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in params.items() if k != "seed" and base.get(k) != v}
 
 
 def _ms(v: list[float], pct: bool = False, digits: int = 3) -> str:
@@ -138,6 +122,16 @@ def _lec(x: float | None, pct: bool = False) -> str:
     if x is None:
         return "—"
     return f"{x * 100:g}%" if pct else f"{x:g}"
+
+
+def modes_table(points: list[ModelPoint]) -> str:
+    """The lecture's three figures per mode, mean ± sd over the first variant's seeds."""
+    return markdown_table(from_points(points))
+
+
+def why_table(points: list[ModelPoint]) -> str:
+    """The cell as configured beside each variant: where the OOMs come from."""
+    return variants_table(from_points(points))
 
 
 def markdown_table(data: dict[str, Any]) -> str:
@@ -207,42 +201,3 @@ def variants_table(data: dict[str, Any]) -> str:
     lines.append("| hard OOMs in under-provisioned jobs | " + " | ".join(
         f"{d['rows'][0]['ooms_underprovisioned_share'][0] * 100:.0f}%" for _, d in cols) + " |")
     return "\n".join(lines)
-
-
-def cmd_e4(args: argparse.Namespace) -> int:
-    if args.table:
-        try:
-            data = json.loads(Path(args.table).read_text(encoding="utf-8"))
-            print(markdown_table(data) + "\n\n" + variants_table(data))
-        except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
-            raise SystemExit(f"emulator e4: {args.table}: not an e4 result file ({e!r})") from None
-        return 0
-    given = {k: v for k, v in (("days", args.days), ("machines", args.machines)) if v is not None}
-    try:
-        cfg = msgspec.convert({**msgspec.to_builtins(E4Config()), **given}, E4Config)
-    except msgspec.ValidationError as e:
-        raise SystemExit(f"emulator e4: {e} (`$.days` is --days, `$.machines` is --machines)") from None
-    if cfg.warmup_days >= cfg.days:
-        raise SystemExit(f"emulator e4: --days must exceed the {cfg.warmup_days:g} warm-up day(s)")
-    data = run_e4(cfg, tuple(range(1, args.seeds + 1)))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    print(markdown_table(data))
-    return 0
-
-
-def _positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number ≥ 1, got {text!r}")
-    return int(text)
-
-
-def add_command(sub: Any) -> None:
-    e = sub.add_parser("e4", help="Autopilot: slack and OOMs of hard, soft, Autopilot and ML limits "
-                       "in a Borg cell")
-    e.add_argument("--out", default="docs/e4.json")
-    e.add_argument("--seeds", type=_positive_int, default=len(SEEDS), help="seeds 1..N (default 3)")
-    e.add_argument("--days", type=float, help="emulated days, the first a warm-up (default 5)")
-    e.add_argument("--machines", type=_positive_int, help="machines in the cell (default 20)")
-    e.add_argument("--table", metavar="JSON", help="only print the table of an e4.json")
-    e.set_defaults(func=cmd_e4)

@@ -28,6 +28,7 @@ Count = Annotated[int, msgspec.Meta(ge=1, le=100_000)]
 
 
 class E4Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    seed: Annotated[int, msgspec.Meta(ge=0)] = 1  # the draws (a study's `seed` axis sets it)
     # The run: windows of the lecture's 5 min; the first day fills the cell and the histograms and
     # is not measured.
     days: Pos = 5.0
@@ -123,6 +124,10 @@ class E4Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=
     ml_change_cost: Annotated[float, msgspec.Meta(ge=0, le=1e6)] = 0.02
     ml_switch_cost: Annotated[float, msgspec.Meta(ge=0, le=1e6)] = 0.02
     ml_cost_half_life_s: Pos = 12 * 3600.0
+
+    def __post_init__(self) -> None:
+        if self.warmup_days >= self.days:
+            raise ValueError(f"`days` must exceed the {self.warmup_days:g} warm-up day(s) (`warmup_days`)")
 
     @property
     def windows(self) -> int:

@@ -1,11 +1,11 @@
-"""E5 on trace-like demand (issue 33; `emulator e5 --cluster`): stochastic bin packing judged
-per machine.
+"""E5 on trace-like demand (issue 33; scenarios/studies/e5-cluster.toml): stochastic bin packing
+judged per machine.
 
-``scenarios/e5-cluster.toml`` parametrises the demand generator (e5demand.py, calibrated to the
+``Packing`` parametrises the demand generator (demand.py, calibrated to the
 lecture's published properties of the Google trace) and the packing. Per seed: ``tasks``
 long-running tasks, each observed for ``history`` 5-minute intervals, arrive in random order and
 are placed best-fit with the admission method under test (the inequalities of the RM's
-rm/borg/sbp.py, e5pack.py); then the next ``future`` intervals of their usage say, machine
+rm/borg/sbp.py, arrays.py); then the next ``future`` intervals of their usage say, machine
 by machine, how often the machine's usage exceeded its capacity. The SLO is per machine: a
 machine meets it when its share of intervals over capacity is at most η = 1 − SLO; reported are
 the worst machine, the median and 90th-percentile machine, the share of machines over η and the
@@ -13,7 +13,7 @@ pooled share. A per-machine share can show η only with enough intervals: with n
 in n intervals the 95% upper bound is 3/n, so n ≥ 3/η is needed (30,000 for 99.99%); the JSON
 and the table say per SLO whether the run had them.
 
-Also measured per seed, beside the lecture's values: the generator's properties (e5demand) and
+Also measured per seed, beside the lecture's values: the generator's properties (demand.py) and
 the bin size a random bin of 50 tasks needs at each SLO relative to its mean (the lecture's
 1.294 / 1.488 / 1.643 / 1.760).
 """
@@ -21,15 +21,12 @@ the bin size a random bin of 50 tasks needs at each SLO relative to its mean (th
 from __future__ import annotations
 
 import math
-import time
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import msgspec
 import numpy as np
 
-from emulator.experiments.e5demand import LECTURE, Demand, Tasks, properties
-from emulator.experiments.e5pack import (
+from emulator.models.binpacking.arrays import (
     Judge,
     TaskStats,
     pack,
@@ -39,7 +36,8 @@ from emulator.experiments.e5pack import (
     significant_count,
     skewness,
 )
-from emulator.scenario.tomlfile import decode_file, has_table
+from emulator.models.binpacking.demand import LECTURE, Demand, Tasks, properties
+from emulator.models.point import ModelPoint, per_variant, plain
 from rm import sbp
 
 Method = Literal["request", "av", "perc", "gpa-g", "gpa-sqrt", "cantelli", "emp-perc"]
@@ -48,7 +46,7 @@ SLO_INDEPENDENT = ("request", "av")
 
 
 class Packing(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
-    seeds: Annotated[list[int], msgspec.Meta(min_length=1)] = msgspec.field(default_factory=lambda: [1, 2, 3])
+    seed: Annotated[int, msgspec.Meta(ge=0)] = 1  # the demand's draws (a study's `seed` axis sets it)
     tasks: Annotated[int, msgspec.Meta(ge=50, le=20_000)] = 1000
     history: Annotated[int, msgspec.Meta(ge=10, le=20_000)] = 2016  # a week of 5-minute intervals
     future: Annotated[int, msgspec.Meta(ge=10, le=1_000_000)] = 30_000
@@ -65,21 +63,6 @@ class Packing(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=T
     def __post_init__(self) -> None:
         if self.bin_tasks > self.tasks:
             raise ValueError("expected `bin_tasks` <= `tasks`")
-
-
-class E5ClusterFile(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
-    name: str = ""
-    description: str = ""
-    e5_cluster: Packing
-
-
-def is_e5_cluster_file(path: Path) -> bool:
-    return has_table(path, "e5_cluster")
-
-
-def load(path: Path) -> Packing:
-    """The file's ``[e5_cluster]`` table; a bad one is one ScenarioError naming file and field."""
-    return decode_file(path, E5ClusterFile).e5_cluster
 
 
 def configs(cfg: Packing) -> list[tuple[str, str, float | None, float]]:
@@ -112,15 +95,18 @@ def resolution(slos: list[float], intervals: int) -> list[dict[str, Any]]:
     return out
 
 
-def run_seed(cfg: Packing, seed: int, only: set[str] | None = None) -> dict[str, Any]:
+def run_point(cfg: Packing) -> dict[str, Any]:
+    """A model study's point: every method's packing at ``cfg.seed``, judged machine by machine."""
+    return plain(run_seed(cfg, cfg.seed))
+
+
+def run_seed(cfg: Packing, seed: int) -> dict[str, Any]:
     tasks = Tasks(cfg.demand, cfg.tasks, seed)
     history = tasks.next(cfg.history)
     props = properties(cfg.demand, tasks, history, seed)
     judges: list[tuple[str, float | None, Judge]] = []
     stats = {slo: TaskStats(tasks.size, history, slo) for slo in cfg.slos}
     for label, method, slo, f in configs(cfg):
-        if only is not None and label not in only:
-            continue
         where = pack(stats[slo if slo is not None else cfg.slos[0]], method, slo or cfg.slos[0], f)
         judges.append((label, slo, Judge(where)))
     rng = np.random.default_rng([seed, 5, 4])
@@ -181,11 +167,12 @@ ROW_KEYS = ("machines", "overflow", "worst", "p50", "p90", "machines_over_target
             "machines_significantly_over", *(f"in_sample_{k}" for k in IN_SAMPLE_KEYS))
 
 
-def run_e5_cluster(cfg: Packing, path: str, seeds: list[int] | None = None,
-                   only: set[str] | None = None) -> dict[str, Any]:
-    seeds = seeds or list(cfg.seeds)
-    started = time.process_time()
-    per_seed = [run_seed(cfg, s, only) for s in seeds]
+def from_points(points: list[ModelPoint]) -> dict[str, Any]:
+    """What the tables read: each figure as [mean, sd] over ``points`` (one variant's seeds), at
+    the parameters of the first."""
+    if not points:
+        raise ValueError("the study has no points yet")
+    cfg, per_seed = points[0].params, [p.output for p in points]
     rows = []
     for i, r0 in enumerate(per_seed[0]["rows"]):
         row: dict[str, Any] = {"method": r0["method"], "slo": r0["slo"], "target": 1.0 - r0["slo"],
@@ -200,18 +187,30 @@ def run_e5_cluster(cfg: Packing, path: str, seeds: list[int] | None = None,
              "normal_fit": _mean_sd([p["bin_sizes"][i]["normal_fit"] for p in per_seed])}
             for i, b in enumerate(per_seed[0]["bin_sizes"])]
     return {
-        "scenario": path, "seeds": seeds, "tasks": cfg.tasks, "interval_s": 300,
-        "history_intervals": cfg.history, "future_intervals": cfg.future, "bin_tasks": cfg.bin_tasks,
-        "slos": list(cfg.slos), "lecture": LECTURE, "properties": props, "bin_sizes": bins,
-        "slo_resolution": resolution(list(cfg.slos), cfg.future),
+        "seeds": [p.params["seed"] for p in points], "tasks": cfg["tasks"], "interval_s": 300,
+        "history_intervals": cfg["history"], "future_intervals": cfg["future"], "bin_tasks": cfg["bin_tasks"],
+        "slos": list(cfg["slos"]), "lecture": LECTURE, "properties": props, "bin_sizes": bins,
+        "slo_resolution": resolution(list(cfg["slos"]), cfg["future"]),
         "mean_usage_machines": _mean_sd([p["mean_usage_machines"] for p in per_seed]),
         "requests_machines": _mean_sd([p["requests_machines"] for p in per_seed]),
-        "cpu_s": round(time.process_time() - started, 1), "rows": rows,
-        "per_seed": [{"seed": p["seed"], "properties": p["properties"], "rows": p["rows"]} for p in per_seed],
+        "rows": rows,
     }
 
 
 # ---- tables -------------------------------------------------------------------------------------
+
+
+def methods_of(points: list[ModelPoint]) -> str:
+    return per_variant(points, lambda ps: markdown_table(from_points(ps)))
+
+
+def demand_of(points: list[ModelPoint]) -> str:
+    return per_variant(points, lambda ps: demand_table(from_points(ps)))
+
+
+def compact_of(points: list[ModelPoint]) -> str:
+    return per_variant(points, lambda ps: compact_table(from_points(ps)))
+
 
 
 def _pct(x: float) -> str:
