@@ -1,13 +1,14 @@
 """A published ring delta on its way to every node, in bounded steps (issue 34).
 
-Order: the nodes next to a changed id in some stride ring (whose predecessor or successor changed)
-and the nodes added get it first, then everyone else. Each step does a bounded amount of work, so
-that one publication does not hold the RM's loop: the first nodes are found ``CHANGED_CHUNK``
-changed ids at a time (a join storm's delta changes tens of thousands: their neighbours and the
-sends to them took 100-190 ms at 50,000 nodes in one go), everyone else gets it ``BROADCAST_CHUNK``
-nodes per step. A delta with at most ``CHANGED_CHUNK`` changes and ``BROADCAST_CHUNK`` other nodes
-goes out whole in its first step, in the order it always had: the first nodes by id, then the
-others in the order the cluster took them in.
+Order, as it always was: the nodes next to a changed id in some stride ring (whose predecessor or
+successor changed) and the nodes added get it first, by id, then everyone else in the order the
+cluster took them in. Each step does a bounded amount of work, so that one publication does not
+hold the RM's loop (a join storm's delta changes tens of thousands of ids: finding their
+neighbours and sending to every node took 100-190 ms at 50,000 nodes in one go): the nodes next
+to a change are found ``CHANGED_CHUNK`` changed ids per step, then sent it ``BROADCAST_CHUNK`` per
+step, then everyone else as many per step. A delta with at most ``CHANGED_CHUNK`` changes sends
+to all the nodes next to them, and to ``BROADCAST_CHUNK`` others, in its first step (a larger
+one's first step comes on the loop's next turn: publishing it is a step of its own).
 """
 
 from __future__ import annotations
@@ -33,10 +34,11 @@ class Neighbourhood(Protocol):
 
 
 class Broadcast:
-    """One delta, the nodes it reached, where each phase stands."""
+    """One delta, the nodes it reached, where each phase stands: finding the nodes next to its
+    changes, sending to them (by id), sending to everyone else (in registration order)."""
 
-    __slots__ = ("_added", "_changed", "_k", "_node", "_removed", "_rest", "_rest_at", "_ring",
-                 "_send", "delta", "first", "sent")
+    __slots__ = ("_added_at", "_changed", "_k", "_near", "_near_at", "_node", "_order", "_removed",
+                 "_rest", "_rest_at", "_ring", "_send", "delta", "first")
 
     def __init__(
         self, delta: RingDelta, removed: Sequence[int], added: Sequence[int], ring: Neighbourhood,
@@ -47,50 +49,68 @@ class Broadcast:
         when it was published (the rest are sent it in this order)."""
         self.delta = delta
         self._removed = frozenset(removed)
-        self._added = frozenset(added)
         self._changed = [*removed, *added]
-        self._k = 0  # changed ids done
+        self._added_at = len(removed)  # where the added ids start in ``_changed``
+        self._k = 0  # changed ids whose neighbours are found
         self._ring = ring
         self._node = node
+        self._near: set[int] = set()  # the nodes next to a change, or added
+        self._order: list[int] = []  # the same by id, once all are found
+        self._near_at = 0  # of them sent it
         self._rest = everyone
         self._rest_at = 0
         self._send = send
-        self.sent: set[int] = set()  # machine ids sent it
         self.first = 0  # nodes sent it first (next to a change, or added)
 
     @property
+    def small(self) -> bool:
+        """Its first step finds all the nodes next to its changes."""
+        return len(self._changed) <= CHANGED_CHUNK
+
+    @property
     def done(self) -> bool:
-        return self._k >= len(self._changed) and self._rest_at >= len(self._rest)
+        return self._k >= len(self._changed) and self._near_at >= len(self._order) \
+            and self._rest_at >= len(self._rest)
 
     def step(self) -> None:
-        """One bounded step: the next chunk of changed ids and their neighbours, or, once those
-        are done (in the same step if there is room), the next chunk of everyone else."""
+        """One bounded step: the neighbours of the next ``CHANGED_CHUNK`` changed ids; once all
+        are found (in the next step, unless the first step found them all), the delta to
+        ``BROADCAST_CHUNK`` of them, and to as many others once they have it."""
         changed = self._changed
-        if self._k < len(changed):
-            end = min(len(changed), self._k + CHANGED_CHUNK)
-            self._first(changed[self._k:end])
+        k = self._k
+        if k < len(changed):
+            end = min(len(changed), k + CHANGED_CHUNK)
+            near = self._near
+            near.update(self._ring.neighbours(changed[k:end]).difference(self._removed))
+            near.update(changed[max(k, self._added_at):end])
             self._k = end
             if end < len(changed):
                 return
-        self._others(BROADCAST_CHUNK)
+            self._order = sorted(near)
+            if k > 0:
+                return  # found over several steps: sending is the next one's
+        if self._near_at < len(self._order):
+            self._to_near(BROADCAST_CHUNK)
+            if self._near_at < len(self._order):
+                return
+        self._to_others(BROADCAST_CHUNK)
 
-    def _first(self, ids: list[int]) -> None:
-        near = self._ring.neighbours(ids).difference(self._removed)
-        near.update(i for i in ids if i in self._added)
-        near.difference_update(self.sent)
+    def _to_near(self, most: int) -> None:
         node = self._node
         send = self._send
         delta = self.delta
-        for mid in sorted(near):
+        k = self._near_at
+        end = min(len(self._order), k + most)
+        for mid in self._order[k:end]:
             rec = node(mid)
             if rec is not None:
                 send(rec.link, delta)
                 self.first += 1
-        self.sent.update(near)
+        self._near_at = end
 
-    def _others(self, most: int) -> None:
+    def _to_others(self, most: int) -> None:
         rest = self._rest
-        sent = self.sent
+        near = self._near
         send = self._send
         delta = self.delta
         k = self._rest_at
@@ -99,7 +119,7 @@ class Broadcast:
         while k < end:
             rec = rest[k]
             k += 1
-            if rec.machine_id not in sent:
+            if rec.machine_id not in near:
                 send(rec.link, delta)  # a node gone since has a closed link: nothing is sent
                 n += 1
                 if n == most:

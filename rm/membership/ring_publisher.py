@@ -185,7 +185,10 @@ class RingPublisher:
         )
         self._outgoing.append(out)
         if len(self._outgoing) == 1:
-            self._broadcast_some()  # its first step now; an older delta still going out goes first
+            if out.small:
+                self._broadcast_some()  # its first step now
+            else:  # from the loop's next turn: publishing a join storm's delta is a step itself
+                self._broadcast_timer = self._clock.call_later(0.0, self._broadcast_some)
         # Every node registered now gets it once: those it concerns first, then the rest.
         count = len(everyone)
         self.stats.ring_messages += count
