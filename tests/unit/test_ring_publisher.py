@@ -61,6 +61,8 @@ def test_a_delta_reaches_the_rest_a_chunk_per_loop_turn_and_never_after_a_newer_
                 versions = [d.version for d in link.of(RingDelta)]
                 assert versions == sorted(versions) and len(versions) == 3, mid
 
+    drive(body)
+
 
 def test_a_join_storm_goes_out_in_steps_to_the_same_nodes_in_the_same_order_as_at_once(
     monkeypatch: pytest.MonkeyPatch,
