@@ -99,7 +99,7 @@ class RingPublisher:
         self._pending_since: float | None = None  # the first pending change (a join or a removal)
         self._removal_since: float | None = None  # the first pending removal
         self._timer_at = float("inf")
-        self._snapshot: tuple[int, Ring, int] | None = None
+        self._snapshot: tuple[int, Ring, int, RingUpdate] | None = None
         # (delta, its encoded size, the view it produced), oldest first.
         self._recent: deque[tuple[RingDelta, int, RingView]] = deque(maxlen=RECENT_DELTAS)
         # Combined catch-ups to the current version, by the version they start from: in a join
@@ -215,18 +215,20 @@ class RingPublisher:
 
     def current_ring(self) -> Ring:
         """The published ring, for a registering node (it learns itself from the next delta)."""
-        ring, size = self._published()
+        _, ring, size, _ = self._published()
         self.stats.bytes_join += size
         return ring
 
-    def _published(self) -> tuple[Ring, int]:
-        """The published ring and its encoded size, built once per version."""
+    def _published(self) -> tuple[int, Ring, int, RingUpdate]:
+        """The published ring, its encoded size and the message that sends it, built once per
+        version (one object: a transport sending the same object again need not encode it)."""
         pub = self.ring.published
         snap = self._snapshot
         if snap is None or snap[0] != pub.version:
             ring = pub.ring()
-            snap = self._snapshot = (pub.version, ring, len(self._encoder.encode(ring)))
-        return snap[1], snap[2]
+            size = len(self._encoder.encode(ring))
+            snap = self._snapshot = (pub.version, ring, size, RingUpdate(ring=ring))
+        return snap
 
     def view(self, version: int) -> RingView | None:
         """The published view of ``version`` if it is the current one or still in the history."""
@@ -269,6 +271,6 @@ class RingPublisher:
             self.stats.bytes_removal += size
             self._outbox.send(link, delta)
             return
-        ring, size = self._published()
+        _, _, size, update = self._published()
         self.stats.bytes_removal += size
-        self._outbox.send(link, RingUpdate(ring=ring))
+        self._outbox.send(link, update)
