@@ -21,7 +21,10 @@ from ringmon.protocol import Ring, RingDelta
 def encode_ids(ids: Iterable[int]) -> tuple[int, ...]:
     """Sorted ids as first value then gaps: small integers, one msgpack byte each when < 128.
     (Built-ins only, no loop in Python: a join storm's delta carries tens of thousands of ids.)"""
-    ordered = sorted(ids)
+    return _gaps(sorted(ids))
+
+
+def _gaps(ordered: list[int]) -> tuple[int, ...]:
     return tuple(map(operator.sub, ordered, [0, *ordered[:-1]]))
 
 
@@ -180,6 +183,8 @@ class Membership:
         self._removed: set[int] = set()
         self._readded: set[int] = set()  # removed and inserted again since the last flush
         self.published = RingView(version, ())
+        # The last delta's removed and added ids, in order (decoded already, for its sender).
+        self.flushed: tuple[list[int], list[int]] = ([], [])
 
     # ---- membership --------------------------------------------------------------------
 
@@ -286,11 +291,13 @@ class Membership:
         readded = self._readded
         hosts = tuple(self._hosts)
         added = sorted(self._added)
+        removed = sorted(self._removed | readded)
+        self.flushed = (removed, added)
         delta = RingDelta(
             base_version=base.version,
             version=base.version + 1,
-            added=encode_ids(added),
-            removed=encode_ids(self._removed | readded),
+            added=_gaps(added),
+            removed=_gaps(removed),
             hosts=hosts,
             added_hosts=tuple(map(self._where.__getitem__, added)) if hosts else (),
         )

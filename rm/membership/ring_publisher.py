@@ -28,7 +28,7 @@ from typing import Protocol
 import msgspec
 
 from ringmon.config import RingConfig
-from ringmon.membership import Membership, RingView, combine, decode_ids
+from ringmon.membership import Membership, RingView, combine
 from ringmon.protocol import Ring, RingDelta, RingUpdate
 from rm.membership.broadcast import Broadcast
 from rm.ports import Clock, Link, Log, Timer
@@ -179,10 +179,8 @@ class RingPublisher:
         size = len(self._encoder.encode(delta))
         self._recent.append((delta, size, self.ring.published))
         everyone = list(self._nodes.nodes())
-        out = Broadcast(
-            delta, decode_ids(delta.removed), decode_ids(delta.added), self.ring, self._nodes.node,
-            everyone, self._outbox.send,
-        )
+        removed, added = self.ring.flushed
+        out = Broadcast(delta, removed, added, self.ring, self._nodes.node, everyone, self._outbox.send)
         self._outgoing.append(out)
         if len(self._outgoing) == 1:
             if out.small:
