@@ -15,8 +15,11 @@ deltas, sent to the nodes they concern first; a bounded history answers a node t
   version order.
 - History: the last ``RECENT_DELTAS`` deltas and the views they produced. A node behind by a
   version the history covers gets one combined delta (``ringmon.membership.combine``), a few
-  hundred bytes, instead of the whole ring (78 KB at 20,000 nodes); the views let the RM check a
-  report against the ring its reporter held (``watched_in``).
+  hundred bytes, instead of the whole ring (78 KB at 20,000 nodes), unless it missed more than
+  ``CATCH_UP_MAX_IDS`` changed ids (a start-up storm's joins): combining those held the loop
+  10-14 ms at 50,000 nodes, while the whole ring is built once per version for registrations
+  anyway. The views let the RM check a report against the ring its reporter held
+  (``watched_in``).
 """
 
 from __future__ import annotations
