@@ -37,16 +37,16 @@ class Broadcast:
     """One delta, the nodes it reached, where each phase stands: finding the nodes next to its
     changes, sending to them (by id), sending to everyone else (in registration order)."""
 
-    __slots__ = ("_added_at", "_changed", "_k", "_near", "_near_at", "_node", "_order", "_removed",
-                 "_rest", "_rest_at", "_ring", "_send", "delta", "first")
+    __slots__ = ("_added_at", "_changed", "_everyone", "_k", "_near", "_near_at", "_node", "_order",
+                 "_removed", "_rest", "_rest_at", "_ring", "_send", "delta", "first")
 
     def __init__(
         self, delta: RingDelta, removed: Sequence[int], added: Sequence[int], ring: Neighbourhood,
-        node: Callable[[int], NodeRecord | None], everyone: list[NodeRecord],
+        node: Callable[[int], NodeRecord | None], everyone: Callable[[], list[NodeRecord]],
         send: Callable[[Link, RingDelta], None],
     ) -> None:
-        """``removed``, ``added``: the delta's ids, decoded; ``everyone``: the nodes registered
-        when it was published (the rest are sent it in this order)."""
+        """``removed``, ``added``: the delta's ids, decoded; ``everyone()``: the nodes registered
+        now, asked when the rest are sent it (in this order)."""
         self.delta = delta
         self._removed = frozenset(removed)
         self._changed = [*removed, *added]
@@ -57,7 +57,8 @@ class Broadcast:
         self._near: set[int] = set()  # the nodes next to a change, or added
         self._order: list[int] = []  # the same by id, once all are found
         self._near_at = 0  # of them sent it
-        self._rest = everyone
+        self._everyone = everyone
+        self._rest: list[NodeRecord] | None = None
         self._rest_at = 0
         self._send = send
         self.first = 0  # nodes sent it first (next to a change, or added)
@@ -70,7 +71,7 @@ class Broadcast:
     @property
     def done(self) -> bool:
         return self._k >= len(self._changed) and self._near_at >= len(self._order) \
-            and self._rest_at >= len(self._rest)
+            and self._rest is not None and self._rest_at >= len(self._rest)
 
     def step(self) -> None:
         """One bounded step: the neighbours of the next ``CHANGED_CHUNK`` changed ids; once all
@@ -110,6 +111,8 @@ class Broadcast:
 
     def _to_others(self, most: int) -> None:
         rest = self._rest
+        if rest is None:
+            rest = self._rest = self._everyone()  # 50,000 nodes: a step's worth of copying
         near = self._near
         send = self._send
         delta = self.delta

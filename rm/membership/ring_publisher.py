@@ -25,7 +25,7 @@ deltas, sent to the nodes they concern first; a bounded history answers a node t
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Collection
 from typing import Protocol
 
 import msgspec
@@ -78,7 +78,7 @@ class MembershipCounters(msgspec.Struct):
 class NodeDirectory(Protocol):
     def node(self, machine_id: int) -> NodeRecord | None: ...
 
-    def nodes(self) -> Iterable[NodeRecord]: ...
+    def nodes(self) -> Collection[NodeRecord]: ...
 
 
 class RingPublisher:
@@ -181,9 +181,8 @@ class RingPublisher:
         self.published_at = self._clock.now()
         size = len(self._encoder.encode(delta))
         self._recent.append((delta, size, self.ring.published))
-        everyone = list(self._nodes.nodes())
         removed, added = self.ring.flushed
-        out = Broadcast(delta, removed, added, self.ring, self._nodes.node, everyone, self._outbox.send)
+        out = Broadcast(delta, removed, added, self.ring, self._nodes.node, self._everyone, self._outbox.send)
         self._outgoing.append(out)
         if len(self._outgoing) == 1:
             if out.small:
@@ -191,7 +190,7 @@ class RingPublisher:
             else:  # from the loop's next turn: publishing a join storm's delta is a step itself
                 self._broadcast_timer = self._clock.call_later(0.0, self._broadcast_some)
         # Every node registered now gets it once: those it concerns first, then the rest.
-        count = len(everyone)
+        count = len(self._nodes.nodes())
         self.stats.ring_messages += count
         if delta.removed:
             self.stats.bytes_removal += size * count
@@ -201,6 +200,9 @@ class RingPublisher:
             "ring.updated", version=delta.version, added=len(delta.added), removed=len(delta.removed),
             members=len(self.ring), recipients=count, first=out.first,
         )
+
+    def _everyone(self) -> list[NodeRecord]:
+        return list(self._nodes.nodes())
 
     def _broadcast_some(self) -> None:
         """One step of the delta going out; the next one on the loop's next turn."""
