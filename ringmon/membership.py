@@ -182,6 +182,10 @@ class Membership:
         self._added: set[int] = set()
         self._removed: set[int] = set()
         self._readded: set[int] = set()  # removed and inserted again since the last flush
+        # The pending joins as the next delta carries them, built as they come while they come in
+        # ascending order (a start-up storm's ids do): the delta is then a copy, not a pass over
+        # tens of thousands of ids (each a cache miss in a big process). None: not in order.
+        self._joins: tuple[list[int], list[int], list[int]] | None = ([], [], [])  # ids, gaps, hosts
         self.published = RingView(version, ())
         # The last delta's removed and added ids, in order (decoded already, for its sender).
         self.flushed: tuple[list[int], list[int]] = ([], [])
@@ -231,6 +235,16 @@ class Membership:
             self._removed.discard(mid)
             self._readded.add(mid)
         self._added.add(mid)
+        joins = self._joins
+        if joins is not None:
+            ordered, gaps, hosts = joins
+            last = ordered[-1] if ordered else 0
+            if mid > last:
+                ordered.append(mid)
+                gaps.append(mid - last)
+                hosts.append(k)
+            else:
+                self._joins = None
 
     def remove(self, mid: int) -> None:
         k = bisect.bisect_left(self._ids, mid)
@@ -242,7 +256,9 @@ class Membership:
         for s, order in self._orders.items():
             if order is not self._ids:
                 del order[bisect.bisect_left(order, _key(mid, s))]
-        self._added.discard(mid)
+        if mid in self._added:
+            self._added.discard(mid)
+            self._joins = None
         self._readded.discard(mid)
         if mid in self.published:
             self._removed.add(mid)
@@ -290,16 +306,22 @@ class Membership:
         # An id removed and re-inserted within the batch is both removed (old life) and added.
         readded = self._readded
         hosts = tuple(self._hosts)
-        added = sorted(self._added)
         removed = sorted(self._removed | readded)
+        joins = self._joins
+        if joins is not None:
+            added, gaps, added_hosts = joins[0], tuple(joins[1]), tuple(joins[2]) if hosts else ()
+        else:
+            added = sorted(self._added)
+            gaps = _gaps(added)
+            added_hosts = tuple(map(self._where.__getitem__, added)) if hosts else ()
         self.flushed = (removed, added)
         delta = RingDelta(
             base_version=base.version,
             version=base.version + 1,
-            added=_gaps(added),
+            added=gaps,
             removed=_gaps(removed),
             hosts=hosts,
-            added_hosts=tuple(map(self._where.__getitem__, added)) if hosts else (),
+            added_hosts=added_hosts,
         )
         self.published = RingView(
             base.version + 1, tuple(self._ids), hosts, host_of=tuple(self._host_of) if hosts else None,
@@ -307,6 +329,7 @@ class Membership:
         self._added.clear()
         self._removed.clear()
         self._readded.clear()
+        self._joins = ([], [], [])
         return delta
 
 
