@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection
 from typing import Protocol
 
 from ringmon.protocol import RingMessage
@@ -19,7 +19,7 @@ class MembershipHost(Protocol):
 
     def node(self, machine_id: int) -> NodeRecord | None: ...
 
-    def nodes(self) -> Iterable[NodeRecord]: ...
+    def nodes(self) -> Collection[NodeRecord]: ...
 
     def remove_node(self, node: NodeRecord, reason: str) -> None: ...
 

@@ -9,34 +9,41 @@ deltas, sent to the nodes they concern first; a bounded history answers a node t
   predecessor then reaches it seconds late.
 - Order: the nodes next to a changed id in some stride ring (whose predecessor or successor
   changed) get the delta before everyone else; over TCP a 20,000-node burst takes seconds.
-  Everyone else gets it ``BROADCAST_CHUNK`` nodes per turn of the RM's loop, so that one flush
-  does not hold the loop for a send per node (80 ms at 50,000 nodes); an earlier delta still on
-  its way is sent out whole before a newer one.
+  It goes out in bounded steps, one per turn of the RM's loop (``rm.membership.broadcast``), so
+  that one flush does not hold the loop for a send per node (80 ms at 50,000 nodes; with a join
+  storm's neighbours, 100-190 ms); deltas go out one after the other, so every node gets them in
+  version order.
 - History: the last ``RECENT_DELTAS`` deltas and the views they produced. A node behind by a
   version the history covers gets one combined delta (``ringmon.membership.combine``), a few
-  hundred bytes, instead of the whole ring (78 KB at 20,000 nodes); the views let the RM check a
-  report against the ring its reporter held (``watched_in``).
+  hundred bytes, instead of the whole ring (78 KB at 20,000 nodes), unless it missed more than
+  ``CATCH_UP_MAX_IDS`` changed ids (a start-up storm's joins): combining those held the loop
+  10-14 ms at 50,000 nodes, while the whole ring is built once per version for registrations
+  anyway. The views let the RM check a report against the ring its reporter held
+  (``watched_in``).
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Collection
 from typing import Protocol
 
 import msgspec
 
 from ringmon.config import RingConfig
-from ringmon.membership import Membership, RingView, combine, decode_ids
+from ringmon.membership import Membership, RingView, combine
 from ringmon.protocol import Ring, RingDelta, RingUpdate
+from rm.membership.broadcast import Broadcast
 from rm.ports import Clock, Link, Log, Timer
 from rm.queues.outbox import Outbox
 from rm.state.cluster import NodeRecord
 
 # Deltas (and their views) kept to answer a node a few versions behind (older: the whole ring).
 RECENT_DELTAS = 32
-# Nodes sent a delta per turn of the RM's loop, after those it concerns (~1 µs each over TCP).
-BROADCAST_CHUNK = 2000
+# A catch-up over more changed ids than this is answered with the whole ring: combining them is a
+# few passes over every id in Python (6 ms for a join storm's 50,000), while the whole ring of a
+# version is built once for every registration anyway.
+CATCH_UP_MAX_IDS = 8192
 
 
 class MembershipCounters(msgspec.Struct):
@@ -71,7 +78,7 @@ class MembershipCounters(msgspec.Struct):
 class NodeDirectory(Protocol):
     def node(self, machine_id: int) -> NodeRecord | None: ...
 
-    def nodes(self) -> Iterable[NodeRecord]: ...
+    def nodes(self) -> Collection[NodeRecord]: ...
 
 
 class RingPublisher:
@@ -95,15 +102,15 @@ class RingPublisher:
         self._pending_since: float | None = None  # the first pending change (a join or a removal)
         self._removal_since: float | None = None  # the first pending removal
         self._timer_at = float("inf")
-        self._snapshot: tuple[int, Ring, int] | None = None
+        self._snapshot: tuple[int, Ring, int, RingUpdate] | None = None
         # (delta, its encoded size, the view it produced), oldest first.
         self._recent: deque[tuple[RingDelta, int, RingView]] = deque(maxlen=RECENT_DELTAS)
         # Combined catch-ups to the current version, by the version they start from: in a join
         # storm hundreds of nodes fall behind by the same versions and ask at once.
         self._combined: dict[int, tuple[RingDelta, int]] = {}
         self.published_at = clock.now()  # emulated time of the last published ring change
-        # A delta still on its way to the nodes it does not concern: it, the nodes, the next one.
-        self._broadcast: tuple[RingDelta, list[NodeRecord], int] | None = None
+        # Deltas on their way to the nodes, oldest first (the first is the one going out).
+        self._outgoing: deque[Broadcast] = deque()
         self._broadcast_timer: Timer | None = None
 
     @property
@@ -117,7 +124,7 @@ class RingPublisher:
         if self._broadcast_timer is not None:
             self._broadcast_timer.cancel()
         self._broadcast_timer = None
-        self._broadcast = None
+        self._outgoing.clear()
 
     def _cancel_flush(self) -> None:
         if self._timer is not None:
@@ -174,21 +181,16 @@ class RingPublisher:
         self.published_at = self._clock.now()
         size = len(self._encoder.encode(delta))
         self._recent.append((delta, size, self.ring.published))
-        self._finish_broadcast()  # every node gets the previous delta before this one
-        # The nodes whose watched or watching set changed first, then everyone else.
-        changed = decode_ids(delta.removed) + decode_ids(delta.added)
-        first: dict[int, NodeRecord] = {}
-        for mid in sorted(self.ring.neighbours(changed).union(decode_ids(delta.added))):
-            node = self._nodes.node(mid)
-            if node is not None:
-                first[mid] = node
-        for node in first.values():
-            self._outbox.send(node.link, delta)
-        rest = [node for node in self._nodes.nodes() if node.machine_id not in first]
-        count = len(first) + len(rest)
-        if rest:
-            self._broadcast = (delta, rest, 0)
-            self._broadcast_some()
+        removed, added = self.ring.flushed
+        out = Broadcast(delta, removed, added, self.ring, self._nodes.node, self._everyone, self._outbox.send)
+        self._outgoing.append(out)
+        if len(self._outgoing) == 1:
+            if out.small:
+                self._broadcast_some()  # its first step now
+            else:  # from the loop's next turn: publishing a join storm's delta is a step itself
+                self._broadcast_timer = self._clock.call_later(0.0, self._broadcast_some)
+        # Every node registered now gets it once: those it concerns first, then the rest.
+        count = len(self._nodes.nodes())
         self.stats.ring_messages += count
         if delta.removed:
             self.stats.bytes_removal += size * count
@@ -196,47 +198,40 @@ class RingPublisher:
             self.stats.bytes_join += size * count
         self._log.info(
             "ring.updated", version=delta.version, added=len(delta.added), removed=len(delta.removed),
-            members=len(self.ring), recipients=count, first=len(first),
+            members=len(self.ring), recipients=count, first=out.first,
         )
 
+    def _everyone(self) -> list[NodeRecord]:
+        return list(self._nodes.nodes())
+
     def _broadcast_some(self) -> None:
+        """One step of the delta going out; the next one on the loop's next turn."""
         self._broadcast_timer = None
-        self._send_broadcast(BROADCAST_CHUNK)
-        if self._broadcast is not None:
+        outgoing = self._outgoing
+        outgoing[0].step()
+        if outgoing[0].done:
+            outgoing.popleft()
+        if outgoing:
             self._broadcast_timer = self._clock.call_later(0.0, self._broadcast_some)
-
-    def _finish_broadcast(self) -> None:
-        if self._broadcast_timer is not None:
-            self._broadcast_timer.cancel()
-            self._broadcast_timer = None
-        self._send_broadcast(None)
-
-    def _send_broadcast(self, most: int | None) -> None:
-        """The delta on its way to its next ``most`` nodes (None: to all the rest)."""
-        if self._broadcast is None:
-            return
-        delta, nodes, k = self._broadcast
-        end = len(nodes) if most is None else min(len(nodes), k + most)
-        for node in nodes[k:end]:
-            self._outbox.send(node.link, delta)  # a node gone since has a closed link: nothing is sent
-        self._broadcast = (delta, nodes, end) if end < len(nodes) else None
 
     # ---- the published ring and its history ----------------------------------------------
 
     def current_ring(self) -> Ring:
         """The published ring, for a registering node (it learns itself from the next delta)."""
-        ring, size = self._published()
+        _, ring, size, _ = self._published()
         self.stats.bytes_join += size
         return ring
 
-    def _published(self) -> tuple[Ring, int]:
-        """The published ring and its encoded size, built once per version."""
+    def _published(self) -> tuple[int, Ring, int, RingUpdate]:
+        """The published ring, its encoded size and the message that sends it, built once per
+        version (one object: a transport sending the same object again need not encode it)."""
         pub = self.ring.published
         snap = self._snapshot
         if snap is None or snap[0] != pub.version:
             ring = pub.ring()
-            snap = self._snapshot = (pub.version, ring, len(self._encoder.encode(ring)))
-        return snap[1], snap[2]
+            size = len(self._encoder.encode(ring))
+            snap = self._snapshot = (pub.version, ring, size, RingUpdate(ring=ring))
+        return snap
 
     def view(self, version: int) -> RingView | None:
         """The published view of ``version`` if it is the current one or still in the history."""
@@ -250,20 +245,23 @@ class RingPublisher:
     def watched_in(self, version: int, reporter: int, suspect: int) -> bool:
         """``suspect`` was ``reporter``'s predecessor in some stride ring of ``version``."""
         view = self.view(version)
-        if view is None or reporter not in view.members:
+        if view is None or reporter not in view:
             return False
         return any(view.predecessor(reporter, s) == suspect for s in self.ring.strides)
 
     def catch_up(self, link: Link, version: int) -> None:
         """A node holding ``version`` is behind: one combined delta when the history covers it
         (answering every request with the whole ring made a sync storm at 6,000 nodes in real
-        time), else the whole ring."""
+        time) and it changes at most ``CATCH_UP_MAX_IDS`` ids, else the whole ring."""
         current = self.ring.version
         if version == current:
             return  # it caught up meanwhile
         recent = self._recent
-        if recent and recent[0][0].base_version <= version < current:
-            missed = [d for d, _, _ in recent if d.version > version]
+        missed = [d for d, _, _ in recent if d.version > version]
+        if (
+            recent and recent[0][0].base_version <= version < current
+            and (len(missed) == 1 or sum(len(d.added) + len(d.removed) for d in missed) <= CATCH_UP_MAX_IDS)
+        ):
             if len(missed) == 1:
                 delta, size = missed[0], next(s for d, s, _ in recent if d is missed[0])
             else:
@@ -276,6 +274,6 @@ class RingPublisher:
             self.stats.bytes_removal += size
             self._outbox.send(link, delta)
             return
-        ring, size = self._published()
+        _, _, size, update = self._published()
         self.stats.bytes_removal += size
-        self._outbox.send(link, RingUpdate(ring=ring))
+        self._outbox.send(link, update)

@@ -13,7 +13,7 @@ life; ``recover`` starts a new one from the journal. The views it gives of itsel
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection
 
 import msgspec
 
@@ -247,7 +247,7 @@ class ResourceManager:
     def node(self, machine_id: int) -> NodeRecord | None:
         return self._life.cluster.nodes.get(machine_id)
 
-    def nodes(self) -> Iterable[NodeRecord]:
+    def nodes(self) -> Collection[NodeRecord]:
         return self._life.cluster.nodes.values()
 
     def remove_node(self, node: NodeRecord, reason: str) -> None:
