@@ -14,8 +14,9 @@ from emulator.results.figures import stale
 from emulator.results.record import load_record
 from emulator.scenario.loader import load_scenario
 from emulator.study.modelpoints import ModelResolver
+from emulator.study.output import read_output
 from emulator.study.points import Resolver, expand
-from emulator.study.runner import StudyRun, only_writer, read_output, run_point
+from emulator.study.runner import StudyRun, only_writer, run_point
 from emulator.study.spec import StudyError, load_study
 from emulator.study.tables import markdown
 
