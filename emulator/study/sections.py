@@ -93,8 +93,8 @@ def section_problem(name: str) -> str | None:
                 f"(expected one of {', '.join(COLUMNS)})")
     close = difflib.get_close_matches(name, known(), n=1, cutoff=0.6)
     hint = f"did you mean `{close[0]}`? " if close else ""
-    return (f"`{name}` is not a section of summary.json, a `{TIMESERIES}COLUMN`, `{TIMING}FIELD` or "
-            f"`{TRAFFIC}FIELD`, `{RM}FIELD`; {hint}(the top-level fields of a run's summary.json)")
+    return (f"`{name}` is not a section of summary.json, a `{TIMESERIES}COLUMN`, `{TIMING}FIELD`, "
+            f"`{TRAFFIC}FIELD` or `{RM}FIELD`; {hint}(the top-level fields of a run's summary.json)")
 
 
 def collect(outcome: RunOutcome, summary: dict[str, Any], names: list[str]) -> dict[str, Any]:

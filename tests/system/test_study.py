@@ -149,9 +149,10 @@ COLLECTED = TINY.replace('metrics = [', 'collect = ["pools", "timeseries.t_s", "
 
 @pytest.mark.parametrize(("change", "message"), [
     (('"pools", ', '"pool", '), "tiny.toml: at `collect[0]`: `pool` is not a section of summary.json, a "
-     "`timeseries.COLUMN`, `timing.FIELD` or `traffic.FIELD`; did you mean `pools`?"),
+     "`timeseries.COLUMN`, `timing.FIELD`, `traffic.FIELD` or `rm.FIELD`; did you mean `pools`?"),
     (('"pools", ', '"timing.wall", '), "tiny.toml: at `collect[0]`: `timing.wall` is not a section of "
-     "summary.json, a `timeseries.COLUMN`, `timing.FIELD` or `traffic.FIELD`; did you mean `timing.wall_s`?"),
+     "summary.json, a `timeseries.COLUMN`, `timing.FIELD`, `traffic.FIELD` or `rm.FIELD`; did you mean "
+     "`timing.wall_s`?"),
     (('"timeseries.removals", "traffic', '"timeseries.removal", "traffic'),
      "tiny.toml: at `collect[2]`: `removal` is not a column of timeseries.csv; did you mean "
      "`timeseries.removals`?"),
