@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from emulator.study.output import PointResult, StudyOutput
+from emulator.study.output import FORMAT, PointResult, StudyOutput
 from emulator.study.points import expand
 from emulator.study.spec import DEFAULT_THRESHOLD, ROW_NEEDS, Study, StudyError, study_from_data
 
@@ -160,7 +160,7 @@ def view(study: Study, output: StudyOutput) -> dict[str, Any]:
 def sweep_of(data: dict[str, Any]) -> dict[str, Any]:
     """The one boundary of the E2 renderers: a ``sweep.json`` as it is, or a study's output (JSON
     decoded) as one."""
-    if "rows" in data:
+    if data.get("format") != FORMAT:  # `emulator sweep`'s sweep.json, or a part of one
         return data
     output = msgspec.convert(data, StudyOutput)
     study = study_from_data(output.study, f"{output.file} (as stored in the output)")
