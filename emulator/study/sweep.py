@@ -151,8 +151,7 @@ def view(study: Study, output: StudyOutput) -> dict[str, Any]:
         "largest_ok": {m: {"nodes": v[0], "limited_by_sweep": not v[1]} for m, v in limits.items()},
         "delta_over_periodic": ratio_of(limits),
     }
-    missing = len(expand(study)) - len(output.points)
-    if missing > 0:
+    if len(expand(study)) > len(output.points) + len(output.skipped):  # a study still running
         result["points_planned"] = len(expand(study))
     return result
 

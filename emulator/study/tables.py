@@ -172,10 +172,12 @@ def model_table(model: str, name: str) -> Callable[[dict[str, Any]], str]:
 
 
 def _partial(study: Study, output: StudyOutput) -> str:
-    missing = len(expand(study)) - len(output.points)
+    missing = len(expand(study)) - len(output.points) - len(output.skipped)
+    skipped = (f"\n<sub>Not run: {len(output.skipped)} points past a failed one (`[limits] "
+               "stop_after_failure`).</sub>\n") if output.skipped else ""
     if missing <= 0:
-        return ""
-    return f"\n<sub>Partial: {missing} points of the study are not in its output yet.</sub>\n"
+        return skipped
+    return f"{skipped}\n<sub>Partial: {missing} points of the study are not in its output yet.</sub>\n"
 
 
 def markdown(output: StudyOutput | dict[str, Any]) -> str:
