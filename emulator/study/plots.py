@@ -10,6 +10,7 @@ import csv
 from pathlib import Path
 from typing import Any
 
+from emulator.results.registry import BY_NAME
 from emulator.study.output import PointResult, StudyOutput
 from emulator.study.sections import TIMESERIES
 from emulator.study.spec import VARIANT, Plot, Study
@@ -114,10 +115,11 @@ def draw_axis(path: Path, study: Study, lines: Lines, plot: Plot) -> None:
         if study.limits is not None and y in ("h1", "h2"):
             ax.axhline(study.limits.threshold, color="grey", linestyle=":", linewidth=1)
         ax.set_xlabel(plot.x)
-        ax.set_title(y)
+        ax.set_title(str(BY_NAME[y].label) if y in BY_NAME else y)
         ax.grid(alpha=0.3)
         ax.legend()
-    axes[0][0].set_ylabel(plot.y[0] if len(plot.y) == 1 else "value")
+    if len(plot.y) == 1:
+        axes[0][0].set_ylabel(plot.y[0])
     fig.suptitle(plot.title or plot.name)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
