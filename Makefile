@@ -67,7 +67,7 @@ e2-w2: $(STAMP)
 	$(BIN)/emulator study scenarios/studies/e2.toml --set transport.workers=2 --out runs/e2-sweep-w2.json
 
 # E2 in virtual time, the RM's service-time model fitted to the real-time study: docs/e2-sweep-virtual.json
-# (~30 min on one core) and the plots; delta at 18,000 and 24,000 nodes: docs/e2-sweep-virtual-big.json.
+# and the plots (~7 min on 2 shared cores); delta at 18,000 and 24,000 nodes: docs/e2-sweep-virtual-big.json.
 e2-virtual: $(STAMP)
 	$(BIN)/emulator study scenarios/studies/e2-virtual.toml --out docs/e2-sweep-virtual.json --plots docs
 	$(BIN)/emulator study scenarios/studies/e2-virtual.toml --axis nodes=18000,24000 \
