@@ -33,6 +33,7 @@ from emulator.study.sweep import failed, row
 if TYPE_CHECKING:
     from emulator.harness.dask_hosts import ClusterOptions
 
+
 class PointStopped(KeyboardInterrupt):
     """A point's run ended early (Ctrl-C or SIGTERM reached its process): its figures cover part of
     the run only and are not kept; the study stops as if interrupted."""
