@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed-test
 CLUSTER_STAMP := $(VENV)/.installed-cluster
 
-.PHONY: run test lint bench e1 e2 e2-w2 e2-yarn2020 e2-dask e2-many-core e3 e3-tcp e4 e5 e5-cluster recovery soak fuzz clean chromium traces
+.PHONY: run test lint bench e1 e2 e2-w2 e2-virtual e2-yarn2020 e2-dask e2-many-core e3 e3-tcp e4 e5 e5-cluster recovery soak fuzz clean chromium traces
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or run: make PYTHON=python3 ...)"; exit 1; }
@@ -56,37 +56,46 @@ e1: $(STAMP)
 	$(BIN)/emulator study scenarios/studies/e1.toml --out docs/e1.json
 
 # E2 (paper 004 Fig. 5, Fig. 8): heartbeat scalability over TCP, periodic vs delta, the RM in one
-# process and the nodes in one worker process (~8 min on 2 cores); e2-w2: the same with two. The
-# first 400 emulated s of each run: the load peaks at 300-400 s (the last job starts at 290 s).
+# process and the nodes in one worker process, the study scenarios/studies/e2.toml (~8 min on 2
+# cores, real-time points one at a time; resumable in runs/); e2-w2: the same with two node-host
+# processes. The first 400 emulated s of each run: the load peaks at 300-400 s (the last job starts
+# at 290 s). Then cp runs/e2-sweep.json docs/ (its tables: emulator figures --write docs/*.md).
 e2: $(STAMP)
-	$(BIN)/emulator sweep scenarios/e2-scale-sweep.toml --duration 400 --out runs/e2-sweep --plots-dir docs
+	$(BIN)/emulator study scenarios/studies/e2.toml --out runs/e2-sweep.json --plots docs
 
 e2-w2: $(STAMP)
-	$(BIN)/emulator sweep scenarios/e2-scale-sweep.toml --duration 400 --workers 2 --out runs/e2-sweep-w2
+	$(BIN)/emulator study scenarios/studies/e2.toml --set transport.workers=2 --out runs/e2-sweep-w2.json
+
+# E2 in virtual time, the RM's service-time model fitted to the real-time study: docs/e2-sweep-virtual.json
+# and the plots (~7 min on 2 shared cores); delta at 18,000 and 24,000 nodes: docs/e2-sweep-virtual-big.json.
+e2-virtual: $(STAMP)
+	$(BIN)/emulator study scenarios/studies/e2-virtual.toml --out docs/e2-sweep-virtual.json --plots docs
+	$(BIN)/emulator study scenarios/studies/e2-virtual.toml --axis nodes=18000,24000 \
+		--axis heartbeat.mode=delta --out docs/e2-sweep-virtual-big.json
 
 # E2 in virtual time with a YARN-like RM (service-time model yarn-2020, docs/scalability.md "A
 # YARN-like RM"): periodic around the paper's stock-YARN limit, delta around its improved one; the
-# two results files and the table beside the paper (emulator figures --write docs/scalability.md).
+# two outputs and the table beside the paper (emulator figures --write docs/scalability.md).
 e2-yarn2020: $(STAMP)
-	$(BIN)/emulator sweep scenarios/e2-scale-sweep-yarn2020.toml --modes periodic \
-		--nodes 3000,3500,4000,4250,4500,4750,5000,5500 --duration 400 --out runs/e2-yarn2020-periodic
-	$(BIN)/emulator sweep scenarios/e2-scale-sweep-yarn2020.toml --modes delta \
-		--nodes 6000,7000,7500,7750,8000,8250,8500,9000,10000 --duration 400 --out runs/e2-yarn2020-delta
-	cp runs/e2-yarn2020-periodic/sweep.json docs/e2-sweep-yarn2020-periodic.json
-	cp runs/e2-yarn2020-delta/sweep.json docs/e2-sweep-yarn2020-delta.json
+	$(BIN)/emulator study scenarios/studies/e2-yarn2020.toml --axis heartbeat.mode=periodic \
+		--axis nodes=3000,3500,4000,4250,4500,4750,5000,5500 --out docs/e2-sweep-yarn2020-periodic.json
+	$(BIN)/emulator study scenarios/studies/e2-yarn2020.toml --axis heartbeat.mode=delta \
+		--axis nodes=6000,7000,7500,7750,8000,8250,8500,9000,10000 --out docs/e2-sweep-yarn2020-delta.json
 
 # E2 with the node hosts as tasks on a Dask LocalCluster (one worker process per slice), the RM here.
 e2-dask: $(CLUSTER_STAMP)
-	$(BIN)/emulator sweep scenarios/e2-scale-sweep.toml --duration 400 --cluster local --out runs/e2-sweep-dask
+	$(BIN)/emulator study scenarios/studies/e2.toml --cluster local --out runs/e2-sweep-dask.json
 
 # E2 on a many-core machine: one node-host process per core less the RM's, each mode over its own
-# grid around its limit on a 16-core machine, 60 s warm-up (registering 10,000 nodes); prints which
-# process saturated first at each mode's limit (~5 min). docs/scalability.md, "On a 16-core machine".
+# grid around its limit on a 16-core machine (one output per mode: --axis), 60 s warm-up
+# (registering 10,000 nodes); its table says which process saturated first at each mode's limit
+# (~5 min). docs/scalability.md, "On a 16-core machine".
+MANY_CORE = $(BIN)/emulator study scenarios/studies/e2.toml --set transport.workers=auto --set run.warmup_s=60
 e2-many-core: $(STAMP)
-	$(BIN)/emulator sweep scenarios/e2-scale-sweep.toml --workers auto --modes periodic \
-		--nodes 1000,1500,2000,2500,3000 --duration 400 --warmup 60 --out runs/e2-many-core-periodic
-	$(BIN)/emulator sweep scenarios/e2-scale-sweep.toml --workers auto --modes delta \
-		--nodes 4500,6000,7500,9000,10500,12000 --duration 400 --warmup 60 --out runs/e2-many-core-delta
+	$(MANY_CORE) --axis heartbeat.mode=periodic --axis nodes=1000,1500,2000,2500,3000 \
+		--out runs/e2-many-core-periodic.json
+	$(MANY_CORE) --axis heartbeat.mode=delta --axis nodes=4500,6000,7500,9000,10500,12000 \
+		--out runs/e2-many-core-delta.json
 
 # E3 (paper 004 Fig. 9): 7,500 nodes, 5% crash at 400 s; ring vs RM liveliness monitor, the study
 # scenarios/studies/e3.toml (~4 min): docs/ring-e3.json and the removals plot docs/ring-e3-removals.png

@@ -37,22 +37,23 @@ E1_SEEDS20 = ("emulator study scenarios/studies/e1-seeds20.toml --out docs/e1-se
 E1_EXPLORE = ("emulator study scenarios/studies/e1-explore.toml --out docs/e1-explore.json (several hours "
               "on 2 cores; the committed file was run before issue 33, by the `emulator e1` command this "
               "replaced, with preemption by the earlier rule and `fit` at window 30)")
-E2_VIRTUAL = ("emulator sweep scenarios/e2-scale-sweep-virtual.toml --out runs/e2v && "
-              "cp runs/e2v/sweep.json docs/e2-sweep-virtual.json")
-E2_VIRTUAL_BIG = ("emulator sweep scenarios/e2-scale-sweep-virtual.toml --nodes 18000,24000 --modes delta "
-                  "--out runs/e2v-big && cp runs/e2v-big/sweep.json docs/e2-sweep-virtual-big.json")
-E2_REPEAT = ("emulator sweep scenarios/e2-scale-sweep.toml --duration 400 --out runs/e2-sweep-repeat && "
-             "cp runs/e2-sweep-repeat/sweep.json docs/e2-sweep-repeat.json")
-E2_MANY_CORE = ("make e2-many-core on a 16-core machine (one sweep per mode: "
-                "runs/e2-many-core-{periodic,delta}/sweep.json, copied to "
-                "docs/e2-many-core-b-{periodic,delta}.json; runs A and C: the same sweeps with other "
-                "--nodes, docs/scalability.md)")
-E2_YARN2020 = ("make e2-yarn2020 (emulator sweep scenarios/e2-scale-sweep-yarn2020.toml --modes periodic "
-               "--nodes 3000,3500,4000,4250,4500,4750,5000,5500 --duration 400 "
-               "--out runs/e2-yarn2020-periodic, and --modes delta "
-               "--nodes 6000,7000,7500,7750,8000,8250,8500,9000,10000 "
-               "--out runs/e2-yarn2020-delta; each sweep.json copied to "
-               "docs/e2-sweep-yarn2020-{periodic,delta}.json)")
+# E2's sweeps are studies (scenarios/studies/e2*.toml); the real-time files below docs/ were
+# written by the `emulator sweep` command they replaced, and the E2 tables read both.
+E2_VIRTUAL = ("make e2-virtual (emulator study scenarios/studies/e2-virtual.toml "
+              "--out docs/e2-sweep-virtual.json)")
+E2_VIRTUAL_BIG = ("emulator study scenarios/studies/e2-virtual.toml --axis nodes=18000,24000 "
+                  "--axis heartbeat.mode=delta --out docs/e2-sweep-virtual-big.json")
+E2_REPEAT = ("emulator study scenarios/studies/e2.toml --out runs/e2-sweep-repeat.json && "
+             "cp runs/e2-sweep-repeat.json docs/e2-sweep-repeat.json")
+E2_MANY_CORE = ("make e2-many-core on a 16-core machine (scenarios/studies/e2.toml, one output per mode: "
+                "runs/e2-many-core-{periodic,delta}.json, copied to "
+                "docs/e2-many-core-b-{periodic,delta}.json; runs A and C: the same with other "
+                "--axis nodes=..., docs/scalability.md)")
+E2_YARN2020 = ("make e2-yarn2020 (emulator study scenarios/studies/e2-yarn2020.toml once per mode: "
+               "--axis heartbeat.mode=periodic --axis nodes=3000,3500,4000,4250,4500,4750,5000,5500 "
+               "--out docs/e2-sweep-yarn2020-periodic.json, and --axis heartbeat.mode=delta "
+               "--axis nodes=6000,7000,7500,7750,8000,8250,8500,9000,10000 "
+               "--out docs/e2-sweep-yarn2020-delta.json)")
 FIGURES: dict[str, Figure] = {
     "bench": Figure("docs/bench.json", bench.markdown_table,
                     "emulator bench --baseline --out docs/bench.json"),
@@ -85,20 +86,20 @@ FIGURES: dict[str, Figure] = {
     "e1-seeds20-fair-share": Figure("docs/e1-seeds20.json", e1tables.fair_share_table,
                                     E1_SEEDS20),
     "e2": Figure("docs/e2-sweep.json", sweeptables.markdown_table,
-                 "make e2 && cp runs/e2-sweep/sweep.json docs/e2-sweep.json"),
+                 "make e2 && cp runs/e2-sweep.json docs/e2-sweep.json"),
     "e2-w2": Figure("docs/e2-sweep-w2.json", sweeptables.markdown_table,
-                    "make e2-w2 && cp runs/e2-sweep-w2/sweep.json docs/e2-sweep-w2.json"),
+                    "make e2-w2 && cp runs/e2-sweep-w2.json docs/e2-sweep-w2.json"),
     "e2-delta-12000": Figure("docs/e2-delta-12000-speed10.json", sweeptables.costs_table,
-                             "emulator sweep scenarios/e2-scale-sweep.toml --speed 10 --nodes 12000 "
-                             "--modes delta --out runs/e2-12k && cp runs/e2-12k/sweep.json "
-                             "docs/e2-delta-12000-speed10.json"),
+                             "emulator study scenarios/studies/e2.toml --set run.speed=10 --set "
+                             "run.duration_s=690 --axis nodes=12000 --axis heartbeat.mode=delta --out "
+                             "runs/e2-12k.json && cp runs/e2-12k.json docs/e2-delta-12000-speed10.json"),
     "e2-delta-50000": Figure("docs/e2-delta-50000-speed5.json", sweeptables.costs_table,
-                             "emulator sweep scenarios/e2-scale-sweep.toml --speed 5 --warmup 45 "
-                             "--duration 200 --nodes 50000 --modes delta --out runs/e2-50k && "
-                             "cp runs/e2-50k/sweep.json "
+                             "emulator study scenarios/studies/e2.toml --set run.speed=5 --set "
+                             "run.warmup_s=45 --set run.duration_s=200 --axis nodes=50000 --axis "
+                             "heartbeat.mode=delta --out runs/e2-50k.json && cp runs/e2-50k.json "
                              "docs/e2-delta-50000-speed5.json"),
     "e2-costs": Figure("docs/e2-sweep.json", sweeptables.costs_table,
-                       "make e2 && cp runs/e2-sweep/sweep.json docs/e2-sweep.json"),
+                       "make e2 && cp runs/e2-sweep.json docs/e2-sweep.json"),
     "e2-virtual": Figure("docs/e2-sweep-virtual.json", sweeptables.markdown_table,
                          E2_VIRTUAL),
     "e2-virtual-big": Figure("docs/e2-sweep-virtual-big.json", sweeptables.markdown_table,
@@ -115,7 +116,7 @@ FIGURES: dict[str, Figure] = {
                                  for mode in ("periodic", "delta"))[1:]),
     "e2-repeat": Figure("docs/e2-sweep-repeat.json", sweeptables.markdown_table, E2_REPEAT),
     "e2-dask": Figure("docs/e2-sweep-dask.json", sweeptables.markdown_table,
-                      "make e2-dask && cp runs/e2-sweep-dask/sweep.json docs/e2-sweep-dask.json"),
+                      "make e2-dask && cp runs/e2-sweep-dask.json docs/e2-sweep-dask.json"),
     "e3": Figure("docs/ring-e3.json", e3.markdown_table,
                  "make e3 (emulator study scenarios/studies/e3.toml --out docs/ring-e3.json --plots docs)"),
     "e3-tcp": Figure("docs/e3-tcp.json", e3tcp.markdown_table,

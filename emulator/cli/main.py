@@ -22,7 +22,6 @@ from emulator.cli.traces import add_command as add_import_command
 from emulator.experiments.efficiency import add_command as add_efficiency_command
 from emulator.experiments.recovery import add_command as add_recovery_command
 from emulator.experiments.reliability import add_command as add_reliability_command
-from emulator.experiments.sweep import add_command as add_sweep_command
 from emulator.harness.invariants import InvariantViolation
 from emulator.results.console import EXIT_FAILED, EXIT_STOPPED
 from emulator.scenario.loader import ScenarioError
@@ -47,7 +46,7 @@ class _Version(argparse.Action):
 # here still shows, under "other".
 COMMAND_GROUPS = {
     "run": ("run", "rerun", "report", "compare", "validate", "explain"),
-    "experiments": ("study", "e3-tcp", "sweep", "efficiency", "recovery", "reliability", "abuse"),
+    "experiments": ("study", "e3-tcp", "efficiency", "recovery", "reliability", "abuse"),
     "processes": ("rm", "nodes"),
     "tools": ("bench", "figures", "fuzz", "import", "schema"),
 }
@@ -85,7 +84,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_e3_tcp_command(sub)
     add_abuse_command(sub)
     add_tcp_commands(sub)
-    add_sweep_command(sub)
     add_efficiency_command(sub)
     add_recovery_command(sub)
     add_reliability_command(sub)

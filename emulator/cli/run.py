@@ -83,7 +83,7 @@ def add_validate_command(sub: Any) -> None:
     v.set_defaults(func=cmd_validate)
 
 
-def _parse_set(item: str) -> tuple[str, Any]:
+def parse_set(item: str) -> tuple[str, Any]:
     """``a.b=VALUE`` where VALUE is a TOML value; bare words are taken as strings."""
     key, sep, raw = item.partition("=")
     if not sep or not key.strip():
@@ -96,7 +96,7 @@ def _parse_set(item: str) -> tuple[str, Any]:
 
 
 def scenario_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    out: dict[str, Any] = dict(_parse_set(item) for item in getattr(args, "set", None) or [])
+    out: dict[str, Any] = dict(parse_set(item) for item in getattr(args, "set", None) or [])
     if getattr(args, "seed", None) is not None:
         out["run.seed"] = args.seed
     if getattr(args, "duration", None) is not None:

@@ -1,7 +1,7 @@
 """``emulator recovery``: an RM-restart scenario at several cluster sizes, one table of recovery times.
 
 The scenario's ``[sweep]`` table gives the node counts and heartbeat modes (the workload scales
-with the node count, as in ``emulator sweep``). Per run: containers running when the RM died,
+with the node count, as a study's ``nodes`` axis does). Per run: containers running when the RM died,
 journal size and the wall time to replay it, when every live node was back and when scheduling
 resumed (emulated seconds after the new RM started), and containers kept vs run again; with the
 invariant checker on, tasks lost / run twice.
@@ -10,19 +10,48 @@ invariant checker on, tasks lost / run twice.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
+import tomllib
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from emulator.experiments.sweep import load_sweep, point
 from emulator.results.console import run_with_progress
 from emulator.results.recording import recorded
 from emulator.results.summary import write_results
-from emulator.scenario.loader import ScenarioError
-from emulator.scenario.schema import RMRestartFault
+from emulator.scenario.loader import ScenarioError, scenario_from_dict
+from emulator.scenario.schema import RMRestartFault, Scenario, SweepConfig
+from emulator.study.points import scale_cluster
+
+
+def load_sweep(path: Path) -> tuple[dict[str, Any], SweepConfig]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ScenarioError(f"{path}: no such file") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ScenarioError(f"{path}: not valid TOML: {err}") from None
+    cfg = scenario_from_dict(data, str(path)).sweep
+    if cfg is None:
+        raise ScenarioError(f"{path}: at `sweep`: a recovery scenario needs a [sweep] table (nodes = [...])")
+    del data["sweep"]
+    return data, cfg
+
+
+def point(base: dict[str, Any], cfg: SweepConfig, nodes: int, mode: str, source: str) -> Scenario:
+    """The base scenario scaled to ``nodes`` nodes in heartbeat ``mode``."""
+    data = copy.deepcopy(base)
+    try:
+        scale_cluster(data, nodes, cfg.scale_workload)
+    except ScenarioError as err:
+        raise ScenarioError(f"{source}: {err}") from None
+    data.setdefault("heartbeat", {})["mode"] = mode
+    data["name"] = f"{data.get('name', 'sweep')}-{mode}-{nodes}"
+    return scenario_from_dict(data, source)
+
 
 COLUMNS = (
     ("nodes", "nodes", "{:,}"),

@@ -4,8 +4,9 @@ Inputs, all committed result files:
 - ``docs/bench.json`` (``emulator bench``, 1,000 nodes x 1 h, virtual time): CPU per
   node-interval of the whole emulation in one process, heartbeats and statuses per node-interval
   in each mode, memory per NodeManager;
-- ``docs/e2-sweep.json`` (``make e2``, real time over TCP): the RM's service times measured in
-  wall time (a heartbeat a + b x statuses, a node update c, an allocation d);
+- ``docs/e2-sweep.json`` (``make e2``, real time over TCP; a ``sweep.json`` or E2's study output):
+  the RM's service times measured in wall time (a heartbeat a + b x statuses, a node update c,
+  an allocation d);
 - ``docs/scale-*.json`` (``emulator bench --nodes N --hours H``): larger runs that check the
   model's virtual-time prediction.
 
@@ -17,6 +18,8 @@ busy fraction reaches 1.
 from __future__ import annotations
 
 from typing import Any
+
+from emulator.study.sweep import sweep_of
 
 INTERVAL_S = 3.0
 MODES = ("periodic", "delta")
@@ -30,7 +33,7 @@ SIZES = (100_000, 1_000_000)
 def coefficients(bench: dict[str, Any], sweep: dict[str, Any]) -> dict[str, dict[str, float]]:
     """Per mode: µs of one process per node-interval (virtual), heartbeats and statuses per
     node-interval, the RM's µs per node-interval in real time, and what is left for nodes."""
-    cal = sweep["calibration_us"]
+    cal = sweep_of(sweep)["calibration_us"]
     out: dict[str, dict[str, float]] = {}
     for mode in MODES:
         r = bench[mode]

@@ -1,26 +1,18 @@
-"""The tables of a sweep's output (``sweep.json``): the docs' E2 tables, the costs table, the
-README's E2 headline and which process saturated first. Pure: no run, so the figure registry and
-the sweep runner import it alike."""
+"""E2's tables: the docs' sweep table, the costs table, the README's E2 headline, the many-core
+runs and which process saturated first. Each takes an E2 study's output (scenarios/studies/e2*.toml)
+or a ``sweep.json`` that `emulator sweep` wrote before studies replaced it: both read through
+``sweep_of``, the one boundary (emulator/study/sweep.py). Pure: no run."""
 
 from __future__ import annotations
 
 from typing import Any
 
-
-def largest_ok(rows: list[dict[str, Any]], mode: str, threshold: float) -> tuple[int | None, bool]:
-    """Largest n of ``mode`` such that it and every smaller n keep h1, h2 >= threshold; and whether
-    a larger n failed (False: the true limit may be higher than the sweep went)."""
-    best = None
-    for r in sorted((r for r in rows if r["mode"] == mode), key=lambda r: r["nodes"]):
-        if (r["h1"] is None or r["h2"] is None or r["h1"] < threshold or r["h2"] < threshold
-                or r.get("overloaded")):
-            return best, True
-        best = r["nodes"]
-    return best, False
+from emulator.study.sweep import largest_ok, sweep_of
 
 
 def markdown_table(result: dict[str, Any]) -> str:
-    """The docs' table, from a ``sweep.json``."""
+    """The docs' table: a row per point, then each mode's limit and the ratio."""
+    result = sweep_of(result)
     lines = [
         "| mode | nodes | h1 | h2 | RM CPU % | RM busy | µs / hb | RM process µs / hb | node host CPU % "
         "| node host µs / node-interval | msgs / node / min | bytes / node / min | skipped "
@@ -60,6 +52,7 @@ def markdown_table(result: dict[str, Any]) -> str:
 
 def costs_table(result: dict[str, Any]) -> str:
     """Per real-time point: how long one item held the RM's loop, and what each process spent."""
+    result = sweep_of(result)
     lines = [
         "| mode | nodes | speed | overloaded | worst handler p99 (µs) | any handler max (µs) "
         "| scheduling pass p99 / max (µs) | RM process µs / hb | node host µs / node-interval |",
@@ -120,6 +113,7 @@ def _ratio(p: int, d: int, bound: str) -> str:
 def saturates_first(sweep: dict[str, Any]) -> str:
     """Which process was busier at each mode's limit (its largest size that kept up) and at the
     first size past it (real-time TCP sweeps, CPU of each process over the same window)."""
+    sweep = sweep_of(sweep)
     verdicts = []
     for mode in ("periodic", "delta"):
         best, failed = largest_ok(sweep["rows"], mode, sweep["threshold"])
@@ -140,6 +134,7 @@ def headline_table(real: dict[str, Any], virtual: dict[str, Any], *more: dict[st
     """The README's E2 row set: the paper, the real-time TCP sweep (and each repeat of it among
     ``more``: a row of its own), the virtual-time sweep (with the virtual ``more``, e.g. delta at
     larger sizes)."""
+    real, virtual, more = sweep_of(real), sweep_of(virtual), tuple(sweep_of(m) for m in more)
     lines = ["| largest cluster with h1, h2 ≥ 0.99 | periodic | delta | delta / periodic |",
              "|---|---|---|---|", "| " + " | ".join(PAPER_E2) + " |"]
     speed, workers = real.get("speed", 20), real.get("workers") or 1
@@ -166,6 +161,7 @@ def many_core_table(*sweeps: dict[str, Any]) -> str:
     """E2 on a many-core machine: sweeps in (periodic, delta) pairs, one pair per run (``make
     e2-many-core`` runs each mode's grid as its own sweep). Per run: every point, each mode's
     limit, the ratio and which process was the busier at and past each limit."""
+    sweeps = tuple(sweep_of(s) for s in sweeps)
     lines = ["| run | mode | nodes | h1 | h2 | RM CPU % | busiest node host CPU % | RM process µs / hb "
              "| overloaded |", "|---|---|---|---|---|---|---|---|---|"]
     verdicts = []

@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from emulator.study.runner import StudyOutput
+from emulator.study.output import StudyOutput
 from emulator.study.spec import StudyError
 from emulator.study.tables import tables_of
 

@@ -2,14 +2,16 @@
 (service-time model ``yarn-2020``) beside Mao et al. (2020)'s YARN.
 
 The sweep runs periodic mode over the node counts around the paper's stock-YARN limit and delta
-mode over those around its improved-YARN limit (``make e2-yarn2020``: two ``emulator sweep`` runs,
-two results files); the table states each mode's limit (the largest n with h1, h2 >= 0.99) and
+mode over those around its improved-YARN limit (``make e2-yarn2020``: scenarios/studies/e2-yarn2020.toml
+run once per mode, two outputs); the table states each mode's limit (the largest n with h1, h2 >= 0.99) and
 their ratio beside the paper's, and whether each is within 15% of it.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from emulator.study.sweep import sweep_of
 
 # The paper's findings (§3.1): stock YARN degrades at ~4,000-4,500 nodes, improved YARN (delta
 # heartbeats and ring monitoring) holds to ~7,500-8,000, a 1.88x larger cluster.
@@ -31,7 +33,7 @@ def limits(periodic: dict[str, Any], delta: dict[str, Any]) -> dict[str, float |
     """Each mode's limit from its sweep (None if even the smallest n failed, or the sweep never
     reached a failing n: then the limit is not measured), and their ratio."""
     out: dict[str, float | None] = {}
-    for mode, sweep in (("periodic", periodic), ("delta", delta)):
+    for mode, sweep in (("periodic", sweep_of(periodic)), ("delta", sweep_of(delta))):
         best = sweep["largest_ok"].get(mode)
         out[mode] = best["nodes"] if best and best["nodes"] and not best["limited_by_sweep"] else None
     p, d = out["periodic"], out["delta"]
@@ -41,6 +43,7 @@ def limits(periodic: dict[str, Any], delta: dict[str, Any]) -> dict[str, float |
 
 def markdown_table(periodic: dict[str, Any], delta: dict[str, Any]) -> str:
     """The limits and ratio beside the paper's, then every point of both sweeps (h1, h2, RM CPU)."""
+    periodic, delta = sweep_of(periodic), sweep_of(delta)
     got = limits(periodic, delta)
     lines = ["| | Mao et al. 2020, YARN | `yarn-2020` model, virtual time | within 15% |",
              "|---|---|---|---|"]

@@ -102,7 +102,8 @@ class RunConfig(Base, kw_only=True, frozen=True):
 
 
 class SweepConfig(Base, kw_only=True, frozen=True):
-    """`emulator sweep`: the scenario over these node counts and heartbeat modes (ignored by run)."""
+    """`emulator recovery`: the scenario over these node counts and heartbeat modes (ignored by run;
+    a study's `nodes` and `heartbeat.mode` axes do this for every other experiment)."""
 
     nodes: Annotated[list[Count], msgspec.Meta(min_length=1)]
     modes: Annotated[list[Literal["periodic", "delta"]], msgspec.Meta(min_length=1)] = msgspec.field(

@@ -32,14 +32,15 @@ def apply_params(data: dict[str, Any], sets: dict[str, Any]) -> str | None:
 class ModelResolver:
     """Builds each point's parameters from the study's."""
 
-    def __init__(self, study: Study, study_file: Path) -> None:
+    def __init__(self, study: Study, study_file: Path, cli_sets: dict[str, Any] | None = None) -> None:
         self.study, self.study_file = study, study_file
+        self.cli_sets = cli_sets or {}  # `emulator study --set`: after the file's `set`, under the variants
         self.model = MODELS[study.model]
         self._variant_sets = {v.name: (i, v.set) for i, v in enumerate(study.variants)}
 
     def origins(self, point: Point) -> list[tuple[str, dict[str, Any]]]:
         """(where in the study file, dotted overrides) in the order they apply."""
-        out: list[tuple[str, dict[str, Any]]] = [("set", self.study.set)]
+        out: list[tuple[str, dict[str, Any]]] = [("set", self.study.set), ("--set", self.cli_sets)]
         if point.variant in self._variant_sets:
             i, sets = self._variant_sets[point.variant]
             out.append((f"variants[{i}].set", sets))

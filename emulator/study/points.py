@@ -61,8 +61,9 @@ def scale_cluster(data: dict[str, Any], nodes: int, scale_workload: bool) -> Non
 class Resolver:
     """Builds each point's scenario from the base file, read once."""
 
-    def __init__(self, study: Study, study_file: Path) -> None:
+    def __init__(self, study: Study, study_file: Path, cli_sets: dict[str, Any] | None = None) -> None:
         self.study, self.study_file = study, study_file
+        self.cli_sets = cli_sets or {}  # `emulator study --set`: after the file's `set`, under the variants
         self._bases: dict[Path, dict[str, Any]] = {}
         self._variant_sets = {v.name: (i, v.set) for i, v in enumerate(study.variants)}
         self._variant_unsets = {v.name: (i, v.unset) for i, v in enumerate(study.variants)}
@@ -83,7 +84,7 @@ class Resolver:
 
     def origins(self, point: Point) -> list[tuple[str, dict[str, Any]]]:
         """(where in the study file, dotted overrides) in the order they apply."""
-        out: list[tuple[str, dict[str, Any]]] = [("set", self.study.set)]
+        out: list[tuple[str, dict[str, Any]]] = [("set", self.study.set), ("--set", self.cli_sets)]
         if point.variant in self._variant_sets:
             i, sets = self._variant_sets[point.variant]
             out.append((f"variants[{i}].set", sets))

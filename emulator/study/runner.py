@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -21,33 +21,17 @@ from emulator.results.recording import recorded
 from emulator.results.registry import lookup
 from emulator.results.summary import full_summary, write_results
 from emulator.scenario.schema import Scenario
+from emulator.study.hosting import check_spec, dask_hosts
 from emulator.study.modelpoints import ModelResolver
 from emulator.study.models import run_model
+from emulator.study.output import FORMAT, PointResult, StudyOutput, read_output, write_output
 from emulator.study.points import Point, Resolver, expand
 from emulator.study.sections import collect
-from emulator.study.spec import Study, StudyError, load_study
+from emulator.study.spec import AXIS_NAMES, NODES, Study, StudyError, load_study, study_from_data
+from emulator.study.sweep import failed, row
 
-FORMAT = "hbemu-study/1"
-
-
-class PointResult(msgspec.Struct, kw_only=True):
-    key: str
-    variant: str
-    coords: dict[str, Any]
-    metrics: dict[str, Any] = {}  # registry name -> the run's value (None where it has none)
-    collected: dict[str, Any] = {}  # the study's `collect` sections, by name (study/sections.py)
-    scenario: dict[str, Any] = {}  # exactly as run: the base file with every override
-    # A model study's point: its parameters exactly as run, and the model's result.
-    params: dict[str, Any] = {}
-    output: dict[str, Any] = {}
-    wall_s: float
-
-
-class StudyOutput(msgspec.Struct, kw_only=True):
-    format: str
-    file: str  # the study file, as given
-    study: dict[str, Any]  # the study as read (its overrides and axes as dotted paths)
-    points: list[PointResult]
+if TYPE_CHECKING:
+    from emulator.harness.dask_hosts import ClusterOptions
 
 
 class PointStopped(KeyboardInterrupt):
@@ -63,13 +47,14 @@ Measured = tuple[dict[str, Any], dict[str, Any], float]  # metrics, collected se
 
 
 def run_point(scenario: Scenario, metrics: list[str], run_dir: str | None, source: str,
-              overrides: dict[str, Any], sections: list[str] | None = None) -> Measured:
+              overrides: dict[str, Any], sections: list[str] | None = None,
+              cluster: ClusterOptions | None = None) -> Measured:
     """One point, in whichever process: its metrics, its ``sections`` and wall seconds.
     ``run_dir``: also its full results there (summary.json, timeseries.csv, scenario.toml, run.json:
-    `emulator rerun` and `emulator compare` take it)."""
+    `emulator rerun` and `emulator compare` take it); ``cluster``: its node hosts on Dask."""
     t0 = time.monotonic()
     if run_dir is None:
-        outcome = _complete(run_blocking(scenario, None))
+        outcome = _complete(run_blocking(scenario, None, cluster=cluster))
         summary = full_summary(outcome)
     else:
         out = Path(run_dir)
@@ -77,7 +62,8 @@ def run_point(scenario: Scenario, metrics: list[str], run_dir: str | None, sourc
         # Decided once, so the record says what the run did (HBEMU_CHECK_INVARIANTS) and a rerun repeats it.
         check = invariants_wanted(None)
         with recorded(out, "run", source, scenario, overrides, [], check_invariants=check) as rec:
-            outcome = _complete(run_blocking(scenario, out / "events.jsonl", check_invariants=check))
+            outcome = _complete(run_blocking(scenario, out / "events.jsonl", check_invariants=check,
+                                             cluster=cluster))
             summary = write_results(outcome, out)
             rec.finish(0)
     return ({name: lookup(summary, name) for name in metrics}, collect(outcome, summary, sections or []),
@@ -95,25 +81,6 @@ def _complete(outcome: RunOutcome) -> RunOutcome:
     if outcome.partial:
         raise PointStopped
     return outcome
-
-
-def read_output(path: Path) -> StudyOutput:
-    try:
-        return msgspec.json.decode(path.read_bytes(), type=StudyOutput)
-    except FileNotFoundError:
-        raise StudyError(f"{path}: no such file") from None
-    except OSError as err:
-        raise StudyError(f"{path}: cannot read: {err.strerror}") from None
-    except (msgspec.DecodeError, msgspec.ValidationError) as err:
-        raise StudyError(f"{path}: not the output of `emulator study`: {err}") from None
-
-
-def _write(path: Path, output: StudyOutput) -> None:
-    """Whole or not at all: a study killed mid-write keeps its previous output."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(msgspec.json.format(msgspec.json.encode(output)) + b"\n")
-    tmp.replace(path)
 
 
 @contextmanager
@@ -139,26 +106,54 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return bool(msgspec.json.decode(msgspec.json.encode(a)) == msgspec.json.decode(msgspec.json.encode(b)))
 
 
+def with_axes(study: Study, axes: dict[str, list[Any]], source: Path) -> Study:
+    """``study`` with the values of some of its axes replaced (`--axis NAME=V1,V2`), checked again."""
+    if not axes:
+        return study
+    for name in axes:
+        if name not in study.axes:
+            raise StudyError(f"--axis {name}: not an axis of {source} (its axes: "
+                             f"{', '.join(study.axes) or 'none'}; {AXIS_NAMES})")
+    data = msgspec.to_builtins(study)
+    data["axes"] = {**data["axes"], **axes}
+    return study_from_data(data, f"{source} with --axis")
+
+
 class StudyRun:
     """One `emulator study FILE`: its points resolved (every bad override refused before any runs),
     those already in ``out`` kept, the rest run ``jobs`` at a time."""
 
     def __init__(self, study_file: Path, out: Path, *, jobs: int = 1, runs_dir: Path | None = None,
-                 force: bool = False, say: Callable[[str], None] = print) -> None:
+                 force: bool = False, say: Callable[[str], None] = print,
+                 sets: dict[str, Any] | None = None, axes: dict[str, list[Any]] | None = None,
+                 cluster: str | None = None) -> None:
+        """``sets``, ``axes``, ``cluster``: `emulator study --set/--axis/--cluster`, recorded in the
+        output (a resumed study refuses an output run with other ``sets`` or ``cluster``)."""
         self.study_file, self.out, self.jobs, self.runs_dir, self.say = study_file, out, jobs, runs_dir, say
-        self.study: Study = load_study(study_file)
-        self.resolver = Resolver(self.study, study_file)
+        self.study: Study = with_axes(load_study(study_file), axes or {}, study_file)
+        self.cluster = cluster
+        given = (("set", sets), ("axes", axes), ("cluster", cluster))
+        self.overrides: dict[str, Any] = {k: v for k, v in given if v}
+        self.resolver = Resolver(self.study, study_file, sets)
         self.points: list[Point] = expand(self.study)
         self.scenarios: dict[str, Scenario] = {}
+        self.skipped: list[str] = []
         # What each point runs, as the output keeps it: its scenario, or a model's parameters.
         if self.study.model:
-            if runs_dir is not None:
-                raise StudyError(f"{study_file}: a model study's points are not emulator runs: no --runs")
-            models = ModelResolver(self.study, study_file)
+            if runs_dir is not None or cluster is not None:
+                raise StudyError(f"{study_file}: a model study's points are not emulator runs: no "
+                                 f"{'--runs' if runs_dir is not None else '--cluster'}")
+            models = ModelResolver(self.study, study_file, sets)
             self.data = {p.key: models.params(p) for p in self.points}
         else:
             self.scenarios = {p.key: self.resolver.scenario(p) for p in self.points}
             self.data = {p.key: self.resolver.scenario_data(p, self.scenarios[p.key]) for p in self.points}
+            if cluster is not None:
+                check_spec(cluster)
+                bad = next((k for k, sc in self.scenarios.items() if sc.transport.kind != "tcp"), None)
+                if bad is not None:
+                    raise StudyError(f"{study_file}: point `{bad}`: --cluster hosts a TCP run's nodes: needs "
+                                     f'transport.kind = "tcp" (or --set transport.kind=tcp)')
         self.done: dict[str, PointResult] = {} if force else self._resumable()
 
     def _resumable(self) -> dict[str, PointResult]:
@@ -168,6 +163,11 @@ class StudyRun:
         if old.format != FORMAT:
             raise StudyError(f"{self.out}: written as {old.format!r}, not {FORMAT!r}: give another --out "
                              "or --force to run the study again")
+        for what in ("set", "cluster"):
+            if old.points and old.overrides.get(what) != self.overrides.get(what):
+                then, now = old.overrides.get(what) or "(none)", self.overrides.get(what) or "(none)"
+                raise StudyError(f"{self.out}: its points ran with --{what} {then}, this study with --{what} "
+                                 f"{now}: give another --out (or --force to run them all again)")
         kept = {}
         for r in old.points:
             if (r.key in self.data and _same(r.params if self.study.model else r.scenario, self.data[r.key])
@@ -188,7 +188,8 @@ class StudyRun:
 
     def output(self) -> StudyOutput:
         return StudyOutput(format=FORMAT, file=str(self.study_file), study=msgspec.to_builtins(self.study),
-                           points=[self.done[p.key] for p in self.points if p.key in self.done])
+                           points=[self.done[p.key] for p in self.points if p.key in self.done],
+                           overrides=self.overrides, skipped=self.skipped)
 
     def job(self, p: Point) -> tuple[Callable[..., Measured], tuple[Any, ...]]:
         """What runs point ``p``, and its arguments (plain data, for another process)."""
@@ -210,7 +211,7 @@ class StudyRun:
             result = PointResult(key=p.key, variant=p.variant, coords=p.coords, metrics=metrics,
                                  collected=collected, scenario=self.data[p.key], wall_s=wall_s)
         self.done[p.key] = result
-        _write(self.out, self.output())
+        write_output(self.out, self.output())
         self.say(f"[{len(self.done)}/{len(self.points)}] {p.key} ({wall_s:.1f} s)")
 
     def run(self) -> StudyOutput:
@@ -222,16 +223,48 @@ class StudyRun:
         if len(self.done):
             self.say(f"{self.out}: {len(self.done)} of {len(self.points)} points already done; "
                      f"{len(todo)} to run")
-        if self.jobs <= 1 or len(todo) <= 1:
-            for p in todo:  # in this process: no start-up cost
-                fn, args = self.job(p)
-                with self._failing(p):
-                    result = fn(*args)
-                self._finish(p, *result)
+        realtime = [p for p in todo
+                    if p.key in self.scenarios and self.scenarios[p.key].run.clock == "realtime"]
+        rest = [p for p in todo if p not in realtime]
+        if realtime and self.jobs > 1 and len(todo) > 1:
+            self.say(f"{len(realtime)} real-time points run one at a time, whatever --jobs says: a real-time "
+                     "run measures CPU and lateness, and two at once would falsify each other")
+        if self.jobs <= 1 or len(rest) <= 1:
+            self._run_here(rest)
         else:
-            self._run_parallel(todo)
-        _write(self.out, self.output())
+            self._run_parallel(rest)
+        if realtime:
+            first = self.scenarios[realtime[0].key]
+            slices = first.transport.worker_processes() if first.transport.kind == "tcp" else 0
+            with dask_hosts(self.cluster, slices) as hosts:
+                self._run_here(realtime, hosts)
+        write_output(self.out, self.output())
         return self.output()
+
+    def _run_here(self, points: list[Point], hosts: ClusterOptions | None = None) -> None:
+        """One after another, in this process (no start-up cost; a real-time point alone)."""
+        for p in points:
+            if self._stopped(p):
+                continue
+            fn, args = self.job(p)
+            with self._failing(p):
+                result = fn(*args, hosts) if hosts is not None else fn(*args)
+            self._finish(p, *result)
+
+    def _stopped(self, p: Point) -> bool:
+        """`[limits] stop_after_failure`: a point is not run once a smaller node count of its mode
+        (the same variant and other coordinates) has failed."""
+        limits = self.study.limits
+        if limits is None or not limits.stop_after_failure or NODES not in p.coords:
+            return False
+        for q in self.done.values():
+            if (q.variant == p.variant and q.coords[NODES] < p.coords[NODES]
+                    and all(q.coords.get(a) == v for a, v in p.coords.items() if a != NODES)
+                    and failed(row(q), limits.threshold)):
+                self.skipped.append(p.key)
+                self.say(f"skipped {p.key}: {q.key} failed (h1 or h2 < {limits.threshold:g}, or overloaded)")
+                return True
+        return False
 
     @contextmanager
     def _failing(self, p: Point) -> Iterator[None]:
@@ -246,11 +279,17 @@ class StudyRun:
     def _run_parallel(self, todo: list[Point]) -> None:
         with ProcessPoolExecutor(max_workers=min(self.jobs, len(todo))) as pool:
             running: dict[Future[Measured], Point] = {}
-            for p in todo:
-                fn, args = self.job(p)
-                running[pool.submit(fn, *args)] = p
+            waiting = list(todo)
             try:
-                while running:
+                while waiting or running:
+                    # Started only as a process frees up, so that the stop rule sees what ended.
+                    while waiting and len(running) < self.jobs:
+                        p = waiting.pop(0)
+                        if not self._stopped(p):
+                            fn, args = self.job(p)
+                            running[pool.submit(fn, *args)] = p
+                    if not running:
+                        break
                     finished, _ = wait(running, return_when=FIRST_COMPLETED)
                     for fut in finished:
                         p = running.pop(fut)

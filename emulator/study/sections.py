@@ -3,7 +3,7 @@ of the run's summary.json as it is (``pools``, ``fair_cpu_bound``, ``detection_l
 one column of its timeseries.csv (``timeseries.removals``: a value per sample), or a wall-clock
 figure of its timing.json (``timing.scheduler_decision_us``: measured, so it differs from run to
 run, unlike everything else of a virtual-time run), or a total of the run's messages to or from
-the RM (``traffic.to_rm_bytes``). Tables that need
+the RM (``traffic.to_rm_bytes``), or the RM's unrounded service time (``rm.busy_s``). Tables that need
 more than whole-run figures (E1's per-user shares and pooled bound, E3's quiet-window message
 rate and removals plot) render from these."""
 
@@ -20,15 +20,23 @@ from emulator.measure.sampler import COLUMNS
 TIMESERIES = "timeseries."
 TIMING = "timing."
 TRAFFIC = "traffic."
+RM = "rm."
 # The run's totals of the messages to the RM (summary.json has them per node-minute).
 TRAFFIC_FIELDS: dict[str, Callable[[RunOutcome], int]] = {
     "to_rm_messages": lambda o: o.to_rm.messages, "to_rm_bytes": lambda o: o.to_rm.bytes,
+}
+# The RM's emulated service time, queue and scheduler together, unrounded (summary.json has each
+# as a rounded fraction): the CPU a virtual-time run's RM spent by its service-time model.
+RM_FIELDS: dict[str, Callable[[RunOutcome], float]] = {
+    "busy_s": lambda o: o.rm.inbound.busy_s + o.rm.scheduler.busy_s,
 }
 # timing.json's figures (results/summary.py write_results), from the run's outcome.
 TIMING_FIELDS: dict[str, Callable[[RunOutcome], Any]] = {
     "wall_s": lambda o: round(o.wall_s, 3),
     "scheduler_decision_us": lambda o: o.scheduler_decision_us,
     "rm_restart_replay_wall_s": lambda o: o.restart_replay_wall_s or None,
+    # How late the emulator ran its heartbeat ticks (a real-time run's own lag; 0 in virtual time).
+    "lateness_p99_s": lambda o: o.lateness.p99 if o.lateness.count else None,
 }
 # The top-level fields a summary.json may have (some only for some runs: a ring, jobs, usage
 # models, tiers, placement, RM restarts, real time); tests/unit/test_study_collect.py checks a
@@ -66,13 +74,14 @@ SUMMARY_SECTIONS: tuple[str, ...] = (
 
 def known() -> list[str]:
     return [*SUMMARY_SECTIONS, *(TIMESERIES + c for c in COLUMNS), *(TIMING + f for f in TIMING_FIELDS),
-            *(TRAFFIC + f for f in TRAFFIC_FIELDS)]
+            *(TRAFFIC + f for f in TRAFFIC_FIELDS), *(RM + f for f in RM_FIELDS)]
 
 
 def section_problem(name: str) -> str | None:
     """Why ``name`` cannot be collected (None if it can)."""
     if (name in SUMMARY_SECTIONS or (name.startswith(TIMING) and name.removeprefix(TIMING) in TIMING_FIELDS)
-            or (name.startswith(TRAFFIC) and name.removeprefix(TRAFFIC) in TRAFFIC_FIELDS)):
+            or (name.startswith(TRAFFIC) and name.removeprefix(TRAFFIC) in TRAFFIC_FIELDS)
+            or (name.startswith(RM) and name.removeprefix(RM) in RM_FIELDS)):
         return None
     if name.startswith(TIMESERIES):
         column = name.removeprefix(TIMESERIES)
@@ -84,8 +93,8 @@ def section_problem(name: str) -> str | None:
                 f"(expected one of {', '.join(COLUMNS)})")
     close = difflib.get_close_matches(name, known(), n=1, cutoff=0.6)
     hint = f"did you mean `{close[0]}`? " if close else ""
-    return (f"`{name}` is not a section of summary.json, a `{TIMESERIES}COLUMN`, `{TIMING}FIELD` or "
-            f"`{TRAFFIC}FIELD`; {hint}(the top-level fields of a run's summary.json)")
+    return (f"`{name}` is not a section of summary.json, a `{TIMESERIES}COLUMN`, `{TIMING}FIELD`, "
+            f"`{TRAFFIC}FIELD` or `{RM}FIELD`; {hint}(the top-level fields of a run's summary.json)")
 
 
 def collect(outcome: RunOutcome, summary: dict[str, Any], names: list[str]) -> dict[str, Any]:
@@ -96,6 +105,8 @@ def collect(outcome: RunOutcome, summary: dict[str, Any], names: list[str]) -> d
             out[name] = TIMING_FIELDS[name.removeprefix(TIMING)](outcome)
         elif name.startswith(TRAFFIC):
             out[name] = TRAFFIC_FIELDS[name.removeprefix(TRAFFIC)](outcome)
+        elif name.startswith(RM):
+            out[name] = RM_FIELDS[name.removeprefix(RM)](outcome)
         elif name.startswith(TIMESERIES):
             column = name.removeprefix(TIMESERIES)
             out[name] = [getattr(row, column) for row in outcome.rows]

@@ -22,7 +22,27 @@ Name = Annotated[str, msgspec.Meta(min_length=1, max_length=80, pattern=r"^[A-Za
 # Dimensions a point has besides its variant: `seed` (run.seed), `nodes` (the cluster scaled to this
 # many nodes, and with `scale_workload` every operation's task count) or a scenario field path.
 SEED, NODES, VARIANT, METRIC = "seed", "nodes", "variant", "metric"
+AXIS_NAMES = "an axis is `seed`, `nodes` or a scenario field path"
 Aggregate = Literal["mean_sd", "mean", "median", "min", "max"]
+DEFAULT_THRESHOLD = 0.99
+# What each point must keep (in `metrics` or `collect`) for a study to be read as E2's sweep (its
+# `[limits]`, the E2 tables, plots of row fields): emulator/study/sweep.py's row.
+ROW_NEEDS: tuple[str, ...] = (
+    "h1", "h2", "heartbeats_sent", "heartbeats_skipped", "registrations", "update_events", "allocations",
+    "nodes_lost", "rm_queue_depth_max", "rm_wait_p99_s", "messages_to_rm_per_node_minute", "costs",
+    "workers", "lag", "timing.wall_s", "timing.lateness_p99_s", "rm.busy_s",
+)
+# The row's fields a plot may draw besides the study's metrics.
+ROW_FIELDS: tuple[str, ...] = (
+    "rm_cpu_percent", "rm_busy_fraction", "rm_process_us_per_heartbeat", "worker_cpu_percent",
+    "worker_cpu_us_per_node_interval", "messages_to_rm_per_node_minute", "bytes_to_rm_per_node_minute",
+    "lateness_p99_s", "heartbeats_skipped",
+)
+# A scenario study's own tables (`[[tables]] render`), from its points read as E2's sweep.
+SWEEP_TABLES: dict[str, str] = {
+    "limits": "each heartbeat mode's largest node count with h1, h2 >= the threshold, and their ratio",
+    "calibration": "the RM's service-time model fitted to the real-time points, as [rm.service_time]",
+}
 
 
 class StudyError(ScenarioError):
@@ -56,11 +76,25 @@ class Table(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tru
 
 class Plot(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
     name: Name  # the files: NAME.png and NAME.csv
-    series: str  # a collected `timeseries.COLUMN`: one line per point against `timeseries.t_s`
+    # Either a collected `timeseries.COLUMN`: one line per point against `timeseries.t_s`;
+    series: str = ""
+    # or over an axis: `x` an axis (`nodes`), a panel per `y` (a metric of the study, or a field of
+    # its sweep row: `rm_cpu_percent` ...), a line per value of `lines` (a dimension).
+    x: str = ""
+    y: list[str] = []
+    lines: str = VARIANT
     title: str = ""
     cumulative: bool = False  # a second panel: the running total
     log: bool = False  # a log-like y axis (linear near 0): a few real events beside thousands
     where: dict[str, Any] = {}  # only the points with these axis values
+
+
+class Limits(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """E2's limits: per heartbeat mode the largest `nodes` value whose point and every smaller one
+    kept h1 and h2 >= threshold and did not fall behind real time (emulator/study/sweep.py)."""
+    threshold: Annotated[float, msgspec.Meta(gt=0, le=1)] = DEFAULT_THRESHOLD
+    # Skip a mode's larger node counts once one has failed: the points past a limit say nothing new.
+    stop_after_failure: bool = False
 
 
 class Study(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
@@ -82,6 +116,7 @@ class Study(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tru
     collect: list[str] = []
     tables: list[Table] = []
     plots: list[Plot] = []  # rendered by `emulator study --plots DIR`
+    limits: Limits | None = None  # read the points as E2's sweep: each mode's largest node count
 
 
 def flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -127,6 +162,8 @@ def _unknown_field(path: str, name: str) -> str:
         struct = Table
     elif path.startswith("plots"):
         struct = Plot
+    elif path.startswith("limits"):
+        struct = Limits
     fields = list(struct.__struct_fields__)
     close = difflib.get_close_matches(name, fields, n=1, cutoff=0.6)
     hint = f"; did you mean `{close[0]}`?" if close else ""
@@ -164,8 +201,18 @@ def _check(study: Study, source: str) -> None:
         if study.params:
             fail("params", "a model study's parameters: a scenario study changes its scenario with `set`")
         for i, t in enumerate(study.tables):
-            if t.render:
-                fail(f"tables[{i}].render", "only a model study's tables are rendered by its model")
+            if t.render and t.render not in SWEEP_TABLES:
+                fail(f"tables[{i}].render", _choices(f"`{t.render}` is not a scenario study's table",
+                                                     t.render, list(SWEEP_TABLES)))
+            if t.render and study.limits is None:
+                fail(f"tables[{i}].render", f"`{t.render}` reads the study as E2's sweep: needs `[limits]`")
+        if study.limits is not None:
+            missing = [n for n in ROW_NEEDS if n not in study.metrics and n not in study.collect]
+            if missing:
+                fail("limits", f"E2's row of each point needs {', '.join(f'`{n}`' for n in missing)} in "
+                     "`metrics` or `collect`")
+            if NODES not in study.axes:
+                fail("limits", f"limits are node counts: the study needs a `{NODES}` axis")
     seen: set[str] = set()
     for i, v in enumerate(study.variants):
         if v.name in seen:
@@ -191,6 +238,9 @@ def _check(study: Study, source: str) -> None:
         if name in study.collect[:i]:
             fail(f"collect[{i}]", f"`{name}` is collected already")
     for i, plot in enumerate(study.plots):
+        if plot.x or plot.y:
+            _check_axis_plot(study, i, plot, fail)
+            continue
         if plot.series not in study.collect or not plot.series.startswith(TIMESERIES):
             fail(f"plots[{i}].series", f"`{plot.series}` is not a `{TIMESERIES}COLUMN` the study collects "
                  f"(its `collect`: {study.collect})")
@@ -218,6 +268,27 @@ def _check(study: Study, source: str) -> None:
         _check_where(study, t.where, f"tables[{i}].where", fail)
 
 
+def _check_axis_plot(study: Study, i: int, plot: Plot, fail: Callable[[str, str], None]) -> None:
+    if plot.series:
+        fail(f"plots[{i}].series", "a plot draws a timeseries `series` or `y` over an axis `x`, not both")
+    if plot.x not in study.axes:
+        fail(f"plots[{i}].x", f"`{plot.x}` is not an axis of the study (its axes: {list(study.axes)})")
+    if not plot.y:
+        fail(f"plots[{i}].y", "expected at least one metric or sweep-row field to draw")
+    if plot.lines not in dimensions(study) or plot.lines == plot.x:
+        fail(f"plots[{i}].lines", f"`{plot.lines}` is not a dimension of the study besides `x` "
+             f"(expected one of {[d for d in dimensions(study) if d != plot.x]})")
+    for j, y in enumerate(plot.y):
+        if y in study.metrics or (y in ROW_FIELDS and study.limits is not None):
+            continue
+        fail(f"plots[{i}].y[{j}]", f"`{y}` is not one of the study's `metrics`" + (
+            f" (or a sweep-row field: {', '.join(ROW_FIELDS)})" if study.limits is not None
+            else "; a sweep-row field needs `[limits]`"))
+    if plot.name in [q.name for q in study.plots[:i]]:
+        fail(f"plots[{i}].name", f"`{plot.name}` is the name of an earlier plot")
+    _check_where(study, plot.where, f"plots[{i}].where", fail)
+
+
 def _check_where(study: Study, where: dict[str, Any], at: str, fail: Callable[[str, str], None]) -> None:
     for axis, value in where.items():
         if axis not in dimensions(study):
@@ -240,7 +311,8 @@ def check_model_study(study: Study, fail: Callable[[str, str], None]) -> None:
                      "metrics": "a model has no registry metrics: its tables are its own "
                                 "(`[[tables]] render`)",
                      "collect": "a model point keeps the model's whole result",
-                     "plots": "a model study's figures are its model's tables"}
+                     "plots": "a model study's figures are its model's tables",
+                     "limits": "limits are node counts of scenario runs (E2)"}
     for field, why in only_scenario.items():
         if getattr(study, field):
             fail(field, why)

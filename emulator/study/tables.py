@@ -12,8 +12,8 @@ import msgspec
 from emulator.models.point import ModelPoint
 from emulator.results.registry import BY_NAME, Unit
 from emulator.study.models import MODELS
+from emulator.study.output import FORMAT, PointResult, StudyOutput
 from emulator.study.points import expand
-from emulator.study.runner import FORMAT, PointResult, StudyOutput
 from emulator.study.spec import (
     METRIC,
     VARIANT,
@@ -24,6 +24,7 @@ from emulator.study.spec import (
     study_from_data,
     variant_names,
 )
+from emulator.study.sweep import calibration_toml, limits_text, view
 
 _AGGREGATES: dict[str, Callable[[list[float]], float]] = {
     "mean": statistics.mean, "median": statistics.median, "min": min, "max": max,
@@ -138,6 +139,16 @@ def model_points(study: Study, points: list[PointResult]) -> list[ModelPoint]:
                        params=p.params, output=p.output) for p in points]
 
 
+def render_sweep_table(study: Study, output: StudyOutput, table: Table) -> str:
+    """A scenario study's own table (`render = "limits"` or `"calibration"`): its points read as
+    E2's sweep (emulator/study/sweep.py)."""
+    sweep = view(study, output)
+    text = limits_text(sweep) if table.render == "limits" else calibration_toml(sweep)
+    if table.render == "calibration" and sweep["calibration_us"]:
+        text = f"```toml\n{text}```\n"
+    return (f"**{table.title}**\n\n" if table.title else "") + text
+
+
 def render_model_table(study: Study, points: list[PointResult], table: Table) -> str:
     text = MODELS[study.model].tables[table.render](model_points(study, points))
     return (f"**{table.title}**\n\n" if table.title else "") + text.rstrip("\n") + "\n"
@@ -161,10 +172,12 @@ def model_table(model: str, name: str) -> Callable[[dict[str, Any]], str]:
 
 
 def _partial(study: Study, output: StudyOutput) -> str:
-    missing = len(expand(study)) - len(output.points)
+    missing = len(expand(study)) - len(output.points) - len(output.skipped)
+    skipped = (f"\n<sub>Not run: {len(output.skipped)} points past a failed one (`[limits] "
+               "stop_after_failure`).</sub>\n") if output.skipped else ""
     if missing <= 0:
-        return ""
-    return f"\n<sub>Partial: {missing} points of the study are not in its output yet.</sub>\n"
+        return skipped
+    return f"{skipped}\n<sub>Partial: {missing} points of the study are not in its output yet.</sub>\n"
 
 
 def markdown(output: StudyOutput | dict[str, Any]) -> str:
@@ -172,6 +185,7 @@ def markdown(output: StudyOutput | dict[str, Any]) -> str:
     if isinstance(output, dict):
         output = msgspec.convert(output, StudyOutput)
     study, tables = tables_of(output)
-    parts = [render_model_table(study, output.points, t) if t.render
+    parts = [render_model_table(study, output.points, t) if t.render and study.model
+             else render_sweep_table(study, output, t) if t.render
              else render_table(study, output.points, t) for t in tables]
     return "\n".join(parts) + _partial(study, output)

@@ -19,6 +19,7 @@ import pytest
 
 from emulator.cli.main import main
 from emulator.harness.dask_hosts import ClusterError, spread
+from emulator.study.sweep import sweep_of
 
 SCENARIO = """
 name = "on-dask"
@@ -140,28 +141,35 @@ def test_cluster_flags_a_run_cannot_use_are_errors_before_anything_runs(
     assert not (tmp_path / "out").exists()
 
 
-def test_a_sweeps_node_hosts_are_tasks_on_the_given_cluster(
+E2_STUDY = """
+scenario = "scenario.toml"
+metrics = ["h1", "h2", "heartbeats_sent", "update_events", "allocations", "nodes_lost",
+           "rm_queue_depth_max", "rm_wait_p99_s", "messages_to_rm_per_node_minute"]
+collect = ["heartbeats_skipped", "registrations", "costs", "workers", "lag", "timing.wall_s",
+           "timing.lateness_p99_s", "rm.busy_s"]
+[axes]
+nodes = [40]
+heartbeat.mode = ["delta"]
+[limits]
+"""
+
+
+def test_a_studys_node_hosts_are_tasks_on_the_given_cluster(
     tmp_path: Path, cluster: tuple[distributed.Client, str]
 ) -> None:
     client, address = cluster
     before = slices_computed(client)
-    sc = tmp_path / "sweep.toml"
-    sc.write_text(SCENARIO.format(nodes=40, duration=30) + "[sweep]\nnodes = [40]\nmodes = [\"delta\"]\n")
-    out = tmp_path / "out"
+    (tmp_path / "scenario.toml").write_text(SCENARIO.format(nodes=40, duration=30))
+    (tmp_path / "e2.toml").write_text(E2_STUDY)
+    out = tmp_path / "out.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "emulator", "sweep", str(sc), "--out", str(out), "--cluster", address],
-        capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "emulator", "study", str(tmp_path / "e2.toml"), "--out", str(out),
+         "--cluster", address], capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert slices_computed(client) > before  # the scheduler ran this sweep's node slices
-    assert json.loads((out / "sweep.json").read_text())["rows"][0]["workers"] == 2
-
-
-def test_a_sweep_refuses_a_bad_local_cluster_size(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    sc = tmp_path / "sweep.toml"
-    sc.write_text(SCENARIO.format(nodes=60, duration=40) + "[sweep]\nnodes = [60]\n")
-    assert main(["sweep", str(sc), "--cluster", "local:0", "--out", str(tmp_path / "o")]) == 2
-    assert "local:N with N >= 1" in capsys.readouterr().err
+    assert slices_computed(client) > before  # the scheduler ran this study's node slices
+    sweep = sweep_of(json.loads(out.read_text()))
+    assert sweep["rows"][0]["workers"] == 2 and sweep["hosting"] == f"dask {address}"
 
 
 def test_a_killed_dask_worker_is_a_correlated_crash_the_ring_finds(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -129,110 +128,6 @@ def test_cost_meter_times_each_message_type_and_attributes_update_events() -> No
     assert report["messages_to_rm_per_node_minute"] == pytest.approx(7 / 0.3, abs=1e-3)
     assert set(report["busy_us_by_type"]) == {"Heartbeat", "NodeUpdate", "Register"}
 
-
-SWEEP = """
-name = "tiny"
-[cluster]
-nodes = [{ count = 10, cpu = 20, ram_gib = 40 }]
-[rm.service_time]
-heartbeat_us = 20000
-heartbeat_per_status_us = 2000
-node_update_us = 1000
-[[workload.operations]]
-name = "j"
-cpu = 1
-ram_gib = 2
-job_count = 100
-seconds_mean = 20
-seconds_deviation = 5
-repeat = 3
-repeat_every_s = 10
-[run]
-duration_s = 90
-warmup_s = 6
-seed = 3
-[sweep]
-nodes = [10, 40, 200]
-"""
-
-
-def test_sweep_scales_the_workload_finds_limits_and_writes_plots(tmp_path: Any) -> None:
-    from rich.console import Console
-
-    from emulator.experiments.sweep import load_sweep, point, run_sweep
-    from emulator.experiments.sweeptables import largest_ok
-
-    path = tmp_path / "tiny.toml"
-    path.write_text(SWEEP)
-    base, cfg = load_sweep(path)
-    sc = point(base, cfg, 40, "delta", str(path))
-    assert sc.node_count == 40 and sc.heartbeat.mode == "delta"
-    assert sc.workload.operations[0].task_count == 400  # t = n·c·l/a scales with n
-    # 200 nodes x 3 s heartbeats of >= 20 ms each overload the modelled RM in periodic mode.
-    result = run_sweep(path, tmp_path / "out", None, None, None, None, Console(quiet=True), warmup=30.0)
-    summary = json.loads((tmp_path / "out" / "delta-40" / "summary.json").read_text())
-    assert summary["warmup_s"] == 30.0  # --warmup reaches every point
-    by = {(r["mode"], r["nodes"]): r for r in result["rows"]}
-    assert by[("periodic", 10)]["h1"] == 1.0 and by[("periodic", 10)]["h2"] == 1.0
-    assert by[("periodic", 200)]["h2"] < 0.99
-    assert (by[("delta", 10)]["messages_to_rm_per_node_minute"]
-            < by[("periodic", 10)]["messages_to_rm_per_node_minute"])
-    assert result["largest_ok"]["periodic"]["nodes"] in (10, 40)
-    assert (tmp_path / "out" / "tiny-h1-h2.png").stat().st_size > 10_000
-    assert (tmp_path / "out" / "tiny-rm-cpu.png").stat().st_size > 10_000
-    assert (tmp_path / "out" / "periodic-200" / "summary.json").exists()
-    rows = [{"mode": "delta", "nodes": n, "h1": 1.0, "h2": h2} for n, h2 in ((1, 1.0), (2, 0.995), (3, 0.5))]
-    assert largest_ok(rows, "delta", 0.99) == (2, True)
-    assert largest_ok(rows[:2], "delta", 0.99) == (2, False)
-    # A real-time point that fell behind real time is no finding, even with h1 = h2 = 1.
-    rows[1]["overloaded"] = True
-    assert largest_ok(rows, "delta", 0.99) == (1, True)
-
-
-def test_a_sweep_cut_short_keeps_the_points_it_measured(tmp_path: Any, monkeypatch: Any) -> None:
-    """A long real-time sweep stopped by a time limit or Ctrl-C still leaves its finished points
-    in sweep.json, with how many were planned."""
-    from rich.console import Console
-
-    from emulator.experiments import sweep
-    from emulator.harness.runner import run_blocking as real_run
-
-    path = tmp_path / "tiny.toml"
-    path.write_text(SWEEP)
-    calls: list[int] = []
-
-    def stopped_at_the_second_point(sc: Any, **kw: Any) -> Any:
-        calls.append(sc.node_count)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real_run(sc, **kw)
-
-    monkeypatch.setattr("emulator.experiments.sweep.run_blocking", stopped_at_the_second_point)
-    with pytest.raises(KeyboardInterrupt):
-        sweep.run_sweep(path, tmp_path / "out", None, [10, 40], ["periodic"], None, Console(quiet=True))
-    kept = json.loads((tmp_path / "out" / "sweep.json").read_text())
-    assert [(r["mode"], r["nodes"]) for r in kept["rows"]] == [("periodic", 10)]
-    assert kept["points_planned"] == 2 and kept["largest_ok"]["periodic"]["nodes"] == 10
-
-def test_a_sweep_row_says_which_process_fell_behind(tmp_path: Any) -> None:
-    """An overloaded point names why (the lag verdict's reasons) in sweep.json, so a sweep on a
-    remote machine can be read without its runs' summaries."""
-    import msgspec
-
-    from emulator.experiments.sweep import load_sweep, measure, point
-    from emulator.harness.runner import run_blocking
-    from emulator.measure.lag import judge
-    from emulator.measure.timing import LatenessSummary
-
-    path = tmp_path / "tiny.toml"
-    path.write_text(SWEEP)
-    base, cfg = load_sweep(path)
-    outcome = run_blocking(point(base, cfg, 10, "periodic", str(path)))
-    assert "overload_reasons" not in measure(outcome)
-    late, on_time = LatenessSummary(100, 0.2, 0.3, 0.9, 1.2), LatenessSummary(100, 0.0, 0.0, 0.01, 0.02)
-    lag = judge(0.3, late, [on_time], on_time, None, {}, 10)
-    row = measure(msgspec.structs.replace(outcome, lag=lag))
-    assert row["overloaded"] and row["overload_reasons"] == ["the RM process ran 0.9 s late (p99)"]
 
 def test_tcp_needs_the_realtime_clock() -> None:
     from emulator.scenario.loader import ScenarioError, scenario_from_dict

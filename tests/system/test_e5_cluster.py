@@ -30,7 +30,7 @@ from emulator.models.binpacking.cluster import (
     resolution,
 )
 from emulator.models.binpacking.demand import Tasks, consumption, properties
-from emulator.study.runner import read_output
+from emulator.study.output import read_output
 from emulator.study.spec import load_study
 from emulator.study.tables import model_points
 from rm.borg import sbp

@@ -11,8 +11,9 @@ import pytest
 
 from emulator.cli.main import main
 from emulator.study.modelpoints import apply_params
+from emulator.study.output import read_output
 from emulator.study.points import expand
-from emulator.study.runner import StudyRun, read_output
+from emulator.study.runner import StudyRun
 from emulator.study.spec import StudyError
 from emulator.study.tables import model_table
 

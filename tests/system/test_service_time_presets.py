@@ -11,6 +11,7 @@ import pytest
 from emulator.experiments.yarn2020 import limits, within
 from emulator.harness.runner import run_blocking
 from emulator.scenario.loader import ScenarioError, scenario_from_dict
+from emulator.study.sweep import sweep_of
 from rm.config import SERVICE_TIME_PRESETS, ServiceTimeConfig
 
 
@@ -55,7 +56,7 @@ def test_yarn_2020s_committed_sweep_meets_the_papers_limits() -> None:
     # The model stands for the paper's YARN only while its sweep meets the paper's figures: costs
     # or an h1/h2 definition that move a limit out of range must have the costs chosen again.
     docs = Path(__file__).resolve().parents[2] / "docs"
-    periodic, delta = (json.loads((docs / f"e2-sweep-yarn2020-{mode}.json").read_text())
+    periodic, delta = (sweep_of(json.loads((docs / f"e2-sweep-yarn2020-{mode}.json").read_text()))
                        for mode in ("periodic", "delta"))
     got = limits(periodic, delta)
     assert all(within(got[key], key) for key in ("periodic", "delta", "ratio")), got

@@ -14,8 +14,9 @@ from emulator.results.figures import stale
 from emulator.results.record import load_record
 from emulator.scenario.loader import load_scenario
 from emulator.study.modelpoints import ModelResolver
+from emulator.study.output import read_output
 from emulator.study.points import Resolver, expand
-from emulator.study.runner import StudyRun, only_writer, read_output, run_point
+from emulator.study.runner import StudyRun, only_writer, run_point
 from emulator.study.spec import StudyError, load_study
 from emulator.study.tables import markdown
 
@@ -148,9 +149,10 @@ COLLECTED = TINY.replace('metrics = [', 'collect = ["pools", "timeseries.t_s", "
 
 @pytest.mark.parametrize(("change", "message"), [
     (('"pools", ', '"pool", '), "tiny.toml: at `collect[0]`: `pool` is not a section of summary.json, a "
-     "`timeseries.COLUMN`, `timing.FIELD` or `traffic.FIELD`; did you mean `pools`?"),
+     "`timeseries.COLUMN`, `timing.FIELD`, `traffic.FIELD` or `rm.FIELD`; did you mean `pools`?"),
     (('"pools", ', '"timing.wall", '), "tiny.toml: at `collect[0]`: `timing.wall` is not a section of "
-     "summary.json, a `timeseries.COLUMN`, `timing.FIELD` or `traffic.FIELD`; did you mean `timing.wall_s`?"),
+     "summary.json, a `timeseries.COLUMN`, `timing.FIELD`, `traffic.FIELD` or `rm.FIELD`; did you mean "
+     "`timing.wall_s`?"),
     (('"timeseries.removals", "traffic', '"timeseries.removal", "traffic'),
      "tiny.toml: at `collect[2]`: `removal` is not a column of timeseries.csv; did you mean "
      "`timeseries.removals`?"),
