@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from emulator.study.sweep import largest_ok, sweep_of
+from emulator.study.sweep import largest_ok, saturates_first, sweep_of
 
 
 def markdown_table(result: dict[str, Any]) -> str:
@@ -88,11 +88,6 @@ def _largest(sweeps: list[dict[str, Any]], mode: str) -> int | None:
     return max(ok) if ok else None
 
 
-def _busier(r: dict[str, Any]) -> str:
-    who = "node host" if r["worker_cpu_percent"] > r["rm_cpu_percent"] else "RM"
-    return f"{who} (RM {r['rm_cpu_percent']:.0f}%, node host {r['worker_cpu_percent']:.0f}%)"
-
-
 def _open_ended(sweeps: list[dict[str, Any]], mode: str) -> bool:
     """No point of ``mode`` failed in these sweeps: its limit may lie beyond their largest n."""
     return all(largest_ok(sw["rows"], mode, sw["threshold"])[1] is False for sw in sweeps)
@@ -108,26 +103,6 @@ def _ratio(p: int, d: int, bound: str) -> str:
     else:
         note = ""
     return f"{bound}{r:.2f}×{note}"
-
-
-def saturates_first(sweep: dict[str, Any]) -> str:
-    """Which process was busier at each mode's limit (its largest size that kept up) and at the
-    first size past it (real-time TCP sweeps, CPU of each process over the same window)."""
-    sweep = sweep_of(sweep)
-    verdicts = []
-    for mode in ("periodic", "delta"):
-        best, failed = largest_ok(sweep["rows"], mode, sweep["threshold"])
-        rows = [r for r in sweep["rows"] if r["mode"] == mode and r.get("worker_cpu_percent") is not None]
-        at = [r for r in rows if r["nodes"] == best]
-        past = [r for r in rows if best is None or r["nodes"] > best]
-        if not failed or not past:
-            continue
-        parts = []
-        if at:
-            parts.append(f"at the limit {_busier(at[0])}")
-        parts.append(f"past it {_busier(min(past, key=lambda r: r['nodes']))}")
-        verdicts.append(f"{mode}: busier " + ", ".join(parts))
-    return "; ".join(verdicts) if verdicts else "no limit reached"
 
 
 def headline_table(real: dict[str, Any], virtual: dict[str, Any], *more: dict[str, Any]) -> str:

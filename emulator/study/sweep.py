@@ -130,7 +130,34 @@ def limits_text(sweep: dict[str, Any]) -> str:
     if ratio is not None:
         lower = "≥ " if sweep["largest_ok"]["delta"]["limited_by_sweep"] else ""
         lines.append(f"delta / periodic: {lower}{ratio:.2f}×")
+    if sweep.get("transport") == "tcp":  # each process's CPU measured: which one was the limit
+        lines.append(f"Which process saturated first: {saturates_first(sweep)}")
     return "\n".join(lines) + "\n"
+
+
+def _busier(r: dict[str, Any]) -> str:
+    who = "node host" if r["worker_cpu_percent"] > r["rm_cpu_percent"] else "RM"
+    return f"{who} (RM {r['rm_cpu_percent']:.0f}%, node host {r['worker_cpu_percent']:.0f}%)"
+
+
+def saturates_first(sweep: dict[str, Any]) -> str:
+    """Which process was busier at each mode's limit (its largest size that kept up) and at the
+    first size past it (real-time TCP sweeps, CPU of each process over the same window)."""
+    sweep = sweep_of(sweep)
+    verdicts = []
+    for mode in ("periodic", "delta"):
+        best, failed = largest_ok(sweep["rows"], mode, sweep["threshold"])
+        rows = [r for r in sweep["rows"] if r["mode"] == mode and r.get("worker_cpu_percent") is not None]
+        at = [r for r in rows if r["nodes"] == best]
+        past = [r for r in rows if best is None or r["nodes"] > best]
+        if not failed or not past:
+            continue
+        parts = []
+        if at:
+            parts.append(f"at the limit {_busier(at[0])}")
+        parts.append(f"past it {_busier(min(past, key=lambda r: r['nodes']))}")
+        verdicts.append(f"{mode}: busier " + ", ".join(parts))
+    return "; ".join(verdicts) if verdicts else "no limit reached"
 
 
 def view(study: Study, output: StudyOutput) -> dict[str, Any]:

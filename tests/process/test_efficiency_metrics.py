@@ -158,7 +158,7 @@ def test_auto_workers_is_one_per_core_less_the_rms(monkeypatch: pytest.MonkeyPat
 
 
 def test_the_headline_names_the_busier_process_at_and_past_each_limit() -> None:
-    from emulator.experiments.sweeptables import saturates_first
+    from emulator.study.sweep import saturates_first
 
     def row(mode: str, n: int, ok: bool, rm: float, host: float) -> dict[str, Any]:
         return {"mode": mode, "nodes": n, "h1": 1.0 if ok else 0.5, "h2": 1.0, "overloaded": not ok,

@@ -18,7 +18,7 @@ from emulator.study.output import read_output
 from emulator.study.plots import write_plots
 from emulator.study.runner import StudyRun
 from emulator.study.spec import StudyError
-from emulator.study.sweep import calibration_toml, largest_ok, row, sweep_of
+from emulator.study.sweep import calibration_toml, largest_ok, row, saturates_first, sweep_of
 from emulator.study.tables import markdown
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,7 +47,7 @@ def test_the_same_points_give_the_same_e2_tables_from_a_study_as_from_a_sweep_js
     # Real time over TCP (two runs of 200 nodes): `emulator sweep`'s rows of them, and the same
     # runs as a study keeps each (its summary's metrics and sections).
     old, new = _json(DATA / "tiny-tcp.sweep.json"), _json(DATA / "tiny-tcp.study.json")
-    for render in (sweeptables.markdown_table, sweeptables.costs_table, sweeptables.saturates_first):
+    for render in (sweeptables.markdown_table, sweeptables.costs_table, saturates_first):
         assert render(new) == render(old)
     assert sweep_of(new)["rows"] == old["rows"]
     assert sweep_of(new)["calibration_us"] == old["calibration_us"] is not None
@@ -246,3 +246,20 @@ def test_a_committed_e2_output_is_its_study_as_it_is_now(name: str) -> None:
     axes = committed.overrides.get("axes")
     run = StudyRun(ROOT / committed.file, out, say=lambda _: None, axes=axes)
     assert run.todo == [] and [p.key for p in committed.points] == [p.key for p in run.points]
+
+
+def test_a_tcp_studys_limits_say_which_process_saturated_first() -> None:
+    """Over TCP both the RM's and the node hosts' CPU are measured: the limits table names the
+    busier one at and past each limit (a virtual study measures no node host)."""
+    from emulator.study.sweep import limits_text
+
+    tcp = sweep_of(_json(DATA / "tiny-tcp.study.json"))
+    assert limits_text(tcp).endswith("Which process saturated first: no limit reached\n")
+    # The periodic point void: past periodic's limit (none kept up), the busier process is named.
+    rows = [dict(r, overloaded=r["mode"] == "periodic") for r in tcp["rows"]]
+    past = next(r for r in rows if r["mode"] == "periodic")
+    who = "node host" if past["worker_cpu_percent"] > past["rm_cpu_percent"] else "RM"
+    assert limits_text({**tcp, "rows": rows}).endswith(
+        f"Which process saturated first: periodic: busier past it {who} (RM {past['rm_cpu_percent']:.0f}%, "
+        f"node host {past['worker_cpu_percent']:.0f}%)\n")
+    assert "Which process" not in limits_text(sweep_of(_json(DATA / "tiny-virtual.sweep.json")))
