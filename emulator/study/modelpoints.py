@@ -11,8 +11,8 @@ from typing import Any
 import msgspec
 
 from emulator.study.models import MODELS, SEED_FIELD
-from emulator.study.points import Point
-from emulator.study.spec import SEED, Study, StudyError, params_problem
+from emulator.study.points import Point, override_origins
+from emulator.study.spec import Study, StudyError, params_problem
 
 
 def apply_params(data: dict[str, Any], sets: dict[str, Any]) -> str | None:
@@ -36,17 +36,10 @@ class ModelResolver:
         self.study, self.study_file = study, study_file
         self.cli_sets = cli_sets or {}  # `emulator study --set`: after the file's `set`, under the variants
         self.model = MODELS[study.model]
-        self._variant_sets = {v.name: (i, v.set) for i, v in enumerate(study.variants)}
 
     def origins(self, point: Point) -> list[tuple[str, dict[str, Any]]]:
         """(where in the study file, dotted overrides) in the order they apply."""
-        out: list[tuple[str, dict[str, Any]]] = [("set", self.study.set), ("--set", self.cli_sets)]
-        if point.variant in self._variant_sets:
-            i, sets = self._variant_sets[point.variant]
-            out.append((f"variants[{i}].set", sets))
-        for axis, value in point.coords.items():
-            out.append((f"axes.{axis}", {SEED_FIELD if axis == SEED else axis: value}))
-        return out
+        return override_origins(self.study, self.cli_sets, point, SEED_FIELD)
 
     def params(self, point: Point) -> dict[str, Any]:
         """The point's parameters as plain data (every default filled in): what it runs and what

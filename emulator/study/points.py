@@ -58,6 +58,21 @@ def scale_cluster(data: dict[str, Any], nodes: int, scale_workload: bool) -> Non
             scale_tasks(op, factor)
 
 
+def override_origins(study: Study, cli_sets: dict[str, Any], point: Point,
+                     seed_path: str) -> list[tuple[str, dict[str, Any]]]:
+    """A point's overrides as (where in the study file, dotted overrides), in the order they apply:
+    the file's `set`, `--set`, its variant's `set`, its axes (the seed at ``seed_path``; the
+    `nodes` axis scales the cluster instead)."""
+    out: list[tuple[str, dict[str, Any]]] = [("set", study.set), ("--set", cli_sets)]
+    for i, v in enumerate(study.variants):
+        if v.name == point.variant:
+            out.append((f"variants[{i}].set", v.set))
+    for axis, value in point.coords.items():
+        if axis != NODES:
+            out.append((f"axes.{axis}", {seed_path if axis == SEED else axis: value}))
+    return out
+
+
 class Resolver:
     """Builds each point's scenario from the base file, read once."""
 
@@ -65,7 +80,6 @@ class Resolver:
         self.study, self.study_file = study, study_file
         self.cli_sets = cli_sets or {}  # `emulator study --set`: after the file's `set`, under the variants
         self._bases: dict[Path, dict[str, Any]] = {}
-        self._variant_sets = {v.name: (i, v.set) for i, v in enumerate(study.variants)}
         self._variant_unsets = {v.name: (i, v.unset) for i, v in enumerate(study.variants)}
 
     def path(self, point: Point) -> Path:
@@ -84,16 +98,7 @@ class Resolver:
 
     def origins(self, point: Point) -> list[tuple[str, dict[str, Any]]]:
         """(where in the study file, dotted overrides) in the order they apply."""
-        out: list[tuple[str, dict[str, Any]]] = [("set", self.study.set), ("--set", self.cli_sets)]
-        if point.variant in self._variant_sets:
-            i, sets = self._variant_sets[point.variant]
-            out.append((f"variants[{i}].set", sets))
-        for axis, value in point.coords.items():
-            if axis == SEED:
-                out.append((f"axes.{axis}", {"run.seed": value}))
-            elif axis != NODES:
-                out.append((f"axes.{axis}", {axis: value}))
-        return out
+        return override_origins(self.study, self.cli_sets, point, "run.seed")
 
     def overrides(self, point: Point) -> dict[str, Any]:
         merged: dict[str, Any] = {}
