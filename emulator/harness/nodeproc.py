@@ -98,11 +98,14 @@ class _PauseAwareTiming:
     """Heartbeat timing that tells the ticks an injected pause held back (late on purpose: the
     emulated system's fault) from those the emulator itself ran late."""
 
-    __slots__ = ("_gate", "_inner")
+    __slots__ = ("_gate", "_inner", "answered", "sent")
 
     def __init__(self, inner: HeartbeatTiming, gate: ProcessGate) -> None:
         self._inner = inner
         self._gate = gate
+        # A pause changes nothing about these: the inner's own methods (no forwarding call).
+        self.sent: Callable[[float], None] = inner.sent
+        self.answered: Callable[[float, float], None] = inner.answered
 
     def tick(self, late_s: float) -> None:
         resumed = self._gate.resumed_at
@@ -111,12 +114,6 @@ class _PauseAwareTiming:
             self._inner.tick(late_s)
         else:
             self._inner.held_tick(late_s)
-
-    def sent(self, t: float) -> None:
-        self._inner.sent(t)
-
-    def answered(self, sent_at: float, t: float) -> None:
-        self._inner.answered(sent_at, t)
 
 
 class GatedClock:

@@ -87,6 +87,10 @@ def _deliver_now(item: tuple[MemoryLink, Any]) -> None:
             link._deliver(link._arg, msg)
 
 
+def _no_receiver(link: Any, msg: Any) -> None:
+    raise RuntimeError("MemoryNetwork: connect before deliver_to gave the RM's receive")
+
+
 class Endpoint(Protocol):
     """A node's end of the transport (``emulator.harness.nodeproc.NodeProcess``)."""
 
@@ -108,20 +112,26 @@ class MemoryNetwork:
     def __init__(
         self,
         clock: Scheduler,
-        receive: Callable[[Any, Any], None],
+        receive: Callable[[Any, Any], None] | None,
         latency_s: float = 0.0,
         wrap: Callable[[Any, str], Any] | None = None,
         seed: int = 0,
     ) -> None:
-        """``wrap(link, direction)`` may decorate each end (direction "to_rm" or "to_node")."""
+        """``wrap(link, direction)`` may decorate each end (direction "to_rm" or "to_node");
+        ``receive`` None: given by ``deliver_to`` before the first ``connect``."""
         self._clock = clock
-        self._receive = receive
+        self._receive = receive if receive is not None else _no_receiver
         self._latency = latency_s
         self._wrap = wrap
         self._rng = random.Random(f"{seed}:reconnect")
         self._links: dict[Endpoint, MemoryLink] = {}
         self.listening = True
         self.reconnects = 0
+
+    def deliver_to(self, receive: Callable[[Any, Any], None]) -> None:
+        """The RM's ``receive``, where it is made after the network (links connected later
+        deliver to it directly)."""
+        self._receive = receive
 
     def connect(self, node: Endpoint) -> tuple[MemoryLink, MemoryLink]:
         """Returns (node-side link, RM-side link); the node is attached to its side."""
