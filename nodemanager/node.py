@@ -223,7 +223,7 @@ class NodeManager(RMReporting, ContainerRuntime):
             return
         match msg:
             case HeartbeatResponse():
-                self._on_heartbeat_response(msg)
+                self.heartbeat_answered(msg)
             case LaunchContainers(containers=containers):
                 if self.state is not NodeState.RUNNING:
                     return  # pushed before our re-registration; the RM has requeued it

@@ -153,7 +153,9 @@ class RMReporting(NodeFields):
         self._stats.usage_reports_sent += len(out)
         return out
 
-    def _on_heartbeat_response(self, msg: HeartbeatResponse) -> None:
+    def heartbeat_answered(self, msg: HeartbeatResponse) -> None:
+        """``receive(msg)`` of a heartbeat's answer, for a host that dispatches by type itself
+        (every answer: one dispatch less). A stopped node ignores it, as ``receive`` does."""
         sent = self._inflight
         if self.state is not NodeState.RUNNING:
             return

@@ -28,7 +28,7 @@ from ringmon.ports import PeerChannel, PeerReceiver, RingCounters
 from ringmon.protocol import RingMessage
 from ringmon.sleepers import SleepLedger
 from rm import Link
-from rm.protocol import ContainerLaunch, Resources
+from rm.protocol import ContainerLaunch, HeartbeatResponse, Resources
 
 _NEVER = float("-inf")
 
@@ -245,6 +245,7 @@ class NodeProcess:
             membership=self.monitor, timing=probe, peer_endpoint=peer_endpoint,
         )
         self._node_receive = self.node.receive  # bound once: every answer from the RM comes here
+        self._answered = self.node.heartbeat_answered
 
     # ---- the transport's side ---------------------------------------------------------------
 
@@ -255,6 +256,13 @@ class NodeProcess:
     def receive(self, msg: object) -> None:
         """A message from the RM."""
         if self.crashed:
+            return
+        if type(msg) is HeartbeatResponse:  # most messages: straight to the node's handler
+            gate = self.gate
+            if gate._held is None:
+                self._answered(msg)
+            else:
+                gate.run(self._node_receive, msg)
             return
         if isinstance(msg, RingMessage):
             if self.monitor is None:

@@ -236,7 +236,9 @@ class DesLoop(asyncio.SelectorEventLoop):
                     self._process_events(events)  # type: ignore[attr-defined]
                 if idle and heap and not events:
                     # Jump to the next timer (as ``now += timeout`` did, to keep the same float sums).
-                    self._now += max(0.0, heap[0] - self._now)
+                    # (``max(0.0, gap)`` without its call: the same value, NaN and -0.0 included.)
+                    gap = heap[0] - self._now
+                    self._now += gap if gap > 0.0 else 0.0
             end = self._now + res
             while heap and heap[0] < end:
                 ev = pop(heap).ev
