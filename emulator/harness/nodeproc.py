@@ -111,7 +111,10 @@ class _PauseAwareTiming:
         resumed = self._gate.resumed_at
         # No pause ended since it was due (most nodes were never paused: no clock read then).
         if resumed == _NEVER or resumed < self._gate.now() - late_s:
-            self._inner.tick(late_s)
+            if late_s == 0.0:  # ``HeartbeatTiming.tick(0.0)``, without its call
+                self._inner.on_time += 1
+            else:
+                self._inner.tick(late_s)
         else:
             self._inner.held_tick(late_s)
 

@@ -35,15 +35,15 @@ class HeartbeatTiming:
         self._own_lateness = LogHistogram()
         # Ticks on time (most, in virtual time) not yet in either histogram: one count per tick
         # instead of two ``add(0.0)`` calls, folded in when read (the same counts: a zero adds
-        # only to ``count`` and ``zeros``).
-        self._on_time = 0
+        # only to ``count`` and ``zeros``). A node host's probe may count here itself.
+        self.on_time = 0
         self.interval_s = interval_s
         self.sent_by_interval: dict[int, int] = {}
         self.answered_by_interval: dict[int, int] = {}
 
     def tick(self, late_s: float) -> None:
         if late_s == 0.0:
-            self._on_time += 1
+            self.on_time += 1
         else:
             self._lateness.add(late_s)
             self._own_lateness.add(late_s)
@@ -61,9 +61,9 @@ class HeartbeatTiming:
         return self._own_lateness
 
     def _fold(self) -> None:
-        n = self._on_time
+        n = self.on_time
         if n:
-            self._on_time = 0
+            self.on_time = 0
             self._lateness.add_many(0.0, n)
             self._own_lateness.add_many(0.0, n)
 
@@ -71,7 +71,7 @@ class HeartbeatTiming:
         """Lateness from now on only (the end of the warm-up: registration is not measured)."""
         self._lateness = LogHistogram()
         self._own_lateness = LogHistogram()
-        self._on_time = 0
+        self.on_time = 0
 
     def held_tick(self, late_s: float) -> None:
         """A tick an injected pause of its process held back (late by design)."""
