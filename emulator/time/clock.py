@@ -246,24 +246,28 @@ class DesLoop(asyncio.SelectorEventLoop):
                 # timer leaving here stays counted, as in asyncio: the sweeps happen when they did.)
                 ev.loop = None
                 queue.append(ev)
-            if queue and type(queue[-1]) is batch_type:
-                queue[-1].open = False
+            if queue:
+                last = queue[-1]
+                if type(last) is batch_type:
+                    last.open = False
             for _ in range(len(queue)):
                 ev = queue.popleft()
-                if type(ev) is not event_type:
-                    if type(ev) is batch_type:
-                        # Run here, not in a method: most batches are one message.
-                        each = ev.fn
-                        for item in ev:
-                            try:
-                                each(item)
-                            except (SystemExit, KeyboardInterrupt):
-                                raise
-                            except BaseException as exc:
-                                self.call_exception_handler(
-                                    {"message": f"Exception in callback {each!r}", "exception": exc}
-                                )
-                    elif not ev._cancelled:
+                kind = type(ev)  # once per entry: two of a heartbeat's three are batches
+                if kind is batch_type:
+                    # Run here, not in a method: most batches are one message.
+                    each = ev.fn
+                    for item in ev:
+                        try:
+                            each(item)
+                        except (SystemExit, KeyboardInterrupt):
+                            raise
+                        except BaseException as exc:
+                            self.call_exception_handler(
+                                {"message": f"Exception in callback {each!r}", "exception": exc}
+                            )
+                    continue
+                if kind is not event_type:
+                    if not ev._cancelled:
                         ev._run()
                     continue
                 fn = ev.fn
