@@ -21,6 +21,8 @@ from functools import partial
 from operator import attrgetter
 from typing import Any, Literal, Protocol
 
+import msgspec
+
 Ctx = contextvars.Context | None
 
 ClockMode = Literal["virtual", "realtime"]
@@ -69,20 +71,16 @@ _SWEEP_MIN_TIMERS = 100
 _SIGNAL_CHECK_MASK = 1023
 
 
-class Event:
+class Event(msgspec.Struct, eq=False):
     """A callback due now (``call_soon``) or at ``when`` (a timer): what the discrete-event core
-    keeps instead of asyncio's handles. Cancelling clears the callback; the entry is skipped."""
+    keeps instead of asyncio's handles. Cancelling clears the callback; the entry is skipped.
+    A Struct, made in C (a Python ``__init__`` was a frame per timer); compared by identity."""
 
-    __slots__ = ("_when", "args", "ctx", "fn", "loop")
-
-    def __init__(
-        self, loop: DesLoop | None, when: float, fn: Callable[..., Any], args: tuple[Any, ...], ctx: Ctx,
-    ) -> None:
-        self.loop = loop
-        self._when = when
-        self.fn: Callable[..., Any] | None = fn
-        self.args = args
-        self.ctx = ctx
+    loop: DesLoop | None  # while in the core's heap: a cancel counts among its cancelled timers
+    _when: float
+    fn: Callable[..., Any] | None
+    args: tuple[Any, ...]
+    ctx: Ctx
 
     def cancel(self) -> None:
         if self.fn is not None:

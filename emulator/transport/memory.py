@@ -17,7 +17,7 @@ from rm.protocol import Disconnected
 
 
 class MemoryLink:
-    __slots__ = ("_arg", "_clock", "_closed", "_deliver", "_in_flight", "_latency", "_on_close")
+    __slots__ = ("_arg", "_clock", "_deliver", "_in_flight", "_latency", "_on_close", "closed")
 
     def __init__(
         self,
@@ -30,18 +30,15 @@ class MemoryLink:
         self._deliver = deliver
         self._arg = arg
         self._latency = latency_s
-        self._closed = False
+        # An attribute, not a property: a node's sender and the meter read it on every send.
+        self.closed = False
         self._on_close: Callable[[], None] | None = None
         # Delayed messages in send order; one timer for the head keeps delivery FIFO (timers that
         # share a deadline are not ordered by the event loop).
         self._in_flight: deque[tuple[float, Any]] = deque()
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
     def send(self, msg: Any) -> None:
-        if self._closed:
+        if self.closed:
             return
         if self._latency > 0:
             self._in_flight.append((self._clock.now() + self._latency, msg))
@@ -51,7 +48,7 @@ class MemoryLink:
             self._clock.call_soon_batched(_deliver_now, (self, msg))
 
     def _deliver_if_open(self, msg: Any) -> None:
-        if not self._closed:
+        if not self.closed:
             if self._arg is None:
                 self._deliver(msg)
             else:
@@ -70,7 +67,7 @@ class MemoryLink:
         self._on_close = callback
 
     def close(self) -> None:
-        self._closed = True
+        self.closed = True
         if self._on_close is not None:
             cb, self._on_close = self._on_close, None
             cb()
@@ -80,7 +77,7 @@ def _deliver_now(item: tuple[MemoryLink, Any]) -> None:
     # One function for every link: back-to-back sends (an RM broadcast) share one loop entry.
     # ``MemoryLink._deliver_if_open``, inlined: one call less per message.
     link, msg = item
-    if not link._closed:
+    if not link.closed:
         if link._arg is None:
             link._deliver(msg)
         else:
