@@ -84,10 +84,6 @@ def _deliver_now(item: tuple[MemoryLink, Any]) -> None:
             link._deliver(link._arg, msg)
 
 
-def _no_receiver(link: Any, msg: Any) -> None:
-    raise RuntimeError("MemoryNetwork: connect before deliver_to gave the RM's receive")
-
-
 class Endpoint(Protocol):
     """A node's end of the transport (``emulator.harness.nodeproc.NodeProcess``)."""
 
@@ -117,7 +113,7 @@ class MemoryNetwork:
         """``wrap(link, direction)`` may decorate each end (direction "to_rm" or "to_node");
         ``receive`` None: given by ``deliver_to`` before the first ``connect``."""
         self._clock = clock
-        self._receive = receive if receive is not None else _no_receiver
+        self._receive = receive
         self._latency = latency_s
         self._wrap = wrap
         self._rng = random.Random(f"{seed}:reconnect")
@@ -132,16 +128,19 @@ class MemoryNetwork:
 
     def connect(self, node: Endpoint) -> tuple[MemoryLink, MemoryLink]:
         """Returns (node-side link, RM-side link); the node is attached to its side."""
+        receive = self._receive
+        if receive is None:
+            raise RuntimeError("MemoryNetwork.connect: no RM to deliver to yet (deliver_to first)")
         to_node = MemoryLink(self._clock, node.receive, None, self._latency)
         rm_side: Any = to_node if self._wrap is None else self._wrap(to_node, "to_node")
-        to_rm = MemoryLink(self._clock, self._receive, rm_side, self._latency)
+        to_rm = MemoryLink(self._clock, receive, rm_side, self._latency)
 
         def closed() -> None:
             # Closing either end closes the connection, like a socket; when the node's end went
             # first, the RM hears of it.
             if not to_node.closed:
                 to_node.close()
-                self._clock.call_soon(self._receive, rm_side, Disconnected())
+                self._clock.call_soon(receive, rm_side, Disconnected())
 
         to_node.on_close(to_rm.close)
         to_rm.on_close(closed)
