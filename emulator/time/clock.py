@@ -213,9 +213,8 @@ class DesLoop(asyncio.SelectorEventLoop):
             if not cancelled:
                 pass
             # A cancelled timer is nearly always in the heap: this is read every pass. (``2c > n``:
-            # asyncio's ``c > 0.5 * n``, exact for integers; it cannot hold with ``n > sweep_min``
-            # while ``2c <= sweep_min``, so the heap's size is not asked then.)
-            elif (twice := cancelled + cancelled) > sweep_min and twice > (n := len(heap)) and n > sweep_min:
+            # asyncio's ``c > 0.5 * n``, exact for integers.)
+            elif cancelled + cancelled > (n := len(heap)) and n > sweep_min:
                 heap[:] = [e for e in heap if e.ev.fn is not None]
                 heapq.heapify(heap)
                 self._cancelled_timers = 0
