@@ -178,16 +178,20 @@ class NodeManager(RMReporting, ContainerRuntime):
         late = now - self._next_tick
         if self._timing is not None:
             self._timing.tick(late if late > 0 else 0.0)
-        self._next_tick += self._config.interval_s
+        config = self._config
+        self._next_tick += config.interval_s
         if self.state is NodeState.RUNNING:
             self._heartbeat()
         elif (
             self.state is NodeState.REGISTERING
-            and now - self._inflight_at >= self._config.effective_rpc_timeout()
+            and now - self._inflight_at >= config.effective_rpc_timeout()
         ):
             self._start_registration()
-        if not self._idle():
-            self._arm()
+        # ``if not self._idle(): self._arm()``, inlined: every tick of every node re-arms here.
+        if self._tick_timer is None and (config.mode != "delta" or not self._idle()):
+            clock = self._clock
+            delay = self._next_tick - clock.now()
+            self._tick_timer = clock.call_later(delay if delay > 0.0 else 0.0, self._tick)
 
     def _idle(self) -> bool:
         """Delta mode with nothing to say: no tick is armed until something changes."""
@@ -219,7 +223,7 @@ class NodeManager(RMReporting, ContainerRuntime):
             return
         match msg:
             case HeartbeatResponse():
-                self._on_heartbeat_response(msg)
+                self.heartbeat_answered(msg)
             case LaunchContainers(containers=containers):
                 if self.state is not NodeState.RUNNING:
                     return  # pushed before our re-registration; the RM has requeued it

@@ -116,9 +116,10 @@ class RMReporting(NodeFields):
             statuses = tuple(self._changes.values())
             full = False
         else:
-            statuses = self._full_statuses()
+            cached = self._statuses  # the full report, made once until it changes
+            statuses = cached if cached is not None else self._full_statuses()
             full = True
-        usage = self._usage_report(full)
+        usage = self._usage_report(full) if self._usage is not None else ()
         hb = Heartbeat(
             machine_id=self.machine_id,
             heartbeat_id=self._last_response_id,
@@ -152,7 +153,9 @@ class RMReporting(NodeFields):
         self._stats.usage_reports_sent += len(out)
         return out
 
-    def _on_heartbeat_response(self, msg: HeartbeatResponse) -> None:
+    def heartbeat_answered(self, msg: HeartbeatResponse) -> None:
+        """``receive(msg)`` of a heartbeat's answer, for a host that dispatches by type itself
+        (every answer: one dispatch less). A stopped node ignores it, as ``receive`` does."""
         sent = self._inflight
         if self.state is not NodeState.RUNNING:
             return
@@ -187,4 +190,5 @@ class RMReporting(NodeFields):
             self._launch(launch)
         for cid in msg.kill:
             self._kill(cid, EXIT_KILLED)
-        self._touch()
+        if self._tick_timer is None:  # a periodic node's next tick is armed: nothing to touch
+            self._touch()

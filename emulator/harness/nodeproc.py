@@ -28,7 +28,7 @@ from ringmon.ports import PeerChannel, PeerReceiver, RingCounters
 from ringmon.protocol import RingMessage
 from ringmon.sleepers import SleepLedger
 from rm import Link
-from rm.protocol import ContainerLaunch, Resources
+from rm.protocol import ContainerLaunch, HeartbeatResponse, Resources
 
 _NEVER = float("-inf")
 
@@ -98,25 +98,25 @@ class _PauseAwareTiming:
     """Heartbeat timing that tells the ticks an injected pause held back (late on purpose: the
     emulated system's fault) from those the emulator itself ran late."""
 
-    __slots__ = ("_gate", "_inner")
+    __slots__ = ("_gate", "_inner", "answered", "sent")
 
     def __init__(self, inner: HeartbeatTiming, gate: ProcessGate) -> None:
         self._inner = inner
         self._gate = gate
+        # A pause changes nothing about these: the inner's own methods (no forwarding call).
+        self.sent: Callable[[float], None] = inner.sent
+        self.answered: Callable[[float, float], None] = inner.answered
 
     def tick(self, late_s: float) -> None:
         resumed = self._gate.resumed_at
         # No pause ended since it was due (most nodes were never paused: no clock read then).
         if resumed == _NEVER or resumed < self._gate.now() - late_s:
-            self._inner.tick(late_s)
+            if late_s == 0.0:  # ``HeartbeatTiming.tick(0.0)``, without its call
+                self._inner.on_time += 1
+            else:
+                self._inner.tick(late_s)
         else:
             self._inner.held_tick(late_s)
-
-    def sent(self, t: float) -> None:
-        self._inner.sent(t)
-
-    def answered(self, sent_at: float, t: float) -> None:
-        self._inner.answered(sent_at, t)
 
 
 class GatedClock:
@@ -248,6 +248,7 @@ class NodeProcess:
             membership=self.monitor, timing=probe, peer_endpoint=peer_endpoint,
         )
         self._node_receive = self.node.receive  # bound once: every answer from the RM comes here
+        self._answered = self.node.heartbeat_answered
 
     # ---- the transport's side ---------------------------------------------------------------
 
@@ -258,6 +259,13 @@ class NodeProcess:
     def receive(self, msg: object) -> None:
         """A message from the RM."""
         if self.crashed:
+            return
+        if type(msg) is HeartbeatResponse:  # most messages: straight to the node's handler
+            gate = self.gate
+            if gate._held is None:
+                self._answered(msg)
+            else:
+                gate.run(self._node_receive, msg)
             return
         if isinstance(msg, RingMessage):
             if self.monitor is None:

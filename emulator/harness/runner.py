@@ -108,15 +108,13 @@ async def _run(
         link = plan.wrap(link, direction)
         return MeteredLink(link, to_rm) if direction == "to_rm" else link
 
-    side_box: list[RMSide] = []
-    network = MemoryNetwork(
-        clock, lambda link, msg: side_box[0].receive(link, msg), sc.transport.latency_s, wrap, sc.run.seed
-    )
+    network = MemoryNetwork(clock, None, sc.transport.latency_s, wrap, sc.run.seed)
     hosting = MemoryHosting(processes, counters, timing, to_rm, peers, ring.counters if ring else None)
     side = RMSide(
         sc, clock, log, hosting, network, hosting.live_count, journal, check_invariants, hosting.realities
     )
-    side_box.append(side)
+    # The RM's own bound method, not a forwarder: every message to the RM passes here.
+    network.deliver_to(side.receive)
     for proc in processes:
         network.connect(proc)
     sampler = side.sampler

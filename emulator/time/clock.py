@@ -21,6 +21,8 @@ from functools import partial
 from operator import attrgetter
 from typing import Any, Literal, Protocol
 
+import msgspec
+
 Ctx = contextvars.Context | None
 
 ClockMode = Literal["virtual", "realtime"]
@@ -61,28 +63,24 @@ class AsyncioVirtualLoop(asyncio.SelectorEventLoop):
         self._virtual_now += seconds
 
 
-# asyncio's own thresholds for sweeping cancelled timers out of the heap.
+# asyncio's own thresholds for sweeping cancelled timers out of the heap: more than this many
+# timers, and more than half of them cancelled.
 _SWEEP_MIN_TIMERS = 100
-_SWEEP_FRACTION = 0.5
 # A pure virtual run never polls the self-pipe, where Ctrl-C / SIGTERM land: look every 1,024
 # passes (an empty poll changes nothing the run does).
 _SIGNAL_CHECK_MASK = 1023
 
 
-class Event:
+class Event(msgspec.Struct, eq=False):
     """A callback due now (``call_soon``) or at ``when`` (a timer): what the discrete-event core
-    keeps instead of asyncio's handles. Cancelling clears the callback; the entry is skipped."""
+    keeps instead of asyncio's handles. Cancelling clears the callback; the entry is skipped.
+    A Struct, made in C (a Python ``__init__`` was a frame per timer); compared by identity."""
 
-    __slots__ = ("_when", "args", "ctx", "fn", "loop")
-
-    def __init__(
-        self, loop: DesLoop | None, when: float, fn: Callable[..., Any], args: tuple[Any, ...], ctx: Ctx,
-    ) -> None:
-        self.loop = loop
-        self._when = when
-        self.fn: Callable[..., Any] | None = fn
-        self.args = args
-        self.ctx = ctx
+    loop: DesLoop | None  # while in the core's heap: a cancel counts among its cancelled timers
+    _when: float
+    fn: Callable[..., Any] | None
+    args: tuple[Any, ...]
+    ctx: Ctx
 
     def cancel(self) -> None:
         if self.fn is not None:
@@ -202,6 +200,8 @@ class DesLoop(asyncio.SelectorEventLoop):
         # Python call per ``len``, once per pass).
         fds: dict[Any, Any] = vars(self._io)["_fd_to_key"]
         pop, res = heapq.heappop, self._resolution
+        # Module constants and classes as locals: read every pass (~3 per heartbeat).
+        sweep_min, signal_mask, batch_type, event_type = _SWEEP_MIN_TIMERS, _SIGNAL_CHECK_MASK, Batch, Event
         passes = 0
         # The pass before left ready callbacks, no I/O is registered, no signal check is due and
         # nobody asked to stop: the next pass skips the poll and the time jump (none happens with
@@ -212,7 +212,9 @@ class DesLoop(asyncio.SelectorEventLoop):
             cancelled = self._cancelled_timers
             if not cancelled:
                 pass
-            elif cancelled > _SWEEP_FRACTION * len(heap) and len(heap) > _SWEEP_MIN_TIMERS:
+            # A cancelled timer is nearly always in the heap: this is read every pass. (``2c > n``:
+            # asyncio's ``c > 0.5 * n``, exact for integers.)
+            elif cancelled + cancelled > (n := len(heap)) and n > sweep_min:
                 heap[:] = [e for e in heap if e.ev.fn is not None]
                 heapq.heapify(heap)
                 self._cancelled_timers = 0
@@ -225,14 +227,16 @@ class DesLoop(asyncio.SelectorEventLoop):
                 events = None
                 io = len(fds) > 1
                 passes += 1
-                if io or (idle and not heap) or not passes & _SIGNAL_CHECK_MASK:
+                if io or (idle and not heap) or not passes & signal_mask:
                     # Real I/O is registered (or nothing at all is scheduled: only I/O can wake us), or
                     # it is time to look for a signal on the self-pipe.
                     events = self._io.select(None if idle and not heap else 0.0)
                     self._process_events(events)  # type: ignore[attr-defined]
                 if idle and heap and not events:
                     # Jump to the next timer (as ``now += timeout`` did, to keep the same float sums).
-                    self._now += max(0.0, heap[0] - self._now)
+                    # (``max(0.0, gap)`` without its call: the same value, NaN and -0.0 included.)
+                    gap = heap[0] - self._now
+                    self._now += gap if gap > 0.0 else 0.0
             end = self._now + res
             while heap and heap[0] < end:
                 ev = pop(heap).ev
@@ -240,24 +244,28 @@ class DesLoop(asyncio.SelectorEventLoop):
                 # timer leaving here stays counted, as in asyncio: the sweeps happen when they did.)
                 ev.loop = None
                 queue.append(ev)
-            if queue and type(queue[-1]) is Batch:
-                queue[-1].open = False
+            if queue:
+                last = queue[-1]
+                if type(last) is batch_type:
+                    last.open = False
             for _ in range(len(queue)):
                 ev = queue.popleft()
-                if type(ev) is not Event:
-                    if type(ev) is Batch:
-                        # Run here, not in a method: most batches are one message.
-                        each = ev.fn
-                        for item in ev:
-                            try:
-                                each(item)
-                            except (SystemExit, KeyboardInterrupt):
-                                raise
-                            except BaseException as exc:
-                                self.call_exception_handler(
-                                    {"message": f"Exception in callback {each!r}", "exception": exc}
-                                )
-                    elif not ev._cancelled:
+                kind = type(ev)  # once per entry: two of a heartbeat's three are batches
+                if kind is batch_type:
+                    # Run here, not in a method: most batches are one message.
+                    each = ev.fn
+                    for item in ev:
+                        try:
+                            each(item)
+                        except (SystemExit, KeyboardInterrupt):
+                            raise
+                        except BaseException as exc:
+                            self.call_exception_handler(
+                                {"message": f"Exception in callback {each!r}", "exception": exc}
+                            )
+                    continue
+                if kind is not event_type:
+                    if not ev._cancelled:
                         ev._run()
                     continue
                 fn = ev.fn
@@ -276,9 +284,12 @@ class DesLoop(asyncio.SelectorEventLoop):
                     )
             if io or state["_stopping"] or not (queue or heap):
                 return
-            ready = bool(queue) and len(fds) <= 1 and bool((passes + 1) & _SIGNAL_CHECK_MASK)
-            if ready:
+            # (No ``bool()`` calls: two builtin calls a pass.)
+            if queue and len(fds) <= 1 and (passes + 1) & signal_mask:
+                ready = True
                 passes += 1
+            else:
+                ready = False
 
 
 def new_event_loop(mode: ClockMode, core: VirtualCore = "des") -> asyncio.AbstractEventLoop:

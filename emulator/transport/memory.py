@@ -17,7 +17,7 @@ from rm.protocol import Disconnected
 
 
 class MemoryLink:
-    __slots__ = ("_arg", "_clock", "_closed", "_deliver", "_in_flight", "_latency", "_on_close")
+    __slots__ = ("_arg", "_clock", "_deliver", "_in_flight", "_latency", "_on_close", "closed")
 
     def __init__(
         self,
@@ -30,18 +30,15 @@ class MemoryLink:
         self._deliver = deliver
         self._arg = arg
         self._latency = latency_s
-        self._closed = False
+        # An attribute, not a property: a node's sender and the meter read it on every send.
+        self.closed = False
         self._on_close: Callable[[], None] | None = None
         # Delayed messages in send order; one timer for the head keeps delivery FIFO (timers that
         # share a deadline are not ordered by the event loop).
         self._in_flight: deque[tuple[float, Any]] = deque()
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
     def send(self, msg: Any) -> None:
-        if self._closed:
+        if self.closed:
             return
         if self._latency > 0:
             self._in_flight.append((self._clock.now() + self._latency, msg))
@@ -51,7 +48,7 @@ class MemoryLink:
             self._clock.call_soon_batched(_deliver_now, (self, msg))
 
     def _deliver_if_open(self, msg: Any) -> None:
-        if not self._closed:
+        if not self.closed:
             if self._arg is None:
                 self._deliver(msg)
             else:
@@ -70,7 +67,7 @@ class MemoryLink:
         self._on_close = callback
 
     def close(self) -> None:
-        self._closed = True
+        self.closed = True
         if self._on_close is not None:
             cb, self._on_close = self._on_close, None
             cb()
@@ -80,7 +77,7 @@ def _deliver_now(item: tuple[MemoryLink, Any]) -> None:
     # One function for every link: back-to-back sends (an RM broadcast) share one loop entry.
     # ``MemoryLink._deliver_if_open``, inlined: one call less per message.
     link, msg = item
-    if not link._closed:
+    if not link.closed:
         if link._arg is None:
             link._deliver(msg)
         else:
@@ -108,12 +105,13 @@ class MemoryNetwork:
     def __init__(
         self,
         clock: Scheduler,
-        receive: Callable[[Any, Any], None],
+        receive: Callable[[Any, Any], None] | None,
         latency_s: float = 0.0,
         wrap: Callable[[Any, str], Any] | None = None,
         seed: int = 0,
     ) -> None:
-        """``wrap(link, direction)`` may decorate each end (direction "to_rm" or "to_node")."""
+        """``wrap(link, direction)`` may decorate each end (direction "to_rm" or "to_node");
+        ``receive`` None: given by ``deliver_to`` before the first ``connect``."""
         self._clock = clock
         self._receive = receive
         self._latency = latency_s
@@ -123,18 +121,26 @@ class MemoryNetwork:
         self.listening = True
         self.reconnects = 0
 
+    def deliver_to(self, receive: Callable[[Any, Any], None]) -> None:
+        """The RM's ``receive``, where it is made after the network (links connected later
+        deliver to it directly)."""
+        self._receive = receive
+
     def connect(self, node: Endpoint) -> tuple[MemoryLink, MemoryLink]:
         """Returns (node-side link, RM-side link); the node is attached to its side."""
+        receive = self._receive
+        if receive is None:
+            raise RuntimeError("MemoryNetwork.connect: no RM to deliver to yet (deliver_to first)")
         to_node = MemoryLink(self._clock, node.receive, None, self._latency)
         rm_side: Any = to_node if self._wrap is None else self._wrap(to_node, "to_node")
-        to_rm = MemoryLink(self._clock, self._receive, rm_side, self._latency)
+        to_rm = MemoryLink(self._clock, receive, rm_side, self._latency)
 
         def closed() -> None:
             # Closing either end closes the connection, like a socket; when the node's end went
             # first, the RM hears of it.
             if not to_node.closed:
                 to_node.close()
-                self._clock.call_soon(self._receive, rm_side, Disconnected())
+                self._clock.call_soon(receive, rm_side, Disconnected())
 
         to_node.on_close(to_rm.close)
         to_rm.on_close(closed)

@@ -19,27 +19,28 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
+import msgspec
+
 from rm.config import ServiceTimeConfig
 from rm.counters import RMCounters
 from rm.ports import Clock, Timer
 from rm.protocol import ContainerLaunch, LaunchContainers
 from rm.queues.outbox import Outbox
 from rm.scheduler.policy import Policy
-from rm.state.cluster import Cluster, NodeRecord
+from rm.state.cluster import Cluster, NodeRecord, NodeState
 from rm.state.operations import Operation
 from rm.state.room_index import Demand
 from rm.state.workload import WorkloadBook
 
 _US = 1e-6
+_RUNNING = NodeState.RUNNING
 
 
-class NodeUpdate:
-    """A processed heartbeat's node-update event (YARN's NODE_UPDATE)."""
+class NodeUpdate(msgspec.Struct, gc=False):
+    """A processed heartbeat's node-update event (YARN's NODE_UPDATE). A Struct: made in C, one
+    per heartbeat (never encoded; untracked by the collector: no cycle runs through it)."""
 
-    __slots__ = ("node",)
-
-    def __init__(self, node: NodeRecord) -> None:
-        self.node = node
+    node: NodeRecord
 
 
 class SchedulePass:
@@ -128,9 +129,13 @@ class SchedulingLoop:
             node = item.node
             n = 0
             if self._cluster.nodes.get(node.machine_id) is node:
-                n = self._fill(node)
-                if not self._starter.holding():
-                    n += self._starter.preempt_on(node)
+                starter = self._starter
+                # ``_fill`` then preemption, both unless scheduling is held; asked once, as a
+                # fill does not end a hold (every heartbeat comes this way).
+                if not starter.holding():
+                    if node.state is _RUNNING:  # ``node.schedulable``
+                        n = self._offer(node)
+                    n += starter.preempt_on(node)
             return (st.node_update_us + st.allocation_us * n) * _US
         self._pass_pending = False
         self._next = None
@@ -180,13 +185,17 @@ class SchedulingLoop:
         """Start tasks on ``node`` until the policy stops; push the launches in one message."""
         if not node.schedulable or self._starter.holding():
             return 0
+        return self._offer(node)
+
+    def _offer(self, node: NodeRecord) -> int:
+        """``_fill`` of a schedulable node while scheduling is not held."""
         launches: list[ContainerLaunch] = []
         policy = self._policy
         policy.begin_fill(node)
         assign = policy.assign
         start = self._starter.start_task
-        book = self._book
-        while book.pending_tasks > 0:
+        root = self._book.root  # ``book.pending_tasks``, without its call per task
+        while root.pending_tasks > 0:
             op = assign(node)
             if op is None:
                 break

@@ -166,7 +166,8 @@ class ResourceManager:
         """Called by a transport for every message from a node connection."""
         arrived = self._heartbeat_arrived
         if self.up and not self._stopped:
-            registered = self.is_registered(link)
+            # ``is_registered(link)``, inlined: every message from a node asks.
+            registered = self._life.cluster.on_link(link) is not None
             if registered:
                 # Evidence that some node is alive (a stranger's frames are not).
                 now = self.last_inbound_at = self.clock.now()

@@ -25,7 +25,9 @@ class ContainerLedger:
         self._unconfirmed: dict[int, tuple[Allocation, float]] = {}
         # Unconfirmed launches per node: a report from a node with none confirms nothing, so
         # the tracker need not look its running containers up here (every periodic report).
-        self._awaiting: dict[NodeRecord, int] = {}
+        # Read by the tracker as ``node in awaiting`` (this one dict, never replaced; only the
+        # ledger changes it).
+        self.awaiting: dict[NodeRecord, int] = {}
         self._kills: dict[NodeRecord, dict[int, float]] = {}
         # Kills answered once but not remembered: ids never issued, or past a node's bound.
         self.kills_not_kept = 0
@@ -43,7 +45,7 @@ class ContainerLedger:
 
     def launched(self, alloc: Allocation, now: float) -> None:
         if alloc.container_id not in self._unconfirmed:
-            self._awaiting[alloc.node] = self._awaiting.get(alloc.node, 0) + 1
+            self.awaiting[alloc.node] = self.awaiting.get(alloc.node, 0) + 1
         self._unconfirmed[alloc.container_id] = (alloc, now)
 
     def confirmed(self, cid: int) -> None:
@@ -55,14 +57,14 @@ class ContainerLedger:
 
     def awaits(self, node: NodeRecord) -> bool:
         """Some launch on ``node`` is not confirmed yet."""
-        return node in self._awaiting
+        return node in self.awaiting
 
     def _settled(self, node: NodeRecord) -> None:
-        left = self._awaiting[node] - 1
+        left = self.awaiting[node] - 1
         if left:
-            self._awaiting[node] = left
+            self.awaiting[node] = left
         else:
-            del self._awaiting[node]
+            del self.awaiting[node]
 
     def overdue_launches(self, deadline: float, now: float) -> dict[NodeRecord, list[Allocation]]:
         """Launches sent before ``deadline`` and never confirmed, by node; they count as sent now."""
@@ -118,7 +120,7 @@ class ContainerLedger:
         if self._unconfirmed:
             for cid in container_ids:
                 self._unconfirmed.pop(cid, None)
-        self._awaiting.pop(node, None)
+        self.awaiting.pop(node, None)
         self._kills.pop(node, None)
 
     @property

@@ -20,10 +20,12 @@ from rm.protocol import (
     RegisterResponse,
     resources_problem,
 )
-from rm.state.cluster import Allocation, Cluster, NodeRecord
+from rm.state.cluster import Allocation, Cluster, NodeRecord, NodeState
 from rm.tracker.container_ledger import ContainerLedger
 from rm.tracker.services import TrackerServices
 from rm.views.observer import NodeEvent
+
+_RUNNING = NodeState.RUNNING
 
 
 class TrackerHost(Protocol):
@@ -67,6 +69,8 @@ class ResourceTracker:
         self._cluster = cluster
         self._ledger = ledger
         self._host = host
+        # ``ledger.awaits(node)`` as a look-up (every heartbeat asks): the ledger's own table.
+        self._awaiting = ledger.awaiting
 
     # ---- registration ------------------------------------------------------------------
 
@@ -186,13 +190,13 @@ class ResourceTracker:
         ledger = self._ledger
         now = ctx.clock.now()
         node.last_heartbeat_at = now
-        if hb.healthy != node.schedulable:
+        if hb.healthy != (node.state is _RUNNING):  # ``node.schedulable``, without its call
             host.set_node_health(node, hb.healthy)
         kill: list[int] = []
         containers = node.containers
         if hb.usage:
             record_usage(node, hb.usage, ctx.scheduler.admission.history, ctx.autopilot, now)
-        confirm = ledger.awaits(node)  # most reports repeat what is confirmed already
+        confirm = node in self._awaiting  # most reports repeat what is confirmed already
         statuses = hb.statuses
         # A periodic node in memory resends the same report object until something changes (over
         # TCP each report is decoded anew): while every status in it is still a running container
