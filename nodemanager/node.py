@@ -238,5 +238,9 @@ class NodeManager(RMReporting, ContainerRuntime):
             case _:
                 self._log.warning("node.unexpected_message", node=self.address, type=type(msg).__name__)
 
+    # ``receive`` of a HeartbeatResponse without the dispatch (the same checks, the same effect),
+    # for a host that hands a batch of answers to its nodes.
+    receive_heartbeat_response = RMReporting._on_heartbeat_response
+
     def __repr__(self) -> str:
         return f"NodeManager({self.address!r}, id={self.machine_id}, {self.state.value})"

@@ -41,13 +41,15 @@ from emulator.harness.control import (
 )
 from emulator.harness.eventlog import make_logger
 from emulator.harness.hosting import reality
+from emulator.harness.hosttiming import BatchedTiming
 from emulator.harness.nodeproc import NodeProcess, RingParts
+from emulator.harness.nodewheel import NodeWheel
 from emulator.harness.quietgc import quiet_gc
 from emulator.measure.lag import LoopLag, StallLog
 from emulator.measure.timing import HeartbeatTiming, Interval, LatenessSummary
 from emulator.scenario.schema import MessageFault
 from emulator.time.clock import EpochClock, LoopClock, RealClock, Scheduler, run, unix_time, wall_time
-from emulator.time.wheel import WheelClock, wheel_slot_s
+from emulator.time.wheel import wheel_slot_s
 from emulator.transport.backoff import Backoff
 from emulator.transport.faulty import FaultWindow, MessageFaultCounters, MessageFaultPlan
 from emulator.transport.framing import DEFAULT_MAX_FRAME_BYTES
@@ -129,10 +131,10 @@ class Worker:
         # per second would otherwise each be an event-loop timer of their own.
         self.timers: Scheduler = clock
         if isinstance(clock, RealClock):
-            self.timers = WheelClock(clock, wheel_slot_s(cfg.heartbeat.interval_s / cfg.speed))
+            self.timers = NodeWheel(clock, wheel_slot_s(cfg.heartbeat.interval_s / cfg.speed))
         self.log = log
         self.counters = NodeCounters()
-        self.timing = HeartbeatTiming(cfg.sample_interval_s)
+        self.timing = BatchedTiming(cfg.sample_interval_s)
         self.fault_lateness = LogHistogram()
         self.stop = asyncio.Event()
         self.peers: TcpPeers | None = None
@@ -223,7 +225,7 @@ async def host_nodes(cfg: HostConfig, clock: LoopClock, signals: bool = True) ->
         w.build(endpoint)
         client = TcpClient(
             cfg.host, cfg.port, clock, log, cfg.max_frame_bytes, Backoff(seed=cfg.seed), wrap=w.wrap,
-            secret=cfg.credentials,
+            secret=cfg.credentials, delivery_clock=w.timers if isinstance(w.timers, NodeWheel) else None,
         )
         for node in w.nodes:
             client.connect(node)

@@ -13,8 +13,10 @@ once, for every transport: the in-memory run and the TCP worker processes both h
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
+from emulator.harness.nodewheel import NodeWheel
 from emulator.measure.timing import HeartbeatTiming
 from emulator.time.clock import Scheduler
 from nodemanager.config import HeartbeatConfig
@@ -28,7 +30,7 @@ from ringmon.ports import PeerChannel, PeerReceiver, RingCounters
 from ringmon.protocol import RingMessage
 from ringmon.sleepers import SleepLedger
 from rm import Link
-from rm.protocol import ContainerLaunch, Resources
+from rm.protocol import ContainerLaunch, HeartbeatResponse, Resources
 
 _NEVER = float("-inf")
 
@@ -98,11 +100,14 @@ class _PauseAwareTiming:
     """Heartbeat timing that tells the ticks an injected pause held back (late on purpose: the
     emulated system's fault) from those the emulator itself ran late."""
 
-    __slots__ = ("_gate", "_inner")
+    __slots__ = ("_gate", "_inner", "answered", "sent")
 
     def __init__(self, inner: HeartbeatTiming, gate: ProcessGate) -> None:
         self._inner = inner
         self._gate = gate
+        # What a pause does not change goes straight to the timing (a call less per heartbeat).
+        self.sent: Callable[[float], None] = inner.sent
+        self.answered: Callable[[float, float], None] = inner.answered
 
     def tick(self, late_s: float) -> None:
         resumed = self._gate.resumed_at
@@ -112,26 +117,25 @@ class _PauseAwareTiming:
         else:
             self._inner.held_tick(late_s)
 
-    def sent(self, t: float) -> None:
-        self._inner.sent(t)
-
-    def answered(self, sent_at: float, t: float) -> None:
-        self._inner.answered(sent_at, t)
-
 
 class GatedClock:
     """The clock as code inside the process sees it: timers fire through the gate."""
 
-    __slots__ = ("_call_later", "_run", "now")
+    __slots__ = ("call_later", "now")
 
     def __init__(self, clock: Scheduler, gate: ProcessGate) -> None:
-        # Bound once: a node arms a timer or two every interval.
-        self._call_later = clock.call_later
-        self._run = gate.run
+        # Bound once: a node arms a timer or two every interval. A node host's wheel keeps the
+        # gate in the timer itself (no call through the gate when the process runs).
+        self.call_later: Callable[..., Timer] = (
+            clock.gated(gate) if isinstance(clock, NodeWheel)
+            else partial(_through_gate, clock.call_later, gate.run)
+        )
         self.now: Callable[[], float] = clock.now  # the time is the clock's own (no extra call)
 
-    def call_later(self, delay: float, callback: Callable[..., object], *args: Any) -> Timer:
-        return self._call_later(delay, self._run, callback, *args)
+
+def _through_gate(call_later: Callable[..., Timer], run: Callable[..., None], delay: float,
+                  callback: Callable[..., object], *args: Any) -> Timer:
+    return call_later(delay, run, callback, *args)
 
 
 class _GatedReceiver:
@@ -248,6 +252,7 @@ class NodeProcess:
             membership=self.monitor, timing=probe, peer_endpoint=peer_endpoint,
         )
         self._node_receive = self.node.receive  # bound once: every answer from the RM comes here
+        self._node_answered = self.node.receive_heartbeat_response
 
     # ---- the transport's side ---------------------------------------------------------------
 
@@ -257,6 +262,9 @@ class NodeProcess:
 
     def receive(self, msg: object) -> None:
         """A message from the RM."""
+        if type(msg) is HeartbeatResponse and self.gate._held is None and not self.crashed:
+            self._node_answered(msg)  # most of what comes: a running process takes it at once
+            return
         if self.crashed:
             return
         if isinstance(msg, RingMessage):

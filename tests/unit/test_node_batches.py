@@ -1,0 +1,203 @@
+"""The node host's batched paths keep what the per-node ones did: a paused process's timers and
+answers wait for it, a slot or a batch of answers reads the clock once, bucketed lateness is the
+same histogram, and a node's secret never goes out on its link."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+import msgspec
+import pytest
+
+from emulator.harness.eventlog import make_logger
+from emulator.harness.hosttiming import BatchedTiming
+from emulator.harness.nodeproc import NodeProcess, ProcessGate
+from emulator.harness.nodewheel import NodeWheel
+from emulator.measure.timing import HeartbeatTiming
+from emulator.time.clock import RealClock
+from emulator.transport.client import TcpClient, _ClientConnection
+from emulator.transport.framing import FrameDecoder, FrameEncoder
+from nodemanager.config import HeartbeatConfig
+from nodemanager.stats import NodeCounters
+from rm.protocol import Heartbeat, HeartbeatResponse, Register, RegisterResponse, Resources, RMInbound
+from tests.helpers import FakeClock, RecordingLink
+
+
+@pytest.mark.asyncio
+async def test_a_paused_process_timers_wait_in_order_while_others_run_on_time() -> None:
+    loop = asyncio.get_running_loop()
+    wheel = NodeWheel(RealClock(loop, speed=10.0), slot_wall_s=0.002)
+    gate = ProcessGate(wheel)
+    arm = wheel.gated(gate)
+    ran: list[tuple[str, float]] = []
+    t0 = wheel.now()
+    for name, delay in (("a1", 0.1), ("a2", 0.15), ("a3", 0.2)):
+        arm(delay, lambda name=name: ran.append((name, wheel.now())))
+    arm(0.12, lambda: ran.append(("cancelled", wheel.now()))).cancel()
+    wheel.call_later(0.15, lambda: ran.append(("outside", wheel.now())))
+    gate.pause(0.5)  # the process stalls until t0 + 0.5
+    await wheel.sleep(0.8)
+    assert [n for n, _ in ran] == ["outside", "a1", "a2", "a3"]
+    assert ran[0][1] < t0 + 0.5  # not in the process: on time
+    assert all(t >= t0 + 0.5 - 1e-9 for _, t in ran[1:])  # held until the process resumed
+
+
+@pytest.mark.asyncio
+async def test_a_slot_reads_the_clock_once_and_never_runs_early() -> None:
+    loop = asyncio.get_running_loop()
+    wheel = NodeWheel(RealClock(loop, speed=1.0), slot_wall_s=0.005)
+    seen: list[float] = []
+    due = wheel.now() + 0.01
+    for _ in range(20):
+        wheel.call_later(0.01, lambda: seen.append(wheel.now()))
+    reruns = 0
+
+    def again() -> None:  # re-armed for "now" from inside a slot: the next pass, not this one
+        nonlocal reruns
+        reruns += 1
+        if reruns < 1000:
+            wheel.call_later(0.0, again)
+
+    wheel.call_later(0.0, again)
+    await asyncio.sleep(0.05)
+    assert len(seen) == 20 and len(set(seen)) == 1  # one reading for the slot
+    assert seen[0] >= due - 1e-9
+    assert reruns < 30  # ~10 passes in 50 ms: no spin
+    assert wheel.now() > seen[0]  # outside a slot: the live clock
+
+
+def test_bucketed_lateness_is_the_histogram_of_tick_by_tick() -> None:
+    rng = random.Random(3)
+    one, batched = HeartbeatTiming(3.0), BatchedTiming(3.0)
+    for _ in range(10_000):  # more than a batch
+        late = rng.choice((0.0, rng.expovariate(50.0)))
+        held = rng.random() < 0.05
+        for t in (one, batched):
+            (t.held_tick if held else t.tick)(late)
+    for a, b in ((one.summary(), batched.summary()), (one.own_summary(), batched.own_summary())):
+        assert (a.count, a.p50, a.p99, a.max) == (b.count, b.p50, b.p99, b.max)
+        assert a.mean == pytest.approx(b.mean)
+    batched.tick(5.0)
+    batched.restart_lateness()  # the warm-up's ticks, pending or bucketed, are gone
+    batched.tick(0.25)
+    assert batched.summary().count == 1 and batched.summary().max == 0.25
+
+
+def _registered(clock: FakeClock, counters: NodeCounters) -> tuple[NodeProcess, RecordingLink]:
+    proc = NodeProcess("n", Resources(4, 8), HeartbeatConfig(interval_s=10.0), clock, counters,
+                       make_logger(clock, None), phase_s=1.0)
+    link = RecordingLink()
+    proc.attach(link)
+    proc.start()
+    clock.advance_to(1.5)
+    proc.receive(RegisterResponse(action="normal", machine_id=1))
+    clock.advance_to(12.0)  # the tick at 11 sent heartbeat 0
+    return proc, link
+
+
+def test_an_answer_waits_for_a_paused_process_and_a_crashed_one_drops_it() -> None:
+    clock, counters = FakeClock(), NodeCounters()
+    proc, link = _registered(clock, counters)
+    assert [h.heartbeat_id for h in link.of(Heartbeat)] == [0]
+    proc.pause(3.0)
+    proc.receive(HeartbeatResponse(action="normal", heartbeat_id=1))
+    assert counters.heartbeat_responses == 0  # held with the stalled loop
+    clock.advance_to(15.5)
+    assert counters.heartbeat_responses == 1
+    clock.advance_to(22.0)  # heartbeat 1 at 21
+    proc.crash()
+    proc.receive(HeartbeatResponse(action="normal", heartbeat_id=2))
+    assert counters.heartbeat_responses == 1
+
+
+class _Transport:
+    def __init__(self) -> None:
+        self.out = bytearray()
+
+    def write(self, data: bytes) -> None:
+        self.out += data
+
+    def get_extra_info(self, _: str) -> Any:
+        return None
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+
+class _HeldClock:
+    def __init__(self) -> None:
+        self.holding = False
+        self.holds = 0
+
+    def hold(self) -> None:
+        self.holds += not self.holding
+        self.holding = True
+
+    def release(self) -> None:
+        self.holding = False
+
+
+class _Node:
+    def __init__(self, clock: _HeldClock, got: list[tuple[str, Any, bool]], name: str) -> None:
+        self._clock, self._got, self._name = clock, got, name
+
+    def receive(self, msg: Any) -> None:
+        self._got.append((self._name, msg, self._clock.holding))
+
+    def attach(self, link: Any) -> None:
+        self.link = link
+
+
+@pytest.mark.asyncio
+async def test_a_read_answers_its_nodes_in_order_under_one_clock_reading() -> None:
+    clock = _HeldClock()
+    real = RealClock(asyncio.get_running_loop())
+    client = TcpClient("127.0.0.1", 1, real, make_logger(real, None), delivery_clock=clock)
+    conn = _ClientConnection(client)
+    transport = _Transport()
+    conn.connection_made(transport)
+    got: list[tuple[str, Any, bool]] = []
+    a, b = _Node(clock, got, "a"), _Node(clock, got, "b")
+    la, lb = conn.open(a), conn.open(b)
+    enc, data = FrameEncoder(), bytearray()
+    answers = [HeartbeatResponse("normal", i) for i in range(1, 4)]
+    enc.append(data, la.channel, answers[0])
+    enc.append(data, lb.channel, answers[1])
+    FrameEncoder.append_close(data, lb.channel)  # b's channel closes: what follows is not b's
+    enc.append(data, lb.channel, answers[2])
+    enc.append(data, la.channel, answers[2])
+    conn.data_received(bytes(data))
+    assert [(n, m.heartbeat_id, held) for n, m, held in got] == [
+        ("a", 1, True), ("b", 2, True), ("a", 3, True)
+    ]
+    assert clock.holds == 1 and not clock.holding and lb.closed and conn.answered
+    # What a node sends goes out as it is, but never its secret.
+    la.send(Register(address="a", resources=Resources(4, 8), credentials="s3cret"))
+    conn._flush()
+    ((_, sent),) = FrameDecoder(RMInbound).feed(bytes(transport.out))
+    assert type(sent) is Register and sent.credentials == "" and sent.address == "a"
+    assert msgspec.structs.replace(sent, credentials="s3cret") == Register(
+        address="a", resources=Resources(4, 8), credentials="s3cret"
+    )
+
+
+def test_a_timer_armed_for_now_by_a_slot_waits_for_the_next_pass() -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        wheel = NodeWheel(RealClock(loop, speed=1.0), slot_wall_s=0.005)
+        wheel._read_clock = lambda: 1.0  # exactly a slot's end: "now" falls in the slot being run
+        runs = 0
+
+        def again() -> None:
+            nonlocal runs
+            runs += 1
+            if runs < 100:
+                wheel.call_later(0.0, again)
+
+        wheel.call_later(0.0, again)
+        wheel._run()
+        assert runs == 1 and wheel.pending == 1
+    finally:
+        loop.close()
