@@ -1,17 +1,19 @@
 """Heartbeat timing for a process that ticks thousands of nodes.
 
-``HeartbeatTiming`` buckets each tick's lateness into two log histograms as it comes: a log2, a
-floor and two dict updates per tick, twice. A node host keeps the latenesses in lists instead and
-buckets them with numpy a batch at a time (``LogHistogram.add_values``: the same buckets, counts,
-maximum and sum, summed in another order); every read of the histograms takes in what is pending.
+``HeartbeatTiming`` does its arithmetic as each tick, send and answer comes: a log2, a floor and
+dict updates per tick (twice), an interval number and a dict update per send. A node host keeps
+ticks and sends as they come instead (a tick, a held tick and a send are one list append, made
+in C) and does the same arithmetic with numpy a batch at a time: the histograms' buckets, counts
+and maxima and the per-interval counts are the same; sums are added in another order. Every read
+takes in what is pending, and ``flush_every`` keeps the lists short during a run.
 """
 
 from __future__ import annotations
 
-from emulator.measure.timing import HeartbeatTiming, LatenessSummary
+import numpy as np
 
-# Ticks kept before they are bucketed: one numpy pass every few hundred ms of a big host.
-BATCH = 4096
+from emulator.measure.timing import HeartbeatTiming, Interval, LatenessSummary
+from emulator.time.clock import Scheduler
 
 
 class BatchedTiming(HeartbeatTiming):
@@ -19,20 +21,24 @@ class BatchedTiming(HeartbeatTiming):
         super().__init__(interval_s)
         self._own: list[float] = []  # ticks the emulator ran late (both histograms)
         self._held: list[float] = []  # ticks an injected pause held back (``lateness`` only)
+        self._sent: list[float] = []  # send times
+        self._answered: list[float] = []  # send times of heartbeats answered within an interval
+        self.tick = self._own.append  # type: ignore[method-assign]
+        self.held_tick = self._held.append  # type: ignore[method-assign]
+        if interval_s:
+            self.sent = self._sent.append  # type: ignore[method-assign]
 
-    def tick(self, late_s: float) -> None:
-        own = self._own
-        own.append(late_s)
-        if len(own) >= BATCH:
-            self.flush()
+    def answered(self, sent_at: float, t: float) -> None:
+        if self.interval_s and t - sent_at <= self.interval_s:
+            self._answered.append(sent_at)
 
-    def held_tick(self, late_s: float) -> None:
-        self._held.append(late_s)
-        if len(self._held) >= BATCH:
-            self.flush()
+    def flush_every(self, clock: Scheduler, seconds: float) -> None:
+        """Take in what is pending every ``seconds`` of ``clock`` from now on."""
+        self.flush()
+        clock.call_later(seconds, self.flush_every, clock, seconds)
 
     def flush(self) -> None:
-        """Bucket what is pending."""
+        """Take in what is pending."""
         own, held = self._own, self._held
         if own:
             self.lateness.add_values(own)
@@ -41,6 +47,14 @@ class BatchedTiming(HeartbeatTiming):
         if held:
             self.lateness.add_values(held)
             held.clear()
+        for times, counts in ((self._sent, self.sent_by_interval), (self._answered, self.answered_by_interval)):
+            if times:
+                # Interval k is [(k-1)·I, k·I), as ``HeartbeatTiming`` counts it.
+                ks, ns = np.unique(np.floor_divide(np.asarray(times), self.interval_s), return_counts=True)
+                for k, n in zip(ks.tolist(), ns.tolist(), strict=True):
+                    key = int(k) + 1
+                    counts[key] = counts.get(key, 0) + n
+                times.clear()
 
     def restart_lateness(self) -> None:
         self._own.clear()
@@ -54,3 +68,15 @@ class BatchedTiming(HeartbeatTiming):
     def own_summary(self) -> LatenessSummary:
         self.flush()
         return super().own_summary()
+
+    def sent_in(self, k: int) -> int:
+        self.flush()
+        return super().sent_in(k)
+
+    def answered_in(self, k: int) -> int:
+        self.flush()
+        return super().answered_in(k)
+
+    def intervals(self) -> list[Interval]:
+        self.flush()
+        return super().intervals()

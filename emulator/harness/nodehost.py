@@ -245,6 +245,7 @@ async def host_nodes(cfg: HostConfig, clock: LoopClock, signals: bool = True) ->
             # Phases count from when a node starts running: start them all at the epoch.
             await clock.sleep_until(0.0)
             lag.start()
+            w.timing.flush_every(clock, cfg.sample_interval_s)
             if cfg.measure_from_s > 0:
                 clock.call_later(cfg.measure_from_s, _warmed_up, lag, w.timing)
             for n in w.nodes:

@@ -76,6 +76,16 @@ def test_bucketed_lateness_is_the_histogram_of_tick_by_tick() -> None:
         held = rng.random() < 0.05
         for t in (one, batched):
             (t.held_tick if held else t.tick)(late)
+        if rng.random() < 0.9:  # heartbeats sent and answered across a few intervals
+            sent = rng.uniform(0.0, 30.0)
+            answer = sent + rng.uniform(0.0, 4.0)
+            for t in (one, batched):
+                t.sent(sent)
+                t.answered(sent, answer)
+    assert batched.sent_in(4) == one.sent_in(4) > 0  # a read takes in what is pending
+    batched.sent(9.5)
+    one.sent(9.5)
+    assert batched.intervals() == one.intervals()
     for a, b in ((one.summary(), batched.summary()), (one.own_summary(), batched.own_summary())):
         assert (a.count, a.p50, a.p99, a.max) == (b.count, b.p50, b.p99, b.max)
         assert a.mean == pytest.approx(b.mean)
