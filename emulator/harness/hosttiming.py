@@ -23,10 +23,10 @@ class BatchedTiming(HeartbeatTiming):
         self._held: list[float] = []  # ticks an injected pause held back (``lateness`` only)
         self._sent: list[float] = []  # send times
         self._answered: list[float] = []  # send times of heartbeats answered within an interval
-        self.tick = self._own.append  # type: ignore[method-assign]
-        self.held_tick = self._held.append  # type: ignore[method-assign]
+        self.tick = self._own.append  # type: ignore[method-assign, assignment]
+        self.held_tick = self._held.append  # type: ignore[method-assign, assignment]
         if interval_s:
-            self.sent = self._sent.append  # type: ignore[method-assign]
+            self.sent = self._sent.append  # type: ignore[method-assign, assignment]
 
     def answered(self, sent_at: float, t: float) -> None:
         if self.interval_s and t - sent_at <= self.interval_s:
@@ -47,7 +47,8 @@ class BatchedTiming(HeartbeatTiming):
         if held:
             self.lateness.add_values(held)
             held.clear()
-        for times, counts in ((self._sent, self.sent_by_interval), (self._answered, self.answered_by_interval)):
+        pending = ((self._sent, self.sent_by_interval), (self._answered, self.answered_by_interval))
+        for times, counts in pending:
             if times:
                 # Interval k is [(k-1)·I, k·I), as ``HeartbeatTiming`` counts it.
                 ks, ns = np.unique(np.floor_divide(np.asarray(times), self.interval_s), return_counts=True)

@@ -40,6 +40,7 @@ from emulator.harness.control import (
     WorkerHello,
 )
 from emulator.harness.eventlog import make_logger
+from emulator.harness.hostednode import HostedNode
 from emulator.harness.hosting import reality
 from emulator.harness.hosttiming import BatchedTiming
 from emulator.harness.nodeproc import NodeProcess, RingParts
@@ -163,7 +164,7 @@ class Worker:
         cfg = self.cfg
         self.nodes = [
             NodeProcess(s.address, s.resources, cfg.heartbeat, self.timers, self.counters, self.log,
-                        s.phase_s, cfg.credentials, self.ring, self.timing, endpoint)
+                        s.phase_s, cfg.credentials, self.ring, self.timing, endpoint, HostedNode)
             for s in cfg.nodes
         ]
         self.by_address = {n.address: n for n in self.nodes}

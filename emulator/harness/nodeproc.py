@@ -224,8 +224,10 @@ class NodeProcess:
         ring: RingParts | None = None,
         timing: HeartbeatTiming | None = None,
         peer_endpoint: str = "",
+        node_type: type[NodeManager] = NodeManager,
     ) -> None:
-        """``peer_endpoint``: where this process's peer channel listens (TCP workers)."""
+        """``peer_endpoint``: where this process's peer channel listens (TCP workers);
+        ``node_type``: the NodeManager class (a node host's ``HostedNode``)."""
         self.address = address
         self.phase_s = phase_s
         self.gate = ProcessGate(clock)
@@ -247,7 +249,7 @@ class NodeProcess:
             )
             ring.monitors.append(self.monitor)
         probe = _PauseAwareTiming(timing, self.gate) if timing is not None else None
-        self.node = NodeManager(
+        self.node = node_type(
             address, resources, heartbeat, inner, self.send_to_rm, counters, log, credentials,
             membership=self.monitor, timing=probe, peer_endpoint=peer_endpoint,
         )

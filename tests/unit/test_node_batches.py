@@ -12,6 +12,7 @@ import msgspec
 import pytest
 
 from emulator.harness.eventlog import make_logger
+from emulator.harness.hostednode import HostedNode
 from emulator.harness.hosttiming import BatchedTiming
 from emulator.harness.nodeproc import NodeProcess, ProcessGate
 from emulator.harness.nodewheel import NodeWheel
@@ -20,8 +21,20 @@ from emulator.time.clock import RealClock
 from emulator.transport.client import TcpClient, _ClientConnection
 from emulator.transport.framing import FrameDecoder, FrameEncoder
 from nodemanager.config import HeartbeatConfig
+from nodemanager.node import NodeManager
 from nodemanager.stats import NodeCounters
-from rm.protocol import Heartbeat, HeartbeatResponse, Register, RegisterResponse, Resources, RMInbound
+from rm.protocol import (
+    ContainerLaunch,
+    Heartbeat,
+    HeartbeatResponse,
+    LaunchContainers,
+    Register,
+    RegisterResponse,
+    Resources,
+    RMInbound,
+    TaskUsage,
+    UsageModel,
+)
 from tests.helpers import FakeClock, RecordingLink
 
 
@@ -211,3 +224,81 @@ def test_a_timer_armed_for_now_by_a_slot_waits_for_the_next_pass() -> None:
         assert runs == 1 and wheel.pending == 1
     finally:
         loop.close()
+
+
+def _drive(node_type: type[NodeManager], mode: str) -> tuple[list[tuple[float, bytes]], NodeCounters]:
+    """A node and a scripted RM: answers one step late, some lost, some repeated, launches, kills,
+    a resync, a health change; everything the node sends, encoded, with when."""
+    clock, counters = FakeClock(), NodeCounters()
+    out: list[tuple[float, Any]] = []
+    node = node_type("n", Resources(16, 32), HeartbeatConfig(mode=mode, interval_s=1.0, rpc_timeout_s=3.0),
+                     clock, lambda m: out.append((clock.now(), m)), counters, make_logger(clock, None))
+    rng = random.Random(11)
+    cid, seen = 0, 0
+    answers: list[Any] = []
+    late: dict[int, list[Any]] = {}  # answers held back to a later step (after the next tick)
+    node.start(0.3)
+    for step in range(1, 600):
+        clock.advance_to(step * 0.25)
+        for msg in late.pop(step, []) + answers:  # as a node host hands them over (NodeProcess.receive)
+            (node.receive_heartbeat_response if type(msg) is HeartbeatResponse else node.receive)(msg)
+        answers = []
+        if step == 300:
+            node.set_healthy(False)
+        if step == 100:  # a container with a usage model: reports carry its usage while it runs
+            usage = TaskUsage(cpu=UsageModel(kind="normal", mean=0.5, cv=0.3))
+            node.receive(LaunchContainers((ContainerLaunch(10_000, Resources(1, 2), 40.0, usage),)))
+        if step % 40 == 0:  # pushed launches (what makes an idle delta node report)
+            pushed = tuple(ContainerLaunch(cid + i, Resources(1, 2), 7.0) for i in (0, 1))
+            node.receive(LaunchContainers(pushed))
+            cid += 2
+        for _, msg in out[seen:]:
+            if type(msg) is Register:
+                answers.append(RegisterResponse(action="normal", machine_id=1))
+            elif type(msg) is Heartbeat and rng.random() > 0.1:  # else lost
+                roll = rng.random()
+                launch = tuple(ContainerLaunch(cid + i, Resources(1, 2), rng.uniform(5, 60)) for i in (0, 1))
+                running = [s.container_id for s in msg.statuses if s.state == "running"]
+                kill = tuple(running[:1]) if rng.random() < 0.1 else ()
+                answer = HeartbeatResponse(
+                    action="resync" if roll < 0.02 else "normal", heartbeat_id=msg.heartbeat_id + 1,
+                    launch=launch if roll > 0.9 else (), kill=kill,
+                )
+                cid += 2 if roll > 0.9 else 0
+                fate = rng.random()
+                if fate < 0.05:
+                    answers += [answer, answer]
+                elif fate < 0.1:  # and a copy that comes after the next heartbeat left
+                    answers.append(answer)
+                    late.setdefault(step + 4, []).append(answer)
+                elif fate < 0.15:
+                    late.setdefault(step + 4, []).append(answer)
+                else:
+                    answers.append(answer)
+        seen = len(out)
+    return [(t, msgspec.msgpack.encode(m)) for t, m in out], counters
+
+
+@pytest.mark.parametrize("mode", ["periodic", "delta"])
+def test_a_hosted_node_says_what_a_node_manager_says(mode: str) -> None:
+    mine, theirs = _drive(HostedNode, mode), _drive(NodeManager, mode)
+    assert mine[1].heartbeats_sent > 30 and mine[1].heartbeat_responses > 30
+    assert mine[1] == theirs[1]
+    assert mine[0] == theirs[0]
+
+
+def test_an_answered_health_change_is_not_reported_again() -> None:
+    clock = FakeClock()
+    out: list[Any] = []
+    node = HostedNode("n", Resources(4, 8), HeartbeatConfig(mode="delta", interval_s=1.0), clock, out.append,
+                      NodeCounters(), make_logger(clock, None))
+    node.start(0.5)
+    clock.advance_to(0.6)
+    node.receive(RegisterResponse(action="normal", machine_id=1))
+    node.set_healthy(False)
+    clock.advance_to(1.6)  # the tick at 1.5 reports the health change alone
+    (hb,) = [m for m in out if type(m) is Heartbeat]
+    assert not hb.healthy and hb.statuses == ()
+    node.receive_heartbeat_response(HeartbeatResponse(action="normal", heartbeat_id=hb.heartbeat_id + 1))
+    clock.advance_to(5.0)
+    assert [m for m in out if type(m) is Heartbeat] == [hb]  # acknowledged: an idle delta node
