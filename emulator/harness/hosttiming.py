@@ -5,7 +5,7 @@ dict updates per tick (twice), an interval number and a dict update per send. A 
 ticks and sends as they come instead (a tick, a held tick and a send are one list append, made
 in C) and does the same arithmetic with numpy a batch at a time: the histograms' buckets, counts
 and maxima and the per-interval counts are the same; sums are added in another order. Every read
-takes in what is pending, and ``flush_every`` keeps the lists short during a run.
+takes in what is pending, and ``flush_every`` keeps the lists short during a run (``flush_period_s``).
 """
 
 from __future__ import annotations
@@ -14,6 +14,10 @@ import numpy as np
 
 from emulator.measure.timing import HeartbeatTiming, Interval, LatenessSummary
 from emulator.time.clock import Scheduler
+
+# Ticks (and as many sends and answers) a node host keeps before it takes them in.
+PENDING = 50_000
+MAX_FLUSH_S = 60.0
 
 
 class BatchedTiming(HeartbeatTiming):
@@ -50,11 +54,14 @@ class BatchedTiming(HeartbeatTiming):
         pending = ((self._sent, self.sent_by_interval), (self._answered, self.answered_by_interval))
         for times, counts in pending:
             if times:
-                # Interval k is [(k-1)·I, k·I), as ``HeartbeatTiming`` counts it.
-                ks, ns = np.unique(np.floor_divide(np.asarray(times), self.interval_s), return_counts=True)
-                for k, n in zip(ks.tolist(), ns.tolist(), strict=True):
-                    key = int(k) + 1
-                    counts[key] = counts.get(key, 0) + n
+                # Interval k is [(k-1)·I, k·I), as ``HeartbeatTiming`` counts it; a batch spans a
+                # few consecutive intervals (counted without sorting).
+                ks = np.floor_divide(np.asarray(times), self.interval_s).astype(np.int64)
+                first = int(ks.min())
+                for offset, n in enumerate(np.bincount(ks - first).tolist()):
+                    if n:
+                        key = first + offset + 1
+                        counts[key] = counts.get(key, 0) + n
                 times.clear()
 
     def restart_lateness(self) -> None:
@@ -81,3 +88,11 @@ class BatchedTiming(HeartbeatTiming):
     def intervals(self) -> list[Interval]:
         self.flush()
         return super().intervals()
+
+
+def flush_period_s(nodes: int, interval_s: float, sample_interval_s: float) -> float:
+    """How often a host of ``nodes`` takes in its pending timing: about ``PENDING`` ticks at a
+    time (numpy's fixed cost per batch spread thin, the lists a few MB at most), at least every
+    minute and at most every sample interval."""
+    per_s = max(nodes, 1) / interval_s
+    return min(MAX_FLUSH_S, max(sample_interval_s, PENDING / per_s))

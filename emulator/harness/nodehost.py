@@ -42,7 +42,7 @@ from emulator.harness.control import (
 from emulator.harness.eventlog import make_logger
 from emulator.harness.hostednode import HostedNode
 from emulator.harness.hosting import reality
-from emulator.harness.hosttiming import BatchedTiming
+from emulator.harness.hosttiming import BatchedTiming, flush_period_s
 from emulator.harness.nodeproc import NodeProcess, RingParts
 from emulator.harness.nodewheel import NodeWheel
 from emulator.harness.quietgc import quiet_gc
@@ -246,7 +246,8 @@ async def host_nodes(cfg: HostConfig, clock: LoopClock, signals: bool = True) ->
             # Phases count from when a node starts running: start them all at the epoch.
             await clock.sleep_until(0.0)
             lag.start()
-            w.timing.flush_every(clock, cfg.sample_interval_s)
+            w.timing.flush_every(clock, flush_period_s(len(w.nodes), cfg.heartbeat.interval_s,
+                                                       cfg.sample_interval_s))
             if cfg.measure_from_s > 0:
                 clock.call_later(cfg.measure_from_s, _warmed_up, lag, w.timing)
             for n in w.nodes:
