@@ -152,22 +152,26 @@ class NodeWheel:
         self._last_run = last
         self._held_t = now
         self._holding = True
-        count = 0
+        reread = _REREAD
         try:
             while due and due[0] <= last:
                 for timer in slots.pop(heapq.heappop(due)):
                     fn = timer.fn
                     if fn is None:
                         continue
-                    timer.fn = None
-                    args, timer.args = timer.args, ()
+                    timer.fn = None  # fired: a late ``cancel`` is a no-op (the slot list goes)
                     gate = timer.gate
                     if gate is None or gate._held is None:
-                        fn(*args)
+                        args = timer.args
+                        if args:
+                            fn(*args)
+                        else:
+                            fn()  # a tick: no arguments
                     else:
-                        gate.run(fn, *args)
-                    count += 1
-                    if count % _REREAD == 0:
+                        gate.run(fn, *timer.args)
+                    reread -= 1
+                    if not reread:
+                        reread = _REREAD
                         self._held_t = read()
         finally:
             self._running = False

@@ -75,20 +75,26 @@ class _ClientConnection(FramedConnection):
         clock = self._clock
         if clock is not None:
             clock.hold()
+        reread = _REREAD
+        delivered = False
         try:
-            for count, (channel, msg) in enumerate(frames, 1):
+            for channel, msg in frames:
                 if self.closed:
                     return
                 receive = receivers.get(channel)
                 if receive is not None and msg is not None:
-                    self.answered = True
+                    delivered = True
                     receive(msg)
-                    if clock is not None and count % _REREAD == 0:
+                    reread -= 1
+                    if not reread and clock is not None:
+                        reread = _REREAD
                         clock.release()
                         clock.hold()
                 else:
                     self.on_frame(channel, msg)
         finally:
+            if delivered:
+                self.answered = True  # a node got a frame: our proof passed
             if clock is not None:
                 clock.release()
 
