@@ -189,16 +189,18 @@ async def test_a_read_answers_its_nodes_in_order_under_one_clock_reading() -> No
     la, lb = conn.open(a), conn.open(b)
     enc, data = FrameEncoder(), bytearray()
     answers = [HeartbeatResponse("normal", i) for i in range(1, 4)]
-    enc.append(data, la.channel, answers[0])
+    assert not conn.answered
+    conn.data_received(enc.encode(la.channel, answers[0]))
+    assert conn.answered  # a node got an answer: the RM took our proof
+    assert got == [("a", answers[0], True)]
+    got.clear()
     enc.append(data, lb.channel, answers[1])
     FrameEncoder.append_close(data, lb.channel)  # b's channel closes: what follows is not b's
     enc.append(data, lb.channel, answers[2])
     enc.append(data, la.channel, answers[2])
     conn.data_received(bytes(data))
-    assert [(n, m.heartbeat_id, held) for n, m, held in got] == [
-        ("a", 1, True), ("b", 2, True), ("a", 3, True)
-    ]
-    assert clock.holds == 1 and not clock.holding and lb.closed and conn.answered
+    assert [(n, m.heartbeat_id, held) for n, m, held in got] == [("b", 2, True), ("a", 3, True)]
+    assert clock.holds == 2 and not clock.holding and lb.closed
     # What a node sends goes out as it is, but never its secret.
     la.send(Register(address="a", resources=Resources(4, 8), credentials="s3cret"))
     conn._flush()
