@@ -16,7 +16,7 @@ from emulator.measure.timing import HeartbeatTiming, Interval, LatenessSummary
 from emulator.time.clock import Scheduler
 
 # Ticks (and as many sends and answers) a node host keeps before it takes them in.
-PENDING = 50_000
+PENDING = 10_000
 MAX_FLUSH_S = 60.0
 
 
