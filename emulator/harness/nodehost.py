@@ -40,7 +40,9 @@ from emulator.harness.control import (
     WorkerHello,
 )
 from emulator.harness.eventlog import make_logger
+from emulator.harness.hostednode import HostedNode
 from emulator.harness.hosting import reality
+from emulator.harness.hosttiming import BatchedTiming, flush_period_s
 from emulator.harness.nodeproc import NodeProcess, RingParts
 from emulator.harness.quietgc import quiet_gc
 from emulator.measure.lag import LoopLag, StallLog
@@ -132,7 +134,7 @@ class Worker:
             self.timers = WheelClock(clock, wheel_slot_s(cfg.heartbeat.interval_s / cfg.speed))
         self.log = log
         self.counters = NodeCounters()
-        self.timing = HeartbeatTiming(cfg.sample_interval_s)
+        self.timing = BatchedTiming(cfg.sample_interval_s)
         self.fault_lateness = LogHistogram()
         self.stop = asyncio.Event()
         self.peers: TcpPeers | None = None
@@ -161,7 +163,7 @@ class Worker:
         cfg = self.cfg
         self.nodes = [
             NodeProcess(s.address, s.resources, cfg.heartbeat, self.timers, self.counters, self.log,
-                        s.phase_s, cfg.credentials, self.ring, self.timing, endpoint)
+                        s.phase_s, cfg.credentials, self.ring, self.timing, endpoint, HostedNode)
             for s in cfg.nodes
         ]
         self.by_address = {n.address: n for n in self.nodes}
@@ -223,7 +225,7 @@ async def host_nodes(cfg: HostConfig, clock: LoopClock, signals: bool = True) ->
         w.build(endpoint)
         client = TcpClient(
             cfg.host, cfg.port, clock, log, cfg.max_frame_bytes, Backoff(seed=cfg.seed), wrap=w.wrap,
-            secret=cfg.credentials,
+            secret=cfg.credentials, delivery_clock=w.timers if isinstance(w.timers, WheelClock) else None,
         )
         for node in w.nodes:
             client.connect(node)
@@ -243,6 +245,8 @@ async def host_nodes(cfg: HostConfig, clock: LoopClock, signals: bool = True) ->
             # Phases count from when a node starts running: start them all at the epoch.
             await clock.sleep_until(0.0)
             lag.start()
+            w.timing.flush_every(clock, flush_period_s(len(w.nodes), cfg.heartbeat.interval_s,
+                                                       cfg.sample_interval_s))
             if cfg.measure_from_s > 0:
                 clock.call_later(cfg.measure_from_s, _warmed_up, lag, w.timing)
             for n in w.nodes:

@@ -13,10 +13,12 @@ once, for every transport: the in-memory run and the TCP worker processes both h
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from emulator.measure.timing import HeartbeatTiming
 from emulator.time.clock import Scheduler
+from emulator.time.wheel import WheelClock
 from nodemanager.config import HeartbeatConfig
 from nodemanager.node import NodeManager, NodeState
 from nodemanager.ports import Log, Timer
@@ -122,16 +124,21 @@ class _PauseAwareTiming:
 class GatedClock:
     """The clock as code inside the process sees it: timers fire through the gate."""
 
-    __slots__ = ("_call_later", "_run", "now")
+    __slots__ = ("call_later", "now")
 
     def __init__(self, clock: Scheduler, gate: ProcessGate) -> None:
-        # Bound once: a node arms a timer or two every interval.
-        self._call_later = clock.call_later
-        self._run = gate.run
+        # Bound once: a node arms a timer or two every interval. A node host's wheel keeps the
+        # gate in the timer itself (no call through the gate when the process runs).
+        self.call_later: Callable[..., Timer] = (
+            clock.gated(gate) if isinstance(clock, WheelClock)
+            else partial(_through_gate, clock.call_later, gate.run)
+        )
         self.now: Callable[[], float] = clock.now  # the time is the clock's own (no extra call)
 
-    def call_later(self, delay: float, callback: Callable[..., object], *args: Any) -> Timer:
-        return self._call_later(delay, self._run, callback, *args)
+
+def _through_gate(call_later: Callable[..., Timer], run: Callable[..., None], delay: float,
+                  callback: Callable[..., object], *args: Any) -> Timer:
+    return call_later(delay, run, callback, *args)
 
 
 class _GatedReceiver:
@@ -220,8 +227,10 @@ class NodeProcess:
         ring: RingParts | None = None,
         timing: HeartbeatTiming | None = None,
         peer_endpoint: str = "",
+        node_type: type[NodeManager] = NodeManager,
     ) -> None:
-        """``peer_endpoint``: where this process's peer channel listens (TCP workers)."""
+        """``peer_endpoint``: where this process's peer channel listens (TCP workers);
+        ``node_type``: the NodeManager class (a node host's ``HostedNode``)."""
         self.address = address
         self.phase_s = phase_s
         self.gate = ProcessGate(clock)
@@ -243,7 +252,7 @@ class NodeProcess:
             )
             ring.monitors.append(self.monitor)
         probe = _PauseAwareTiming(timing, self.gate) if timing is not None else None
-        self.node = NodeManager(
+        self.node = node_type(
             address, resources, heartbeat, inner, self.send_to_rm, counters, log, credentials,
             membership=self.monitor, timing=probe, peer_endpoint=peer_endpoint,
         )

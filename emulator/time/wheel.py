@@ -7,6 +7,12 @@ keeps them in slots of ``slot_wall_s`` of wall time instead: arming appends to t
 and one loop timer per occupied slot runs everything due in it, in the order it was armed. The
 heartbeats a slot sends then leave in one socket write as well.
 
+A timer may carry its process's gate (``gated``: held while an injected pause stalls the
+process): a slot calls each due callback directly when its process runs (one check, no call
+through the gate). The clock is read once per slot: code run by a slot sees the slot's time
+(re-read every ``_REREAD`` timers, so a long slot does not hide how late its last timers ran).
+``hold`` does the same for a batch of messages delivered together (the answers of one socket read).
+
 A timer never fires before its emulated time (as ``RealClock``'s): an entry goes into the first
 slot that starts at or after its time, and a slot whose loop timer wakes early waits again. It
 may fire up to one slot late; ``slot_wall_s`` bounds that lateness, which the run's lag probes
@@ -19,7 +25,10 @@ import asyncio
 import heapq
 import math
 from collections.abc import Callable
-from typing import Any
+from functools import partial
+from typing import Any, Protocol
+
+import msgspec
 
 from emulator.time.clock import RealClock
 
@@ -31,7 +40,10 @@ DEFAULT_SLOT_WALL_S = 0.001
 # of what hosting a node costs at low rates; 1% keeps ticks well inside the lag threshold (10%).
 SLOT_SHARE_OF_INTERVAL = 0.01
 MAX_SLOT_WALL_S = 0.01
+# uvloop counts whole milliseconds and may wake a slot up to one early: then wait at least one.
 _MIN_WALL_S = 0.001
+# Timers run between two clock readings within one slot (~1 ms of work at most).
+_REREAD = 64
 
 
 def wheel_slot_s(interval_wall_s: float) -> float:
@@ -39,14 +51,20 @@ def wheel_slot_s(interval_wall_s: float) -> float:
     return min(MAX_SLOT_WALL_S, max(DEFAULT_SLOT_WALL_S, SLOT_SHARE_OF_INTERVAL * interval_wall_s))
 
 
-class WheelTimer:
-    """One armed callback; ``cancel`` clears it (the slot skips it)."""
+class ProcessGate(Protocol):
+    """What the wheel uses of a process's gate (the node host's ``ProcessGate``)."""
 
-    __slots__ = ("args", "fn")
+    _held: Any  # None while the process runs
 
-    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
-        self.fn: Callable[..., Any] | None = fn
-        self.args = args
+    def run(self, fn: Callable[..., object], *args: Any) -> None: ...
+
+class GatedTimer(msgspec.Struct):
+    """One armed callback and the gate of the process it runs in (None: no process); ``cancel``
+    clears it (the slot skips it). A struct: made in C, a few thousand times a second."""
+
+    fn: Callable[..., Any] | None
+    args: tuple[Any, ...]
+    gate: ProcessGate | None
 
     def cancel(self) -> None:
         self.fn = None
@@ -54,27 +72,56 @@ class WheelTimer:
 
 
 class WheelClock:
-    """The ``Scheduler`` / ``Clock`` port over a ``RealClock``, timers kept in wall-time slots."""
+    """The ``Scheduler`` / ``Clock`` port over a ``RealClock``: timers in wall-time slots, gated,
+    with the clock read once per slot."""
 
     def __init__(self, clock: RealClock, slot_wall_s: float = DEFAULT_SLOT_WALL_S) -> None:
         if slot_wall_s <= 0:
             raise ValueError("slot_wall_s must be > 0")
         self._clock = clock
         self._loop: asyncio.AbstractEventLoop = clock.loop
-        self.now: Callable[[], float] = clock.now
+        self._read_clock: Callable[[], float] = clock.now
         self.speed = clock.speed
         # Emulated seconds per slot: slot k covers emulated times ((k-1)·res, k·res].
         self._res = slot_wall_s * clock.speed
-        self._slots: dict[int, list[WheelTimer]] = {}
+        self._slots: dict[int, list[GatedTimer]] = {}
         self._due: list[int] = []  # occupied slot numbers (a heap)
         self._armed_slot = -1  # the slot the loop timer is armed for
         self._handle: asyncio.TimerHandle | None = None
         self._running = False
+        self._last_run = -1  # the last slot number the running pass covers
+        self._held_t = 0.0  # the time code sees while a slot or a batch runs
+        self._holding = False
 
-    def call_later(self, delay: float, callback: Callable[..., Any], *args: Any) -> WheelTimer:
-        timer = WheelTimer(callback, args)
-        when = self.now() + (delay if delay > 0.0 else 0.0)
+    def now(self) -> float:
+        return self._held_t if self._holding else self._read_clock()
+
+    def hold(self) -> None:
+        """Read the clock once for what runs until ``release`` (a batch of deliveries)."""
+        if not self._holding:
+            self._held_t = self._read_clock()
+            self._holding = True
+
+    def release(self) -> None:
+        if not self._running:
+            self._holding = False
+
+    def call_later(self, delay: float, callback: Callable[..., Any], *args: Any) -> GatedTimer:
+        return self._add(None, delay, callback, *args)
+
+    def gated(self, gate: ProcessGate) -> Callable[..., GatedTimer]:
+        """``call_later`` for code inside the process of ``gate``: its timers are held while the
+        process is paused."""
+        return partial(self._add, gate)
+
+    def _add(
+        self, gate: ProcessGate | None, delay: float, callback: Callable[..., Any], *args: Any
+    ) -> GatedTimer:
+        timer = GatedTimer(callback, args, gate)
+        when = (self._held_t if self._holding else self._read_clock()) + (delay if delay > 0.0 else 0.0)
         k = math.ceil(when / self._res)
+        if k <= self._last_run:  # armed by a slot for "now": the next pass, never this one
+            k = self._last_run + 1
         slot = self._slots.get(k)
         if slot is None:
             self._slots[k] = [timer]
@@ -108,29 +155,46 @@ class WheelClock:
         if self._handle is not None:
             self._handle.cancel()
         self._armed_slot = k
-        wait = (k * self._res - self.now()) / self.speed
+        wait = (k * self._res - self._read_clock()) / self.speed
         self._handle = self._loop.call_later(wait if wait > floor_s else floor_s, self._run)
 
     def _run(self) -> None:
         self._handle = None
         self._armed_slot = -1
         due, slots = self._due, self._slots
-        # Every slot that has ended by now (a slot's entries are due by its end); a slot armed
-        # meanwhile for "now" waits for the next pass, so a callback re-arming itself cannot spin.
-        last = math.floor((self.now() + 1e-9) / self._res)
+        read = self._read_clock
+        now = read()
+        # Every slot that has ended by now (a slot's entries are due by its end).
+        last = math.floor((now + 1e-9) / self._res)
         early = not due or due[0] > last
         self._running = True
+        self._last_run = last
+        self._held_t = now
+        self._holding = True
+        reread = _REREAD
         try:
             while due and due[0] <= last:
                 for timer in slots.pop(heapq.heappop(due)):
                     fn = timer.fn
-                    if fn is not None:
-                        timer.fn = None
-                        args, timer.args = timer.args, ()
-                        fn(*args)
+                    if fn is None:
+                        continue
+                    timer.fn = None  # fired: a late ``cancel`` is a no-op (the slot list goes)
+                    gate = timer.gate
+                    if gate is None or gate._held is None:
+                        args = timer.args
+                        if args:
+                            fn(*args)
+                        else:
+                            fn()  # a tick: no arguments
+                    else:
+                        gate.run(fn, *timer.args)
+                    reread -= 1
+                    if not reread:
+                        reread = _REREAD
+                        self._held_t = read()
         finally:
             self._running = False
+            self._holding = False
+            self._last_run = -1
             if due:
-                # uvloop counts whole milliseconds and may wake us up to one early: then wait at
-                # least one rather than spin.
                 self._arm(due[0], _MIN_WALL_S if early else 0.0)

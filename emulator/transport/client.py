@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -25,46 +25,93 @@ from emulator.transport.framing import (
 from rm.protocol import NodeInbound, Register
 
 
+class DeliveryClock(Protocol):
+    """A clock that can be read once for a batch of deliveries (``emulator.time.wheel.WheelClock``)."""
+
+    def hold(self) -> None: ...
+
+    def release(self) -> None: ...
+
+
+# Answers delivered between two clock readings within one batch.
+_REREAD = 64
+
+
+class _NodeLink(TcpLink):
+    """A node's channel: what a node says is sent, but never its secret."""
+
+    __slots__ = ()
+
+    def send(self, msg: Any) -> None:
+        if not self.closed:
+            if type(msg) is Register and msg.credentials:
+                # The secret is proved (``TcpClient.secret``), never sent, whatever the node says.
+                msg = msgspec.structs.replace(msg, credentials="")
+            self._conn.send(self.channel, msg)
+
+
 class _ClientConnection(FramedConnection):
     yield_every = NODE_HOST_DELIVERY_BATCH
 
     def __init__(self, client: TcpClient) -> None:
         super().__init__(NodeInbound | auth.Challenge, client.max_frame_bytes, client.log, client.stats)
-        self._nodes: dict[int, Any] = {}
+        # Each open channel's node, as the bound ``receive`` it gets its messages through.
+        self._receivers: dict[int, Callable[[Any], None]] = {}
         self._next_channel = 1
+        self._clock = client.delivery_clock
         self.challenged: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self.answered = False  # a frame came after the challenge: our proof passed
 
     def open(self, node: Any) -> TcpLink:
         channel = self._next_channel
         self._next_channel += 1
-        link = self.links[channel] = TcpLink(self, channel)
-        self._nodes[channel] = node
+        link = self.links[channel] = _NodeLink(self, channel)
+        self._receivers[channel] = node.receive
         return link
+
+    def on_frames(self, frames: list[tuple[int, Any]]) -> None:
+        # One pass over a read's answers: straight to each node, the clock read once per batch.
+        receivers = self._receivers
+        clock = self._clock
+        if clock is not None:
+            clock.hold()
+        reread = _REREAD
+        delivered = False
+        try:
+            for channel, msg in frames:
+                if self.closed:
+                    return
+                receive = receivers.get(channel)
+                if receive is not None and msg is not None:
+                    delivered = True
+                    receive(msg)
+                    reread -= 1
+                    if not reread and clock is not None:
+                        reread = _REREAD
+                        clock.release()
+                        clock.hold()
+                else:
+                    self.on_frame(channel, msg)
+        finally:
+            if delivered:
+                self.answered = True  # a node got a frame: our proof passed
+            if clock is not None:
+                clock.release()
 
     def on_frame(self, channel: int, msg: Any) -> None:
         if msg is None:
             self._remote_close(channel)
-            self._nodes.pop(channel, None)
+            self._receivers.pop(channel, None)
             return
         if type(msg) is auth.Challenge:
             if not self.challenged.done():
                 self.challenged.set_result(msg.nonce)
             return
-        self.answered = True
-        node = self._nodes.get(channel)
-        if node is not None and channel in self.links:
-            node.receive(msg)
+        self.answered = True  # a frame for a channel closed meanwhile
 
     def close_channel(self, channel: int) -> None:
         super().close_channel(channel)
-        self._nodes.pop(channel, None)
-
-    def send(self, channel: int, msg: Any) -> None:
-        if type(msg) is Register and msg.credentials:
-            # The secret is proved (``TcpClient.secret``), never sent, whatever the node says.
-            msg = msgspec.structs.replace(msg, credentials="")
-        super().send(channel, msg)
+        self._receivers.pop(channel, None)
 
 
 class TcpClient:
@@ -85,11 +132,14 @@ class TcpClient:
         wrap: Callable[[TcpLink], Any] | None = None,
         secret: str = "",
         challenge_timeout_s: float = 10.0,
+        delivery_clock: DeliveryClock | None = None,
     ) -> None:
         """``wrap(link)`` may decorate each node's link before the node gets it (message faults);
         ``secret``: proved to the RM when it challenges a new connection (nodes register only
         after that); if it does not within ``challenge_timeout_s`` (an RM with no secret), the
-        nodes register unproved."""
+        nodes register unproved; ``delivery_clock``: read once per batch of answers delivered
+        together (the nodes' clock)."""
+        self.delivery_clock = delivery_clock
         self.secret = secret
         self.challenge_timeout_s = challenge_timeout_s
         self.host = host

@@ -70,16 +70,12 @@ class TransportStats(msgspec.Struct):
 class TcpLink:
     """One node's channel on a connection; implements ``rm.ports.Link``."""
 
-    __slots__ = ("_closed", "_conn", "channel")
+    __slots__ = ("_conn", "channel", "closed")
 
     def __init__(self, conn: FramedConnection, channel: int) -> None:
         self._conn = conn
         self.channel = channel
-        self._closed = False
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
+        self.closed = False  # an attribute, not a property: read before every send
 
     @property
     def authenticated(self) -> bool:
@@ -87,17 +83,17 @@ class TcpLink:
         return self._conn.authenticated
 
     def send(self, msg: Any) -> None:
-        if not self._closed:
+        if not self.closed:
             self._conn.send(self.channel, msg)
 
     def close(self) -> None:
-        if not self._closed:
-            self._closed = True
+        if not self.closed:
+            self.closed = True
             self._conn.close_channel(self.channel)
 
     def lost(self) -> None:
         """The connection (or the peer's end of this channel) is gone."""
-        self._closed = True
+        self.closed = True
 
 
 class FramedConnection(asyncio.Protocol):
@@ -148,7 +144,7 @@ class FramedConnection(asyncio.Protocol):
         self._deliver(data)
 
     def _deliver(self, data: bytes) -> None:
-        on_frame = self.on_frame
+        on_frames = self.on_frames
         while True:
             limit = self.decode_batch()
             try:
@@ -162,10 +158,7 @@ class FramedConnection(asyncio.Protocol):
                 return
             data = b""
             self.stats.frames_in += len(frames)
-            for channel, msg in frames:
-                if self.closed:
-                    return
-                on_frame(channel, msg)
+            on_frames(frames)
             if self.closed:
                 return
             if limit is None or len(frames) < limit:
@@ -224,6 +217,15 @@ class FramedConnection(asyncio.Protocol):
 
     def on_frame(self, channel: int, msg: Any) -> None:
         raise NotImplementedError
+
+    def on_frames(self, frames: list[tuple[int, Any]]) -> None:
+        """The frames of one read (or one delivery batch), in order; stops if the connection
+        closes meanwhile."""
+        on_frame = self.on_frame
+        for channel, msg in frames:
+            if self.closed:
+                return
+            on_frame(channel, msg)
 
     def send(self, channel: int, msg: Any) -> None:
         if self.closed:

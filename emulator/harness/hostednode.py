@@ -1,0 +1,86 @@
+"""A NodeManager as a node host runs thousands of them: the periodic tick and its answer in one
+method each.
+
+Nearly every tick of a node host is the same: a running node, nothing in flight, no usage models,
+a full (periodic) report. ``NodeManager._tick`` gets there through ``_heartbeat``,
+``_full_statuses``, ``_usage_report``, ``_idle`` and ``_arm``, reading the clock three times;
+``HostedNode`` does that case in one method with one reading, and so the common answer (action
+"normal", no launch or kill, no change carried). Anything else takes ``NodeManager``'s own path,
+so the node's behaviour is the same message for message (tests/unit/test_node_batches.py runs
+both side by side). Only TCP node hosts use it; in-memory runs use ``NodeManager``.
+"""
+
+from __future__ import annotations
+
+from nodemanager.node import NodeManager, NodeState
+from rm.protocol import Heartbeat, HeartbeatResponse
+
+_RUNNING = NodeState.RUNNING
+
+
+class HostedNode(NodeManager):
+    __slots__ = ()
+
+    def _tick(self) -> None:
+        if (
+            self.state is not _RUNNING
+            or self._inflight is not None
+            or self._usage is not None
+            or self._config.mode == "delta"
+        ):
+            NodeManager._tick(self)
+            return
+        self._tick_timer = None
+        clock = self._clock
+        now = clock.now()
+        late = now - self._next_tick
+        timing = self._timing
+        if timing is not None:
+            timing.tick(late if late > 0 else 0.0)
+        self._next_tick += self._config.interval_s
+        statuses = self._statuses
+        if statuses is None:
+            statuses = self._full_statuses()
+        hb = Heartbeat(
+            machine_id=self.machine_id,
+            heartbeat_id=self._last_response_id,
+            healthy=self._healthy,
+            statuses=statuses,
+            full=True,
+        )
+        self._inflight = hb
+        self._inflight_at = now
+        changes = self._changes
+        self._inflight_changes = tuple(changes.items()) if changes else ()
+        stats = self._stats
+        stats.heartbeats_sent += 1
+        stats.statuses_sent += len(statuses)
+        if timing is not None:
+            timing.sent(now)
+        self._send(hb)
+        if self._tick_timer is None:  # a periodic node is never idle: the next tick
+            delay = self._next_tick - now
+            self._tick_timer = clock.call_later(delay if delay > 0.0 else 0.0, self._tick)
+
+    def heartbeat_answered(self, msg: HeartbeatResponse) -> None:
+        sent = self._inflight
+        if (
+            sent is None
+            or msg.action != "normal"
+            or msg.launch
+            or msg.kill
+            or self._inflight_changes
+            or self.state is not _RUNNING
+            or msg.heartbeat_id != sent.heartbeat_id + 1
+        ):
+            NodeManager.heartbeat_answered(self, msg)
+            return
+        self._stats.heartbeat_responses += 1
+        timing = self._timing
+        if timing is not None:
+            timing.answered(self._inflight_at, self._clock.now())
+        self._inflight = None
+        self._last_response_id = msg.heartbeat_id
+        self._reported_healthy = sent.healthy
+        if self._tick_timer is None:
+            self._touch()

@@ -1,0 +1,309 @@
+"""The node host's batched paths keep what the per-node ones did: a paused process's timers and
+answers wait for it, a slot or a batch of answers reads the clock once, bucketed lateness is the
+same histogram, and a node's secret never goes out on its link."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+import msgspec
+import pytest
+
+from emulator.harness.eventlog import make_logger
+from emulator.harness.hostednode import HostedNode
+from emulator.harness.hosttiming import BatchedTiming, flush_period_s
+from emulator.harness.nodeproc import NodeProcess, ProcessGate
+from emulator.measure.timing import HeartbeatTiming
+from emulator.time.clock import RealClock
+from emulator.time.wheel import WheelClock
+from emulator.transport.client import TcpClient, _ClientConnection
+from emulator.transport.framing import FrameDecoder, FrameEncoder
+from nodemanager.config import HeartbeatConfig
+from nodemanager.node import NodeManager
+from nodemanager.stats import NodeCounters
+from rm.protocol import (
+    ContainerLaunch,
+    Heartbeat,
+    HeartbeatResponse,
+    LaunchContainers,
+    Register,
+    RegisterResponse,
+    Resources,
+    RMInbound,
+    TaskUsage,
+    UsageModel,
+)
+from tests.helpers import FakeClock, RecordingLink
+
+
+@pytest.mark.asyncio
+async def test_a_paused_process_timers_wait_in_order_while_others_run_on_time() -> None:
+    loop = asyncio.get_running_loop()
+    wheel = WheelClock(RealClock(loop, speed=10.0), slot_wall_s=0.002)
+    gate = ProcessGate(wheel)
+    arm = wheel.gated(gate)
+    ran: list[tuple[str, float]] = []
+    t0 = wheel.now()
+    for name, delay in (("a1", 0.1), ("a2", 0.15), ("a3", 0.2)):
+        arm(delay, lambda name=name: ran.append((name, wheel.now())))
+    arm(0.12, lambda: ran.append(("cancelled", wheel.now()))).cancel()
+    wheel.call_later(0.15, lambda: ran.append(("outside", wheel.now())))
+    gate.pause(0.5)  # the process stalls until t0 + 0.5
+    await wheel.sleep(0.8)
+    assert [n for n, _ in ran] == ["outside", "a1", "a2", "a3"]
+    assert ran[0][1] < t0 + 0.5  # not in the process: on time
+    assert all(t >= t0 + 0.5 - 1e-9 for _, t in ran[1:])  # held until the process resumed
+
+
+@pytest.mark.asyncio
+async def test_a_slot_reads_the_clock_once_and_never_runs_early() -> None:
+    loop = asyncio.get_running_loop()
+    wheel = WheelClock(RealClock(loop, speed=1.0), slot_wall_s=0.005)
+    seen: list[float] = []
+    due = wheel.now() + 0.01
+    for _ in range(20):
+        wheel.call_later(0.01, lambda: seen.append(wheel.now()))
+    reruns = 0
+
+    def again() -> None:  # re-armed for "now" from inside a slot: the next pass, not this one
+        nonlocal reruns
+        reruns += 1
+        if reruns < 1000:
+            wheel.call_later(0.0, again)
+
+    wheel.call_later(0.0, again)
+    await asyncio.sleep(0.05)
+    assert len(seen) == 20 and len(set(seen)) == 1  # one reading for the slot
+    assert seen[0] >= due - 1e-9
+    assert reruns < 30  # ~10 passes in 50 ms: no spin
+    assert wheel.now() > seen[0]  # outside a slot: the live clock
+
+
+def test_bucketed_lateness_is_the_histogram_of_tick_by_tick() -> None:
+    rng = random.Random(3)
+    one, batched = HeartbeatTiming(3.0), BatchedTiming(3.0)
+    for _ in range(10_000):  # more than a batch
+        late = rng.choice((0.0, rng.expovariate(50.0)))
+        held = rng.random() < 0.05
+        for t in (one, batched):
+            (t.held_tick if held else t.tick)(late)
+        if rng.random() < 0.9:  # heartbeats sent and answered across a few intervals
+            sent = rng.uniform(0.0, 30.0)
+            answer = sent + rng.uniform(0.0, 4.0)
+            for t in (one, batched):
+                t.sent(sent)
+                t.answered(sent, answer)
+    assert batched.sent_in(4) == one.sent_in(4) > 0  # a read takes in what is pending
+    batched.sent(9.5)
+    one.sent(9.5)
+    assert batched.intervals() == one.intervals()
+    for a, b in ((one.summary(), batched.summary()), (one.own_summary(), batched.own_summary())):
+        assert (a.count, a.p50, a.p99, a.max) == (b.count, b.p50, b.p99, b.max)
+        assert a.mean == pytest.approx(b.mean)
+    # Taken in about every 10,000 ticks, within [the sample interval, a minute].
+    periods = [flush_period_s(nodes, 3.0, 3.0) for nodes in (4000, 50_000, 10)]
+    assert periods == [7.5, 3.0, 60.0]
+    batched.tick(5.0)
+    batched.restart_lateness()  # the warm-up's ticks, pending or bucketed, are gone
+    batched.tick(0.25)
+    assert batched.summary().count == 1 and batched.summary().max == 0.25
+
+
+def _registered(clock: FakeClock, counters: NodeCounters) -> tuple[NodeProcess, RecordingLink]:
+    proc = NodeProcess("n", Resources(4, 8), HeartbeatConfig(interval_s=10.0), clock, counters,
+                       make_logger(clock, None), phase_s=1.0)
+    link = RecordingLink()
+    proc.attach(link)
+    proc.start()
+    clock.advance_to(1.5)
+    proc.receive(RegisterResponse(action="normal", machine_id=1))
+    clock.advance_to(12.0)  # the tick at 11 sent heartbeat 0
+    return proc, link
+
+
+def test_an_answer_waits_for_a_paused_process_and_a_crashed_one_drops_it() -> None:
+    clock, counters = FakeClock(), NodeCounters()
+    proc, link = _registered(clock, counters)
+    assert [h.heartbeat_id for h in link.of(Heartbeat)] == [0]
+    proc.pause(3.0)
+    proc.receive(HeartbeatResponse(action="normal", heartbeat_id=1))
+    assert counters.heartbeat_responses == 0  # held with the stalled loop
+    clock.advance_to(15.5)
+    assert counters.heartbeat_responses == 1
+    clock.advance_to(22.0)  # heartbeat 1 at 21
+    proc.crash()
+    proc.receive(HeartbeatResponse(action="normal", heartbeat_id=2))
+    assert counters.heartbeat_responses == 1
+
+
+class _Transport:
+    def __init__(self) -> None:
+        self.out = bytearray()
+
+    def write(self, data: bytes) -> None:
+        self.out += data
+
+    def get_extra_info(self, _: str) -> Any:
+        return None
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+
+class _HeldClock:
+    def __init__(self) -> None:
+        self.holding = False
+        self.holds = 0
+
+    def hold(self) -> None:
+        self.holds += not self.holding
+        self.holding = True
+
+    def release(self) -> None:
+        self.holding = False
+
+
+class _Node:
+    def __init__(self, clock: _HeldClock, got: list[tuple[str, Any, bool]], name: str) -> None:
+        self._clock, self._got, self._name = clock, got, name
+
+    def receive(self, msg: Any) -> None:
+        self._got.append((self._name, msg, self._clock.holding))
+
+    def attach(self, link: Any) -> None:
+        self.link = link
+
+
+@pytest.mark.asyncio
+async def test_a_read_answers_its_nodes_in_order_under_one_clock_reading() -> None:
+    clock = _HeldClock()
+    real = RealClock(asyncio.get_running_loop())
+    client = TcpClient("127.0.0.1", 1, real, make_logger(real, None), delivery_clock=clock)
+    conn = _ClientConnection(client)
+    transport = _Transport()
+    conn.connection_made(transport)
+    got: list[tuple[str, Any, bool]] = []
+    a, b = _Node(clock, got, "a"), _Node(clock, got, "b")
+    la, lb = conn.open(a), conn.open(b)
+    enc, data = FrameEncoder(), bytearray()
+    answers = [HeartbeatResponse("normal", i) for i in range(1, 4)]
+    assert not conn.answered
+    conn.data_received(enc.encode(la.channel, answers[0]))
+    assert conn.answered  # a node got an answer: the RM took our proof
+    assert got == [("a", answers[0], True)]
+    got.clear()
+    enc.append(data, lb.channel, answers[1])
+    FrameEncoder.append_close(data, lb.channel)  # b's channel closes: what follows is not b's
+    enc.append(data, lb.channel, answers[2])
+    enc.append(data, la.channel, answers[2])
+    conn.data_received(bytes(data))
+    assert [(n, m.heartbeat_id, held) for n, m, held in got] == [("b", 2, True), ("a", 3, True)]
+    assert clock.holds == 2 and not clock.holding and lb.closed
+    # What a node sends goes out as it is, but never its secret.
+    la.send(Register(address="a", resources=Resources(4, 8), credentials="s3cret"))
+    conn._flush()
+    ((_, sent),) = FrameDecoder(RMInbound).feed(bytes(transport.out))
+    assert type(sent) is Register and sent.credentials == "" and sent.address == "a"
+    assert msgspec.structs.replace(sent, credentials="s3cret") == Register(
+        address="a", resources=Resources(4, 8), credentials="s3cret"
+    )
+
+
+def test_a_timer_armed_for_now_by_a_slot_waits_for_the_next_pass() -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        wheel = WheelClock(RealClock(loop, speed=1.0), slot_wall_s=0.005)
+        wheel._read_clock = lambda: 1.0  # exactly a slot's end: "now" falls in the slot being run
+        runs = 0
+
+        def again() -> None:
+            nonlocal runs
+            runs += 1
+            if runs < 100:
+                wheel.call_later(0.0, again)
+
+        wheel.call_later(0.0, again)
+        wheel._run()
+        assert runs == 1 and wheel.pending == 1
+    finally:
+        loop.close()
+
+
+def _drive(node_type: type[NodeManager], mode: str) -> tuple[list[tuple[float, bytes]], NodeCounters]:
+    """A node and a scripted RM: answers one step late, some lost, some repeated, launches, kills,
+    a resync, a health change; everything the node sends, encoded, with when."""
+    clock, counters = FakeClock(), NodeCounters()
+    out: list[tuple[float, Any]] = []
+    node = node_type("n", Resources(16, 32), HeartbeatConfig(mode=mode, interval_s=1.0, rpc_timeout_s=3.0),
+                     clock, lambda m: out.append((clock.now(), m)), counters, make_logger(clock, None))
+    rng = random.Random(11)
+    cid, seen = 0, 0
+    answers: list[Any] = []
+    late: dict[int, list[Any]] = {}  # answers held back to a later step (after the next tick)
+    node.start(0.3)
+    for step in range(1, 600):
+        clock.advance_to(step * 0.25)
+        for msg in late.pop(step, []) + answers:  # as a node host hands them over (NodeProcess.receive)
+            (node.heartbeat_answered if type(msg) is HeartbeatResponse else node.receive)(msg)
+        answers = []
+        if step == 300:
+            node.set_healthy(False)
+        if step == 100:  # a container with a usage model: reports carry its usage while it runs
+            usage = TaskUsage(cpu=UsageModel(kind="normal", mean=0.5, cv=0.3))
+            node.receive(LaunchContainers((ContainerLaunch(10_000, Resources(1, 2), 40.0, usage),)))
+        if step % 40 == 0:  # pushed launches (what makes an idle delta node report)
+            pushed = tuple(ContainerLaunch(cid + i, Resources(1, 2), 7.0) for i in (0, 1))
+            node.receive(LaunchContainers(pushed))
+            cid += 2
+        for _, msg in out[seen:]:
+            if type(msg) is Register:
+                answers.append(RegisterResponse(action="normal", machine_id=1))
+            elif type(msg) is Heartbeat and rng.random() > 0.1:  # else lost
+                roll = rng.random()
+                launch = tuple(ContainerLaunch(cid + i, Resources(1, 2), rng.uniform(5, 60)) for i in (0, 1))
+                running = [s.container_id for s in msg.statuses if s.state == "running"]
+                kill = tuple(running[:1]) if rng.random() < 0.1 else ()
+                answer = HeartbeatResponse(
+                    action="resync" if roll < 0.02 else "normal", heartbeat_id=msg.heartbeat_id + 1,
+                    launch=launch if roll > 0.9 else (), kill=kill,
+                )
+                cid += 2 if roll > 0.9 else 0
+                fate = rng.random()
+                if fate < 0.05:
+                    answers += [answer, answer]
+                elif fate < 0.1:  # and a copy that comes after the next heartbeat left
+                    answers.append(answer)
+                    late.setdefault(step + 4, []).append(answer)
+                elif fate < 0.15:
+                    late.setdefault(step + 4, []).append(answer)
+                else:
+                    answers.append(answer)
+        seen = len(out)
+    return [(t, msgspec.msgpack.encode(m)) for t, m in out], counters
+
+
+@pytest.mark.parametrize("mode", ["periodic", "delta"])
+def test_a_hosted_node_says_what_a_node_manager_says(mode: str) -> None:
+    mine, theirs = _drive(HostedNode, mode), _drive(NodeManager, mode)
+    assert mine[1].heartbeats_sent > 30 and mine[1].heartbeat_responses > 30
+    assert mine[1] == theirs[1]
+    assert mine[0] == theirs[0]
+
+
+def test_an_answered_health_change_is_not_reported_again() -> None:
+    clock = FakeClock()
+    out: list[Any] = []
+    node = HostedNode("n", Resources(4, 8), HeartbeatConfig(mode="delta", interval_s=1.0), clock, out.append,
+                      NodeCounters(), make_logger(clock, None))
+    node.start(0.5)
+    clock.advance_to(0.6)
+    node.receive(RegisterResponse(action="normal", machine_id=1))
+    node.set_healthy(False)
+    clock.advance_to(1.6)  # the tick at 1.5 reports the health change alone
+    (hb,) = [m for m in out if type(m) is Heartbeat]
+    assert not hb.healthy and hb.statuses == ()
+    node.heartbeat_answered(HeartbeatResponse(action="normal", heartbeat_id=hb.heartbeat_id + 1))
+    clock.advance_to(5.0)
+    assert [m for m in out if type(m) is Heartbeat] == [hb]  # acknowledged: an idle delta node
