@@ -58,11 +58,15 @@ class Variant(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=T
     # Dotted paths removed from the base scenario before the overrides apply: a table an override
     # cannot clear (`workload.operations[0].usage`: the operation without its usage model).
     unset: list[str] = []
+    # This variant's own values of some of the study's axes (a measurement that one value of an
+    # axis covers: the bench's floor is the same in either heartbeat mode).
+    axes: dict[str, Any] = {}
 
 
 class Table(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
     title: str = ""
-    # A model study's table: one its model renders (emulator/study/models.py), by name.
+    # A table by name: a model study's, one its model renders (emulator/study/models.py); a scenario
+    # study's, its sweep tables (SWEEP_TABLES) or one of the docs' renderers of study output.
     render: str = ""
     # Each a dimension: "variant", "metric", "seed", "nodes" or a field axis; the dimensions in
     # neither are aggregated over (seeds, typically: mean ± sd).
@@ -200,11 +204,10 @@ def _check(study: Study, source: str) -> None:
     else:
         if study.params:
             fail("params", "a model study's parameters: a scenario study changes its scenario with `set`")
+        # Other names are the docs' renderers (emulator/study/renderers), which read studies, so
+        # they are checked above this module: study/tables.py `check_renders`.
         for i, t in enumerate(study.tables):
-            if t.render and t.render not in SWEEP_TABLES:
-                fail(f"tables[{i}].render", _choices(f"`{t.render}` is not a scenario study's table",
-                                                     t.render, list(SWEEP_TABLES)))
-            if t.render and study.limits is None:
+            if t.render in SWEEP_TABLES and study.limits is None:
                 fail(f"tables[{i}].render", f"`{t.render}` reads the study as E2's sweep: needs `[limits]`")
         if study.limits is not None:
             missing = [n for n in ROW_NEEDS if n not in study.metrics and n not in study.collect]
@@ -218,6 +221,12 @@ def _check(study: Study, source: str) -> None:
         if v.name in seen:
             fail(f"variants[{i}].name", f"`{v.name}` is the name of an earlier variant")
         seen.add(v.name)
+        for axis, own in v.axes.items():
+            if axis not in study.axes:
+                fail(f"variants[{i}].axes.{axis}", f"`{axis}` is not an axis of the study; a variant gives "
+                     f"its own values of the study's axes ({', '.join(f'`{a}`' for a in study.axes)})")
+            if not isinstance(own, list) or not own:
+                fail(f"variants[{i}].axes.{axis}", f"expected a non-empty list of values, got {own!r}")
     for i, name in enumerate(study.metrics):
         problem = metric_problem(name)
         if problem:
@@ -391,7 +400,8 @@ def study_from_data(data: dict[str, Any], source: str) -> Study:
     # Overrides and field axes in either TOML spelling: "a.b" = ... or a.b = ... (nested tables).
     study = msgspec.structs.replace(
         raw, set=flatten(raw.set), axes=_flat_axes(raw.axes),
-        variants=[msgspec.structs.replace(v, set=flatten(v.set)) for v in raw.variants],
+        variants=[msgspec.structs.replace(v, set=flatten(v.set), axes=_flat_axes(v.axes))
+                  for v in raw.variants],
         tables=[msgspec.structs.replace(t, where=flatten(t.where)) for t in raw.tables],
         plots=[msgspec.structs.replace(p, where=flatten(p.where)) for p in raw.plots],
     )
