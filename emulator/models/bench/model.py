@@ -31,8 +31,8 @@ class BenchParams(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, froz
 
 def run_point(p: BenchParams) -> dict[str, Any]:
     if p.measure == "floor":
-        return {"floor_us_per_heartbeat": round(floor_us_per_heartbeat(p.nodes, p.floor_heartbeats,
-                                                                       p.interval_s), 2)}
+        # Unrounded: the speed points' multiples of it are taken from this (the report rounds it).
+        return {"floor_us_per_heartbeat": floor_us_per_heartbeat(p.nodes, p.floor_heartbeats, p.interval_s)}
     if p.measure == "memory":
         return dict(memory_per_node(p.memory_nodes))
     return {**speed(p.nodes, p.hours, p.interval_s, p.mode, p.design, p.seed), "machine": machine()}

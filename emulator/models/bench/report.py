@@ -37,7 +37,7 @@ def report_of(points: list[ModelPoint]) -> dict[str, Any]:
         "periodic": periodic, "delta": delta, "periodic_over_delta_wall": round(ratio, 3),
         "memory": next(iter(by["memory"].values())),
         "baseline": baseline if set(baseline) == set(MODES) else {},
-        "floor_us_per_heartbeat": floor, "machine": periodic.get("machine", {}),
+        "floor_us_per_heartbeat": round(floor, 2), "machine": periodic.get("machine", {}),
     }
 
 
@@ -47,7 +47,7 @@ def table(points: list[ModelPoint]) -> str:
 
 
 def markdown_table(report: dict[str, Any]) -> str:
-    """The README's table, from a ``bench.json`` (``emulator bench --out``)."""
+    """docs/results.md's table, from a bench report (``report_of``, or a committed ``bench.json``)."""
     lines = [
         "| mode | wall time | CPU time | heartbeats | heartbeats / CPU s | µs / heartbeat (× floor) "
         "| tasks scheduled / wall s | emulated s / wall s |",
