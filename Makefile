@@ -46,7 +46,7 @@ chromium:
 	@command -v chromium >/dev/null 2>&1 || echo "note: no chromium (install Debian's chromium as root); tests/process/test_browser.py will skip"
 
 # The bench (scenarios/studies/bench.toml): the emulator's own speed in each heartbeat mode against
-# the floor, and the memory per NodeManager, points one at a time (~3 min on 2 cores); bench-baseline:
+# the floor, and the memory per NodeManager, points one at a time (~1 min on 2 cores); bench-baseline:
 # the first design (asyncio core, ring liveness as messages) beside today's, into docs/bench.json
 # (its tables: `emulator study --table docs/bench.json`; on a quiet machine, wall times mean little otherwise).
 bench: $(STAMP)
