@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed-test
 CLUSTER_STAMP := $(VENV)/.installed-cluster
 
-.PHONY: run test lint bench e1 e2 e2-w2 e2-virtual e2-yarn2020 e2-dask e2-many-core e3 e3-tcp e4 e5 e5-cluster recovery soak fuzz clean chromium traces
+.PHONY: run test lint bench bench-baseline e1 e2 e2-w2 e2-virtual e2-yarn2020 e2-dask e2-many-core e3 e3-tcp e4 e5 e5-cluster recovery soak fuzz clean chromium traces
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or run: make PYTHON=python3 ...)"; exit 1; }
@@ -45,8 +45,15 @@ chromium:
 	@command -v chromium >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 	@command -v chromium >/dev/null 2>&1 || echo "note: no chromium (install Debian's chromium as root); tests/process/test_browser.py will skip"
 
+# The bench (scenarios/studies/bench.toml): the emulator's own speed in each heartbeat mode against
+# the floor, and the memory per NodeManager, points one at a time (~1 min on 2 cores); bench-baseline:
+# the first design (asyncio core, ring liveness as messages) beside today's, into docs/bench.json
+# (its tables: `emulator study --table docs/bench.json`; on a quiet machine, wall times mean little otherwise).
 bench: $(STAMP)
-	$(BIN)/emulator bench
+	$(BIN)/emulator study scenarios/studies/bench.toml --force --out runs/bench.json
+
+bench-baseline: $(STAMP)
+	$(BIN)/emulator study scenarios/studies/bench.toml --axis design=des,asyncio --force --out docs/bench.json
 
 # E1 (thesis Tables 4.1-4.3), faithful (issue 14): 3 seeds x {no packing, thesis, fit} x
 # {preemption off, on} on scenarios/e1-faithful.toml's fixed nodes, preemption as the thesis's YT

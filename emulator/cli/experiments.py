@@ -1,32 +1,23 @@
-"""`emulator bench`, `e3-tcp` and `abuse`: experiments whose commands are only a runner and a
-table printer."""
+"""`emulator efficiency`, `e3-tcp` and `abuse`: experiments whose commands are only a runner and
+a table printer. (The bench is a study: scenarios/studies/bench.toml.)"""
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
 import msgspec
 from rich.console import Console
 
-from emulator.cli.args import count, positive
+from emulator.cli.args import count
 from emulator.scenario.loader import ScenarioError, load_scenario
 
 
-def add_bench_command(sub: Any) -> None:
-    b = sub.add_parser("bench", help="measure the emulator's own speed and memory")
-    b.add_argument("--nodes", type=count(), default=1000)
-    b.add_argument("--hours", type=positive, default=1.0)
-    b.add_argument("--interval", type=positive, default=3.0)
-    b.add_argument("--baseline", action="store_true",
-                   help="also run the first design (asyncio core, ring liveness as messages) and give ratios")
-    b.add_argument("--json", action="store_true", help="also print the figures as JSON")
-    b.add_argument("--out", metavar="JSON", help="write the figures to this file (docs/bench.json)")
-    b.add_argument("--table", metavar="JSON", help="only print the docs/results.md table of a bench.json")
-    b.set_defaults(func=cmd_bench)
-
+def add_efficiency_command(sub: Any) -> None:
+    e = sub.add_parser("efficiency", help="RM cost per heartbeat, periodic vs delta, next to the floor")
+    e.add_argument("--nodes", type=count(), default=1000)
+    e.set_defaults(func=cmd_efficiency)
 
 
 def add_e3_tcp_command(sub: Any) -> None:
@@ -50,17 +41,10 @@ def add_abuse_command(sub: Any) -> None:
     a.set_defaults(func=cmd_abuse)
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
-    from emulator.experiments.bench import markdown_table, run_bench
+def cmd_efficiency(args: argparse.Namespace) -> int:
+    from emulator.models.bench.efficiency import run_efficiency
 
-    if args.table:
-        print(markdown_table(msgspec.json.decode(Path(args.table).read_bytes())))
-        return 0
-    report = run_bench(nodes=args.nodes, hours=args.hours, interval_s=args.interval, baseline=args.baseline)
-    if args.out:
-        Path(args.out).write_bytes(msgspec.json.format(msgspec.json.encode(report)) + b"\n")
-    if args.json:
-        sys.stdout.write(msgspec.json.format(msgspec.json.encode(report)).decode() + "\n")
+    run_efficiency(args.nodes)
     return 0
 
 

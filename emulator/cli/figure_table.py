@@ -1,35 +1,25 @@
 """Every figure table in the README and docs: its result file, the function that renders it and the
 command that regenerates the file (``emulator figures``; the blocks themselves: results/figures.py).
 
-Here, above the experiments, so that each renderer is a real import the layer contract sees."""
+Here, above the experiments, so that each renderer is a real import the layer contract sees: the
+renderers of study output by name from the study layer's registry (emulator/study/renderers), the
+non-grid experiments' own from their modules."""
 
 from __future__ import annotations
 
 from emulator.cli import fuzz
-from emulator.experiments import (
-    abuse,
-    bench,
-    e1tables,
-    e3,
-    e3tcp,
-    recovery,
-    reliability,
-    scalemodel,
-    sweeptables,
-    traces,
-    usagemsgs,
-    yarn2020,
-)
+from emulator.experiments import abuse, e3tcp, recovery, reliability
 from emulator.results import compare, registry
 from emulator.results.figures import Figure
 from emulator.study import tables as study_tables
+from emulator.study.renderers import renderer
 from emulator.study.tables import model_table
 
 E1_COMMAND = "make e1 (emulator study scenarios/studies/e1.toml --out docs/e1.json)"
 # The two files below were run before issue 33 by the `emulator e1` command that studies replaced:
 # preemption by the earlier rule (its `--preemption-rule reconstruction`: tolerance 0.8, 30 s
 # timeout, lost work as reserved), and `fit` with the window of 30 it had then (`fit-w60` there is
-# today's `fit`). Their tables read them as that command wrote them (experiments/e1results.py).
+# today's `fit`). Their tables read them as that command wrote them (emulator/study/renderers/e1results.py).
 # Their study files run the same points under today's rules, into a file the same tables read.
 E1_SEEDS20 = ("emulator study scenarios/studies/e1-seeds20.toml --out docs/e1-seeds20.json (~1 h on 2 cores; "
               "the committed file was run before issue 33, by the `emulator e1` command this replaced, "
@@ -54,70 +44,74 @@ E2_YARN2020 = ("make e2-yarn2020 (emulator study scenarios/studies/e2-yarn2020.t
                "--out docs/e2-sweep-yarn2020-periodic.json, and --axis heartbeat.mode=delta "
                "--axis nodes=6000,7000,7500,7750,8000,8250,8500,9000,10000 "
                "--out docs/e2-sweep-yarn2020-delta.json)")
+# The bench is a study (scenarios/studies/bench.toml); docs/bench.json and docs/scale-*.json were
+# written by the `emulator bench` command it replaced, and its tables read both (study/renderers/bench.py).
+BENCH = ("make bench-baseline (emulator study scenarios/studies/bench.toml --axis design=des,asyncio "
+         "--force --out docs/bench.json)")
 FIGURES: dict[str, Figure] = {
-    "bench": Figure("docs/bench.json", bench.markdown_table,
-                    "emulator bench --baseline --out docs/bench.json"),
-    "scale-headline": Figure("docs/bench.json", scalemodel.headline_table,
-                             "emulator bench --baseline --out docs/bench.json; docs/scale.md for the others",
+    "bench": Figure("docs/bench.json", renderer("bench"), BENCH),
+    "scale-headline": Figure("docs/bench.json", renderer("scale-headline"),
+                             BENCH + "; docs/scale.md for the others",
                              ("docs/scale-20k.json", "docs/scale-100k.json")),
-    "scale": Figure("docs/bench.json", scalemodel.markdown_table,
-                    "emulator bench --nodes N --hours 0.1666667 --out docs/scale-{20k,100k}.json "
-                    "(docs/scale.md); the coefficients: docs/bench.json, docs/e2-sweep.json",
+    "scale": Figure("docs/bench.json", renderer("scale"),
+                    "emulator study scenarios/studies/bench.toml --set nodes=N --set hours=0.1666667 "
+                    "--out docs/scale-{20k,100k}.json (docs/scale.md); the coefficients: "
+                    "docs/bench.json, docs/e2-sweep.json",
                     ("docs/e2-sweep.json", "docs/scale-20k.json", "docs/scale-100k.json")),
-    "idle-host": Figure("docs/idle-host-50k.json", scalemodel.idle_host_table,
+    "idle-host": Figure("docs/idle-host-50k.json", renderer("idle-host"),
                         "emulator run scenarios/idle-host-50k.toml --out runs/idle50k && "
                         "cp runs/idle50k/summary.json docs/idle-host-50k.json; the same with --set "
                         "cluster.join_over_s=0 --out runs/idle50k-storm, to docs/idle-host-50k-storm.json",
                         ("docs/idle-host-50k-storm.json",)),
-    "e1": Figure("docs/e1.json", e1tables.markdown_table, E1_COMMAND),
-    "e1-headline": Figure("docs/e1.json", e1tables.headline_table, E1_COMMAND),
-    "e1-seeds20": Figure("docs/e1-seeds20.json", e1tables.markdown_table, E1_SEEDS20),
-    "e1-explore": Figure("docs/e1-explore.json", e1tables.variants_table, E1_EXPLORE),
-    "e1-explore-by-resource": Figure("docs/e1-explore.json", e1tables.by_resource_table,
+    "e1": Figure("docs/e1.json", renderer("e1"), E1_COMMAND),
+    "e1-headline": Figure("docs/e1.json", renderer("e1-headline"), E1_COMMAND),
+    "e1-seeds20": Figure("docs/e1-seeds20.json", renderer("e1"), E1_SEEDS20),
+    "e1-explore": Figure("docs/e1-explore.json", renderer("e1-variants"), E1_EXPLORE),
+    "e1-explore-by-resource": Figure("docs/e1-explore.json", renderer("e1-by-resource"),
                                      E1_EXPLORE),
-    "e1-explore-fair-share": Figure("docs/e1-explore.json", e1tables.fair_share_table,
+    "e1-explore-fair-share": Figure("docs/e1-explore.json", renderer("e1-fair-share"),
                                     E1_EXPLORE),
-    "e1-seeds20-by-resource": Figure("docs/e1-seeds20.json", e1tables.by_resource_table,
+    "e1-seeds20-by-resource": Figure("docs/e1-seeds20.json", renderer("e1-by-resource"),
                                      E1_SEEDS20),
-    "e1-seeds20-variants": Figure("docs/e1-seeds20.json", e1tables.variants_table,
+    "e1-seeds20-variants": Figure("docs/e1-seeds20.json", renderer("e1-variants"),
                                   E1_SEEDS20),
-    "e1-seeds20-fairness": Figure("docs/e1-seeds20.json", e1tables.fairness_table,
+    "e1-seeds20-fairness": Figure("docs/e1-seeds20.json", renderer("e1-fairness"),
                                   E1_SEEDS20),
-    "e1-seeds20-fair-share": Figure("docs/e1-seeds20.json", e1tables.fair_share_table,
+    "e1-seeds20-fair-share": Figure("docs/e1-seeds20.json", renderer("e1-fair-share"),
                                     E1_SEEDS20),
-    "e2": Figure("docs/e2-sweep.json", sweeptables.markdown_table,
+    "e2": Figure("docs/e2-sweep.json", renderer("e2"),
                  "make e2 && cp runs/e2-sweep.json docs/e2-sweep.json"),
-    "e2-w2": Figure("docs/e2-sweep-w2.json", sweeptables.markdown_table,
+    "e2-w2": Figure("docs/e2-sweep-w2.json", renderer("e2"),
                     "make e2-w2 && cp runs/e2-sweep-w2.json docs/e2-sweep-w2.json"),
-    "e2-delta-12000": Figure("docs/e2-delta-12000-speed10.json", sweeptables.costs_table,
+    "e2-delta-12000": Figure("docs/e2-delta-12000-speed10.json", renderer("e2-costs"),
                              "emulator study scenarios/studies/e2.toml --set run.speed=10 --set "
                              "run.duration_s=690 --axis nodes=12000 --axis heartbeat.mode=delta --out "
                              "runs/e2-12k.json && cp runs/e2-12k.json docs/e2-delta-12000-speed10.json"),
-    "e2-delta-50000": Figure("docs/e2-delta-50000-speed5.json", sweeptables.costs_table,
+    "e2-delta-50000": Figure("docs/e2-delta-50000-speed5.json", renderer("e2-costs"),
                              "emulator study scenarios/studies/e2.toml --set run.speed=5 --set "
                              "run.warmup_s=45 --set run.duration_s=200 --axis nodes=50000 --axis "
                              "heartbeat.mode=delta --out runs/e2-50k.json && cp runs/e2-50k.json "
                              "docs/e2-delta-50000-speed5.json"),
-    "e2-costs": Figure("docs/e2-sweep.json", sweeptables.costs_table,
+    "e2-costs": Figure("docs/e2-sweep.json", renderer("e2-costs"),
                        "make e2 && cp runs/e2-sweep.json docs/e2-sweep.json"),
-    "e2-virtual": Figure("docs/e2-sweep-virtual.json", sweeptables.markdown_table,
+    "e2-virtual": Figure("docs/e2-sweep-virtual.json", renderer("e2"),
                          E2_VIRTUAL),
-    "e2-virtual-big": Figure("docs/e2-sweep-virtual-big.json", sweeptables.markdown_table,
+    "e2-virtual-big": Figure("docs/e2-sweep-virtual-big.json", renderer("e2"),
                              E2_VIRTUAL_BIG),
-    "e2-yarn2020": Figure("docs/e2-sweep-yarn2020-periodic.json", yarn2020.markdown_table, E2_YARN2020,
+    "e2-yarn2020": Figure("docs/e2-sweep-yarn2020-periodic.json", renderer("e2-yarn2020"), E2_YARN2020,
                           ("docs/e2-sweep-yarn2020-delta.json",)),
-    "e2-headline": Figure("docs/e2-sweep.json", sweeptables.headline_table,
+    "e2-headline": Figure("docs/e2-sweep.json", renderer("e2-headline"),
                           "make e2, then the two virtual sweeps (docs/scalability.md §5.2), and the "
                           "sweep run again (" + E2_REPEAT + ")",
                           ("docs/e2-sweep-virtual.json", "docs/e2-sweep-virtual-big.json",
                            "docs/e2-sweep-repeat.json")),
-    "e2-many-core": Figure("docs/e2-many-core-a-periodic.json", sweeptables.many_core_table, E2_MANY_CORE,
+    "e2-many-core": Figure("docs/e2-many-core-a-periodic.json", renderer("e2-many-core"), E2_MANY_CORE,
                            tuple(f"docs/e2-many-core-{run}-{mode}.json" for run in "abc"
                                  for mode in ("periodic", "delta"))[1:]),
-    "e2-repeat": Figure("docs/e2-sweep-repeat.json", sweeptables.markdown_table, E2_REPEAT),
-    "e2-dask": Figure("docs/e2-sweep-dask.json", sweeptables.markdown_table,
+    "e2-repeat": Figure("docs/e2-sweep-repeat.json", renderer("e2"), E2_REPEAT),
+    "e2-dask": Figure("docs/e2-sweep-dask.json", renderer("e2"),
                       "make e2-dask && cp runs/e2-sweep-dask.json docs/e2-sweep-dask.json"),
-    "e3": Figure("docs/ring-e3.json", e3.markdown_table,
+    "e3": Figure("docs/ring-e3.json", renderer("e3"),
                  "make e3 (emulator study scenarios/studies/e3.toml --out docs/ring-e3.json --plots docs)"),
     "e3-tcp": Figure("docs/e3-tcp.json", e3tcp.markdown_table,
                      "make e3-tcp && cp runs/e3-tcp/e3-tcp.json docs/e3-tcp.json"),
@@ -141,9 +135,9 @@ FIGURES: dict[str, Figure] = {
         "scenarios/quickstart.toml --set heartbeat.mode=delta --out runs/qs-delta && emulator compare "
         "runs/qs-periodic runs/qs-delta --metrics heartbeats --out runs/cmp-qs && "
         "cp runs/cmp-qs/compare.json docs/compare-quickstart-periodic-vs-delta.json"),
-    "traces": Figure("docs/traces.json", traces.table,
+    "traces": Figure("docs/traces.json", renderer("traces"),
                      "make traces (emulator study scenarios/studies/traces.toml --out docs/traces.json)"),
-    "usage-messages": Figure("docs/usage-messages.json", usagemsgs.markdown_table,
+    "usage-messages": Figure("docs/usage-messages.json", renderer("usage-messages"),
                              "emulator study scenarios/studies/usage-messages.toml --out "
                              "docs/usage-messages.json"),
     # Model studies (emulator/study/models.py): E4's Borg cell, E5's stochastic bin packing.

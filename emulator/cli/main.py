@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from emulator.cli.compare import add_compare_command, add_report_command
-from emulator.cli.experiments import add_abuse_command, add_bench_command, add_e3_tcp_command
+from emulator.cli.experiments import add_abuse_command, add_e3_tcp_command, add_efficiency_command
 from emulator.cli.explain import add_command as add_explain_command
 from emulator.cli.figures import add_command as add_figures_command
 from emulator.cli.fuzz import add_command as add_fuzz_command
@@ -19,7 +19,6 @@ from emulator.cli.run import add_rerun_command, add_run_command, add_validate_co
 from emulator.cli.schema import add_command as add_schema_command
 from emulator.cli.study import add_command as add_study_command
 from emulator.cli.traces import add_command as add_import_command
-from emulator.experiments.efficiency import add_command as add_efficiency_command
 from emulator.experiments.recovery import add_command as add_recovery_command
 from emulator.experiments.reliability import add_command as add_reliability_command
 from emulator.harness.invariants import InvariantViolation
@@ -48,7 +47,7 @@ COMMAND_GROUPS = {
     "run": ("run", "rerun", "report", "compare", "validate", "explain"),
     "experiments": ("study", "e3-tcp", "efficiency", "recovery", "reliability", "abuse"),
     "processes": ("rm", "nodes"),
-    "tools": ("bench", "figures", "fuzz", "import", "schema"),
+    "tools": ("figures", "fuzz", "import", "schema"),
 }
 
 
@@ -80,7 +79,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_report_command(sub)
     add_validate_command(sub)
     add_compare_command(sub)
-    add_bench_command(sub)
     add_e3_tcp_command(sub)
     add_abuse_command(sub)
     add_tcp_commands(sub)

@@ -1,7 +1,7 @@
 """How much memory a scenario needs, estimated before anything is built, and how much this machine
 has: ``emulator validate`` and ``run`` refuse what cannot fit instead of swapping or being killed.
 
-The constants are peak-RSS growth per unit measured with ``python -m emulator.experiments.memcal``
+The constants are peak-RSS growth per unit measured with ``python -m emulator.models.bench.memcal``
 (virtual time, in memory, Python 3.11, x86-64; see that module for what each includes), rounded
 up by about a quarter for what the calibration runs leave out (events, time series, fragmentation).
 The estimate is an upper bound: every task submitted before the end pending at once, every slot

@@ -11,8 +11,9 @@ from typing import Any
 import msgspec
 
 from emulator.study.models import MODELS, SEED_FIELD
+from emulator.study.params import params_problem
 from emulator.study.points import Point, override_origins
-from emulator.study.spec import Study, StudyError, params_problem
+from emulator.study.spec import Study, StudyError
 
 
 def apply_params(data: dict[str, Any], sets: dict[str, Any]) -> str | None:

@@ -2,7 +2,8 @@
 struct (the study's ``params``, which variants and axes override by dotted path), the function
 that runs one point (the parameters, seed included, to a plain result dict) and the tables it
 renders from a study's points (``[[tables]] render = TABLE``). One registry, imported, so the
-layer check sees every model."""
+layer check sees every model. A model whose points time the CPU says so (``timed``): they run one
+at a time in the study's process, as real-time points do."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
+from emulator.models import bench
 from emulator.models.binpacking import cluster, offline
 from emulator.models.overcommit import E4Config, modes_table, why_table
 from emulator.models.overcommit import run_point as run_cell
@@ -22,6 +24,7 @@ class Model(NamedTuple):
     params: type[msgspec.Struct]
     run: Callable[[Any], dict[str, Any]]  # params -> result (plain data); runs in a worker process
     tables: dict[str, Callable[[list[ModelPoint]], str]]
+    timed: bool = False  # its points measure CPU time: never two at once
 
 
 MODELS: dict[str, Model] = {
@@ -37,6 +40,9 @@ MODELS: dict[str, Model] = {
         "E5 on trace-like demand: stochastic bin packing judged machine by machine",
         cluster.Packing, cluster.run_point,
         {"methods": cluster.methods_of, "demand": cluster.demand_of, "compact": cluster.compact_of}),
+    "emulator-bench": Model(
+        "the bench: the emulator's own speed per heartbeat mode and design, its floor, memory per node",
+        bench.BenchParams, bench.run_point, {"bench": bench.table}, timed=True),
 }
 SEED_FIELD = "seed"  # every model's parameters have it: a study's `seed` axis sets it
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import msgspec
 
-from emulator.study.spec import StudyError
+from emulator.models.point import ModelPoint
+from emulator.study.spec import Study, StudyError
 
 FORMAT = "hbemu-study/1"
 
@@ -55,3 +56,10 @@ def write_output(path: Path, output: StudyOutput) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_bytes(msgspec.json.format(msgspec.json.encode(output)) + b"\n")
     tmp.replace(path)
+
+
+def model_points(study: Study, points: list[PointResult]) -> list[ModelPoint]:
+    """A model study's points as its model's tables see them."""
+    labels = {v.name: v.description or v.name for v in study.variants}
+    return [ModelPoint(variant=p.variant, label=labels.get(p.variant, p.variant), coords=p.coords,
+                       params=p.params, output=p.output) for p in points]

@@ -30,11 +30,14 @@ def point_key(variant: str, coords: dict[str, Any]) -> str:
 
 
 def expand(study: Study) -> list[Point]:
-    """Every point, variants outermost, then the axes in the file's order (the last varies fastest)."""
+    """Every point, variants outermost, then the axes in the file's order (the last varies fastest);
+    a variant's own axis values replace the study's."""
     axes = list(study.axes)
+    own = {v.name: v.axes for v in study.variants}
     out = []
     for variant in variant_names(study):
-        for values in itertools.product(*(study.axes[a] for a in axes)):
+        values_of = {**study.axes, **own.get(variant, {})}
+        for values in itertools.product(*(values_of[a] for a in axes)):
             coords = dict(zip(axes, values, strict=True))
             out.append(Point(key=point_key(variant, coords), variant=variant, coords=coords))
     return out

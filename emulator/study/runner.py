@@ -23,12 +23,13 @@ from emulator.results.summary import full_summary, write_results
 from emulator.scenario.schema import Scenario
 from emulator.study.hosting import check_spec, dask_hosts
 from emulator.study.modelpoints import ModelResolver
-from emulator.study.models import run_model
+from emulator.study.models import MODELS, run_model
 from emulator.study.output import FORMAT, PointResult, StudyOutput, read_output, write_output
 from emulator.study.points import Point, Resolver, expand
 from emulator.study.sections import collect
 from emulator.study.spec import AXIS_NAMES, NODES, Study, StudyError, load_study, study_from_data
 from emulator.study.sweep import failed, row
+from emulator.study.tables import check_renders
 
 if TYPE_CHECKING:
     from emulator.harness.dask_hosts import ClusterOptions
@@ -131,6 +132,7 @@ class StudyRun:
         output (a resumed study refuses an output run with other ``sets`` or ``cluster``)."""
         self.study_file, self.out, self.jobs, self.runs_dir, self.say = study_file, out, jobs, runs_dir, say
         self.study: Study = with_axes(load_study(study_file), axes or {}, study_file)
+        check_renders(self.study, str(study_file))
         self.cluster = cluster
         given = (("set", sets), ("axes", axes), ("cluster", cluster))
         self.overrides: dict[str, Any] = {k: v for k, v in given if v}
@@ -225,14 +227,19 @@ class StudyRun:
                      f"{len(todo)} to run")
         realtime = [p for p in todo
                     if p.key in self.scenarios and self.scenarios[p.key].run.clock == "realtime"]
-        rest = [p for p in todo if p not in realtime]
+        timed = todo if self.study.model and MODELS[self.study.model].timed else []
+        rest = [p for p in todo if p not in realtime and p not in timed]
         if realtime and self.jobs > 1 and len(todo) > 1:
             self.say(f"{len(realtime)} real-time points run one at a time, whatever --jobs says: a real-time "
                      "run measures CPU and lateness, and two at once would falsify each other")
+        if timed and self.jobs > 1 and len(todo) > 1:
+            self.say(f"model `{self.study.model}` times the CPU: its {len(timed)} points run one at a time "
+                     "in this process, whatever --jobs says")
         if self.jobs <= 1 or len(rest) <= 1:
             self._run_here(rest)
         else:
             self._run_parallel(rest)
+        self._run_here(timed, announce=True)
         if realtime:
             first = self.scenarios[realtime[0].key]
             slices = first.transport.worker_processes() if first.transport.kind == "tcp" else 0
@@ -241,11 +248,15 @@ class StudyRun:
         write_output(self.out, self.output())
         return self.output()
 
-    def _run_here(self, points: list[Point], hosts: ClusterOptions | None = None) -> None:
-        """One after another, in this process (no start-up cost; a real-time point alone)."""
+    def _run_here(self, points: list[Point], hosts: ClusterOptions | None = None,
+                  announce: bool = False) -> None:
+        """One after another, in this process (no start-up cost; a real-time or timed point alone);
+        ``announce``: a line as each starts (a timed point may take minutes)."""
         for p in points:
             if self._stopped(p):
                 continue
+            if announce:
+                self.say(f"[{len(self.done) + 1}/{len(self.points)}] {p.key}: started")
             fn, args = self.job(p)
             with self._failing(p):
                 result = fn(*args, hosts) if hosts is not None else fn(*args)

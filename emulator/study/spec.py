@@ -5,7 +5,6 @@ field path."""
 from __future__ import annotations
 
 import difflib
-import re
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +15,7 @@ import msgspec
 from emulator.results.registry import BY_NAME, WHOLE_RUN
 from emulator.scenario.loader import ScenarioError
 from emulator.study.models import MODELS
+from emulator.study.params import AT, UNKNOWN, params_problem
 from emulator.study.sections import TIMESERIES, section_problem
 
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9_.+-]+$")]
@@ -58,11 +58,15 @@ class Variant(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=T
     # Dotted paths removed from the base scenario before the overrides apply: a table an override
     # cannot clear (`workload.operations[0].usage`: the operation without its usage model).
     unset: list[str] = []
+    # This variant's own values of some of the study's axes (a measurement that one value of an
+    # axis covers: the bench's floor is the same in either heartbeat mode).
+    axes: dict[str, Any] = {}
 
 
 class Table(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
     title: str = ""
-    # A model study's table: one its model renders (emulator/study/models.py), by name.
+    # A table by name: a model study's, one its model renders (emulator/study/models.py); a scenario
+    # study's, its sweep tables (SWEEP_TABLES) or one of the docs' renderers of study output.
     render: str = ""
     # Each a dimension: "variant", "metric", "seed", "nodes" or a field axis; the dimensions in
     # neither are aggregated over (seeds, typically: mean ± sd).
@@ -140,15 +144,11 @@ def dimensions(study: Study) -> list[str]:
     return [VARIANT, *study.axes]
 
 
-_AT = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
-_UNKNOWN = re.compile(r"^Object contains unknown field `(.*)`$", re.S)
-
-
 def _explain(err: msgspec.ValidationError) -> str:
-    m = _AT.match(str(err))
+    m = AT.match(str(err))
     assert m is not None
     msg, path = m.group("msg"), (m.group("path") or "").lstrip(".")
-    unknown = _UNKNOWN.match(msg)
+    unknown = UNKNOWN.match(msg)
     if unknown:
         return _unknown_field(path, unknown.group(1))
     return f"at `{path or '(top level)'}`: {msg[:1].lower()}{msg[1:]}"
@@ -200,11 +200,10 @@ def _check(study: Study, source: str) -> None:
     else:
         if study.params:
             fail("params", "a model study's parameters: a scenario study changes its scenario with `set`")
+        # Other names are the docs' renderers (emulator/study/renderers), which read studies, so
+        # they are checked above this module: study/tables.py `check_renders`.
         for i, t in enumerate(study.tables):
-            if t.render and t.render not in SWEEP_TABLES:
-                fail(f"tables[{i}].render", _choices(f"`{t.render}` is not a scenario study's table",
-                                                     t.render, list(SWEEP_TABLES)))
-            if t.render and study.limits is None:
+            if t.render in SWEEP_TABLES and study.limits is None:
                 fail(f"tables[{i}].render", f"`{t.render}` reads the study as E2's sweep: needs `[limits]`")
         if study.limits is not None:
             missing = [n for n in ROW_NEEDS if n not in study.metrics and n not in study.collect]
@@ -218,6 +217,12 @@ def _check(study: Study, source: str) -> None:
         if v.name in seen:
             fail(f"variants[{i}].name", f"`{v.name}` is the name of an earlier variant")
         seen.add(v.name)
+        for axis, own in v.axes.items():
+            if axis not in study.axes:
+                fail(f"variants[{i}].axes.{axis}", f"`{axis}` is not an axis of the study; a variant gives "
+                     f"its own values of the study's axes ({', '.join(f'`{a}`' for a in study.axes)})")
+            if not isinstance(own, list) or not own:
+                fail(f"variants[{i}].axes.{axis}", f"expected a non-empty list of values, got {own!r}")
     for i, name in enumerate(study.metrics):
         problem = metric_problem(name)
         if problem:
@@ -334,55 +339,6 @@ def check_model_study(study: Study, fail: Callable[[str, str], None]) -> None:
             fail(f"tables[{i}].render", f"{got}{hint}(expected one of {', '.join(f'`{n}`' for n in tables)})")
 
 
-def params_problem(struct: type[msgspec.Struct], params: dict[str, Any],
-                   prefix: str = "params") -> tuple[str, str] | None:
-    """(where, why) a model's parameters are refused, or None: the field path under ``prefix`` and
-    msgspec's reason, an unknown field with the struct's fields and a "did you mean"."""
-    try:
-        msgspec.convert(params, struct, strict=True)
-    except msgspec.ValidationError as err:
-        m = _AT.match(str(err))
-        assert m is not None
-        msg, path = m.group("msg"), (m.group("path") or "").lstrip(".")
-        where = ".".join(x for x in (prefix, path) if x).replace(".[", "[")
-        unknown, at = _UNKNOWN.match(msg), _type_at(struct, path)
-        if unknown and isinstance(at, msgspec.inspect.StructType):
-            return f"{where}.{unknown.group(1)}", _choices("unknown field", unknown.group(1),
-                                                           [f.name for f in at.fields])
-        enum = _ENUM.match(msg)
-        if enum and isinstance(at, msgspec.inspect.LiteralType):
-            got = enum.group(1)
-            return where, _choices(f"`{got}` is not a choice", got, [str(v) for v in at.values])
-        return where, msg[:1].lower() + msg[1:]
-    return None
-
-
-_ENUM = re.compile(r"^Invalid enum value '(.*)'$", re.S)
-
-
-def _choices(what: str, got: str, known: list[str]) -> str:
-    close = difflib.get_close_matches(got, known, n=1, cutoff=0.6)
-    hint = f"did you mean `{close[0]}`? " if close else ""
-    return f"{what}; {hint}(expected one of {', '.join(f'`{k}`' for k in known)})"
-
-
-def _type_at(struct: type[msgspec.Struct], path: str) -> msgspec.inspect.Type:
-    """The type at ``path`` (``demand.cpu_size``, ``groups[0]``, ``methods[1]``) inside ``struct``,
-    past lists and constraints."""
-    def bare(t: msgspec.inspect.Type) -> msgspec.inspect.Type:
-        while isinstance(t, msgspec.inspect.Metadata):
-            t = t.type
-        return t
-
-    info = bare(msgspec.inspect.type_info(struct))
-    for part in re.findall(r"[^.\[\]]+|\[\d+\]", path):
-        if part.startswith("[") and isinstance(info, msgspec.inspect.ListType | msgspec.inspect.TupleType):
-            info = bare(info.item_type if isinstance(info, msgspec.inspect.ListType) else info.item_types[0])
-        elif isinstance(info, msgspec.inspect.StructType):
-            info = bare(next(f.type for f in info.fields if f.name == part))
-    return info
-
-
 def study_from_data(data: dict[str, Any], source: str) -> Study:
     try:
         raw = msgspec.convert(data, Study, strict=True)
@@ -391,7 +347,8 @@ def study_from_data(data: dict[str, Any], source: str) -> Study:
     # Overrides and field axes in either TOML spelling: "a.b" = ... or a.b = ... (nested tables).
     study = msgspec.structs.replace(
         raw, set=flatten(raw.set), axes=_flat_axes(raw.axes),
-        variants=[msgspec.structs.replace(v, set=flatten(v.set)) for v in raw.variants],
+        variants=[msgspec.structs.replace(v, set=flatten(v.set), axes=_flat_axes(v.axes))
+                  for v in raw.variants],
         tables=[msgspec.structs.replace(t, where=flatten(t.where)) for t in raw.tables],
         plots=[msgspec.structs.replace(p, where=flatten(p.where)) for p in raw.plots],
     )

@@ -3,19 +3,21 @@ default mean ± sd) over the points that share its row and column values."""
 
 from __future__ import annotations
 
+import difflib
 import statistics
 from collections.abc import Callable
 from typing import Any
 
 import msgspec
 
-from emulator.models.point import ModelPoint
 from emulator.results.registry import BY_NAME, Unit
 from emulator.study.models import MODELS
-from emulator.study.output import FORMAT, PointResult, StudyOutput
+from emulator.study.output import FORMAT, PointResult, StudyOutput, model_points
 from emulator.study.points import expand
+from emulator.study.renderers import own_renderers, render_own
 from emulator.study.spec import (
     METRIC,
+    SWEEP_TABLES,
     VARIANT,
     Aggregate,
     Study,
@@ -124,24 +126,37 @@ def render_table(study: Study, points: list[PointResult], table: Table) -> str:
     return "\n".join(out).rstrip("\n") + "\n"
 
 
+def check_renders(study: Study, source: str) -> None:
+    """A scenario study's ``[[tables]] render``: one of its sweep tables or of the docs' renderers of
+    one study's output (a model study's are checked with its model, in spec.py)."""
+    if study.model:
+        return
+    known = [*SWEEP_TABLES, *own_renderers()]
+    for i, t in enumerate(study.tables):
+        if t.render and t.render not in known:
+            close = difflib.get_close_matches(t.render, known, n=1, cutoff=0.6)
+            hint = f"did you mean `{close[0]}`? " if close else ""
+            raise StudyError(f"{source}: at `tables[{i}].render`: `{t.render}` is not a scenario study's "
+                             f"table; {hint}(expected one of {', '.join(f'`{k}`' for k in known)})")
+
+
 def tables_of(output: StudyOutput) -> tuple[Study, list[Table]]:
     if output.format != FORMAT:
         raise StudyError(f"{output.file}: written as {output.format!r}; this emulator reads {FORMAT!r}")
-    study = study_from_data(output.study, f"{output.file} (as stored in the output)")
+    source = f"{output.file} (as stored in the output)"
+    study = study_from_data(output.study, source)
+    check_renders(study, source)
     if study.model and not study.tables:  # every table its model has
         return study, [Table(render=name) for name in MODELS[study.model].tables]
     return study, list(study.tables) or [Table()]
 
 
-def model_points(study: Study, points: list[PointResult]) -> list[ModelPoint]:
-    labels = {v.name: v.description or v.name for v in study.variants}
-    return [ModelPoint(variant=p.variant, label=labels.get(p.variant, p.variant), coords=p.coords,
-                       params=p.params, output=p.output) for p in points]
-
-
 def render_sweep_table(study: Study, output: StudyOutput, table: Table) -> str:
-    """A scenario study's own table (`render = "limits"` or `"calibration"`): its points read as
-    E2's sweep (emulator/study/sweep.py)."""
+    """A scenario study's named table: `render = "limits"` or `"calibration"` (its points read as
+    E2's sweep, emulator/study/sweep.py), or one of the docs' renderers of its output."""
+    if table.render not in SWEEP_TABLES:
+        text = render_own(table.render, msgspec.to_builtins(output)).rstrip("\n") + "\n"
+        return (f"**{table.title}**\n\n" if table.title else "") + text
     sweep = view(study, output)
     text = limits_text(sweep) if table.render == "limits" else calibration_toml(sweep)
     if table.render == "calibration" and sweep["calibration_us"]:

@@ -1,19 +1,15 @@
 """What a new user meets first: --version, a grouped --help, flags that need --serve, a --duration
-shorter than the scenario's warm-up, and a bench that says what it is doing."""
+shorter than the scenario's warm-up."""
 
 from __future__ import annotations
 
 import re
-from functools import partial
 from pathlib import Path
 
 import msgspec
 import pytest
 
 from emulator.cli.main import COMMAND_GROUPS, build_parser, main
-from emulator.experiments import bench
-from emulator.experiments.bench import markdown_table, memory_per_node, run_bench
-from emulator.experiments.floor import floor_us_per_heartbeat
 from emulator.results.record import load_record
 
 QUICKSTART = Path(__file__).parents[2] / "scenarios" / "quickstart.toml"
@@ -72,31 +68,6 @@ def test_short_duration_with_a_warmup_set_by_hand(tmp_path: Path, capsys: pytest
     assert "--duration 10 is not longer than the warm-up run.warmup_s = 20" in err
 
 
-def test_bench_reports_progress(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The floor and the memory calibration at a tenth of their default sizes: the same code,
-    # and the assertions below need only that they ran and gave a positive floor (3 s -> 0.3 s).
-    monkeypatch.setattr(bench, "floor_us_per_heartbeat", partial(floor_us_per_heartbeat, heartbeats=30_000))
-    monkeypatch.setattr(bench, "memory_per_node", partial(memory_per_node, count=500))
-    lines: list[str] = []
-    report = run_bench(nodes=4, hours=0.01, progress=lines.append, baseline=True)
-    assert [line.split(":")[1].strip() for line in lines[:8]] == [
-        "periodic (des)", "periodic (des)", "periodic (asyncio)", "periodic (asyncio)",
-        "delta (des)", "delta (des)", "delta (asyncio)", "delta (asyncio)",
-    ]
-    assert "started" in lines[0] and "finished in" in lines[1] and "heartbeats" in lines[1]
-    assert f"{report['delta']['heartbeats']:,} heartbeats" in lines[5]
-    # The first design ran the same emulation: the same heartbeats, in the same invocation.
-    assert report["baseline"]["periodic"]["heartbeats"] == report["periodic"]["heartbeats"]
-    assert report["baseline"]["delta"]["heartbeats"] == report["delta"]["heartbeats"]
-    assert "memory" in lines[-1] and "finished" in lines[-1]
-    assert any(line.startswith("bench: floor: ") and "µs per heartbeat" in line for line in lines)
-    # The gap to the floor is part of every bench: the emulator is slower than the bare loop.
-    assert report["floor_us_per_heartbeat"] > 0 and report["periodic"]["x_floor"] > 1
-    table = markdown_table(report)
-    assert f"{report['periodic']['us_per_heartbeat']:.1f} ({report['periodic']['x_floor']:g}×)" in table
-    assert "The first design (asyncio's loop as the virtual clock" in table
-
-
 def test_short_duration_drops_the_faults_after_its_end(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -118,18 +89,22 @@ def test_short_duration_drops_the_faults_after_its_end(
     assert "at `faults[1].at_s`: 50 s is not before the run ends" in capsys.readouterr().err
 
 
-def test_sigterm_stops_a_bench_instead_of_starting_its_next_run() -> None:
+
+
+def test_sigterm_stops_the_bench_study_instead_of_starting_its_next_point(tmp_path: Path) -> None:
     import signal
     import subprocess
     import sys
     import time
 
-    proc = subprocess.Popen([sys.executable, "-m", "emulator", "bench", "--nodes", "2000", "--hours", "1"],
+    study = Path(__file__).parents[2] / "scenarios" / "studies" / "bench.toml"
+    proc = subprocess.Popen([sys.executable, "-m", "emulator", "study", str(study), "--set", "nodes=2000",
+                             "--out", str(tmp_path / "bench.json")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr is not None
-        for line in proc.stderr:  # wait until the first run is under way
-            if "periodic (des): started" in line:
+        for line in proc.stderr:  # wait until the first point is under way
+            if "speed|mode=periodic|design=des: started" in line:
                 break
         time.sleep(2)
         proc.send_signal(signal.SIGTERM)
@@ -139,4 +114,5 @@ def test_sigterm_stops_a_bench_instead_of_starting_its_next_run() -> None:
             proc.kill()
             proc.communicate()
     assert proc.returncode == 130, err
-    assert "delta (des): started" not in err and "interrupted" in err
+    assert "speed|mode=delta|design=des: started" not in err
+    assert "interrupted: 0 of 4 points" in err

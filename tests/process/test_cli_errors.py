@@ -74,12 +74,16 @@ def test_an_rm_on_a_port_in_use(good: Path, tmp_path: Path, taken_port: int) -> 
          "argument --workers: expected a whole number from 1 to 1,024, got 0"),
         (["nodes", "--connect", "127.0.0.1:1", "--count", "0"], "argument --count: expected a whole number"),
         (["nodes", "--connect", "127.0.0.1:1", "--count", "1", "--cpu", "nan"], "argument --cpu:"),
-        (["bench", "--nodes", "-3"], "argument --nodes: expected a whole number from 1"),
-        (["bench", "--hours", "nan"], "argument --hours: expected a number > 0"),
+        (["efficiency", "--nodes", "-3"], "argument --nodes: expected a whole number from 1"),
+        # The bench is a study: its options are its parameters, checked before any point runs.
+        (["study", "{bench}", "--set", "nodes=-3"], "(from `--set`): at `params.nodes`: expected `int` >= 1"),
+        (["study", "{bench}", "--set", "hours=nan"], "at `params.hours`: expected `float` > 0"),
     ],
 )
 def test_bad_numbers_on_the_command_line(good: Path, argv: list[str], expected: str) -> None:
-    proc = emulator(*(a.replace("{good}", str(good)) for a in argv), timeout=30)
+    bench = Path(__file__).parents[2] / "scenarios" / "studies" / "bench.toml"
+    proc = emulator(*(a.replace("{good}", str(good)).replace("{bench}", str(bench)) for a in argv),
+                    timeout=30)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert expected in proc.stderr

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from emulator.experiments.e1tables import headline_table, largest_loss, meets_loss_bound, thesis_lost_work
+from emulator.study.renderers.e1 import headline_table, largest_loss, meets_loss_bound, thesis_lost_work
 from tests.system.test_e1_table import run
 
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from emulator.experiments.e1results import METRICS, NEEDED, NotE1, e1_results
-from emulator.experiments.e1tables import _derived, fairness_table, headline_table, markdown_table
+from emulator.study.renderers.e1 import _derived, fairness_table, headline_table, markdown_table
+from emulator.study.renderers.e1results import METRICS, NEEDED, NotE1, e1_results
 
 
 def run(policy: str, pre: bool, seed: int, cpu: float, ram: float, u1: float) -> dict[str, Any]:
@@ -71,7 +71,7 @@ def test_headline_is_preemption_on_with_the_thesis_gains() -> None:
 
 
 def test_variants_get_their_own_rows() -> None:
-    from emulator.experiments.e1tables import variants_table
+    from emulator.study.renderers.e1 import variants_table
 
     d = data()
     # A variant raising both users by 20%: a raw move of 20% for each, and none net of the rise.
@@ -93,7 +93,7 @@ def test_variants_get_their_own_rows() -> None:
 
 
 def test_by_resource_splits_users_by_their_dominant_resource(tmp_path) -> None:
-    from emulator.experiments.e1tables import by_resource_table, dominant_resources
+    from emulator.study.renderers.e1 import by_resource_table, dominant_resources
 
     scenario = tmp_path / "e1.toml"
     scenario.write_text("""
@@ -125,7 +125,7 @@ seconds_mean = 10
 
 
 def test_fair_share_table_measures_each_policy_against_drf_fair_share() -> None:
-    from emulator.experiments.e1tables import fair_share_table
+    from emulator.study.renderers.e1 import fair_share_table
 
     d = data()
     for r in d["runs"]:

@@ -12,10 +12,11 @@ import msgspec
 import pytest
 
 from emulator.cli.main import main
-from emulator.experiments import sweeptables, yarn2020
 from emulator.study import runner
 from emulator.study.output import read_output
 from emulator.study.plots import write_plots
+from emulator.study.renderers import e2 as e2_tables
+from emulator.study.renderers import yarn2020
 from emulator.study.runner import StudyRun
 from emulator.study.spec import StudyError
 from emulator.study.sweep import calibration_toml, largest_ok, row, saturates_first, sweep_of
@@ -42,12 +43,12 @@ def test_the_same_points_give_the_same_e2_tables_from_a_study_as_from_a_sweep_js
     StudyRun(DATA / "tiny-virtual.toml", out, say=lambda _: None).run()
     old, new = _json(DATA / "tiny-virtual.sweep.json"), _json(out)
     assert "rows" not in new  # a study's own output, read through the boundary
-    assert sweeptables.markdown_table(new) == sweeptables.markdown_table(old)
+    assert e2_tables.markdown_table(new) == e2_tables.markdown_table(old)
     assert [r["rm_cpu_percent"] for r in sweep_of(new)["rows"]] == [r["rm_cpu_percent"] for r in old["rows"]]
     # Real time over TCP (two runs of 200 nodes): `emulator sweep`'s rows of them, and the same
     # runs as a study keeps each (its summary's metrics and sections).
     old, new = _json(DATA / "tiny-tcp.sweep.json"), _json(DATA / "tiny-tcp.study.json")
-    for render in (sweeptables.markdown_table, sweeptables.costs_table, saturates_first):
+    for render in (e2_tables.markdown_table, e2_tables.costs_table, saturates_first):
         assert render(new) == render(old)
     assert sweep_of(new)["rows"] == old["rows"]
     assert sweep_of(new)["calibration_us"] == old["calibration_us"] is not None

@@ -30,9 +30,8 @@ from emulator.models.binpacking.cluster import (
     resolution,
 )
 from emulator.models.binpacking.demand import Tasks, consumption, properties
-from emulator.study.output import read_output
+from emulator.study.output import model_points, read_output
 from emulator.study.spec import load_study
-from emulator.study.tables import model_points
 from rm.borg import sbp
 
 SCENARIO = Path("scenarios/studies/e5-cluster.toml")

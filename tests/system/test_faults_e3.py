@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from emulator.cli.main import main
-from emulator.experiments.e3 import NotE3, markdown_table, quiet_rate
+from emulator.study.renderers.e3 import NotE3, markdown_table, quiet_rate
 
 ROOT = Path(__file__).resolve().parents[2]
 

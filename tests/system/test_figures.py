@@ -10,10 +10,10 @@ import pytest
 
 from emulator.cli.figure_table import FIGURES
 from emulator.cli.main import main
-from emulator.experiments.sweeptables import headline_table
-from emulator.experiments.sweeptables import markdown_table as sweep_table
 from emulator.results import registry
 from emulator.results.figures import refresh, stale
+from emulator.study.renderers.e2 import headline_table
+from emulator.study.renderers.e2 import markdown_table as sweep_table
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS_WITH_FIGURES = [ROOT / "README.md", ROOT / "docs" / "results.md", ROOT / "docs" / "compare.md",
@@ -98,7 +98,7 @@ def test_a_virtual_time_sweep_prints_its_table() -> None:
 
 
 def test_the_costs_table_names_the_item_that_held_the_rm_longest() -> None:
-    from emulator.experiments.sweeptables import costs_table
+    from emulator.study.renderers.e2 import costs_table
 
     real = {"mode": "delta", "nodes": 12000, "overloaded": False, "worst_handler": "NodeUpdate",
             "worst_handler_p99_us": 812.4, "worst_handler_max_us": 4210.0, "schedule_pass_p99_us": 1900.0,
@@ -112,7 +112,7 @@ def test_the_costs_table_names_the_item_that_held_the_rm_longest() -> None:
 
 
 def test_the_many_core_table_pairs_each_runs_mode_sweeps_and_names_the_busier_process() -> None:
-    from emulator.experiments.sweeptables import many_core_table
+    from emulator.study.renderers.e2 import many_core_table
 
     def sweep(mode: str, *points: tuple[int, bool, float, float]) -> dict[str, object]:
         rows = [{"mode": mode, "nodes": n, "h1": 1.0, "h2": 1.0, "overloaded": not ok,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from emulator.cli.main import main
-from emulator.experiments.memcal import measure
+from emulator.models.bench.memcal import measure
 from emulator.scenario.footprint import (
     CONTAINER_BYTES,
     NODE_DELTA_BYTES,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from emulator.experiments.scalemodel import coefficients, markdown_table, predict_cpu_s
+from emulator.study.renderers.scale import coefficients, markdown_table, predict_cpu_s
 
 
 def _bench(cpu_periodic: float, cpu_delta: float) -> dict[str, Any]:

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from emulator.experiments.yarn2020 import limits, within
 from emulator.harness.runner import run_blocking
 from emulator.scenario.loader import ScenarioError, scenario_from_dict
+from emulator.study.renderers.yarn2020 import limits, within
 from emulator.study.sweep import sweep_of
 from rm.config import SERVICE_TIME_PRESETS, ServiceTimeConfig
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from emulator.experiments.traces import NotTraces, table
+from emulator.study.renderers.traces import NotTraces, table
 
 
 def _figure(p50: float, p90: float, p99: float) -> dict[str, float]:

@@ -14,9 +14,9 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from emulator.experiments.e1results import NAMED, e1_results
 from emulator.results.compare import REFERENCES
 from emulator.scenario.loader import load_scenario
+from emulator.study.renderers.e1results import NAMED, e1_results
 
 # Table column labels (README headline).
 LABELS = {"none": "no packing", "thesis": "thesis packing", "fit": "`fit` packing (ours)",

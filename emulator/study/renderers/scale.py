@@ -1,13 +1,14 @@
 """A scale model on paper (docs/scale.md): from measured costs, what 100k and 1M nodes need.
 
 Inputs, all committed result files:
-- ``docs/bench.json`` (``emulator bench``, 1,000 nodes x 1 h, virtual time): CPU per
+- ``docs/bench.json`` (the bench, 1,000 nodes x 1 h, virtual time: scenarios/studies/bench.toml's
+  output or a file of the `emulator bench` command it replaced; ``bench_of`` reads both): CPU per
   node-interval of the whole emulation in one process, heartbeats and statuses per node-interval
   in each mode, memory per NodeManager;
 - ``docs/e2-sweep.json`` (``make e2``, real time over TCP; a ``sweep.json`` or E2's study output):
   the RM's service times measured in wall time (a heartbeat a + b x statuses, a node update c,
   an allocation d);
-- ``docs/scale-*.json`` (``emulator bench --nodes N --hours H``): larger runs that check the
+- ``docs/scale-*.json`` (the bench study with ``--set nodes=N --set hours=H``): larger runs that check the
   model's virtual-time prediction.
 
 The model is linear: every cost is per node-interval (one node, one heartbeat interval), so CPU
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from emulator.study.renderers.bench import bench_of
 from emulator.study.sweep import sweep_of
 
 INTERVAL_S = 3.0
@@ -34,6 +36,7 @@ def coefficients(bench: dict[str, Any], sweep: dict[str, Any]) -> dict[str, dict
     """Per mode: µs of one process per node-interval (virtual), heartbeats and statuses per
     node-interval, the RM's µs per node-interval in real time, and what is left for nodes."""
     cal = sweep_of(sweep)["calibration_us"]
+    bench = bench_of(bench)
     out: dict[str, dict[str, float]] = {}
     for mode in MODES:
         r = bench[mode]
@@ -61,6 +64,7 @@ def predict_cpu_s(coef: dict[str, float], nodes: int, emulated_s: float) -> floa
 
 
 def markdown_table(bench: dict[str, Any], sweep: dict[str, Any], *runs: dict[str, Any]) -> str:
+    bench, runs = bench_of(bench), tuple(map(bench_of, runs))
     coef = coefficients(bench, sweep)
     mem = bench["memory"]
     busy_b = next(v for k, v in mem.items() if k.startswith("bytes_per_node_with"))
@@ -108,6 +112,7 @@ def markdown_table(bench: dict[str, Any], sweep: dict[str, Any], *runs: dict[str
 
 def headline_table(bench: dict[str, Any], *runs: dict[str, Any]) -> str:
     """The README's lines: CPU time of each size in both modes, one process, virtual time."""
+    bench, runs = bench_of(bench), tuple(map(bench_of, runs))
     lines = [
         "| one process, virtual time | periodic CPU | delta + ring CPU | peak RSS | the first design |",
         "|---|---|---|---|---|",

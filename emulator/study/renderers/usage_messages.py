@@ -12,8 +12,7 @@ from typing import Any
 import msgspec
 
 from emulator.study.output import StudyOutput
-from emulator.study.spec import StudyError
-from emulator.study.tables import tables_of
+from emulator.study.spec import StudyError, study_from_data
 
 MODE = "heartbeat.mode"
 NEEDS = ("statuses_sent", "usage", "traffic.to_rm_bytes")
@@ -22,7 +21,7 @@ NEEDS = ("statuses_sent", "usage", "traffic.to_rm_bytes")
 def rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per point (variant, then heartbeat mode, as the study orders them)."""
     output = msgspec.convert(doc, StudyOutput)
-    study, _ = tables_of(output)
+    study = study_from_data(output.study, f"{output.file} (as stored in the output)")
     if MODE not in study.axes or not set(NEEDS) <= set(study.collect):
         raise StudyError(f"{output.file}: the usage-messages table needs a `{MODE}` axis and `collect` "
                          f"of {', '.join(NEEDS)}")

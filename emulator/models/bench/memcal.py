@@ -1,7 +1,7 @@
 """Measuring what a run costs in memory per node, per task and per running container: where the
 constants of ``emulator/scenario/footprint.py`` come from.
 
-``python -m emulator.experiments.memcal`` runs small scenarios (virtual time, in memory), each in
+``python -m emulator.models.bench.memcal`` runs small scenarios (virtual time, in memory), each in
 a fresh process, at two sizes per quantity and prints the growth of peak RSS per unit: the peak
 (Linux VmHWM) over the RSS just before the run, so garbage made and freed during the run counts,
 as the machine must hold it. Per node includes its timers (heartbeat, ring ticks), its ring
@@ -77,7 +77,7 @@ def measure_one(doc: dict[str, Any]) -> dict[str, int]:
 def measure(doc: dict[str, Any]) -> dict[str, int]:
     """``measure_one`` in a fresh interpreter (peak RSS never goes down)."""
     out = subprocess.run(
-        [sys.executable, "-m", "emulator.experiments.memcal", "--one", json.dumps(doc)],
+        [sys.executable, "-m", "emulator.models.bench.memcal", "--one", json.dumps(doc)],
         check=True, capture_output=True, text=True,
     )
     result: dict[str, int] = json.loads(out.stdout)

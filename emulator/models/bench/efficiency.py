@@ -1,4 +1,5 @@
-"""`emulator efficiency`: what one heartbeat costs the RM, next to the floor (decode + queue hop).
+"""`emulator efficiency` (emulator/cli/experiments.py): what one heartbeat costs the RM, next to
+the floor (decode + queue hop).
 
 Sans-IO and in one process, so the figures are the RM's own work and not the machine's noise:
 N nodes registered with 20 running containers each (E2's c = 20); a periodic heartbeat carries
@@ -166,9 +167,3 @@ def run_efficiency(nodes: int = 1000) -> dict[str, Any]:
     console.print(f"periodic / delta cost per heartbeat: {ratio:.2f}x (delta heartbeats also free and "
                   f"refill a container)")
     return {"periodic": periodic, "delta": delta, "periodic_over_delta": ratio}
-
-
-def add_command(sub: Any) -> None:
-    e = sub.add_parser("efficiency", help="RM cost per heartbeat, periodic vs delta, next to the floor")
-    e.add_argument("--nodes", type=int, default=1000)
-    e.set_defaults(func=lambda args: run_efficiency(args.nodes) and 0)
