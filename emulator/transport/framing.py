@@ -56,7 +56,7 @@ class FrameEncoder:
     """Appends frames to a caller-owned buffer (so many frames go out in one write). One encoder
     per connection: it remembers what it sent last (REPEAT, SAME_RING)."""
 
-    __slots__ = ("_encode_into", "_last", "_last_ring", "answers", "max_frame_bytes")
+    __slots__ = ("_answer", "_encode_into", "_last", "_last_ring", "answers", "max_frame_bytes")
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self._encode_into = msgspec.msgpack.Encoder().encode_into
@@ -64,6 +64,7 @@ class FrameEncoder:
         self._last: Any = None
         self._last_ring: Any = None
         self.answers = AnswerEncoder()
+        self._answer = self.answers.append
 
     def append(self, buf: bytearray, channel: int, msg: Any) -> int:
         """Append one frame carrying ``msg``; returns the frame's size in bytes."""
@@ -73,13 +74,22 @@ class FrameEncoder:
             buf += HEADER.pack(0, channel | REPEAT)
             return HEADER_SIZE
         kind = type(msg)
-        flags = 0
-        ring = None
         start = len(buf)
         buf += _PLACEHOLDER
         if kind is HeartbeatResponse and not msg.launch and not msg.kill:
-            self.answers.append(buf, msg)
-        elif kind is RegisterResponse and msg.ring is not None:
+            # Most of what the RM sends: no flags, no ring, the answer written from saved pieces.
+            self._answer(buf, msg)
+            size = len(buf) - start - HEADER_SIZE
+            if size <= self.max_frame_bytes:
+                HEADER.pack_into(buf, start, size, channel)
+                self._last = msg
+                return size + HEADER_SIZE
+            del buf[start:]
+            raise FrameTooLarge(f"HeartbeatResponse encodes to {size} bytes, above the "
+                                f"{self.max_frame_bytes} byte limit")
+        flags = 0
+        ring = None
+        if kind is RegisterResponse and msg.ring is not None:
             ring = msg.ring
             if ring is self._last_ring:
                 flags = SAME_RING

@@ -60,7 +60,7 @@ class InboundAdmission:
         if link is None:
             self._queue.submit((None, msg))
         elif registered:
-            if not isinstance(msg, Disconnected):
+            if type(msg) is not Disconnected:  # no subclass: a type check, once per heartbeat
                 n = self._queued.get(link, 0)
                 if n >= self.max_per_link:
                     self.dropped_over_link_bound += 1
@@ -75,8 +75,9 @@ class InboundAdmission:
 
     def handled(self, link: Link | None) -> None:
         """``link``'s message is out of the queue."""
-        if link is not None and self._queued:
-            n = self._queued.get(link)
+        queued = self._queued
+        if queued and link is not None:
+            n = queued.get(link)
             if n is not None:
                 if n > 1:
                     self._queued[link] = n - 1

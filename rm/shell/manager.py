@@ -196,6 +196,11 @@ class ResourceManager:
         link, msg = item
         self.admission.handled(link)
         tracker = self._life.tracker
+        if type(msg) is Heartbeat and link is not None:  # most of what the RM handles: no match
+            tracker.on_heartbeat(link, msg)
+            if self.membership is not None:
+                self.membership.flush_due()
+            return
         match msg:
             case Heartbeat() if link is not None:
                 tracker.on_heartbeat(link, msg)
@@ -430,6 +435,11 @@ class ResourceManager:
 
     def counters(self) -> RMCounters:
         return msgspec.structs.replace(self._ctx.counters)
+
+    def live_counters(self) -> RMCounters:
+        """The counters themselves, kept up to date (read-only: a meter that reads one around
+        every scheduler event takes them once rather than a copy or a property each time)."""
+        return self._ctx.counters
 
     def snapshot(self) -> RMSnapshot:
         return rm_snapshot(self._life, self._ctx, self.clock.now(), self.up, self._epoch, self.inbound,
