@@ -157,7 +157,7 @@ class RMCostMeter:
                 samples = busy[cls] = TimedSamples()
             dts = samples.dts
             dts.append(dt)
-            if cls is Heartbeat:
+            if type(msg) is Heartbeat:
                 hb_statuses.append(len(msg.statuses))
             if len(dts) >= BATCH:
                 flush(cls, samples)
