@@ -194,7 +194,6 @@ class ResourceManager:
 
     def _handle_inbound(self, item: Inbound) -> None:
         link, msg = item
-        self.admission.handled(link)
         tracker = self._life.tracker
         if type(msg) is Heartbeat and link is not None:  # most of what the RM handles: no match
             tracker.on_heartbeat(link, msg)

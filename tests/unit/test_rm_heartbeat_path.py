@@ -155,3 +155,26 @@ def test_the_cost_meter_fits_node_updates_against_the_allocations_they_made() ->
     rm.receive(link, Heartbeat(machine_id=1, heartbeat_id=0, healthy=True, statuses=(), full=True))
     fit = meter.update_fit
     assert rm.allocations == 3 and fit.n >= 1 and fit.sx == 3.0
+
+
+def test_a_link_may_have_max_per_link_messages_waiting_and_none_counted_when_served_at_once() -> None:
+    clock = FakeClock()
+    rm = ResourceManager(clock, make_logger(clock, None))
+    link = RecordingLink()
+    rm.receive(link, Register(address="n0", resources=Resources(4, 8)))
+    bound = rm.admission.max_per_link
+    for hid in range(3):  # an idle RM serves each at once: nothing waits, nothing is counted
+        rm.receive(link, Heartbeat(machine_id=1, heartbeat_id=hid, healthy=True, statuses=(), full=True))
+    assert rm.counters().heartbeats == 3 and rm.admission.dropped_over_link_bound == 0
+    for _ in range(2):  # the bound holds, and is given back as what waited is handled
+        rm.stall(1.0)
+        hid = rm.counters().heartbeats
+        for k in range(bound + 5):
+            hb = Heartbeat(machine_id=1, heartbeat_id=hid + k, healthy=True, statuses=(), full=True)
+            rm.receive(link, hb)
+        rm.receive(link, Disconnected())  # always fits
+        assert rm.inbound.depth == bound + 1
+        clock.advance_to(clock.now() + 1.0)
+        assert rm.inbound.depth == 0
+    assert rm.admission.dropped_over_link_bound == 10
+    assert rm.counters().heartbeats == 3 + 2 * bound
