@@ -15,6 +15,7 @@ import pytest
 from emulator.harness.eventlog import make_logger
 from emulator.measure.costs import RMCostMeter
 from emulator.transport import auth
+from emulator.transport.connection import TransportStats
 from emulator.transport.framing import HEADER, HEADER_SIZE, REPEAT, FrameEncoder, FrameTooLarge
 from emulator.transport.server import TcpServer, _ServerConnection
 from ringmon.config import RingConfig
@@ -178,3 +179,26 @@ def test_a_link_may_have_max_per_link_messages_waiting_and_none_counted_when_ser
         assert rm.inbound.depth == 0
     assert rm.admission.dropped_over_link_bound == 10
     assert rm.counters().heartbeats == 3 + 2 * bound
+
+
+def test_transport_stats_report_every_counter_in_their_order_and_count_what_is_sent() -> None:
+    assert list(TransportStats().snapshot()) == [
+        "connections", "frames_in", "bytes_in", "frames_out", "bytes_out", "bad_frames", "reconnects",
+        "refused", "evicted", "handshake_timeouts", "admission_closed", "slow_readers", "auth_failures",
+        "proofs_refused",
+    ]
+
+    async def body() -> None:
+        server = TcpServer(lambda end, msg: None, make_logger(FakeClock(), None), handshake_timeout_s=None)
+        conn = _ServerConnection(server)
+        conn.connection_made(_Transport())
+        data = _frames((1, Register(address="n1", resources=Resources(4, 8))), (1, _hb(1, 0)))
+        conn.data_received(data)
+        conn.send(1, HeartbeatResponse(action="normal", heartbeat_id=1))
+        sent = len(_frames((1, HeartbeatResponse(action="normal", heartbeat_id=1))))
+        snap = server.stats.snapshot()
+        counts = (snap["frames_in"], snap["bytes_in"], snap["frames_out"], snap["bytes_out"])
+        assert counts == (2, len(data), 1, sent)
+        assert snap["connections"] == 1
+
+    asyncio.run(body())
