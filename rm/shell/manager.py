@@ -429,7 +429,7 @@ class ResourceManager:
 
     @property
     def allocations(self) -> int:
-        """Containers allocated so far (cost accounting reads it around every scheduler event)."""
+        """Containers allocated so far."""
         return self._ctx.counters.allocations
 
     def counters(self) -> RMCounters:
