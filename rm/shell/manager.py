@@ -175,7 +175,11 @@ class ResourceManager:
                     arrived(link, now)
             if type(msg) is ProbeAck and self.membership is not None:
                 self.membership.ack_arrived(link, msg)  # timed on arrival, not after the queue
-            self.admission.admit(link, msg, registered)
+            if registered:
+                # ``admission.admit`` for a registered link, inlined: the first class.
+                self.inbound.submit((link, msg))
+            else:
+                self.admission.admit(link, msg, False)
         elif arrived is not None and type(msg) is Heartbeat and self.is_registered(link):
             arrived(link, self.clock.now())  # it arrived, though a stopped RM drops it
 
