@@ -157,7 +157,7 @@ class RMCostMeter:
                 samples = busy[cls] = TimedSamples()
             dts = samples.dts
             dts.append(dt)
-            if isinstance(msg, Heartbeat):
+            if type(msg) is Heartbeat:
                 hb_statuses.append(len(msg.statuses))
             if len(dts) >= BATCH:
                 flush(cls, samples)
@@ -170,7 +170,7 @@ class RMCostMeter:
     ) -> Callable[[SchedulerItem, float], None]:
         """The decision timer's observer: ``before`` (the RM's arrivals, for h2), then the meter's
         own tally, in one call per event."""
-        rm = self._rm
+        counters = self._rm.live_counters()
         allocs_x = self._update_allocs
         dts = self._update_dts
         flush = self._flush_updates
@@ -181,7 +181,7 @@ class RMCostMeter:
             if before is not None:
                 before(item, dt)
             self._nested_s += dt
-            allocs = rm.allocations
+            allocs = counters.allocations
             made, self._allocs_seen = allocs - self._allocs_seen, allocs
             if type(item) is NodeUpdate:
                 allocs_x.append(made)

@@ -13,8 +13,6 @@ import asyncio
 import socket
 from typing import Any
 
-import msgspec
-
 from emulator.transport.framing import (
     FrameDecoder,
     FrameEncoder,
@@ -38,33 +36,46 @@ NODE_HOST_DELIVERY_BATCH = 256
 DEFAULT_MAX_WRITE_BUFFER_BYTES = 32 << 20
 WRITE_BUFFER_PER_CHANNEL_BYTES = 64 << 10
 
-class TransportStats(msgspec.Struct):
-    """Totals over every connection of one side (one process)."""
+class TransportStats:
+    """Totals over every connection of one side (one process). A plain class with slots, not a
+    Struct: every frame sent or read updates it, and a slot's update costs half a Struct field's."""
 
-    connections: int = 0
-    frames_in: int = 0
-    bytes_in: int = 0
-    frames_out: int = 0
-    bytes_out: int = 0
-    bad_frames: int = 0
-    reconnects: int = 0
-    # Server side: refused over the cap (every slot registered), evicted for a newcomer (not
-    # registered, idlest), and closed for not registering in time.
-    refused: int = 0
-    evicted: int = 0
-    handshake_timeouts: int = 0
-    # Closed for sending more than the admission budget before registering; disconnected for not
-    # reading what was sent to them.
-    admission_closed: int = 0
-    slow_readers: int = 0
-    # Closed for a wrong (or unasked-for) proof of the secret.
-    auth_failures: int = 0
-    # Client side: connections the RM closed after our proof with no word back (a wrong secret).
-    proofs_refused: int = 0
+    __slots__ = (
+        "admission_closed", "auth_failures", "bad_frames", "bytes_in", "bytes_out", "connections",
+        "evicted", "frames_in", "frames_out", "handshake_timeouts", "proofs_refused", "reconnects",
+        "refused", "slow_readers",
+    )
+    # The order ``snapshot`` reports them in.
+    FIELDS = (
+        "connections", "frames_in", "bytes_in", "frames_out", "bytes_out", "bad_frames", "reconnects",
+        "refused", "evicted", "handshake_timeouts", "admission_closed", "slow_readers", "auth_failures",
+        "proofs_refused",
+    )
+
+    def __init__(self) -> None:
+        self.connections = 0
+        self.frames_in = 0
+        self.bytes_in = 0
+        self.frames_out = 0
+        self.bytes_out = 0
+        self.bad_frames = 0
+        self.reconnects = 0
+        # Server side: refused over the cap (every slot registered), evicted for a newcomer (not
+        # registered, idlest), and closed for not registering in time.
+        self.refused = 0
+        self.evicted = 0
+        self.handshake_timeouts = 0
+        # Closed for sending more than the admission budget before registering; disconnected for
+        # not reading what was sent to them.
+        self.admission_closed = 0
+        self.slow_readers = 0
+        # Closed for a wrong (or unasked-for) proof of the secret.
+        self.auth_failures = 0
+        # Client side: connections the RM closed after our proof with no word back (a wrong secret).
+        self.proofs_refused = 0
 
     def snapshot(self) -> dict[str, int]:
-        counts: dict[str, int] = msgspec.structs.asdict(self)
-        return counts
+        return {name: getattr(self, name) for name in self.FIELDS}
 
 
 class TcpLink:
@@ -240,7 +251,9 @@ class FramedConnection(asyncio.Protocol):
         stats.frames_out += 1
         stats.bytes_out += size
         base = self._max_write_buffer
-        if base is not None and len(self._out) > base + WRITE_BUFFER_PER_CHANNEL_BYTES * len(self.links):
+        if base is not None and len(self._out) > base and (
+            len(self._out) > base + WRITE_BUFFER_PER_CHANNEL_BYTES * len(self.links)
+        ):
             self._slow_reader()
             return
         if not self._flush_pending:  # the first frame of this loop pass: one write for them all

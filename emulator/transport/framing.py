@@ -56,7 +56,7 @@ class FrameEncoder:
     """Appends frames to a caller-owned buffer (so many frames go out in one write). One encoder
     per connection: it remembers what it sent last (REPEAT, SAME_RING)."""
 
-    __slots__ = ("_encode_into", "_last", "_last_ring", "answers", "max_frame_bytes")
+    __slots__ = ("_answer", "_encode_into", "_last", "_last_ring", "answers", "max_frame_bytes")
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self._encode_into = msgspec.msgpack.Encoder().encode_into
@@ -64,6 +64,7 @@ class FrameEncoder:
         self._last: Any = None
         self._last_ring: Any = None
         self.answers = AnswerEncoder()
+        self._answer = self.answers.append
 
     def append(self, buf: bytearray, channel: int, msg: Any) -> int:
         """Append one frame carrying ``msg``; returns the frame's size in bytes."""
@@ -73,13 +74,22 @@ class FrameEncoder:
             buf += HEADER.pack(0, channel | REPEAT)
             return HEADER_SIZE
         kind = type(msg)
-        flags = 0
-        ring = None
         start = len(buf)
         buf += _PLACEHOLDER
         if kind is HeartbeatResponse and not msg.launch and not msg.kill:
-            self.answers.append(buf, msg)
-        elif kind is RegisterResponse and msg.ring is not None:
+            # Most of what the RM sends: no flags, no ring, the answer written from saved pieces.
+            self._answer(buf, msg)
+            size = len(buf) - start - HEADER_SIZE
+            if size <= self.max_frame_bytes:
+                HEADER.pack_into(buf, start, size, channel)
+                self._last = msg
+                return size + HEADER_SIZE
+            del buf[start:]
+            raise FrameTooLarge(f"HeartbeatResponse encodes to {size} bytes, above the "
+                                f"{self.max_frame_bytes} byte limit")
+        flags = 0
+        ring = None
+        if kind is RegisterResponse and msg.ring is not None:
             ring = msg.ring
             if ring is self._last_ring:
                 flags = SAME_RING
@@ -142,46 +152,62 @@ class FrameDecoder:
         else:
             buf = data if isinstance(data, bytes) else bytes(data)
         out: list[Frame] = []
+        append = out.append
         pos = 0
         end = len(buf)
         max_size = self.max_frame_bytes
         count = limit if limit is not None else -1
         decode = self._decode
         unpack = HEADER.unpack_from
-        with memoryview(buf) as view:
-            while end - pos >= HEADER_SIZE and count != 0:
-                count -= 1
-                size, word = unpack(view, pos)
-                if size > max_size:
-                    raise FrameTooLarge(f"frame of {size} bytes announced, limit is {max_size}")
-                stop = pos + HEADER_SIZE + size
-                if stop > end:
-                    break
-                channel = word & MAX_CHANNEL
-                if size == 0:
-                    if not word & REPEAT:
-                        out.append((channel, None))
-                    elif self._last is None or word & SAME_RING:
-                        raise MalformedFrame(f"channel {channel}: a repeat with nothing to repeat")
-                    else:
-                        out.append((channel, self._last))
-                else:
-                    try:
-                        msg = decode(view[pos + HEADER_SIZE : stop])
-                    except (msgspec.DecodeError, msgspec.ValidationError) as err:
-                        raise MalformedFrame(f"channel {channel}: {err}") from None
-                    if type(msg) is RegisterResponse:
-                        if word & SAME_RING:
-                            if self._last_ring is None or msg.ring is not None:
-                                raise MalformedFrame(f"channel {channel}: no ring to refer to")
-                            msg = msgspec.structs.replace(msg, ring=self._last_ring)
-                        elif msg.ring is not None:
+        last = self._last
+        try:
+            with memoryview(buf) as view:
+                while end - pos >= HEADER_SIZE and count != 0:
+                    count -= 1
+                    size, word = unpack(view, pos)
+                    if size > max_size:
+                        raise FrameTooLarge(f"frame of {size} bytes announced, limit is {max_size}")
+                    stop = pos + HEADER_SIZE + size
+                    if stop > end:
+                        break
+                    if size and word <= MAX_CHANNEL:  # a message, no flags: nearly every frame
+                        try:
+                            msg = decode(view[pos + HEADER_SIZE : stop])
+                        except (msgspec.DecodeError, msgspec.ValidationError) as err:
+                            raise MalformedFrame(f"channel {word}: {err}") from None
+                        if type(msg) is RegisterResponse and msg.ring is not None:
                             self._last_ring = msg.ring
-                    elif word & (SAME_RING | REPEAT):
-                        raise MalformedFrame(f"channel {channel}: flags on a {type(msg).__name__}")
-                    self._last = msg
-                    out.append((channel, msg))
-                pos = stop
+                        last = msg
+                        append((word, msg))
+                        pos = stop
+                        continue
+                    channel = word & MAX_CHANNEL
+                    if size == 0:
+                        if not word & REPEAT:
+                            append((channel, None))
+                        elif last is None or word & SAME_RING:
+                            raise MalformedFrame(f"channel {channel}: a repeat with nothing to repeat")
+                        else:
+                            append((channel, last))
+                    else:
+                        try:
+                            msg = decode(view[pos + HEADER_SIZE : stop])
+                        except (msgspec.DecodeError, msgspec.ValidationError) as err:
+                            raise MalformedFrame(f"channel {channel}: {err}") from None
+                        if type(msg) is RegisterResponse:
+                            if word & SAME_RING:
+                                if self._last_ring is None or msg.ring is not None:
+                                    raise MalformedFrame(f"channel {channel}: no ring to refer to")
+                                msg = msgspec.structs.replace(msg, ring=self._last_ring)
+                            elif msg.ring is not None:
+                                self._last_ring = msg.ring
+                        else:
+                            raise MalformedFrame(f"channel {channel}: flags on a {type(msg).__name__}")
+                        last = msg
+                        append((channel, msg))
+                    pos = stop
+        finally:
+            self._last = last  # the last message decoded (REPEAT stands for it)
         self.frames += len(out)
         if buf is self._buf:
             del self._buf[:pos]

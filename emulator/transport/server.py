@@ -36,6 +36,21 @@ from rm import LogBudget, LogHistogram
 from rm.protocol import Disconnected, Register, RegisterResponse, RMInbound
 
 
+class _ServerLink(TcpLink):
+    """A node's channel at the RM: a registration's answer may admit the connection."""
+
+    __slots__ = ()
+
+    _conn: _ServerConnection
+
+    def send(self, msg: Any) -> None:
+        if not self.closed:
+            if type(msg) is RegisterResponse:
+                self._conn.answer_registration(self.channel, msg)
+            else:
+                self._conn.send(self.channel, msg)
+
+
 class _ServerConnection(FramedConnection):
     """A node connection on the RM side.
 
@@ -142,19 +157,21 @@ class _ServerConnection(FramedConnection):
             return None
         return 1 if self._challenge is not None and not self.authenticated else UNADMITTED_DECODE_BATCH
 
-    def send(self, channel: int, msg: Any) -> None:
-        if self.admitted or not isinstance(msg, RegisterResponse):
-            super().send(channel, msg)
-        elif msg.action == "normal":
-            self.admitted = True
-            self._server.unadmitted.pop(self, None)
-            if self._handshake_timer is not None:
-                self._handshake_timer.cancel()
-                self._handshake_timer = None
-            super().send(channel, msg)
-        else:
-            super().send(channel, msg)
-            self._spend()  # a refused registration (no secret) costs the budget
+    def answer_registration(self, channel: int, msg: RegisterResponse) -> None:
+        """The RM answers a registration on ``channel`` (its links send every ``RegisterResponse``
+        through here; everything else goes to ``send`` directly)."""
+        if not self.admitted:
+            if msg.action == "normal":
+                self.admitted = True
+                self._server.unadmitted.pop(self, None)
+                if self._handshake_timer is not None:
+                    self._handshake_timer.cancel()
+                    self._handshake_timer = None
+            else:
+                self.send(channel, msg)
+                self._spend()  # a refused registration (no secret) costs the budget
+                return
+        self.send(channel, msg)
 
     def _spend(self) -> bool:
         """One frame of the admission budget; False: it was spent already, the connection is closed
@@ -179,6 +196,23 @@ class _ServerConnection(FramedConnection):
             decode_cost.add_many((wall_time() - t0) / len(frames), len(frames))
         return frames
 
+    def on_frames(self, frames: list[tuple[int, Any]]) -> None:
+        if not self.admitted:
+            super().on_frames(frames)
+            return
+        # Admitted (nothing to spend): a frame for a channel the RM knows goes straight to it.
+        ends = self._ends
+        receive = self._receive
+        on_frame = self.on_frame
+        for channel, msg in frames:
+            if self.closed:
+                return
+            end = ends.get(channel)
+            if end is None or msg is None or type(msg) is auth.Proof:
+                on_frame(channel, msg)
+            else:
+                receive(end, msg)
+
     def on_frame(self, channel: int, msg: Any) -> None:
         if type(msg) is auth.Proof:
             self._proved(msg)
@@ -194,7 +228,7 @@ class _ServerConnection(FramedConnection):
             return
         end = self._ends.get(channel)
         if end is None:
-            link = self.links[channel] = TcpLink(self, channel)
+            link = self.links[channel] = _ServerLink(self, channel)
             wrap = self._server.wrap
             end = self._ends[channel] = link if wrap is None else wrap(link)
         self._receive(end, msg)

@@ -65,6 +65,10 @@ class Dispatcher(Generic[T]):
         self._stalled_until = 0.0
         # Fault injection (RM overload): every service-time cost is multiplied by this.
         self.cost_scale = 1.0
+        # Told of a first-class item about to wait (False: drop it instead), and of every item
+        # that waited as it is handled; an item served at once is never told (it never waited).
+        self.on_wait: Callable[[T], bool] | None = None
+        self.on_handled: Callable[[T], None] | None = None
 
     def submit(self, item: T) -> None:
         q = self._queue
@@ -90,6 +94,9 @@ class Dispatcher(Generic[T]):
                 self._draining = False
             if (q or self._low) and self._timer is None:
                 self._drain()  # what the handler queued meanwhile
+            return
+        on_wait = self.on_wait
+        if on_wait is not None and not on_wait(item):
             return
         q.append((self._clock.now(), item))
         depth = len(q) + len(self._low)
@@ -148,6 +155,9 @@ class Dispatcher(Generic[T]):
             self._drain()
 
     def _handle(self, item: T) -> None:
+        on_handled = self.on_handled
+        if on_handled is not None:
+            on_handled(item)
         extra = self._handler(item)
         self.processed += 1
         if extra:

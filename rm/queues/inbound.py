@@ -41,6 +41,9 @@ def weight(msg: object) -> int:
 
 
 class InboundAdmission:
+    """Counts the messages of each registered link that wait in the queue (not those served at
+    once: an idle RM, most of the time, counts nothing)."""
+
     def __init__(
         self,
         queue: Dispatcher[Inbound],
@@ -52,36 +55,45 @@ class InboundAdmission:
         self._noisy = noisy
         self.max_per_link = max_per_link
         queue.low_limit = max_unregistered
+        queue.on_wait = self._may_wait
+        queue.on_handled = self._handled
         self._queued: dict[Link, int] = {}
         self.dropped_over_link_bound = 0
 
     def admit(self, link: Link | None, msg: object, registered: bool) -> None:
         """``registered``: a node is registered on ``link`` now (the caller knows it already)."""
-        if link is None:
-            self._queue.submit((None, msg))
-        elif registered:
-            if not isinstance(msg, Disconnected):
-                n = self._queued.get(link, 0)
-                if n >= self.max_per_link:
-                    self.dropped_over_link_bound += 1
-                    self._noisy.warning("rm.inbound_dropped", reason="link bound", type=type(msg).__name__,
-                                        limit=self.max_per_link)
-                    return
-                self._queued[link] = n + 1
-            self._queue.submit((link, msg))
+        if link is None or registered:
+            self._queue.submit((link, msg))  # bounded per link if it must wait (``_may_wait``)
         elif not self._queue.submit_low((link, msg), weight(msg)):
             self._noisy.warning("rm.inbound_dropped", reason="unregistered class full",
                                 type=type(msg).__name__, limit=self._queue.low_limit)
 
-    def handled(self, link: Link | None) -> None:
-        """``link``'s message is out of the queue."""
-        if link is not None and self._queued:
-            n = self._queued.get(link)
+    def _may_wait(self, item: Inbound) -> bool:
+        """A first-class item must wait: it fits unless its link has ``max_per_link`` waiting
+        (a ``Disconnected`` always fits; the RM's own items are not counted)."""
+        link, msg = item
+        if link is None or type(msg) is Disconnected:
+            return True
+        n = self._queued.get(link, 0)
+        if n >= self.max_per_link:
+            self.dropped_over_link_bound += 1
+            self._noisy.warning("rm.inbound_dropped", reason="link bound", type=type(msg).__name__,
+                                limit=self.max_per_link)
+            return False
+        self._queued[link] = n + 1
+        return True
+
+    def _handled(self, item: Inbound) -> None:
+        """An item that waited is being handled: its link has one less waiting."""
+        link = item[0]
+        queued = self._queued
+        if queued and link is not None:
+            n = queued.get(link)
             if n is not None:
                 if n > 1:
-                    self._queued[link] = n - 1
+                    queued[link] = n - 1
                 else:
-                    del self._queued[link]
+                    del queued[link]
 
     def clear(self) -> None:
         """The queue was emptied (a crash, the end of the run)."""

@@ -175,7 +175,11 @@ class ResourceManager:
                     arrived(link, now)
             if type(msg) is ProbeAck and self.membership is not None:
                 self.membership.ack_arrived(link, msg)  # timed on arrival, not after the queue
-            self.admission.admit(link, msg, registered)
+            if registered:
+                # ``admission.admit`` for a registered link, inlined: the first class.
+                self.inbound.submit((link, msg))
+            else:
+                self.admission.admit(link, msg, False)
         elif arrived is not None and type(msg) is Heartbeat and self.is_registered(link):
             arrived(link, self.clock.now())  # it arrived, though a stopped RM drops it
 
@@ -194,8 +198,12 @@ class ResourceManager:
 
     def _handle_inbound(self, item: Inbound) -> None:
         link, msg = item
-        self.admission.handled(link)
         tracker = self._life.tracker
+        if type(msg) is Heartbeat and link is not None:  # most of what the RM handles: no match
+            tracker.on_heartbeat(link, msg)
+            if self.membership is not None:
+                self.membership.flush_due()
+            return
         match msg:
             case Heartbeat() if link is not None:
                 tracker.on_heartbeat(link, msg)
@@ -425,11 +433,16 @@ class ResourceManager:
 
     @property
     def allocations(self) -> int:
-        """Containers allocated so far (cost accounting reads it around every scheduler event)."""
+        """Containers allocated so far."""
         return self._ctx.counters.allocations
 
     def counters(self) -> RMCounters:
         return msgspec.structs.replace(self._ctx.counters)
+
+    def live_counters(self) -> RMCounters:
+        """The counters themselves, kept up to date (read-only: a meter that reads one around
+        every scheduler event takes them once rather than a copy or a property each time)."""
+        return self._ctx.counters
 
     def snapshot(self) -> RMSnapshot:
         return rm_snapshot(self._life, self._ctx, self.clock.now(), self.up, self._epoch, self.inbound,
