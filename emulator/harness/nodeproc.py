@@ -17,7 +17,7 @@ from functools import partial
 from typing import Any
 
 from emulator.measure.timing import HeartbeatTiming
-from emulator.time.clock import Scheduler
+from emulator.time.clock import Scheduler, VirtualClock
 from emulator.time.wheel import WheelClock
 from nodemanager.config import HeartbeatConfig
 from nodemanager.node import NodeManager, NodeState
@@ -127,10 +127,11 @@ class GatedClock:
     __slots__ = ("call_later", "now")
 
     def __init__(self, clock: Scheduler, gate: ProcessGate) -> None:
-        # Bound once: a node arms a timer or two every interval. A node host's wheel keeps the
-        # gate in the timer itself (no call through the gate when the process runs).
+        # Bound once: a node arms a timer or two every interval. The discrete-event core and a
+        # node host's wheel keep the gate in the timer itself (no call through the gate when the
+        # process runs).
         self.call_later: Callable[..., Timer] = (
-            clock.gated(gate) if isinstance(clock, WheelClock)
+            clock.gated(gate) if isinstance(clock, (WheelClock, VirtualClock))
             else partial(_through_gate, clock.call_later, gate.run)
         )
         self.now: Callable[[], float] = clock.now  # the time is the clock's own (no extra call)

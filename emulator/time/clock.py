@@ -71,6 +71,15 @@ _SWEEP_MIN_TIMERS = 100
 _SIGNAL_CHECK_MASK = 1023
 
 
+class ProcessGate(Protocol):
+    """What the clocks use of an emulated process's gate (``emulator.harness.nodeproc``'s): a
+    gated timer runs through it, held in order while the process is paused."""
+
+    _held: Any  # None while the process runs
+
+    def run(self, fn: Callable[..., object], *args: Any) -> None: ...
+
+
 class Event(msgspec.Struct, eq=False):
     """A callback due now (``call_soon``) or at ``when`` (a timer): what the discrete-event core
     keeps instead of asyncio's handles. Cancelling clears the callback; the entry is skipped.
@@ -81,6 +90,9 @@ class Event(msgspec.Struct, eq=False):
     fn: Callable[..., Any] | None
     args: tuple[Any, ...]
     ctx: Ctx
+    # The gate of the process the timer runs in (``call_gated``): while the process is paused
+    # the callback goes to the gate, as ``gate.run(fn, *args)`` would take it.
+    gate: ProcessGate | None = None
 
     def cancel(self) -> None:
         if self.fn is not None:
@@ -192,6 +204,18 @@ class DesLoop(asyncio.SelectorEventLoop):
         heapq.heappush(self._heap, entry)
         return ev
 
+    def call_gated(self, gate: ProcessGate, delay: float, callback: Callable[..., Any], *args: Any) -> Event:
+        """``call_after(delay, gate.run, callback, *args)`` in one event: the loop asks the gate
+        whether its process runs (no call through it when it does; held when it is paused). The
+        same time, the same heap entry: the same order."""
+        now = self._now
+        when = now + delay if delay > 0.0 else now
+        ev = Event(self, when, callback, args, None, gate)
+        entry = Due(when)
+        entry.ev = ev
+        heapq.heappush(self._heap, entry)
+        return ev
+
     def _run_once(self) -> None:
         """asyncio's loop iteration, repeated here while no I/O is registered and nobody asked
         the loop to stop (what ``run_forever`` would do, without its call per iteration)."""
@@ -270,6 +294,10 @@ class DesLoop(asyncio.SelectorEventLoop):
                     continue
                 fn = ev.fn
                 if fn is None:
+                    continue
+                gate = ev.gate
+                if gate is not None and gate._held is not None:
+                    gate.run(fn, *ev.args)  # its process is paused: held there, in order
                     continue
                 try:
                     if ev.ctx is None:
@@ -457,6 +485,11 @@ class VirtualClock(LoopClock):
 
     def call_later(self, delay: float, callback: Callable[..., Any], *args: Any) -> Cancellable:
         return self._des.call_after(delay, callback, *args)
+
+    def gated(self, gate: ProcessGate) -> Callable[..., Event]:
+        """``call_later`` for code inside the process of ``gate``: its timers are held while the
+        process is paused (``DesLoop.call_gated``)."""
+        return partial(self._des.call_gated, gate)
 
 
 def clock_for(loop: asyncio.AbstractEventLoop, mode: ClockMode, speed: float = 1.0) -> LoopClock:

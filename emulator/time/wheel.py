@@ -26,10 +26,11 @@ import heapq
 import math
 from collections.abc import Callable
 from functools import partial
-from typing import Any, Protocol
+from typing import Any
 
 import msgspec
 
+from emulator.time.clock import ProcessGate as ProcessGate
 from emulator.time.clock import RealClock
 
 # One millisecond of wall time: uvloop's own timer resolution, so nothing fires later than an
@@ -50,13 +51,6 @@ def wheel_slot_s(interval_wall_s: float) -> float:
     """The wall-time slot for nodes heartbeating every ``interval_wall_s`` wall seconds."""
     return min(MAX_SLOT_WALL_S, max(DEFAULT_SLOT_WALL_S, SLOT_SHARE_OF_INTERVAL * interval_wall_s))
 
-
-class ProcessGate(Protocol):
-    """What the wheel uses of a process's gate (the node host's ``ProcessGate``)."""
-
-    _held: Any  # None while the process runs
-
-    def run(self, fn: Callable[..., object], *args: Any) -> None: ...
 
 class GatedTimer(msgspec.Struct):
     """One armed callback and the gate of the process it runs in (None: no process); ``cancel``

@@ -155,9 +155,20 @@ def _sum_at_level(kids: list[_Node], level: float) -> tuple[float, float]:
             s = k.cap
         curve = k.curve
         if len(curve) != 2:
-            u = _at(curve, s)
-            c += u[0]
-            r += u[1]
+            # _at, inlined (a pool's curve: the root takes it at each of its ~2 x children levels).
+            i = bisect_right(curve, (s, _INF, _INF)) - 1
+            if i < 0:
+                continue  # no usage below the curve (adding 0.0 changes no sum: they are >= +0.0)
+            if i >= len(curve) - 1:
+                end = curve[-1]
+                c += end[1]
+                r += end[2]
+                continue
+            s0, c0, r0 = curve[i]
+            s1, c1, r1 = curve[i + 1]
+            t = (s - s0) / (s1 - s0) if s1 > s0 else 1.0
+            c += c0 + t * (c1 - c0)
+            r += r0 + t * (r1 - r0)
             continue
         # _at on an operation's two-point curve (adding its (0, 0) below the curve changes nothing).
         (s0, c0, r0), (s1, c1, r1) = curve

@@ -138,3 +138,67 @@ def test_progressive_filling_redistributes_within_the_pool_first() -> None:
     # Pool a keeps half the cluster: big takes what small leaves.
     assert fs.operations[2] == pytest.approx(0.40)
     assert fs.operations[3] == pytest.approx(0.50)
+
+
+def test_assign_is_the_first_candidate_in_random_pool_trees() -> None:
+    """``DRFPolicy.assign`` finds its operation without ``candidates``' generators: the same one,
+    over nested, weighted, min-share and capped pools whose operations may not fit the node."""
+    import random
+
+    rng = random.Random(5)
+    for _ in range(60):
+        cluster, node = make_cluster(rng.choice([4, 16, 64]), rng.choice([8, 32, 128]))
+        root = Pool("root")
+        pools = [root]
+        for p in range(rng.randint(1, 8)):
+            parent = rng.choice(pools)
+            capped = rng.random() < 0.3
+            pools.append(Pool(
+                f"p{p}", weight=rng.choice([0.5, 1.0, 2.0]), parent=parent,
+                min_share=Resources(rng.choice([0, 8, 40]), rng.choice([0, 16])),
+                max_cpu=rng.choice([2.0, 30.0]) if capped else None,
+            ))
+        ops = [op(i, rng.choice(pools), rng.choice([1, 2, 8, 20]), rng.choice([1, 4, 64]),
+                  tasks=rng.randint(1, 30), weight=rng.choice([1.0, 3.0]))
+               for i in range(rng.randint(1, 12))]
+        policy = drf(root, cluster)
+        for _ in range(40):  # start what it assigns until nothing fits: usage moves the order
+            expected = next(policy.candidates(node), None)
+            got = policy.assign(node)
+            assert got is expected
+            if got is None:
+                break
+            got.take_task(0.0)
+        assert any(o.pending for o in ops) or policy.assign(node) is None
+
+
+def test_a_pools_usage_at_a_level_is_the_sum_of_its_childrens_to_the_last_bit() -> None:
+    """``_sum_at_level`` (the fair-share hot loop, ``_at`` inlined) gives exactly the floats of
+    ``_sum_at`` over ``_child_share`` and ``_at``, on curves of pools as ``_build`` makes them."""
+    import random
+
+    from rm.scheduler import fair_share as fs
+
+    rng = random.Random(11)
+    cap = (64.0, 256.0)
+    checked = 0
+    for _ in range(30):
+        root = Pool("root")
+        pools = [root] + [Pool(f"p{p}", weight=rng.choice([0.5, 1.0, 3.0]), parent=root,
+                               min_share=Resources(rng.choice([0, 6]), 0)) for p in range(rng.randint(2, 9))]
+        for i in range(rng.randint(2, 14)):
+            o = op(i, rng.choice(pools), rng.choice([1, 2, 5]), rng.choice([1, 3, 16]),
+                   tasks=rng.randint(1, 40))
+            run_tasks(o, rng.randint(0, o.total))
+        tree, _ = fs._tree(root, [o for p in pools for o in p.operations], cap)
+        fs._build(tree)
+        for node in [tree, *tree.children]:
+            kids = node.children
+            if not kids or not node.levels:
+                continue
+            top = node.levels[-1][0]
+            for lv in [lv for lv, _, _ in node.levels] + [rng.uniform(0, top * 1.2) for _ in range(20)]:
+                reference = fs._sum_at(kids, [fs._child_share(k, lv) for k in kids])
+                assert fs._sum_at_level(kids, lv) == reference
+                checked += 1
+    assert checked > 500

@@ -51,6 +51,34 @@ class DRFPolicy(PolicyBase):
     def candidates(self, node: NodeRecord) -> Iterator[Operation]:
         return self._descend(self.root, node.free_cpu + EPS, node.free_ram + EPS)
 
+    def assign(self, node: NodeRecord) -> Operation | None:
+        """``candidates``' first, found without its generators (one per pool on the way, every
+        task started); a subclass with candidates of its own takes them."""
+        if type(self).candidates is not DRFPolicy.candidates:
+            return next(self.candidates(node), None)
+        return self._first(self.root, node.free_cpu + EPS, node.free_ram + EPS)
+
+    def _first(self, pool: Pool, free_cpu: float, free_ram: float) -> Operation | None:
+        """The first operation ``_descend`` yields (the same children, in the same order)."""
+        if pool.capped:
+            cpu, ram = pool.room()
+            free_cpu, free_ram = min(free_cpu, cpu + EPS), min(free_ram, ram + EPS)
+        children: list[Pool | Operation] = [c for c in pool.children if c.pending_tasks > 0]
+        for op in pool.operations:
+            if op.pending:
+                demand = op.demand
+                if demand.cpu <= free_cpu and demand.ram_gib <= free_ram:
+                    children.append(op)
+        if len(children) > 1:
+            children.sort(key=self._key)
+        for child in children:
+            if isinstance(child, Operation):
+                return child
+            found = self._first(child, free_cpu, free_ram)
+            if found is not None:
+                return found
+        return None
+
     def _descend(self, pool: Pool, free_cpu: float, free_ram: float) -> Iterator[Operation]:
         if pool.capped:  # no task that would take the pool (or one above it) past its maximum
             cpu, ram = pool.room()
