@@ -48,7 +48,8 @@ class _JumpingSelector(selectors.DefaultSelector):
 
 class AsyncioVirtualLoop(asyncio.SelectorEventLoop):
     """The first virtual-time core: asyncio's own loop with a jumping clock (an asyncio ``Handle``
-    per callback, a ``TimerHandle`` per timer). Kept for comparison (``emulator bench --baseline``)."""
+    per callback, a ``TimerHandle`` per timer). Kept for comparison: the bench study's
+    ``design = "asyncio"``."""
 
     def __init__(self) -> None:
         ref: list[AsyncioVirtualLoop] = []

@@ -1,4 +1,4 @@
-"""The floor under `emulator bench`: a periodic heartbeat done as cheaply as Python allows.
+"""The bench's floor (scenarios/studies/bench.toml): a periodic heartbeat as cheap as Python allows.
 
 One plain heap of ``(time, seq, node)`` tuples drives the nodes; a node wakes up, builds a
 heartbeat with its 20 container statuses, the "RM" looks the node up, walks the statuses against
