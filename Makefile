@@ -94,10 +94,10 @@ e2-dask: $(CLUSTER_STAMP)
 	$(BIN)/emulator study scenarios/studies/e2.toml --cluster local --out runs/e2-sweep-dask.json
 
 # E2 on a many-core machine: one node-host process per core less the RM's, each mode over its own
-# grid around its limit on a 16-core machine (one output per mode: --axis), 60 s warm-up
-# (registering 10,000 nodes); its table says which process saturated first at each mode's limit
-# (~5 min). docs/scalability.md, "On a 16-core machine".
-MANY_CORE = $(BIN)/emulator study scenarios/studies/e2.toml --set transport.workers=auto --set run.warmup_s=60
+# grid around its limit on a 16-core machine (one output per mode: --axis), the study's 60 s warm-up;
+# its table says which process saturated first at each mode's limit (~5 min).
+# docs/scalability.md, "On a 16-core machine".
+MANY_CORE = $(BIN)/emulator study scenarios/studies/e2.toml --set transport.workers=auto
 e2-many-core: $(STAMP)
 	$(MANY_CORE) --axis heartbeat.mode=periodic --axis nodes=1000,1500,2000,2500,3000 \
 		--out runs/e2-many-core-periodic.json
