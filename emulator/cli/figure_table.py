@@ -100,9 +100,9 @@ FIGURES: dict[str, Figure] = {
                           ("docs/e2-sweep-yarn2020-delta.json",)),
     "e2-headline": Figure("docs/e2-sweep.json", renderer("e2-headline"),
                           "make e2, then the two virtual sweeps (docs/scalability.md §5.2), and the "
-                          "sweep run again (" + E2_REPEAT + ")",
+                          "sweep run again (" + E2_REPEAT + ") and with two node hosts (make e2-w2)",
                           ("docs/e2-sweep-virtual.json", "docs/e2-sweep-virtual-big.json",
-                           "docs/e2-sweep-repeat.json")),
+                           "docs/e2-sweep-repeat.json", "docs/e2-sweep-w2.json")),
     "e2-many-core": Figure("docs/e2-many-core-a-periodic.json", renderer("e2-many-core"), E2_MANY_CORE,
                            tuple(f"docs/e2-many-core-{run}-{mode}.json" for run in "abc"
                                  for mode in ("periodic", "delta"))[1:]),

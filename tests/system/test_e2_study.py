@@ -264,3 +264,15 @@ def test_a_tcp_studys_limits_say_which_process_saturated_first() -> None:
         f"Which process saturated first: periodic: busier past it {who} (RM {past['rm_cpu_percent']:.0f}%, "
         f"node host {past['worker_cpu_percent']:.0f}%)\n")
     assert "Which process" not in limits_text(sweep_of(_json(DATA / "tiny-virtual.sweep.json")))
+
+
+def test_the_headline_labels_each_real_time_sweep_by_its_own_node_hosts() -> None:
+    """A sweep with two node hosts is a row of its own kind, not "run again" of a one-host one."""
+    docs = ROOT / "docs"
+    one, again, two, virtual = (_json(docs / f"{name}.json") for name in
+                                ("e2-sweep", "e2-sweep-repeat", "e2-sweep-w2", "e2-sweep-virtual"))
+    rows = e2_tables.headline_table(one, virtual, again, two).splitlines()
+    labels = [r.split(" (")[0] for r in rows if r.startswith("| real time over TCP")]
+    assert labels == ["| real time over TCP, speed 20, 1 node-host process",
+                      "| real time over TCP, speed 20, 1 node-host process, run again",
+                      "| real time over TCP, speed 20, 2 node-host processes"]

@@ -112,13 +112,15 @@ def headline_table(real: dict[str, Any], virtual: dict[str, Any], *more: dict[st
     real, virtual, more = sweep_of(real), sweep_of(virtual), tuple(sweep_of(m) for m in more)
     lines = ["| largest cluster with h1, h2 ≥ 0.99 | periodic | delta | delta / periodic |",
              "|---|---|---|---|", "| " + " | ".join(PAPER_E2) + " |"]
-    speed, workers = real.get("speed", 20), real.get("workers") or 1
-    setup = f"speed {speed:g}, {workers} node-host process{'es' if workers > 1 else ''}"
     reals = [real, *(m for m in more if m.get("clock") == "realtime")]
-    rows: list[tuple[str, list[dict[str, Any]]]] = [
-        (f"real time over TCP, {setup}{', run again' if i else ''} ({saturates_first(r)})", [r])
-        for i, r in enumerate(reals)
-    ]
+    rows: list[tuple[str, list[dict[str, Any]]]] = []
+    seen: set[str] = set()
+    for r in reals:
+        workers = r.get("workers") or 1
+        setup = f"speed {r.get('speed', 20):g}, {workers} node-host process{'es' if workers > 1 else ''}"
+        again = ", run again" if setup in seen else ""
+        seen.add(setup)
+        rows.append((f"real time over TCP, {setup}{again} ({saturates_first(r)})", [r]))
     rows.append(("virtual time, RM service-time model fitted to a real-time run (docs/scalability.md §5.2)",
                  [virtual, *(m for m in more if m.get("clock") != "realtime")]))
     for label, sweeps in rows:
