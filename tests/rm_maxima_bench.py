@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import heapq
-import itertools
 import pstats
 import random
 import resource
@@ -47,6 +45,7 @@ from nodemanager.node import NodeManager
 from nodemanager.stats import NodeCounters
 from ringmon.protocol import Probe, RingDelta, RingMessage, RingSyncRequest, RingUpdate
 from rm.protocol import Resources
+from tests.helpers import FakeClock, FakeTimer
 
 LATENCY_S = 0.0005  # emulated, each way
 # One timed callback: CPU s, wall s, emulated t, page faults, its number.
@@ -57,62 +56,31 @@ def _faults() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
-class Timer:
-    __slots__ = ("args", "callback", "cancelled", "when")
-
-    def __init__(self, when: float, callback: Any, args: tuple[Any, ...]) -> None:
-        self.when, self.callback, self.args, self.cancelled = when, callback, args, False
-
-    def cancel(self) -> None:
-        self.cancelled = True
-
-
-class Clock:
+class Clock(FakeClock):
     """A fake clock that times every callback of the RM side (a delivery to ``to_rm``, or a
     callback defined in ``rm``); ``nested`` holds what scheduler events inside them took."""
 
     speed = 1.0
 
     def __init__(self, profile_at: set[int]) -> None:
-        self.t = 0.0
-        self._heap: list[tuple[float, int, Timer]] = []
-        self._seq = itertools.count()
+        super().__init__()
         self.samples: dict[str, list[Sample]] = defaultdict(list)
         self.nested = [0.0, 0.0, 0]  # CPU s, wall s, faults
         self.index = 0
         self.profile_at = profile_at
         self.to_rm: Any = None
 
-    def now(self) -> float:
-        return self.t
-
-    def call_later(self, delay: float, callback: Any, *args: Any) -> Timer:
-        timer = Timer(self.t + max(0.0, delay), callback, args)
-        heapq.heappush(self._heap, (timer.when, next(self._seq), timer))
-        return timer
-
-    def call_soon(self, callback: Any, *args: Any) -> Timer:
-        return self.call_later(0.0, callback, *args)
-
-    def call_soon_batched(self, callback: Any, item: Any) -> None:
-        self.call_later(0.0, callback, item)
-
     def run_until(self, t: float) -> None:
-        heap = self._heap
-        while heap and heap[0][0] <= t:
-            when, _, timer = heapq.heappop(heap)
-            if timer.cancelled:
-                continue
-            self.t = max(self.t, when)
-            timer.cancelled = True
-            kind = self._kind(timer)
-            if kind is None:
-                timer.callback(*timer.args)  # the nodes' side: not timed
-            else:
-                self._timed(kind, timer)
-        self.t = max(self.t, t)
+        self.advance_to(t)
 
-    def _kind(self, timer: Timer) -> str | None:
+    def _fire(self, timer: FakeTimer) -> None:
+        kind = self._kind(timer)
+        if kind is None:
+            timer.callback(*timer.args)  # the nodes' side: not timed
+        else:
+            self._timed(kind, timer)
+
+    def _kind(self, timer: FakeTimer) -> str | None:
         cb = timer.callback
         if cb == self.to_rm:
             return type(timer.args[1]).__name__
@@ -120,7 +88,7 @@ class Clock:
         module = type(owner).__module__ if owner is not None else getattr(cb, "__module__", "")
         return "timer:" + cb.__qualname__ if (module or "").startswith("rm.") else None
 
-    def _timed(self, kind: str, timer: Timer) -> None:
+    def _timed(self, kind: str, timer: FakeTimer) -> None:
         self.index += 1
         prof = cProfile.Profile() if self.index in self.profile_at else None
         if prof is not None:

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import heapq
-import itertools
 import random
 import time
 import tomllib
@@ -31,7 +29,6 @@ from emulator.harness import rmside
 from emulator.harness.eventlog import make_logger
 from emulator.harness.quietgc import quiet_gc
 from emulator.measure.costs import RMCostMeter
-from emulator.measure.timing import HeartbeatTiming
 from emulator.scenario.loader import scenario_from_dict
 from emulator.study.points import scale_cluster
 from emulator.transport.framing import FrameDecoder, FrameEncoder
@@ -40,62 +37,12 @@ from nodemanager.config import HeartbeatConfig
 from nodemanager.node import NodeManager
 from nodemanager.stats import NodeCounters
 from rm.protocol import NodeInbound, Resources
+from tests.helpers import FakeClock, FakeTimer
+from tests.rm_maxima_bench import Hosting, Listener
 
 READ_EVERY_S = 0.05  # emulated s between two reads at the RM
 LATENCY_S = 0.0005  # emulated, RM to node
 _RM_MODULES = ("rm.", "emulator.measure", "emulator.harness")
-
-
-class Timer:
-    __slots__ = ("args", "callback", "cancelled", "when")
-
-    def __init__(self, when: float, callback: Callable[..., object], args: tuple[Any, ...]) -> None:
-        self.when, self.callback, self.args, self.cancelled = when, callback, args, False
-
-    def cancel(self) -> None:
-        self.cancelled = True
-
-
-class Clock:
-    """A fake clock; the CPU of the RM's own timers (the sampler, the workload, passes) is summed."""
-
-    speed = 1.0
-
-    def __init__(self) -> None:
-        self.t = 0.0
-        self._heap: list[tuple[float, int, Timer]] = []
-        self._seq = itertools.count()
-        self.rm_timers_s = 0.0
-
-    def now(self) -> float:
-        return self.t
-
-    def call_later(self, delay: float, callback: Callable[..., object], *args: Any) -> Timer:
-        timer = Timer(self.t + max(0.0, delay), callback, args)
-        heapq.heappush(self._heap, (timer.when, next(self._seq), timer))
-        return timer
-
-    def call_soon(self, callback: Callable[..., object], *args: Any) -> Timer:
-        return self.call_later(0.0, callback, *args)
-
-    def call_soon_batched(self, callback: Callable[[Any], object], item: Any) -> None:
-        self.call_later(0.0, callback, item)
-
-    def run_until(self, t: float) -> None:
-        heap = self._heap
-        while heap and heap[0][0] <= t:
-            when, _, timer = heapq.heappop(heap)
-            if timer.cancelled:
-                continue
-            self.t = max(self.t, when)
-            timer.cancelled = True
-            if _is_rm(timer.callback):
-                c0 = time.thread_time()
-                timer.callback(*timer.args)
-                self.rm_timers_s += time.thread_time() - c0
-            else:
-                timer.callback(*timer.args)
-        self.t = max(self.t, t)
 
 
 def _is_rm(callback: Callable[..., object]) -> bool:
@@ -104,33 +51,25 @@ def _is_rm(callback: Callable[..., object]) -> bool:
     return (module or "").startswith(_RM_MODULES)
 
 
-class Hosting:
-    lead_s = 0.0
+class Clock(FakeClock):
+    """A fake clock; the CPU of the RM's own timers (the sampler, the workload, passes) is summed."""
 
-    def __init__(self, nodes: list[NodeManager]) -> None:
-        self.nodes = nodes
-        self.timing = HeartbeatTiming()
+    speed = 1.0
 
-    def addresses(self) -> list[str]:
-        return [n.address for n in self.nodes]
+    def __init__(self) -> None:
+        super().__init__()
+        self.rm_timers_s = 0.0
 
-    def counters(self) -> NodeCounters:
-        return NodeCounters()
+    def run_until(self, t: float) -> None:
+        self.advance_to(t)
 
-    def heartbeat_intervals(self) -> HeartbeatTiming:
-        return self.timing
-
-    def machine_ids(self) -> dict[str, int]:
-        return {n.address: n.machine_id for n in self.nodes}
-
-    def realities(self) -> None:
-        return None
-
-
-class Listener:
-    def drop_all(self) -> None: ...
-
-    def listen(self) -> None: ...
+    def _fire(self, timer: FakeTimer) -> None:
+        if _is_rm(timer.callback):
+            c0 = time.thread_time()
+            timer.callback(*timer.args)
+            self.rm_timers_s += time.thread_time() - c0
+        else:
+            timer.callback(*timer.args)
 
 
 class Socket:

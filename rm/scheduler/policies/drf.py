@@ -58,28 +58,9 @@ class DRFPolicy(PolicyBase):
             return next(self.candidates(node), None)
         return self._first(self.root, node.free_cpu + EPS, node.free_ram + EPS)
 
-    def _first(self, pool: Pool, free_cpu: float, free_ram: float) -> Operation | None:
-        """The first operation ``_descend`` yields (the same children, in the same order)."""
-        if pool.capped:
-            cpu, ram = pool.room()
-            free_cpu, free_ram = min(free_cpu, cpu + EPS), min(free_ram, ram + EPS)
-        children: list[Pool | Operation] = [c for c in pool.children if c.pending_tasks > 0]
-        for op in pool.operations:
-            if op.pending:
-                demand = op.demand
-                if demand.cpu <= free_cpu and demand.ram_gib <= free_ram:
-                    children.append(op)
-        if len(children) > 1:
-            children.sort(key=self._key)
-        for child in children:
-            if isinstance(child, Operation):
-                return child
-            found = self._first(child, free_cpu, free_ram)
-            if found is not None:
-                return found
-        return None
-
-    def _descend(self, pool: Pool, free_cpu: float, free_ram: float) -> Iterator[Operation]:
+    def _children(self, pool: Pool, free_cpu: float, free_ram: float
+                  ) -> tuple[list[Pool | Operation], float, float]:
+        """A pool's children to descend into, in fairness order, and the room left under it."""
         if pool.capped:  # no task that would take the pool (or one above it) past its maximum
             cpu, ram = pool.room()
             free_cpu, free_ram = min(free_cpu, cpu + EPS), min(free_ram, ram + EPS)
@@ -91,6 +72,21 @@ class DRFPolicy(PolicyBase):
                     children.append(op)
         if len(children) > 1:
             children.sort(key=self._key)
+        return children, free_cpu, free_ram
+
+    def _first(self, pool: Pool, free_cpu: float, free_ram: float) -> Operation | None:
+        """The first operation ``_descend`` yields (the same children, in the same order)."""
+        children, free_cpu, free_ram = self._children(pool, free_cpu, free_ram)
+        for child in children:
+            if isinstance(child, Operation):
+                return child
+            found = self._first(child, free_cpu, free_ram)
+            if found is not None:
+                return found
+        return None
+
+    def _descend(self, pool: Pool, free_cpu: float, free_ram: float) -> Iterator[Operation]:
+        children, free_cpu, free_ram = self._children(pool, free_cpu, free_ram)
         for child in children:
             if isinstance(child, Operation):
                 yield child
