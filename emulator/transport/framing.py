@@ -76,20 +76,12 @@ class FrameEncoder:
         kind = type(msg)
         start = len(buf)
         buf += _PLACEHOLDER
-        if kind is HeartbeatResponse and not msg.launch and not msg.kill:
-            # Most of what the RM sends: no flags, no ring, the answer written from saved pieces.
-            self._answer(buf, msg)
-            size = len(buf) - start - HEADER_SIZE
-            if size <= self.max_frame_bytes:
-                HEADER.pack_into(buf, start, size, channel)
-                self._last = msg
-                return size + HEADER_SIZE
-            del buf[start:]
-            raise FrameTooLarge(f"HeartbeatResponse encodes to {size} bytes, above the "
-                                f"{self.max_frame_bytes} byte limit")
         flags = 0
         ring = None
-        if kind is RegisterResponse and msg.ring is not None:
+        if kind is HeartbeatResponse and not msg.launch and not msg.kill:
+            # Most of what the RM sends: the answer written from saved pieces.
+            self._answer(buf, msg)
+        elif kind is RegisterResponse and msg.ring is not None:
             ring = msg.ring
             if ring is self._last_ring:
                 flags = SAME_RING
