@@ -19,6 +19,7 @@ from emulator.transport.framing import (
     FrameError,
     FrameTooLarge,
 )
+from emulator.transport.reports import ReportStatuses
 
 # Defaults for the server's limits (``TcpServer``); a scenario sets them in ``[transport]``.
 DEFAULT_HANDSHAKE_TIMEOUT_S = 10.0
@@ -117,10 +118,12 @@ class FramedConnection(asyncio.Protocol):
     yield_every: int | None = None
 
     def __init__(self, inbound_type: Any, max_frame_bytes: int, log: Any, stats: TransportStats,
-                 noisy: Any = None, max_write_buffer_bytes: int | None = None) -> None:
+                 noisy: Any = None, max_write_buffer_bytes: int | None = None,
+                 reports: ReportStatuses | None = None) -> None:
         """``noisy``: the log for what the peer can cause at will (default ``log``);
-        ``max_write_buffer_bytes``: disconnect a peer that leaves this much unread (None: no limit)."""
-        self._decoder = FrameDecoder(inbound_type, max_frame_bytes)
+        ``max_write_buffer_bytes``: disconnect a peer that leaves this much unread (None: no limit);
+        ``reports``: decode a node report's statuses only when they changed (the RM's side)."""
+        self._decoder = FrameDecoder(inbound_type, max_frame_bytes, reports)
         self._encoder = FrameEncoder(max_frame_bytes)
         self._log = log
         self._noisy = noisy if noisy is not None else log

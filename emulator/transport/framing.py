@@ -26,6 +26,7 @@ from typing import Any
 import msgspec
 
 from emulator.transport.answers import AnswerEncoder
+from emulator.transport.reports import ReportError, ReportStatuses
 from rm.protocol import HeartbeatResponse, RegisterResponse
 
 HEADER = struct.Struct("!II")
@@ -113,12 +114,24 @@ class FrameEncoder:
         return bytes(buf)
 
 
+class _NoWire:
+    """Matches no decoded message (a decoder without ``reports``)."""
+
+
 class FrameDecoder:
     """Feed it bytes as they arrive; it returns the complete frames, in order."""
 
-    __slots__ = ("_buf", "_decode", "_last", "_last_ring", "frames", "max_frame_bytes")
+    __slots__ = ("_buf", "_decode", "_last", "_last_ring", "_wire", "frames", "max_frame_bytes", "reports")
 
-    def __init__(self, msg_type: Any, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+    def __init__(self, msg_type: Any, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+                 reports: ReportStatuses | None = None) -> None:
+        """``reports``: heartbeats' statuses are decoded only when they differ from their
+        channel's last (the RM's side; ``emulator.transport.reports``)."""
+        self.reports = reports
+        self._wire: type = _NoWire
+        if reports is not None:
+            msg_type = reports.union(msg_type)
+            self._wire = reports.wire
         self._decode = msgspec.msgpack.Decoder(msg_type).decode
         self._buf = bytearray()
         self.max_frame_bytes = max_frame_bytes
@@ -134,6 +147,8 @@ class FrameDecoder:
     def clear(self) -> None:
         """Drop what is buffered (the connection is gone)."""
         self._buf = bytearray()
+        if self.reports is not None:
+            self.reports.clear()
 
     def feed(self, data: bytes | bytearray | memoryview, limit: int | None = None) -> list[Frame]:
         """``limit``: decode at most this many frames now, keeping the rest of the bytes for the
@@ -152,6 +167,8 @@ class FrameDecoder:
         decode = self._decode
         unpack = HEADER.unpack_from
         last = self._last
+        wire = self._wire
+        report: Any = self.reports.heartbeat if self.reports is not None else None
         try:
             with memoryview(buf) as view:
                 while end - pos >= HEADER_SIZE and count != 0:
@@ -167,7 +184,12 @@ class FrameDecoder:
                             msg = decode(view[pos + HEADER_SIZE : stop])
                         except (msgspec.DecodeError, msgspec.ValidationError) as err:
                             raise MalformedFrame(f"channel {word}: {err}") from None
-                        if type(msg) is RegisterResponse and msg.ring is not None:
+                        if type(msg) is wire:
+                            try:
+                                msg = report(word, msg)
+                            except ReportError as err:
+                                raise MalformedFrame(f"channel {word}: {err}") from None
+                        elif type(msg) is RegisterResponse and msg.ring is not None:
                             self._last_ring = msg.ring
                         last = msg
                         append((word, msg))
@@ -177,6 +199,8 @@ class FrameDecoder:
                     if size == 0:
                         if not word & REPEAT:
                             append((channel, None))
+                            if self.reports is not None:
+                                self.reports.forget(channel)
                         elif last is None or word & SAME_RING:
                             raise MalformedFrame(f"channel {channel}: a repeat with nothing to repeat")
                         else:
@@ -194,7 +218,8 @@ class FrameDecoder:
                             elif msg.ring is not None:
                                 self._last_ring = msg.ring
                         else:
-                            raise MalformedFrame(f"channel {channel}: flags on a {type(msg).__name__}")
+                            kind = "Heartbeat" if type(msg) is wire else type(msg).__name__
+                            raise MalformedFrame(f"channel {channel}: flags on a {kind}")
                         last = msg
                         append((channel, msg))
                     pos = stop

@@ -32,6 +32,7 @@ from emulator.transport.connection import (
 from emulator.transport.framing import (
     DEFAULT_MAX_FRAME_BYTES,
 )
+from emulator.transport.reports import ReportStatuses
 from rm import LogBudget, LogHistogram
 from rm.protocol import Disconnected, Register, RegisterResponse, RMInbound
 
@@ -69,8 +70,9 @@ class _ServerConnection(FramedConnection):
     """
 
     def __init__(self, server: TcpServer) -> None:
+        # A periodic report's statuses, unchanged since its last, are not decoded again.
         super().__init__(RMInbound | auth.Proof, server.max_frame_bytes, server.log, server.stats,
-                         server.noisy, server.max_write_buffer_bytes)
+                         server.noisy, server.max_write_buffer_bytes, ReportStatuses())
         self._server = server
         self._challenge: auth.Challenge | None = None
         self._budget = server.admission_frames
