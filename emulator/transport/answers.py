@@ -19,38 +19,41 @@ from rm.protocol import HeartbeatResponse
 _ID_KEY = msgspec.msgpack.encode("heartbeat_id")
 
 
-def _cut(body: bytes, number: bytes) -> tuple[bytes, bytes] | None:
-    """``body`` without its heartbeat id (encoded as ``number``): the bytes before and after."""
+def _cut(body: bytes, number: bytes) -> tuple[bytes, bytes, int] | None:
+    """``body`` without its heartbeat id (encoded as ``number``): the bytes before and after, and
+    their length together."""
     at = body.find(_ID_KEY)
     if at < 0:
         return None
     cut = at + len(_ID_KEY)
     if body[cut : cut + len(number)] != number:
         return None
-    return body[:cut], body[cut + len(number) :]
+    return body[:cut], body[cut + len(number) :], len(body) - len(number)
 
 
 class AnswerEncoder:
     """Appends the msgpack encoding of an answer with no launch and no kill to a buffer."""
 
-    __slots__ = ("_encode", "_pieces", "hits")
+    __slots__ = ("encode", "hits", "pieces")
 
     def __init__(self) -> None:
-        self._encode = msgspec.msgpack.Encoder().encode
-        self._pieces: dict[str, tuple[bytes, bytes]] = {}  # by action
+        self.encode = msgspec.msgpack.Encoder().encode
+        # By action: the bytes before and after the id, and their length (``FrameEncoder.append``
+        # writes a frame from them itself, without a call here).
+        self.pieces: dict[str, tuple[bytes, bytes, int]] = {}
         self.hits = 0  # answers written from saved pieces
 
     def append(self, buf: bytearray, msg: HeartbeatResponse) -> None:
-        number = self._encode(msg.heartbeat_id)
-        pieces = self._pieces.get(msg.action)
+        number = self.encode(msg.heartbeat_id)
+        pieces = self.pieces.get(msg.action)
         if pieces is not None:
             self.hits += 1
             buf += pieces[0]
             buf += number
             buf += pieces[1]
             return
-        body = self._encode(msg)
+        body = self.encode(msg)
         buf += body
         pieces = _cut(body, number)
         if pieces is not None:
-            self._pieces[msg.action] = pieces
+            self.pieces[msg.action] = pieces

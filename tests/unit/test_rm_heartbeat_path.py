@@ -16,7 +16,14 @@ from emulator.harness.eventlog import make_logger
 from emulator.measure.costs import RMCostMeter
 from emulator.transport import auth
 from emulator.transport.connection import TransportStats
-from emulator.transport.framing import HEADER, HEADER_SIZE, REPEAT, FrameEncoder, FrameTooLarge
+from emulator.transport.framing import (
+    HEADER,
+    HEADER_SIZE,
+    REPEAT,
+    FrameDecoder,
+    FrameEncoder,
+    FrameTooLarge,
+)
 from emulator.transport.server import TcpServer, _ServerConnection
 from ringmon.config import RingConfig
 from ringmon.membership import decode_ids
@@ -26,6 +33,7 @@ from rm.protocol import (
     Disconnected,
     Heartbeat,
     HeartbeatResponse,
+    NodeInbound,
     Register,
     RegisterResponse,
     Resources,
@@ -127,6 +135,19 @@ def test_an_answer_with_nothing_to_launch_repeats_and_refuses_as_any_frame() -> 
     with pytest.raises(FrameTooLarge, match="HeartbeatResponse"):
         small.append(out, 1, answer)
     assert out == b"kept"
+    # Written from saved pieces, header first: the same frames, the same refusal, the same repeats.
+    small.max_frame_bytes = 100
+    first = HeartbeatResponse(action="normal", heartbeat_id=1)
+    small.append(out, 1, first)
+    frames = [(2, answer), (3, answer), (4, HeartbeatResponse(action="normal", heartbeat_id=300))]
+    for channel, msg in frames:
+        small.append(out, channel, msg)
+    assert small.answers.hits == 3 and bytes(out[4:]) == _frames((1, first), *frames)
+    assert FrameDecoder(NodeInbound).feed(bytes(out[4:]))[1:] == frames
+    small.max_frame_bytes = 4
+    with pytest.raises(FrameTooLarge, match="HeartbeatResponse"):
+        small.append(out, 5, HeartbeatResponse(action="normal", heartbeat_id=4))
+    assert FrameDecoder(NodeInbound).feed(bytes(out[4:]))[1:] == frames
 
 
 def test_a_heartbeat_publishes_a_ring_batch_that_is_due() -> None:
