@@ -45,6 +45,20 @@ def test_add_many_is_the_same_as_adding_one_at_a_time() -> None:
     assert [many.quantile(q) for q in qs] == [one.quantile(q) for q in qs]
 
 
+def test_add_values_buckets_every_value_as_add_does() -> None:
+    rng = random.Random(11)
+    batches = [[0.0, 1e-10, 5e-10, *(rng.lognormvariate(-11, 3) for _ in range(3000))],
+               [rng.lognormvariate(-2, 1) for _ in range(50)], [], [0.0, 0.0]]
+    one, batched = LogHistogram(), LogHistogram()
+    for batch in batches:
+        for v in batch:
+            one.add(v)
+        batched.add_values(batch)
+    assert batched._buckets == one._buckets
+    assert (batched.count, batched.zeros, batched.max) == (one.count, one.zeros, one.max)
+    assert batched.sum == pytest.approx(one.sum, rel=1e-9)
+
+
 def test_zeros_and_an_empty_histogram() -> None:
     h = LogHistogram()
     assert h.quantile(0.5) == 0.0 and h.mean() == 0.0
