@@ -8,6 +8,10 @@ decoded then. Equal bytes decode to equal statuses, so the RM sees the same repo
 memory, where a periodic node resends its report object until something changes, the resource
 tracker recognises a report it walked already (``NodeRecord.quiet_report``) and skips the walk.
 Statuses that differ are decoded and validated as before: invalid ones make the frame malformed.
+
+What a connection keeps is bounded (``max_bytes``, as its write buffer is): a peer that opens
+channel after channel with large reports cannot make the RM hold them all; past the bound,
+reports are decoded whole, as without this.
 """
 
 from __future__ import annotations
@@ -17,6 +21,11 @@ from typing import Any, Union, get_args
 import msgspec
 
 from rm.protocol import ContainerStatus, ContainerUsage, Heartbeat
+
+# Status lists a connection keeps (bytes, plus an entry's own cost): a 50,000-node periodic worker
+# with ~8 containers a node keeps ~12 MB.
+MAX_BYTES = 32 << 20
+ENTRY_BYTES = 128
 
 
 class WireHeartbeat(msgspec.Struct, tag="Heartbeat", frozen=True, omit_defaults=True, gc=False):
@@ -38,13 +47,15 @@ class ReportError(Exception):
 class ReportStatuses:
     """Per channel, the raw statuses of its last report and the tuple decoded from them."""
 
-    __slots__ = ("_decode", "_last", "reused")
+    __slots__ = ("_decode", "_last", "kept_bytes", "max_bytes", "reused")
 
     wire = WireHeartbeat
 
-    def __init__(self) -> None:
+    def __init__(self, max_bytes: int = MAX_BYTES) -> None:
         self._decode = msgspec.msgpack.Decoder(tuple[ContainerStatus, ...]).decode
         self._last: dict[int, tuple[msgspec.Raw, tuple[ContainerStatus, ...]]] = {}
+        self.max_bytes = max_bytes
+        self.kept_bytes = 0  # of the status lists kept, each counted with ENTRY_BYTES
         self.reused = 0  # reports whose statuses were the channel's last
 
     @staticmethod
@@ -68,17 +79,32 @@ class ReportStatuses:
             except (msgspec.DecodeError, msgspec.ValidationError) as err:
                 reason = str(err)
             else:
-                # A copy: the raw bytes point into the read they came with.
-                self._last[channel] = (msgspec.Raw(bytes(raw)), statuses)
+                self._keep(channel, last, raw, statuses)
                 return Heartbeat(wire.machine_id, wire.heartbeat_id, wire.healthy, statuses,
                                  wire.full, wire.usage)
             del raw, wire  # nothing of the read held by the error's frames
             raise ReportError(f"Heartbeat.statuses: {reason}")
         return Heartbeat(wire.machine_id, wire.heartbeat_id, wire.healthy, statuses, wire.full, wire.usage)
 
+    def _keep(self, channel: int, last: tuple[msgspec.Raw, Any] | None, raw: msgspec.Raw,
+              statuses: tuple[ContainerStatus, ...]) -> None:
+        """``statuses``, read from ``raw``, are the channel's last (``last``: what it kept before)."""
+        if last is not None:
+            self.kept_bytes -= len(last[0]) + ENTRY_BYTES
+        size = len(raw) + ENTRY_BYTES
+        if self.kept_bytes + size <= self.max_bytes:
+            # A copy: the raw bytes point into the read they came with.
+            self._last[channel] = (msgspec.Raw(bytes(raw)), statuses)
+            self.kept_bytes += size
+        elif last is not None:
+            del self._last[channel]
+
     def forget(self, channel: int) -> None:
         """The channel closed."""
-        self._last.pop(channel, None)
+        last = self._last.pop(channel, None)
+        if last is not None:
+            self.kept_bytes -= len(last[0]) + ENTRY_BYTES
 
     def clear(self) -> None:
         self._last.clear()
+        self.kept_bytes = 0

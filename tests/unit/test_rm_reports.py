@@ -11,7 +11,7 @@ import pytest
 
 from emulator.harness.eventlog import make_logger
 from emulator.transport.framing import HEADER, FrameDecoder, FrameEncoder, MalformedFrame
-from emulator.transport.reports import ReportStatuses, WireHeartbeat
+from emulator.transport.reports import ENTRY_BYTES, ReportStatuses, WireHeartbeat
 from emulator.transport.server import TcpServer, _ServerConnection
 from rm.protocol import (
     ContainerStatus,
@@ -67,6 +67,30 @@ def test_a_report_whose_statuses_did_not_change_gets_the_tuple_its_channel_decod
     assert statuses[4] is not statuses[3] and statuses[5] is statuses[4]  # changed, then unchanged
     assert statuses[7] is not statuses[5]  # the channel closed in between: decoded anew
     assert dec.reports is not None and dec.reports.reused == 2
+
+
+def test_what_a_connection_keeps_is_bounded() -> None:
+    # Room for two of these lists: a third channel's is decoded each time, not kept.
+    size = len(msgspec.msgpack.encode(RUNNING)) + ENTRY_BYTES
+    reports = ReportStatuses(max_bytes=2 * size + size // 2)
+    dec, plain = FrameDecoder(RMInbound, reports=reports), FrameDecoder(RMInbound)
+
+    def statuses(channel: int, hid: int, *sts: ContainerStatus) -> tuple[ContainerStatus, ...]:
+        data = _frames((channel, _hb(hid, *sts, mid=channel)))
+        ((_, got),) = dec.feed(data)
+        assert [got] == [m for _, m in plain.feed(data)]
+        result: tuple[ContainerStatus, ...] = got.statuses
+        return result
+
+    first = [statuses(c, 0, *RUNNING) for c in (1, 2, 3)]
+    again = [statuses(c, 1, *RUNNING) for c in (1, 2, 3)]
+    assert [a is f for a, f in zip(again, first, strict=True)] == [True, True, False]
+    assert reports.kept_bytes == 2 * size
+    statuses(2, 2, RUNNING[0])  # a shorter list replaces channel 2's
+    assert reports.kept_bytes == size + len(msgspec.msgpack.encode(RUNNING[:1])) + ENTRY_BYTES
+    dec.feed(_frames((1, None)))  # a close gives channel 1's room back: channel 3's fits now
+    three = statuses(3, 2, *RUNNING)
+    assert statuses(3, 3, *RUNNING) is three and reports.kept_bytes <= reports.max_bytes
 
 
 @pytest.mark.parametrize("bad", [[[1, "lost"]], [[1]], 5, [["x", "running"]]],
