@@ -265,6 +265,10 @@ class NodeProcess:
     def attach(self, link: Link) -> None:
         """The current connection to the RM (a new one after a reconnect)."""
         self._link = link
+        wire_to = getattr(self.node, "wire_to", None)
+        if wire_to is not None:  # a hosted node: its reports from saved bytes where the link can
+            sender = getattr(link, "report_sender", None)
+            wire_to(sender() if sender is not None else None)
 
     def receive(self, msg: object) -> None:
         """A message from the RM."""

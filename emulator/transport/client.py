@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Protocol
 
 import msgspec
@@ -21,8 +22,10 @@ from emulator.transport.connection import (
 )
 from emulator.transport.framing import (
     DEFAULT_MAX_FRAME_BYTES,
+    HEADER,
+    HEADER_SIZE,
 )
-from rm.protocol import NodeInbound, Register
+from rm.protocol import Heartbeat, NodeInbound, Register
 
 
 class DeliveryClock(Protocol):
@@ -35,6 +38,34 @@ class DeliveryClock(Protocol):
 
 # Answers delivered between two clock readings within one batch.
 _REREAD = 64
+# msgspec writes a struct's field name as a msgpack string before its value.
+_ID_KEY = msgspec.msgpack.encode("heartbeat_id")
+
+
+class ReportPieces:
+    """One node's last full report as bytes, cut around its heartbeat id, and what it was made
+    of (by identity): the next report with the same statuses, health and id is those bytes
+    around the new heartbeat id."""
+
+    __slots__ = ("head", "healthy", "machine_id", "statuses", "tail")
+
+    def __init__(self) -> None:
+        self.statuses: Any = None
+        self.healthy = False
+        self.machine_id = -1
+        self.head = b""
+        self.tail = b""
+
+    def cut(self, hb: Heartbeat, body: bytes, number: bytes) -> bool:
+        """Keep ``body`` (``hb`` encoded, its id as ``number``) as pieces; False if it cannot be cut."""
+        at = body.find(_ID_KEY)
+        end = at + len(_ID_KEY)
+        if at < 0 or body[end : end + len(number)] != number:
+            self.statuses = None
+            return False
+        self.head, self.tail = body[:end], body[end + len(number) :]
+        self.statuses, self.healthy, self.machine_id = hb.statuses, hb.healthy, hb.machine_id
+        return True
 
 
 class _NodeLink(TcpLink):
@@ -49,6 +80,13 @@ class _NodeLink(TcpLink):
                 msg = msgspec.structs.replace(msg, credentials="")
             self._conn.send(self.channel, msg)
 
+    def report_sender(self) -> Callable[[Heartbeat], None]:
+        """How this channel's node sends its full (periodic, no usage) reports: from saved pieces
+        while nothing in them changed (``_ClientConnection.send_report``)."""
+        conn = self._conn
+        assert isinstance(conn, _ClientConnection)
+        return partial(conn.send_report, self, ReportPieces())
+
 
 class _ClientConnection(FramedConnection):
     yield_every = NODE_HOST_DELIVERY_BATCH
@@ -59,15 +97,43 @@ class _ClientConnection(FramedConnection):
         self._receivers: dict[int, Callable[[Any], None]] = {}
         self._next_channel = 1
         self._clock = client.delivery_clock
+        self._encode = msgspec.msgpack.Encoder().encode
         self.challenged: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self.answered = False  # a frame came after the challenge: our proof passed
 
-    def open(self, node: Any) -> TcpLink:
+    def open(self, node: Any) -> _NodeLink:
         channel = self._next_channel
         self._next_channel += 1
         link = self.links[channel] = _NodeLink(self, channel)
         self._receivers[channel] = node.receive
         return link
+
+    def send_report(self, link: _NodeLink, pieces: ReportPieces, hb: Heartbeat) -> None:
+        """``link.send(hb)`` for a full report without usage: the same bytes, but encoded whole
+        only when its statuses, health or id changed since the node's last report."""
+        if link.closed or self.closed:
+            return
+        number = self._encode(hb.heartbeat_id)
+        if hb.statuses is not pieces.statuses or hb.healthy is not pieces.healthy or (
+            hb.machine_id != pieces.machine_id
+        ):
+            body = self._encode(hb)
+            if len(body) > self._encoder.max_frame_bytes or not pieces.cut(hb, body, number):
+                self.send(link.channel, hb)  # the usual way (it refuses a frame too large)
+                return
+        size = len(pieces.head) + len(number) + len(pieces.tail)
+        out = self._out
+        out += HEADER.pack(size, link.channel)
+        out += pieces.head
+        out += number
+        out += pieces.tail
+        self._encoder._last = hb  # what a REPEAT frame would stand for now, at both ends
+        stats = self.stats
+        stats.frames_out += 1
+        stats.bytes_out += size + HEADER_SIZE
+        if not self._flush_pending:
+            self._flush_pending = True
+            asyncio.get_running_loop().call_soon(self._flush)
 
     def on_frames(self, frames: list[tuple[int, Any]]) -> None:
         # One pass over a read's answers: straight to each node, the clock read once per batch.

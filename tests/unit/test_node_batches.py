@@ -19,12 +19,13 @@ from emulator.measure.timing import HeartbeatTiming
 from emulator.time.clock import RealClock
 from emulator.time.wheel import WheelClock
 from emulator.transport.client import TcpClient, _ClientConnection
-from emulator.transport.framing import FrameDecoder, FrameEncoder
+from emulator.transport.framing import HEADER, HEADER_SIZE, FrameDecoder, FrameEncoder
 from nodemanager.config import HeartbeatConfig
 from nodemanager.node import NodeManager
 from nodemanager.stats import NodeCounters
 from rm.protocol import (
     ContainerLaunch,
+    ContainerStatus,
     Heartbeat,
     HeartbeatResponse,
     LaunchContainers,
@@ -231,13 +232,54 @@ def test_a_timer_armed_for_now_by_a_slot_waits_for_the_next_pass() -> None:
         loop.close()
 
 
-def _drive(node_type: type[NodeManager], mode: str) -> tuple[list[tuple[float, bytes]], NodeCounters]:
+class _Wired:
+    """A node's side of a real client connection: what the node sends (through ``send`` or its
+    report wire) read back from the bytes the connection writes."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        real = RealClock(asyncio.get_running_loop())
+        self.conn = _ClientConnection(TcpClient("127.0.0.1", 1, real, make_logger(real, None)))
+        self.transport = _Transport()
+        self.conn.connection_made(self.transport)
+        self.link = self.conn.open(self)
+        self.decoder = FrameDecoder(RMInbound)
+        self.clock = clock
+        self.channels: list[int] = []
+
+    def receive(self, msg: Any) -> None:
+        raise AssertionError("answers go to the node directly here")
+
+    def read(self, into: list[tuple[float, int, Any]], step: int) -> None:
+        """The frames written since the last read, each checked to be msgspec's own bytes."""
+        self.conn._flush()
+        data, self.transport.out = bytes(self.transport.out), bytearray()
+        pos = 0
+        while pos < len(data):
+            size, word = HEADER.unpack_from(data, pos)
+            frame = data[pos : pos + HEADER_SIZE + size]
+            pos += len(frame)
+            ((channel, msg),) = self.decoder.feed(frame)  # a REPEAT (a report sent again) too
+            self.channels.append(channel)
+            if word == channel:
+                assert msgspec.msgpack.encode(msg) == frame[HEADER_SIZE:]
+            into.append((self.clock.now(), step, msg))
+
+
+def _drive(node_type: type[NodeManager], mode: str,
+           wired: bool = False) -> tuple[list[tuple[float, int, bytes]], NodeCounters]:
     """A node and a scripted RM: answers one step late, some lost, some repeated, launches, kills,
-    a resync, a health change; everything the node sends, encoded, with when."""
+    a resync, a health change; everything the node sends, encoded, with when (and at which step;
+    ``wired``: sent through a client connection, a hosted node's reports by its wire)."""
     clock, counters = FakeClock(), NodeCounters()
-    out: list[tuple[float, Any]] = []
-    node = node_type("n", Resources(16, 32), HeartbeatConfig(mode=mode, interval_s=1.0, rpc_timeout_s=3.0),
-                     clock, lambda m: out.append((clock.now(), m)), counters, make_logger(clock, None))
+    out: list[tuple[float, int, Any]] = []
+    step = 0
+    wire = _Wired(clock) if wired else None
+    config = HeartbeatConfig(mode=mode, interval_s=1.0, rpc_timeout_s=3.0)
+    send = wire.link.send if wire is not None else lambda m: out.append((clock.now(), step, m))
+    node = node_type("n", Resources(16.0, 32.0), config, clock, send, counters, make_logger(clock, None))
+    if wire is not None:
+        assert isinstance(node, HostedNode)
+        node.wire_to(wire.link.report_sender())
     rng = random.Random(11)
     cid, seen = 0, 0
     answers: list[Any] = []
@@ -245,8 +287,12 @@ def _drive(node_type: type[NodeManager], mode: str) -> tuple[list[tuple[float, b
     node.start(0.3)
     for step in range(1, 600):
         clock.advance_to(step * 0.25)
+        if wire is not None:
+            wire.read(out, step)
         for msg in late.pop(step, []) + answers:  # as a node host hands them over (NodeProcess.receive)
             (node.heartbeat_answered if type(msg) is HeartbeatResponse else node.receive)(msg)
+        if wire is not None:
+            wire.read(out, step)
         answers = []
         if step == 300:
             node.set_healthy(False)
@@ -257,7 +303,7 @@ def _drive(node_type: type[NodeManager], mode: str) -> tuple[list[tuple[float, b
             pushed = tuple(ContainerLaunch(cid + i, Resources(1, 2), 7.0) for i in (0, 1))
             node.receive(LaunchContainers(pushed))
             cid += 2
-        for _, msg in out[seen:]:
+        for _, _, msg in out[seen:]:
             if type(msg) is Register:
                 answers.append(RegisterResponse(action="normal", machine_id=1))
             elif type(msg) is Heartbeat and rng.random() > 0.1:  # else lost
@@ -281,7 +327,7 @@ def _drive(node_type: type[NodeManager], mode: str) -> tuple[list[tuple[float, b
                 else:
                     answers.append(answer)
         seen = len(out)
-    return [(t, msgspec.msgpack.encode(m)) for t, m in out], counters
+    return [(t, k, msgspec.msgpack.encode(m)) for t, k, m in out], counters
 
 
 @pytest.mark.parametrize("mode", ["periodic", "delta"])
@@ -290,6 +336,42 @@ def test_a_hosted_node_says_what_a_node_manager_says(mode: str) -> None:
     assert mine[1].heartbeats_sent > 30 and mine[1].heartbeat_responses > 30
     assert mine[1] == theirs[1]
     assert mine[0] == theirs[0]
+
+
+@pytest.mark.asyncio
+async def test_a_hosted_node_reports_from_saved_bytes_what_a_node_manager_says() -> None:
+    """Reports from saved pieces: re-cut whenever a container starts or ends, an answer retires
+    a completion, or health changes; the bytes are msgspec's own (``_Wired.read``)."""
+    mine, theirs = _drive(HostedNode, "periodic", wired=True), _drive(NodeManager, "periodic")
+    assert mine[1] == theirs[1] and mine[1].containers_finished > 10
+    assert [(k, b) for _, k, b in mine[0]] == [(k, b) for _, k, b in theirs[0]]
+
+
+@pytest.mark.asyncio
+async def test_a_report_wire_re_encodes_what_changed_and_keeps_repeats_true() -> None:
+    clock = FakeClock()
+    one, two = _Wired(clock), _Wired(clock)
+    other = one.conn.open(two)  # a second node on the same connection
+    wire = one.link.report_sender()
+    statuses = (ContainerStatus(7, "running"), ContainerStatus(9, "complete", 1))
+    sent = [Heartbeat(machine_id=3, heartbeat_id=i, healthy=True, statuses=statuses, full=True)
+            for i in (0, 1)]
+    sent += [
+        Heartbeat(machine_id=3, heartbeat_id=200, healthy=False, statuses=statuses, full=True),  # health
+        Heartbeat(machine_id=4, heartbeat_id=201, healthy=False, statuses=statuses, full=True),  # a new id
+        Heartbeat(machine_id=4, heartbeat_id=70_000, healthy=False, statuses=statuses[:1], full=True),
+    ]
+    for hb in sent:
+        wire(hb)
+    one.link.send(sent[0])  # a report sent the usual way, then another node's from its wire
+    other.report_sender()(sent[1])
+    one.link.send(sent[0])  # the first again: no REPEAT of it, another frame went between
+    wire(sent[2])
+    one.link.send(sent[2])  # what the wire wrote last, again: a REPEAT
+    got: list[tuple[float, int, Any]] = []
+    one.read(got, 0)
+    assert [m for _, _, m in got] == [*sent, sent[0], sent[1], sent[0], sent[2], sent[2]]
+    assert one.channels == [1] * 5 + [1, 2, 1, 1, 1]
 
 
 def test_an_answered_health_change_is_not_reported_again() -> None:
