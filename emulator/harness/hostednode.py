@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from nodemanager.node import NodeManager, NodeState
-from rm.protocol import ContainerStatus, Heartbeat, HeartbeatResponse
+from rm.protocol import ContainerLaunch, ContainerStatus, Heartbeat, HeartbeatResponse
 
 _RUNNING = NodeState.RUNNING
 
@@ -24,34 +24,57 @@ _RUNNING = NodeState.RUNNING
 class HostedNode(NodeManager):
     # ``_wire``: how the common tick's report goes out when the host has a faster way than
     # ``send`` (``TcpLink.report_sender``: from saved bytes while the report is unchanged);
-    # ``_running``: the "running" status of each container, made once, not at every change.
+    # ``_running``: the running containers' statuses in launch order, kept as containers start
+    # and end, so that a changed report is two tuples joined, not a status made per container.
     __slots__ = ("_running", "_wire")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._running: dict[int, ContainerStatus] = {}  # before ``__init__``: ``_reset`` clears it
         super().__init__(*args, **kwargs)
         self._wire: Callable[[Heartbeat], None] | None = None
-        self._running: dict[int, ContainerStatus] = {}
 
     def wire_to(self, wire: Callable[[Heartbeat], None] | None) -> None:
         """Send the common tick's report through ``wire`` (None: through ``send``)."""
         self._wire = wire
 
+    # ---- the running statuses, as ``_containers`` changes ----------------------------------
+
+    def _reset(self) -> None:
+        NodeManager._reset(self)
+        self._running.clear()
+
+    def stop(self) -> None:
+        NodeManager.stop(self)
+        self._running.clear()
+
+    def _launch(self, launch: ContainerLaunch) -> None:
+        NodeManager._launch(self, launch)
+        cid = launch.container_id
+        if cid not in self._running and cid in self._containers:
+            # The status the launch made (what the answer acknowledges by identity).
+            self._running[cid] = self._changes.get(cid) or ContainerStatus(cid, "running")
+
+    def _release(self, cid: int, exit_code: int) -> bool:
+        if NodeManager._release(self, cid, exit_code):
+            self._running.pop(cid, None)
+            return True
+        return False
+
     def _full_statuses(self) -> tuple[ContainerStatus, ...]:
-        # ``RMReporting._full_statuses`` with each container's running status kept: equal
-        # values, so the same report, without a new status object per container per change.
+        # ``RMReporting._full_statuses``: running containers in launch order (as a status not
+        # yet acknowledged, the same object), then completions not acknowledged.
         statuses = self._statuses
         if statuses is None:
-            changes, made = self._changes, self._running
-            if len(made) > 2 * len(self._containers) + 16:  # ended containers' ones go
-                made = self._running = {cid: s for cid, s in made.items() if cid in self._containers}
-            running = []
-            for cid in self._containers:
-                status = changes.get(cid) or made.get(cid)
-                if status is None:
-                    status = made[cid] = ContainerStatus(cid, "running")
-                running.append(status)
-            done = [s for s in changes.values() if s.state == "complete"]
-            statuses = self._statuses = (*running, *done)
+            running, changes = self._running, self._changes
+            if len(running) != len(self._containers):  # never expected: made again as the base does
+                running.clear()
+                for cid in self._containers:
+                    running[cid] = changes.get(cid) or ContainerStatus(cid, "running")
+            if changes:
+                done = [s for s in changes.values() if s.state == "complete"]
+                statuses = self._statuses = (*running.values(), *done)
+            else:
+                statuses = self._statuses = tuple(running.values())
         return statuses
 
     def _tick(self) -> None:
