@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from functools import partial
 from typing import Any, Protocol
 
 import msgspec
@@ -80,12 +79,52 @@ class _NodeLink(TcpLink):
                 msg = msgspec.structs.replace(msg, credentials="")
             self._conn.send(self.channel, msg)
 
-    def report_sender(self) -> Callable[[Heartbeat], None]:
+    def report_sender(self) -> ReportWire:
         """How this channel's node sends its full (periodic, no usage) reports: from saved pieces
-        while nothing in them changed (``_ClientConnection.send_report``)."""
+        while nothing in them changed."""
         conn = self._conn
         assert isinstance(conn, _ClientConnection)
-        return partial(conn.send_report, self, ReportPieces())
+        return ReportWire(conn, self)
+
+
+class ReportWire:
+    """A node's full reports on its channel: ``send(hb)`` is ``link.send(hb)`` (the same bytes),
+    but encoded whole only when its statuses, health or id changed since the node's last report
+    (``ReportPieces``); the rest of it is the heartbeat id. An object with a method, not a
+    partial: a node calls it every interval."""
+
+    __slots__ = ("_conn", "_link", "_pieces")
+
+    def __init__(self, conn: _ClientConnection, link: _NodeLink) -> None:
+        self._conn = conn
+        self._link = link
+        self._pieces = ReportPieces()
+
+    def send(self, hb: Heartbeat) -> None:
+        conn, link, pieces = self._conn, self._link, self._pieces
+        if link.closed or conn.closed:
+            return
+        number = conn._encode(hb.heartbeat_id)
+        if hb.statuses is not pieces.statuses or hb.healthy is not pieces.healthy or (
+            hb.machine_id != pieces.machine_id
+        ):
+            body = conn._encode(hb)
+            if len(body) > conn._encoder.max_frame_bytes or not pieces.cut(hb, body, number):
+                conn.send(link.channel, hb)  # the usual way (it refuses a frame too large)
+                return
+        size = len(pieces.head) + len(number) + len(pieces.tail)
+        out = conn._out
+        out += HEADER.pack(size, link.channel)
+        out += pieces.head
+        out += number
+        out += pieces.tail
+        conn._encoder._last = hb  # what a REPEAT frame would stand for now, at both ends
+        stats = conn.stats
+        stats.frames_out += 1
+        stats.bytes_out += size + HEADER_SIZE
+        if not conn._flush_pending:  # the connection's one write per loop pass
+            conn._flush_pending = True
+            asyncio.get_running_loop().call_soon(conn._flush)
 
 
 class _ClientConnection(FramedConnection):
@@ -107,33 +146,6 @@ class _ClientConnection(FramedConnection):
         link = self.links[channel] = _NodeLink(self, channel)
         self._receivers[channel] = node.receive
         return link
-
-    def send_report(self, link: _NodeLink, pieces: ReportPieces, hb: Heartbeat) -> None:
-        """``link.send(hb)`` for a full report without usage: the same bytes, but encoded whole
-        only when its statuses, health or id changed since the node's last report."""
-        if link.closed or self.closed:
-            return
-        number = self._encode(hb.heartbeat_id)
-        if hb.statuses is not pieces.statuses or hb.healthy is not pieces.healthy or (
-            hb.machine_id != pieces.machine_id
-        ):
-            body = self._encode(hb)
-            if len(body) > self._encoder.max_frame_bytes or not pieces.cut(hb, body, number):
-                self.send(link.channel, hb)  # the usual way (it refuses a frame too large)
-                return
-        size = len(pieces.head) + len(number) + len(pieces.tail)
-        out = self._out
-        out += HEADER.pack(size, link.channel)
-        out += pieces.head
-        out += number
-        out += pieces.tail
-        self._encoder._last = hb  # what a REPEAT frame would stand for now, at both ends
-        stats = self.stats
-        stats.frames_out += 1
-        stats.bytes_out += size + HEADER_SIZE
-        if not self._flush_pending:
-            self._flush_pending = True
-            asyncio.get_running_loop().call_soon(self._flush)
 
     def on_frames(self, frames: list[tuple[int, Any]]) -> None:
         # One pass over a read's answers: straight to each node, the clock read once per batch.

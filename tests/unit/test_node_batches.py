@@ -362,11 +362,11 @@ async def test_a_report_wire_re_encodes_what_changed_and_keeps_repeats_true() ->
         Heartbeat(machine_id=4, heartbeat_id=70_000, healthy=False, statuses=statuses[:1], full=True),
     ]
     for hb in sent:
-        wire(hb)
+        wire.send(hb)
     one.link.send(sent[0])  # a report sent the usual way, then another node's from its wire
-    other.report_sender()(sent[1])
+    other.report_sender().send(sent[1])
     one.link.send(sent[0])  # the first again: no REPEAT of it, another frame went between
-    wire(sent[2])
+    wire.send(sent[2])
     one.link.send(sent[2])  # what the wire wrote last, again: a REPEAT
     got: list[tuple[float, int, Any]] = []
     one.read(got, 0)
