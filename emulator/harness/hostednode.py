@@ -12,12 +12,29 @@ both side by side). Only TCP node hosts use it; in-memory runs use ``NodeManager
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from nodemanager.node import NodeManager, NodeState
 from rm.protocol import ContainerLaunch, ContainerStatus, Heartbeat, HeartbeatResponse
 
 _RUNNING = NodeState.RUNNING
+
+
+class HostGate(Protocol):
+    # ``ProcessGate``'s held callbacks (None: the process runs), read as ``NodeProcess.receive``
+    # reads them: an attribute, not a property call, on every answer.
+    _held: list[Any] | None
+
+
+class HostProcess(Protocol):
+    """The process a hosted node runs in (``emulator.harness.nodeproc.NodeProcess``)."""
+
+    crashed: bool
+    gate: HostGate
+
+    def dispatch(self, msg: object) -> None:
+        """What the process does with a message from the RM (``NodeProcess.receive``)."""
 
 
 class ReportWire(Protocol):
@@ -31,12 +48,18 @@ class HostedNode(NodeManager):
     # ``send`` (``TcpLink.report_sender``: from saved bytes while the report is unchanged);
     # ``_running``: the running containers' statuses in launch order, kept as containers start
     # and end, so that a changed report is two tuples joined, not a status made per container.
-    __slots__ = ("_running", "_wire")
+    __slots__ = ("_process", "_running", "_wire")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._running: dict[int, ContainerStatus] = {}  # before ``__init__``: ``_reset`` clears it
         super().__init__(*args, **kwargs)
         self._wire: ReportWire | None = None
+        self._process: HostProcess | None = None
+
+    def hosted_by(self, process: HostProcess) -> Callable[[object], None]:
+        """What ``process`` takes the RM's messages through instead of its own ``receive``."""
+        self._process = process
+        return self.receive_hosted
 
     def wire_to(self, wire: ReportWire | None) -> None:
         """Send the common tick's report through ``wire`` (None: through ``send``)."""
@@ -126,6 +149,39 @@ class HostedNode(NodeManager):
         if self._tick_timer is None:  # a periodic node is never idle: the next tick
             delay = self._next_tick - now
             self._tick_timer = clock.call_later(delay if delay > 0.0 else 0.0, self._tick)
+
+    def receive_hosted(self, msg: object) -> None:
+        """``NodeProcess.receive`` with the common answer (``heartbeat_answered``'s) in the same
+        call, when the process runs; anything else goes the process's way."""
+        process = self._process
+        sent = self._inflight
+        if (
+            type(msg) is not HeartbeatResponse
+            or process is None
+            or process.crashed
+            or process.gate._held is not None
+            or sent is None
+            or msg.action != "normal"
+            or msg.launch
+            or msg.kill
+            or self._inflight_changes
+            or self.state is not _RUNNING
+            or msg.heartbeat_id != sent.heartbeat_id + 1
+        ):
+            if process is not None:
+                process.dispatch(msg)
+            else:
+                self.receive(msg)
+            return
+        self._stats.heartbeat_responses += 1
+        timing = self._timing
+        if timing is not None:
+            timing.answered(self._inflight_at, self._clock.now())
+        self._inflight = None
+        self._last_response_id = msg.heartbeat_id
+        self._reported_healthy = sent.healthy
+        if self._tick_timer is None:
+            self._touch()
 
     def heartbeat_answered(self, msg: HeartbeatResponse) -> None:
         sent = self._inflight

@@ -112,9 +112,10 @@ def test_bucketed_lateness_is_the_histogram_of_tick_by_tick() -> None:
     assert batched.summary().count == 1 and batched.summary().max == 0.25
 
 
-def _registered(clock: FakeClock, counters: NodeCounters) -> tuple[NodeProcess, RecordingLink]:
+def _registered(clock: FakeClock, counters: NodeCounters,
+                node_type: type[NodeManager] = NodeManager) -> tuple[NodeProcess, RecordingLink]:
     proc = NodeProcess("n", Resources(4, 8), HeartbeatConfig(interval_s=10.0), clock, counters,
-                       make_logger(clock, None), phase_s=1.0)
+                       make_logger(clock, None), phase_s=1.0, node_type=node_type)
     link = RecordingLink()
     proc.attach(link)
     proc.start()
@@ -124,9 +125,12 @@ def _registered(clock: FakeClock, counters: NodeCounters) -> tuple[NodeProcess, 
     return proc, link
 
 
-def test_an_answer_waits_for_a_paused_process_and_a_crashed_one_drops_it() -> None:
+@pytest.mark.parametrize("node_type", [NodeManager, HostedNode])
+def test_an_answer_waits_for_a_paused_process_and_a_crashed_one_drops_it(
+    node_type: type[NodeManager],
+) -> None:
     clock, counters = FakeClock(), NodeCounters()
-    proc, link = _registered(clock, counters)
+    proc, link = _registered(clock, counters, node_type)
     assert [h.heartbeat_id for h in link.of(Heartbeat)] == [0]
     proc.pause(3.0)
     proc.receive(HeartbeatResponse(action="normal", heartbeat_id=1))
@@ -134,9 +138,12 @@ def test_an_answer_waits_for_a_paused_process_and_a_crashed_one_drops_it() -> No
     clock.advance_to(15.5)
     assert counters.heartbeat_responses == 1
     clock.advance_to(22.0)  # heartbeat 1 at 21
+    proc.receive(HeartbeatResponse(action="normal", heartbeat_id=2))  # the process runs: at once
+    assert counters.heartbeat_responses == 2
+    clock.advance_to(32.0)  # heartbeat 2 at 31
     proc.crash()
-    proc.receive(HeartbeatResponse(action="normal", heartbeat_id=2))
-    assert counters.heartbeat_responses == 1
+    proc.receive(HeartbeatResponse(action="normal", heartbeat_id=3))
+    assert counters.heartbeat_responses == 2 and [h.heartbeat_id for h in link.of(Heartbeat)] == [0, 1, 2]
 
 
 class _Transport:
