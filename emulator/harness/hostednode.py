@@ -24,7 +24,8 @@ _RUNNING = NodeState.RUNNING
 class HostGate(Protocol):
     # ``ProcessGate``'s held callbacks (None: the process runs), read as ``NodeProcess.receive``
     # reads them: an attribute, not a property call, on every answer.
-    _held: list[Any] | None
+    @property
+    def _held(self) -> object: ...
 
 
 class HostProcess(Protocol):
@@ -154,13 +155,17 @@ class HostedNode(NodeManager):
         """``NodeProcess.receive`` with the common answer (``heartbeat_answered``'s) in the same
         call, when the process runs; anything else goes the process's way."""
         process = self._process
+        if type(msg) is not HeartbeatResponse or process is None or process.crashed or (
+            process.gate._held is not None
+        ):
+            if process is not None:
+                process.dispatch(msg)
+            else:
+                self.receive(msg)
+            return
         sent = self._inflight
         if (
-            type(msg) is not HeartbeatResponse
-            or process is None
-            or process.crashed
-            or process.gate._held is not None
-            or sent is None
+            sent is None
             or msg.action != "normal"
             or msg.launch
             or msg.kill
@@ -168,10 +173,7 @@ class HostedNode(NodeManager):
             or self.state is not _RUNNING
             or msg.heartbeat_id != sent.heartbeat_id + 1
         ):
-            if process is not None:
-                process.dispatch(msg)
-            else:
-                self.receive(msg)
+            NodeManager.heartbeat_answered(self, msg)  # what ``heartbeat_answered`` would call
             return
         self._stats.heartbeat_responses += 1
         timing = self._timing

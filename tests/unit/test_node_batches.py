@@ -272,6 +272,22 @@ class _Wired:
             into.append((self.clock.now(), step, msg))
 
 
+class _Running:
+    """A process that runs (``HostedNode.hosted_by``): it dispatches as ``NodeProcess.receive``."""
+
+    crashed = False
+
+    def __init__(self, node: NodeManager) -> None:
+        self.node = node
+        self.gate = ProcessGate(FakeClock())
+
+    def dispatch(self, msg: object) -> None:
+        if type(msg) is HeartbeatResponse:
+            self.node.heartbeat_answered(msg)
+        else:
+            self.node.receive(msg)
+
+
 def _drive(node_type: type[NodeManager], mode: str,
            wired: bool = False) -> tuple[list[tuple[float, int, bytes]], NodeCounters]:
     """A node and a scripted RM: answers one step late, some lost, some repeated, launches, kills,
@@ -284,9 +300,11 @@ def _drive(node_type: type[NodeManager], mode: str,
     config = HeartbeatConfig(mode=mode, interval_s=1.0, rpc_timeout_s=3.0)
     send = wire.link.send if wire is not None else lambda m: out.append((clock.now(), step, m))
     node = node_type("n", Resources(16.0, 32.0), config, clock, send, counters, make_logger(clock, None))
-    if wire is not None:
+    deliver: Any = None
+    if wire is not None:  # and what the RM says goes in as a node host's process hands it over
         assert isinstance(node, HostedNode)
         node.wire_to(wire.link.report_sender())
+        deliver = node.hosted_by(_Running(node))
     rng = random.Random(11)
     cid, seen = 0, 0
     answers: list[Any] = []
@@ -297,7 +315,10 @@ def _drive(node_type: type[NodeManager], mode: str,
         if wire is not None:
             wire.read(out, step)
         for msg in late.pop(step, []) + answers:  # as a node host hands them over (NodeProcess.receive)
-            (node.heartbeat_answered if type(msg) is HeartbeatResponse else node.receive)(msg)
+            if deliver is not None:
+                deliver(msg)
+            else:
+                (node.heartbeat_answered if type(msg) is HeartbeatResponse else node.receive)(msg)
         if wire is not None:
             wire.read(out, step)
         answers = []
