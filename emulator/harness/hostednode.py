@@ -32,7 +32,9 @@ class HostProcess(Protocol):
     """The process a hosted node runs in (``emulator.harness.nodeproc.NodeProcess``)."""
 
     crashed: bool
-    gate: HostGate
+
+    @property
+    def gate(self) -> HostGate: ...
 
     def dispatch(self, msg: object) -> None:
         """What the process does with a message from the RM (``NodeProcess.receive``)."""
