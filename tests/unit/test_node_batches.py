@@ -19,6 +19,7 @@ from emulator.measure.timing import HeartbeatTiming
 from emulator.time.clock import RealClock
 from emulator.time.wheel import WheelClock
 from emulator.transport.client import TcpClient, _ClientConnection
+from emulator.transport.faulty import FaultWindow, MessageFaultPlan
 from emulator.transport.framing import HEADER, HEADER_SIZE, FrameDecoder, FrameEncoder
 from nodemanager.config import HeartbeatConfig
 from nodemanager.node import NodeManager
@@ -400,6 +401,29 @@ async def test_a_report_wire_re_encodes_what_changed_and_keeps_repeats_true() ->
     one.read(got, 0)
     assert [m for _, _, m in got] == [*sent, sent[0], sent[1], sent[0], sent[2], sent[2]]
     assert one.channels == [1] * 5 + [1, 2, 1, 1, 1]
+
+
+@pytest.mark.asyncio
+async def test_a_hosted_node_behind_message_faults_sends_every_report_through_them() -> None:
+    clock = FakeClock()
+    wired = _Wired(clock)
+    plan = MessageFaultPlan(clock, seed=1)
+    plan.windows.append(FaultWindow(0.0, 100.0, 1.0, 0.0, 0.0, 0.0, frozenset(), "to_rm"))  # lose all
+    proc = NodeProcess("n", Resources(4.0, 8.0), HeartbeatConfig(interval_s=1.0), clock, NodeCounters(),
+                       make_logger(clock, None), node_type=HostedNode)
+    proc.attach(plan.wrap(wired.link, "to_rm"))
+    proc.start()
+    clock.advance_to(0.5)
+    proc.receive(RegisterResponse(action="normal", machine_id=1))
+    got: list[tuple[float, int, Any]] = []
+    for k in range(1, 9):  # each tick's report lost on the way, then answered all the same
+        if k == 6:
+            proc.attach(wired.link)  # a plain link again (a reconnect): reports from saved bytes
+        clock.advance_to(k + 0.6)
+        proc.receive(HeartbeatResponse(action="normal", heartbeat_id=k))
+    wired.read(got, 0)
+    assert plan.counters.dropped == 1 + 5  # the Register and five reports
+    assert [m.heartbeat_id for _, _, m in got] == [5, 6, 7]
 
 
 def test_an_answered_health_change_is_not_reported_again() -> None:
