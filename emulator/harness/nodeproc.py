@@ -100,7 +100,7 @@ class _PauseAwareTiming:
     """Heartbeat timing that tells the ticks an injected pause held back (late on purpose: the
     emulated system's fault) from those the emulator itself ran late."""
 
-    __slots__ = ("_gate", "_inner", "answered", "sent")
+    __slots__ = ("_gate", "_inner", "answered", "sent", "tick")
 
     def __init__(self, inner: HeartbeatTiming, gate: ProcessGate) -> None:
         self._inner = inner
@@ -108,10 +108,17 @@ class _PauseAwareTiming:
         # A pause changes nothing about these: the inner's own methods (no forwarding call).
         self.sent: Callable[[float], None] = inner.sent
         self.answered: Callable[[float, float], None] = inner.answered
+        # Nor about a tick of a process never paused (most of them): the inner's own ``tick``
+        # (a node host's is a list's append) until ``pausing``.
+        self.tick: Callable[[float], None] = inner.tick
 
-    def tick(self, late_s: float) -> None:
+    def pausing(self) -> None:
+        """The process is about to pause: from now on a tick may be one the pause held back."""
+        self.tick = self._checked_tick
+
+    def _checked_tick(self, late_s: float) -> None:
         resumed = self._gate.resumed_at
-        # No pause ended since it was due (most nodes were never paused: no clock read then).
+        # No pause ended since it was due (no clock read then).
         if resumed == _NEVER or resumed < self._gate.now() - late_s:
             if late_s == 0.0:  # ``HeartbeatTiming.tick(0.0)``, without its call
                 self._inner.on_time += 1
@@ -252,19 +259,26 @@ class NodeProcess:
                 sleepers=ring.sleepers,
             )
             ring.monitors.append(self.monitor)
-        probe = _PauseAwareTiming(timing, self.gate) if timing is not None else None
+        probe = self._probe = _PauseAwareTiming(timing, self.gate) if timing is not None else None
         self.node = node_type(
             address, resources, heartbeat, inner, self.send_to_rm, counters, log, credentials,
             membership=self.monitor, timing=probe, peer_endpoint=peer_endpoint,
         )
         self._node_receive = self.node.receive  # bound once: every answer from the RM comes here
         self._answered = self.node.heartbeat_answered
+        hosted_by = getattr(self.node, "hosted_by", None)
+        if hosted_by is not None:  # a hosted node takes the common answer itself: one call less
+            self.receive = hosted_by(self)  # type: ignore[method-assign]
 
     # ---- the transport's side ---------------------------------------------------------------
 
     def attach(self, link: Link) -> None:
         """The current connection to the RM (a new one after a reconnect)."""
         self._link = link
+        wire_to = getattr(self.node, "wire_to", None)
+        if wire_to is not None:  # a hosted node: its reports from saved bytes where the link can
+            sender = getattr(link, "report_sender", None)
+            wire_to(sender() if sender is not None else None)
 
     def receive(self, msg: object) -> None:
         """A message from the RM."""
@@ -290,6 +304,8 @@ class NodeProcess:
             self._node_receive(msg)
         else:
             gate.run(self._node_receive, msg)
+
+    dispatch = receive  # what ``receive`` does, for a node that takes the common answer first
 
     def resync(self) -> None:
         """The transport reconnected: register again with the full state."""
@@ -329,6 +345,8 @@ class NodeProcess:
         """The event loop stalls for ``seconds``: nothing the node receives or that completes is
         handled until then (containers, being processes, do finish)."""
         if self.node.state is not NodeState.STOPPED and seconds > 0:
+            if self._probe is not None:
+                self._probe.pausing()
             self.gate.pause(seconds)
             if self.monitor is not None:
                 self.monitor.loop_stalled()

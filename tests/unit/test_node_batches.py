@@ -19,12 +19,14 @@ from emulator.measure.timing import HeartbeatTiming
 from emulator.time.clock import RealClock
 from emulator.time.wheel import WheelClock
 from emulator.transport.client import TcpClient, _ClientConnection
-from emulator.transport.framing import FrameDecoder, FrameEncoder
+from emulator.transport.faulty import FaultWindow, MessageFaultPlan
+from emulator.transport.framing import HEADER, HEADER_SIZE, FrameDecoder, FrameEncoder
 from nodemanager.config import HeartbeatConfig
 from nodemanager.node import NodeManager
 from nodemanager.stats import NodeCounters
 from rm.protocol import (
     ContainerLaunch,
+    ContainerStatus,
     Heartbeat,
     HeartbeatResponse,
     LaunchContainers,
@@ -111,9 +113,10 @@ def test_bucketed_lateness_is_the_histogram_of_tick_by_tick() -> None:
     assert batched.summary().count == 1 and batched.summary().max == 0.25
 
 
-def _registered(clock: FakeClock, counters: NodeCounters) -> tuple[NodeProcess, RecordingLink]:
+def _registered(clock: FakeClock, counters: NodeCounters,
+                node_type: type[NodeManager] = NodeManager) -> tuple[NodeProcess, RecordingLink]:
     proc = NodeProcess("n", Resources(4, 8), HeartbeatConfig(interval_s=10.0), clock, counters,
-                       make_logger(clock, None), phase_s=1.0)
+                       make_logger(clock, None), phase_s=1.0, node_type=node_type)
     link = RecordingLink()
     proc.attach(link)
     proc.start()
@@ -123,9 +126,12 @@ def _registered(clock: FakeClock, counters: NodeCounters) -> tuple[NodeProcess, 
     return proc, link
 
 
-def test_an_answer_waits_for_a_paused_process_and_a_crashed_one_drops_it() -> None:
+@pytest.mark.parametrize("node_type", [NodeManager, HostedNode])
+def test_an_answer_waits_for_a_paused_process_and_a_crashed_one_drops_it(
+    node_type: type[NodeManager],
+) -> None:
     clock, counters = FakeClock(), NodeCounters()
-    proc, link = _registered(clock, counters)
+    proc, link = _registered(clock, counters, node_type)
     assert [h.heartbeat_id for h in link.of(Heartbeat)] == [0]
     proc.pause(3.0)
     proc.receive(HeartbeatResponse(action="normal", heartbeat_id=1))
@@ -133,9 +139,12 @@ def test_an_answer_waits_for_a_paused_process_and_a_crashed_one_drops_it() -> No
     clock.advance_to(15.5)
     assert counters.heartbeat_responses == 1
     clock.advance_to(22.0)  # heartbeat 1 at 21
+    proc.receive(HeartbeatResponse(action="normal", heartbeat_id=2))  # the process runs: at once
+    assert counters.heartbeat_responses == 2
+    clock.advance_to(32.0)  # heartbeat 2 at 31
     proc.crash()
-    proc.receive(HeartbeatResponse(action="normal", heartbeat_id=2))
-    assert counters.heartbeat_responses == 1
+    proc.receive(HeartbeatResponse(action="normal", heartbeat_id=3))
+    assert counters.heartbeat_responses == 2 and [h.heartbeat_id for h in link.of(Heartbeat)] == [0, 1, 2]
 
 
 class _Transport:
@@ -231,13 +240,72 @@ def test_a_timer_armed_for_now_by_a_slot_waits_for_the_next_pass() -> None:
         loop.close()
 
 
-def _drive(node_type: type[NodeManager], mode: str) -> tuple[list[tuple[float, bytes]], NodeCounters]:
+class _Wired:
+    """A node's side of a real client connection: what the node sends (through ``send`` or its
+    report wire) read back from the bytes the connection writes."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        real = RealClock(asyncio.get_running_loop())
+        self.conn = _ClientConnection(TcpClient("127.0.0.1", 1, real, make_logger(real, None)))
+        self.transport = _Transport()
+        self.conn.connection_made(self.transport)
+        self.link = self.conn.open(self)
+        self.decoder = FrameDecoder(RMInbound)
+        self.clock = clock
+        self.channels: list[int] = []
+
+    def receive(self, msg: Any) -> None:
+        raise AssertionError("answers go to the node directly here")
+
+    def read(self, into: list[tuple[float, int, Any]], step: int) -> None:
+        """The frames written since the last read, each checked to be msgspec's own bytes."""
+        self.conn._flush()
+        data, self.transport.out = bytes(self.transport.out), bytearray()
+        pos = 0
+        while pos < len(data):
+            size, word = HEADER.unpack_from(data, pos)
+            frame = data[pos : pos + HEADER_SIZE + size]
+            pos += len(frame)
+            ((channel, msg),) = self.decoder.feed(frame)  # a REPEAT (a report sent again) too
+            self.channels.append(channel)
+            if word == channel:
+                assert msgspec.msgpack.encode(msg) == frame[HEADER_SIZE:]
+            into.append((self.clock.now(), step, msg))
+
+
+class _Running:
+    """A process that runs (``HostedNode.hosted_by``): it dispatches as ``NodeProcess.receive``."""
+
+    crashed = False
+
+    def __init__(self, node: NodeManager) -> None:
+        self.node = node
+        self.gate = ProcessGate(FakeClock())
+
+    def dispatch(self, msg: object) -> None:
+        if type(msg) is HeartbeatResponse:
+            self.node.heartbeat_answered(msg)
+        else:
+            self.node.receive(msg)
+
+
+def _drive(node_type: type[NodeManager], mode: str,
+           wired: bool = False) -> tuple[list[tuple[float, int, bytes]], NodeCounters]:
     """A node and a scripted RM: answers one step late, some lost, some repeated, launches, kills,
-    a resync, a health change; everything the node sends, encoded, with when."""
+    a resync, a health change; everything the node sends, encoded, with when (and at which step;
+    ``wired``: sent through a client connection, a hosted node's reports by its wire)."""
     clock, counters = FakeClock(), NodeCounters()
-    out: list[tuple[float, Any]] = []
-    node = node_type("n", Resources(16, 32), HeartbeatConfig(mode=mode, interval_s=1.0, rpc_timeout_s=3.0),
-                     clock, lambda m: out.append((clock.now(), m)), counters, make_logger(clock, None))
+    out: list[tuple[float, int, Any]] = []
+    step = 0
+    wire = _Wired(clock) if wired else None
+    config = HeartbeatConfig(mode=mode, interval_s=1.0, rpc_timeout_s=3.0)
+    send = wire.link.send if wire is not None else lambda m: out.append((clock.now(), step, m))
+    node = node_type("n", Resources(16.0, 32.0), config, clock, send, counters, make_logger(clock, None))
+    deliver: Any = None
+    if wire is not None:  # and what the RM says goes in as a node host's process hands it over
+        assert isinstance(node, HostedNode)
+        node.wire_to(wire.link.report_sender())
+        deliver = node.hosted_by(_Running(node))
     rng = random.Random(11)
     cid, seen = 0, 0
     answers: list[Any] = []
@@ -245,8 +313,15 @@ def _drive(node_type: type[NodeManager], mode: str) -> tuple[list[tuple[float, b
     node.start(0.3)
     for step in range(1, 600):
         clock.advance_to(step * 0.25)
+        if wire is not None:
+            wire.read(out, step)
         for msg in late.pop(step, []) + answers:  # as a node host hands them over (NodeProcess.receive)
-            (node.heartbeat_answered if type(msg) is HeartbeatResponse else node.receive)(msg)
+            if deliver is not None:
+                deliver(msg)
+            else:
+                (node.heartbeat_answered if type(msg) is HeartbeatResponse else node.receive)(msg)
+        if wire is not None:
+            wire.read(out, step)
         answers = []
         if step == 300:
             node.set_healthy(False)
@@ -257,7 +332,7 @@ def _drive(node_type: type[NodeManager], mode: str) -> tuple[list[tuple[float, b
             pushed = tuple(ContainerLaunch(cid + i, Resources(1, 2), 7.0) for i in (0, 1))
             node.receive(LaunchContainers(pushed))
             cid += 2
-        for _, msg in out[seen:]:
+        for _, _, msg in out[seen:]:
             if type(msg) is Register:
                 answers.append(RegisterResponse(action="normal", machine_id=1))
             elif type(msg) is Heartbeat and rng.random() > 0.1:  # else lost
@@ -281,7 +356,7 @@ def _drive(node_type: type[NodeManager], mode: str) -> tuple[list[tuple[float, b
                 else:
                     answers.append(answer)
         seen = len(out)
-    return [(t, msgspec.msgpack.encode(m)) for t, m in out], counters
+    return [(t, k, msgspec.msgpack.encode(m)) for t, k, m in out], counters
 
 
 @pytest.mark.parametrize("mode", ["periodic", "delta"])
@@ -290,6 +365,65 @@ def test_a_hosted_node_says_what_a_node_manager_says(mode: str) -> None:
     assert mine[1].heartbeats_sent > 30 and mine[1].heartbeat_responses > 30
     assert mine[1] == theirs[1]
     assert mine[0] == theirs[0]
+
+
+@pytest.mark.asyncio
+async def test_a_hosted_node_reports_from_saved_bytes_what_a_node_manager_says() -> None:
+    """Reports from saved pieces: re-cut whenever a container starts or ends, an answer retires
+    a completion, or health changes; the bytes are msgspec's own (``_Wired.read``)."""
+    mine, theirs = _drive(HostedNode, "periodic", wired=True), _drive(NodeManager, "periodic")
+    assert mine[1] == theirs[1] and mine[1].containers_finished > 10
+    assert [(k, b) for _, k, b in mine[0]] == [(k, b) for _, k, b in theirs[0]]
+
+
+@pytest.mark.asyncio
+async def test_a_report_wire_re_encodes_what_changed_and_keeps_repeats_true() -> None:
+    clock = FakeClock()
+    one, two = _Wired(clock), _Wired(clock)
+    other = one.conn.open(two)  # a second node on the same connection
+    wire = one.link.report_sender()
+    statuses = (ContainerStatus(7, "running"), ContainerStatus(9, "complete", 1))
+    sent = [Heartbeat(machine_id=3, heartbeat_id=i, healthy=True, statuses=statuses, full=True)
+            for i in (0, 1)]
+    sent += [
+        Heartbeat(machine_id=3, heartbeat_id=200, healthy=False, statuses=statuses, full=True),  # health
+        Heartbeat(machine_id=4, heartbeat_id=201, healthy=False, statuses=statuses, full=True),  # a new id
+        Heartbeat(machine_id=4, heartbeat_id=70_000, healthy=False, statuses=statuses[:1], full=True),
+    ]
+    for hb in sent:
+        wire.send(hb)
+    one.link.send(sent[0])  # a report sent the usual way, then another node's from its wire
+    other.report_sender().send(sent[1])
+    one.link.send(sent[0])  # the first again: no REPEAT of it, another frame went between
+    wire.send(sent[2])
+    one.link.send(sent[2])  # what the wire wrote last, again: a REPEAT
+    got: list[tuple[float, int, Any]] = []
+    one.read(got, 0)
+    assert [m for _, _, m in got] == [*sent, sent[0], sent[1], sent[0], sent[2], sent[2]]
+    assert one.channels == [1] * 5 + [1, 2, 1, 1, 1]
+
+
+@pytest.mark.asyncio
+async def test_a_hosted_node_behind_message_faults_sends_every_report_through_them() -> None:
+    clock = FakeClock()
+    wired = _Wired(clock)
+    plan = MessageFaultPlan(clock, seed=1)
+    plan.windows.append(FaultWindow(0.0, 100.0, 1.0, 0.0, 0.0, 0.0, frozenset(), "to_rm"))  # lose all
+    proc = NodeProcess("n", Resources(4.0, 8.0), HeartbeatConfig(interval_s=1.0), clock, NodeCounters(),
+                       make_logger(clock, None), node_type=HostedNode)
+    proc.attach(plan.wrap(wired.link, "to_rm"))
+    proc.start()
+    clock.advance_to(0.5)
+    proc.receive(RegisterResponse(action="normal", machine_id=1))
+    got: list[tuple[float, int, Any]] = []
+    for k in range(1, 9):  # each tick's report lost on the way, then answered all the same
+        if k == 6:
+            proc.attach(wired.link)  # a plain link again (a reconnect): reports from saved bytes
+        clock.advance_to(k + 0.6)
+        proc.receive(HeartbeatResponse(action="normal", heartbeat_id=k))
+    wired.read(got, 0)
+    assert plan.counters.dropped == 1 + 5  # the Register and five reports
+    assert [m.heartbeat_id for _, _, m in got] == [5, 6, 7]
 
 
 def test_an_answered_health_change_is_not_reported_again() -> None:
