@@ -21,8 +21,6 @@ from emulator.transport.connection import (
 )
 from emulator.transport.framing import (
     DEFAULT_MAX_FRAME_BYTES,
-    HEADER,
-    HEADER_SIZE,
 )
 from rm.protocol import Heartbeat, NodeInbound, Register
 
@@ -84,7 +82,7 @@ class _NodeLink(TcpLink):
         while nothing in them changed."""
         conn = self._conn
         assert isinstance(conn, _ClientConnection)
-        return ReportWire(conn, self)
+        return ReportWire(conn, self, conn.encode)
 
 
 class ReportWire:
@@ -93,38 +91,27 @@ class ReportWire:
     (``ReportPieces``); the rest of it is the heartbeat id. An object with a method, not a
     partial: a node calls it every interval."""
 
-    __slots__ = ("_conn", "_link", "_pieces")
+    __slots__ = ("_conn", "_encode", "_link", "_pieces")
 
-    def __init__(self, conn: _ClientConnection, link: _NodeLink) -> None:
+    def __init__(self, conn: FramedConnection, link: TcpLink, encode: Callable[[Any], bytes]) -> None:
         self._conn = conn
         self._link = link
+        self._encode = encode
         self._pieces = ReportPieces()
 
     def send(self, hb: Heartbeat) -> None:
         conn, link, pieces = self._conn, self._link, self._pieces
-        if link.closed or conn.closed:
+        if link.closed:
             return
-        number = conn._encode(hb.heartbeat_id)
+        number = self._encode(hb.heartbeat_id)
         if hb.statuses is not pieces.statuses or hb.healthy is not pieces.healthy or (
             hb.machine_id != pieces.machine_id
         ):
-            body = conn._encode(hb)
-            if len(body) > conn._encoder.max_frame_bytes or not pieces.cut(hb, body, number):
+            body = self._encode(hb)
+            if len(body) > conn.max_frame_bytes or not pieces.cut(hb, body, number):
                 conn.send(link.channel, hb)  # the usual way (it refuses a frame too large)
                 return
-        size = len(pieces.head) + len(number) + len(pieces.tail)
-        out = conn._out
-        out += HEADER.pack(size, link.channel)
-        out += pieces.head
-        out += number
-        out += pieces.tail
-        conn._encoder._last = hb  # what a REPEAT frame would stand for now, at both ends
-        stats = conn.stats
-        stats.frames_out += 1
-        stats.bytes_out += size + HEADER_SIZE
-        if not conn._flush_pending:  # the connection's one write per loop pass
-            conn._flush_pending = True
-            asyncio.get_running_loop().call_soon(conn._flush)
+        conn.send_encoded(link.channel, hb, pieces.head, number, pieces.tail)
 
 
 class _ClientConnection(FramedConnection):
@@ -136,7 +123,7 @@ class _ClientConnection(FramedConnection):
         self._receivers: dict[int, Callable[[Any], None]] = {}
         self._next_channel = 1
         self._clock = client.delivery_clock
-        self._encode = msgspec.msgpack.Encoder().encode
+        self.encode = msgspec.msgpack.Encoder().encode  # one per connection, shared by its nodes' reports
         self.challenged: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self.answered = False  # a frame came after the challenge: our proof passed
 

@@ -241,6 +241,11 @@ class FramedConnection(asyncio.Protocol):
                 return
             on_frame(channel, msg)
 
+    @property
+    def max_frame_bytes(self) -> int:
+        """The largest frame body either end accepts."""
+        return self._encoder.max_frame_bytes
+
     def send(self, channel: int, msg: Any) -> None:
         if self.closed:
             return
@@ -250,6 +255,22 @@ class FramedConnection(asyncio.Protocol):
             # Our own message is too big for the peer: drop it rather than get disconnected.
             self._log.error("transport.frame_too_large", peer=self.peer, error=str(err), outgoing=True)
             return
+        self._queued(size)
+
+    def send_encoded(self, channel: int, msg: Any, head: bytes, middle: bytes, tail: bytes) -> None:
+        """``send(channel, msg)`` for a message the caller already encoded, in three pieces (the
+        same bytes ``send`` would write; ``FrameEncoder.append_encoded``)."""
+        if self.closed:
+            return
+        try:
+            size = self._encoder.append_encoded(self._out, channel, msg, head, middle, tail)
+        except FrameTooLarge as err:
+            self._log.error("transport.frame_too_large", peer=self.peer, error=str(err), outgoing=True)
+            return
+        self._queued(size)
+
+    def _queued(self, size: int) -> None:
+        """Count a frame appended to the output and see that it is written this loop pass."""
         stats = self.stats
         stats.frames_out += 1
         stats.bytes_out += size

@@ -119,6 +119,23 @@ class FrameEncoder:
             self._last_ring = ring
         return size + HEADER_SIZE
 
+    def append_encoded(self, buf: bytearray, channel: int, msg: Any, head: bytes, middle: bytes,
+                       tail: bytes) -> int:
+        """Append one frame carrying ``msg`` whose body the caller already encoded, in three pieces
+        (the same bytes ``append`` would write: a node host's saved full report around its new
+        heartbeat id); a REPEAT stands for ``msg`` next. Returns the frame's size in bytes."""
+        size = len(head) + len(middle) + len(tail)
+        if size > self.max_frame_bytes:
+            raise FrameTooLarge(
+                f"{type(msg).__name__} encodes to {size} bytes, above the {self.max_frame_bytes} byte limit"
+            )
+        buf += HEADER.pack(size, channel)
+        buf += head
+        buf += middle
+        buf += tail
+        self._last = msg
+        return size + HEADER_SIZE
+
     @staticmethod
     def append_close(buf: bytearray, channel: int) -> int:
         buf += HEADER.pack(0, channel)
