@@ -5,8 +5,9 @@ the same action differ only in ``heartbeat_id``, so the encoder keeps, per actio
 encoding cut around its id and writes the saved pieces around the new id's encoding: one small
 integer encoded instead of a whole struct. The bytes are msgspec's own (a test compares them).
 
-Only the RM's answers: a node's report goes out encoded whole every interval (periodic mode models
-stock YARN, whose RM decodes and processes every status of every report).
+The node host does the same for its nodes' full reports (``emulator.transport.client.ReportWire``):
+a report still carries every status every interval (periodic mode models stock YARN), only its
+bytes are reused while its statuses did not change.
 """
 
 from __future__ import annotations
