@@ -186,9 +186,11 @@ class RMReporting(NodeFields):
                     del changes[cid]
                     if status.state == "complete":
                         self._statuses = None
-        for launch in msg.launch:
-            self._launch(launch)
-        for cid in msg.kill:
-            self._kill(cid, EXIT_KILLED)
+        if msg.launch:  # most answers carry neither: no loop set up for nothing
+            for launch in msg.launch:
+                self._launch(launch)
+        if msg.kill:
+            for cid in msg.kill:
+                self._kill(cid, EXIT_KILLED)
         if self._tick_timer is None:  # a periodic node's next tick is armed: nothing to touch
             self._touch()
