@@ -24,6 +24,7 @@ from nodemanager.state import NodeState as NodeState
 from nodemanager.stats import NodeCounters
 from rm.protocol import (
     ContainerLaunch,
+    Heartbeat,
     HeartbeatResponse,
     KillContainers,
     LaunchContainers,
@@ -31,6 +32,8 @@ from rm.protocol import (
     Resources,
     UpdateLimits,
 )
+
+_RUNNING = NodeState.RUNNING
 
 
 class NodeManager(RMReporting, ContainerRuntime):
@@ -172,7 +175,14 @@ class NodeManager(RMReporting, ContainerRuntime):
 
     def _tick(self) -> None:
         self._tick_timer = None
-        if self.state is NodeState.STOPPED:
+        state = self.state
+        if (
+            state is _RUNNING and self._inflight is None and self._usage is None
+            and self._config.mode != "delta"
+        ):
+            self._periodic_tick()  # nearly every periodic tick
+            return
+        if state is NodeState.STOPPED:
             return
         now = self._clock.now()
         late = now - self._next_tick
@@ -191,6 +201,41 @@ class NodeManager(RMReporting, ContainerRuntime):
         if self._tick_timer is None and (config.mode != "delta" or not self._idle()):
             clock = self._clock
             delay = self._next_tick - clock.now()
+            self._tick_timer = clock.call_later(delay if delay > 0.0 else 0.0, self._tick)
+
+    def _periodic_tick(self) -> None:
+        """``_tick`` of a running periodic node with nothing in flight and no usage models: the
+        full report (made once until it changes) and the next tick, under one clock reading
+        (``_heartbeat``, ``_full_statuses`` and the re-arm, without their calls and checks)."""
+        clock = self._clock
+        now = clock.now()
+        late = now - self._next_tick
+        timing = self._timing
+        if timing is not None:
+            timing.tick(late if late > 0 else 0.0)
+        self._next_tick += self._config.interval_s
+        statuses = self._statuses
+        if statuses is None:
+            statuses = self._full_statuses()
+        hb = Heartbeat(
+            machine_id=self.machine_id,
+            heartbeat_id=self._last_response_id,
+            healthy=self._healthy,
+            statuses=statuses,
+            full=True,
+        )
+        self._inflight = hb
+        self._inflight_at = now
+        changes = self._changes
+        self._inflight_changes = tuple(changes.items()) if changes else ()
+        stats = self._stats
+        stats.heartbeats_sent += 1
+        stats.statuses_sent += len(statuses)
+        if timing is not None:
+            timing.sent(now)
+        self._send(hb)
+        if self._tick_timer is None:  # a periodic node is never idle: its next tick
+            delay = self._next_tick - now
             self._tick_timer = clock.call_later(delay if delay > 0.0 else 0.0, self._tick)
 
     def _idle(self) -> bool:

@@ -15,6 +15,8 @@ from rm.protocol import (
     RegisterResponse,
 )
 
+_RUNNING = NodeState.RUNNING
+
 
 class RMReporting(NodeFields):
     """Part of ``NodeManager`` (nodemanager/node.py)."""
@@ -157,17 +159,19 @@ class RMReporting(NodeFields):
         """``receive(msg)`` of a heartbeat's answer, for a host that dispatches by type itself
         (every answer: one dispatch less). A stopped node ignores it, as ``receive`` does."""
         sent = self._inflight
-        if self.state is not NodeState.RUNNING:
+        if self.state is not _RUNNING:
             return
-        # Actions count even unasked: the RM declared us lost while we had nothing to report.
-        if msg.action == "shutdown":
-            self._log.info("node.shutdown", node=self.address, machine_id=self.machine_id)
-            self.stop()
-            return
-        if msg.action == "resync":
-            self._stats.resyncs += 1
-            self._start_registration()
-            return
+        action = msg.action
+        if action != "normal":  # (nearly every answer is: one comparison)
+            # Actions count even unasked: the RM declared us lost while we had nothing to report.
+            if action == "shutdown":
+                self._log.info("node.shutdown", node=self.address, machine_id=self.machine_id)
+                self.stop()
+                return
+            if action == "resync":
+                self._stats.resyncs += 1
+                self._start_registration()
+                return
         if sent is None:
             return
         if msg.heartbeat_id != sent.heartbeat_id + 1:
@@ -186,9 +190,11 @@ class RMReporting(NodeFields):
                     del changes[cid]
                     if status.state == "complete":
                         self._statuses = None
-        for launch in msg.launch:
-            self._launch(launch)
-        for cid in msg.kill:
-            self._kill(cid, EXIT_KILLED)
+        if msg.launch:  # most answers carry neither: no loop set up for nothing
+            for launch in msg.launch:
+                self._launch(launch)
+        if msg.kill:
+            for cid in msg.kill:
+                self._kill(cid, EXIT_KILLED)
         if self._tick_timer is None:  # a periodic node's next tick is armed: nothing to touch
             self._touch()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Protocol
 
 from emulator.time.clock import Scheduler
@@ -17,7 +18,7 @@ from rm.protocol import Disconnected
 
 
 class MemoryLink:
-    __slots__ = ("_arg", "_clock", "_deliver", "_in_flight", "_latency", "_on_close", "closed")
+    __slots__ = ("_clock", "_deliver", "_in_flight", "_latency", "_on_close", "_post", "closed")
 
     def __init__(
         self,
@@ -27,9 +28,13 @@ class MemoryLink:
         latency_s: float,
     ) -> None:
         self._clock = clock
-        self._deliver = deliver
-        self._arg = arg
+        # ``deliver(arg, msg)`` (the RM's receive, with the link to answer on) or ``deliver(msg)``
+        # (a node's): one callable of the message either way, no test per message.
+        self._deliver: Callable[[Any], None] = deliver if arg is None else partial(deliver, arg)
         self._latency = latency_s
+        # Without latency a message goes to the loop's next pass (batched with the sends just
+        # before it): the clock's method bound once, no test of the latency per message.
+        self._post = clock.call_soon_batched if latency_s <= 0 else None
         # An attribute, not a property: a node's sender and the meter read it on every send.
         self.closed = False
         self._on_close: Callable[[], None] | None = None
@@ -40,19 +45,17 @@ class MemoryLink:
     def send(self, msg: Any) -> None:
         if self.closed:
             return
-        if self._latency > 0:
-            self._in_flight.append((self._clock.now() + self._latency, msg))
-            if len(self._in_flight) == 1:
-                self._clock.call_later(self._latency, self._deliver_due)
-        else:
-            self._clock.call_soon_batched(_deliver_now, (self, msg))
+        post = self._post
+        if post is not None:
+            post(_deliver_now, (self, msg))
+            return
+        self._in_flight.append((self._clock.now() + self._latency, msg))
+        if len(self._in_flight) == 1:
+            self._clock.call_later(self._latency, self._deliver_due)
 
     def _deliver_if_open(self, msg: Any) -> None:
         if not self.closed:
-            if self._arg is None:
-                self._deliver(msg)
-            else:
-                self._deliver(self._arg, msg)
+            self._deliver(msg)
 
     def _deliver_due(self) -> None:
         q = self._in_flight
@@ -78,10 +81,7 @@ def _deliver_now(item: tuple[MemoryLink, Any]) -> None:
     # ``MemoryLink._deliver_if_open``, inlined: one call less per message.
     link, msg = item
     if not link.closed:
-        if link._arg is None:
-            link._deliver(msg)
-        else:
-            link._deliver(link._arg, msg)
+        link._deliver(msg)
 
 
 class Endpoint(Protocol):

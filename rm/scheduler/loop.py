@@ -133,7 +133,9 @@ class SchedulingLoop:
                 # ``_fill`` then preemption, both unless scheduling is held; asked once, as a
                 # fill does not end a hold (every heartbeat comes this way).
                 if not starter.holding():
-                    if node.state is _RUNNING:  # ``node.schedulable``
+                    # ``node.schedulable``; with no task pending nothing is offered (most
+                    # heartbeats): no fill is begun.
+                    if node.state is _RUNNING and self._book.root.pending_tasks > 0:
                         n = self._offer(node)
                     n += starter.preempt_on(node)
             return (st.node_update_us + st.allocation_us * n) * _US

@@ -113,4 +113,5 @@ class PolicyBase:
         """An operation left its pool."""
 
     def begin_fill(self, node: NodeRecord) -> None:
-        """A node update starts offering ``node``'s free resources."""
+        """A node update starts offering ``node``'s free resources (only while a task is
+        pending: with none, nothing is offered and no fill begins)."""

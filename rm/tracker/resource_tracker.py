@@ -71,6 +71,12 @@ class ResourceTracker:
         self._host = host
         # ``ledger.awaits(node)`` as a look-up (every heartbeat asks): the ledger's own table.
         self._awaiting = ledger.awaiting
+        # Bound once (none is ever replaced, TrackerServices says): every heartbeat reads them.
+        self._nodes = cluster.nodes
+        self._counters = ctx.counters
+        self._now = ctx.clock.now
+        self._reply = ctx.outbox.send
+        self._node_update = host.node_update
 
     # ---- registration ------------------------------------------------------------------
 
@@ -171,37 +177,39 @@ class ResourceTracker:
     # ---- heartbeats --------------------------------------------------------------------
 
     def on_heartbeat(self, link: Link, hb: Heartbeat) -> None:
-        ctx = self._ctx
-        counters = ctx.counters
-        node = self._cluster.nodes.get(hb.machine_id)
+        counters = self._counters
+        node = self._nodes.get(hb.machine_id)
         if node is None or node.link is not link:
             self._resync(link, hb, "unknown node")
             return
-        if hb.heartbeat_id + 1 == node.last_response_id and node.last_response is not None:
-            counters.duplicates += 1
-            ctx.outbox.send(link, node.last_response)
-            return
-        if hb.heartbeat_id != node.last_response_id:
+        last_id = node.last_response_id
+        if hb.heartbeat_id != last_id:
+            if hb.heartbeat_id + 1 == last_id and node.last_response is not None:
+                counters.duplicates += 1
+                self._reply(link, node.last_response)
+                return
             self._resync(link, hb, "heartbeat id out of order")
             return
+        statuses = hb.statuses
         counters.heartbeats += 1
-        counters.statuses += len(hb.statuses)
-        host = self._host
-        ledger = self._ledger
-        now = ctx.clock.now()
+        counters.statuses += len(statuses)
+        now = self._now()
         node.last_heartbeat_at = now
         if hb.healthy != (node.state is _RUNNING):  # ``node.schedulable``, without its call
-            host.set_node_health(node, hb.healthy)
-        kill: list[int] = []
-        containers = node.containers
+            self._host.set_node_health(node, hb.healthy)
         if hb.usage:
+            ctx = self._ctx
             record_usage(node, hb.usage, ctx.scheduler.admission.history, ctx.autopilot, now)
         confirm = node in self._awaiting  # most reports repeat what is confirmed already
-        statuses = hb.statuses
+        kill: list[int] | None = None
         # A periodic node in memory resends the same report object until something changes (over
         # TCP each report is decoded anew): while every status in it is still a running container
         # of ours (``Cluster.release`` forgets it), the walk would do nothing.
         if statuses is not node.quiet_report or confirm:
+            host = self._host
+            ledger = self._ledger
+            containers = node.containers
+            kill = []
             quiet_walk = not confirm
             for st in statuses:
                 cid = st.container_id
@@ -218,15 +226,15 @@ class ResourceTracker:
                 elif confirm:
                     ledger.confirmed(cid)
             node.quiet_report = statuses if quiet_walk else None
+            if kill:
+                ledger.expect_kills(node, kill, now)
         response = HeartbeatResponse(
-            action="normal", heartbeat_id=node.last_response_id + 1, kill=tuple(kill) if kill else ()
+            action="normal", heartbeat_id=last_id + 1, kill=tuple(kill) if kill else ()
         )
-        if kill:
-            ledger.expect_kills(node, kill, now)
-        node.last_response_id += 1
+        node.last_response_id = last_id + 1
         node.last_response = response
-        ctx.outbox.send(link, response)
-        host.node_update(node)
+        self._reply(link, response)
+        self._node_update(node)
 
     def _resync(self, link: Link, hb: Heartbeat, why: str) -> None:
         self._ctx.counters.resyncs += 1
