@@ -61,7 +61,7 @@ class NodeManager(RMReporting, ContainerRuntime):
         self.credentials = credentials
         self._config = config
         self._clock = clock
-        self._send = send
+        self._send = self._send_report = send
         self._stats = stats
         self._log = log
         self._membership = membership
@@ -233,7 +233,7 @@ class NodeManager(RMReporting, ContainerRuntime):
         stats.statuses_sent += len(statuses)
         if timing is not None:
             timing.sent(now)
-        self._send(hb)
+        self._send_report(hb)
         if self._tick_timer is None:  # a periodic node is never idle: its next tick
             delay = self._next_tick - now
             self._tick_timer = clock.call_later(delay if delay > 0.0 else 0.0, self._tick)

@@ -51,6 +51,7 @@ class NodeFields:
         "_reg_healthy",
         "_reported_healthy",
         "_send",
+        "_send_report",
         "_stats",
         "_statuses",
         "_tick_timer",
@@ -76,6 +77,9 @@ class NodeFields:
     _config: HeartbeatConfig
     _clock: Clock
     _send: Send
+    # Where the common periodic tick's full report goes: ``_send`` unless the node's host has a
+    # cheaper way out for it (a node host's saved report bytes).
+    _send_report: Send
     _stats: NodeCounters
     _log: Log
     _membership: MembershipAgent | None

@@ -1,11 +1,11 @@
-"""A NodeManager as a node host runs thousands of them: the periodic tick and its answer in one
-method each.
+"""A NodeManager as a node host runs thousands of them: its common answer in one call, its full
+reports from saved bytes, its running statuses kept as containers start and end.
 
 Nearly every tick of a node host is the same: a running node, nothing in flight, no usage models,
-a full (periodic) report. ``NodeManager._tick`` gets there through ``_heartbeat``,
-``_full_statuses``, ``_usage_report``, ``_idle`` and ``_arm``, reading the clock three times;
-``HostedNode`` does that case in one method with one reading, and so the common answer (action
-"normal", no launch or kill, no change carried). Anything else takes ``NodeManager``'s own path,
+a full (periodic) report, which ``NodeManager._periodic_tick`` makes under one clock reading and
+sends through ``_send_report``: here the connection's ``ReportWire`` where the link has one
+(``wire_to``). ``HostedNode`` adds the common answer (action "normal", no launch or kill, no change
+carried) in the call its process passes it on in. Anything else takes ``NodeManager``'s own path,
 so the node's behaviour is the same message for message (tests/unit/test_node_batches.py runs
 both side by side). Only TCP node hosts use it; in-memory runs use ``NodeManager``.
 """
@@ -47,16 +47,13 @@ class ReportWire(Protocol):
 
 
 class HostedNode(NodeManager):
-    # ``_wire``: how the common tick's report goes out when the host has a faster way than
-    # ``send`` (``TcpLink.report_sender``: from saved bytes while the report is unchanged);
     # ``_running``: the running containers' statuses in launch order, kept as containers start
     # and end, so that a changed report is two tuples joined, not a status made per container.
-    __slots__ = ("_process", "_running", "_wire")
+    __slots__ = ("_process", "_running")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._running: dict[int, ContainerStatus] = {}  # before ``__init__``: ``_reset`` clears it
         super().__init__(*args, **kwargs)
-        self._wire: ReportWire | None = None
         self._process: HostProcess | None = None
 
     def hosted_by(self, process: HostProcess) -> Callable[[object], None]:
@@ -66,7 +63,7 @@ class HostedNode(NodeManager):
 
     def wire_to(self, wire: ReportWire | None) -> None:
         """Send the common tick's report through ``wire`` (None: through ``send``)."""
-        self._wire = wire
+        self._send_report = wire.send if wire is not None else self._send
 
     # ---- the running statuses, as ``_containers`` changes ----------------------------------
 
@@ -107,51 +104,6 @@ class HostedNode(NodeManager):
             else:
                 statuses = self._statuses = tuple(running.values())
         return statuses
-
-    def _tick(self) -> None:
-        if (
-            self.state is not _RUNNING
-            or self._inflight is not None
-            or self._usage is not None
-            or self._config.mode == "delta"
-        ):
-            NodeManager._tick(self)
-            return
-        self._tick_timer = None
-        clock = self._clock
-        now = clock.now()
-        late = now - self._next_tick
-        timing = self._timing
-        if timing is not None:
-            timing.tick(late if late > 0 else 0.0)
-        self._next_tick += self._config.interval_s
-        statuses = self._statuses
-        if statuses is None:
-            statuses = self._full_statuses()
-        hb = Heartbeat(
-            machine_id=self.machine_id,
-            heartbeat_id=self._last_response_id,
-            healthy=self._healthy,
-            statuses=statuses,
-            full=True,
-        )
-        self._inflight = hb
-        self._inflight_at = now
-        changes = self._changes
-        self._inflight_changes = tuple(changes.items()) if changes else ()
-        stats = self._stats
-        stats.heartbeats_sent += 1
-        stats.statuses_sent += len(statuses)
-        if timing is not None:
-            timing.sent(now)
-        wire = self._wire
-        if wire is not None:
-            wire.send(hb)
-        else:
-            self._send(hb)
-        if self._tick_timer is None:  # a periodic node is never idle: the next tick
-            delay = self._next_tick - now
-            self._tick_timer = clock.call_later(delay if delay > 0.0 else 0.0, self._tick)
 
     def receive_hosted(self, msg: object) -> None:
         """``NodeProcess.receive`` with the common answer (``heartbeat_answered``'s) in the same

@@ -289,6 +289,17 @@ class _Running:
             self.node.receive(msg)
 
 
+class _Counting:
+    """A report wire that counts the reports it carries."""
+
+    def __init__(self, wire: Any) -> None:
+        self.wire, self.sent = wire, 0
+
+    def send(self, hb: Heartbeat) -> None:
+        self.sent += 1
+        self.wire.send(hb)
+
+
 def _drive(node_type: type[NodeManager], mode: str,
            wired: bool = False) -> tuple[list[tuple[float, int, bytes]], NodeCounters]:
     """A node and a scripted RM: answers one step late, some lost, some repeated, launches, kills,
@@ -304,7 +315,7 @@ def _drive(node_type: type[NodeManager], mode: str,
     deliver: Any = None
     if wire is not None:  # and what the RM says goes in as a node host's process hands it over
         assert isinstance(node, HostedNode)
-        node.wire_to(wire.link.report_sender())
+        node.wire_to(_Counting(wire.link.report_sender()))
         deliver = node.hosted_by(_Running(node))
     rng = random.Random(11)
     cid, seen = 0, 0
@@ -356,6 +367,9 @@ def _drive(node_type: type[NodeManager], mode: str,
                 else:
                     answers.append(answer)
         seen = len(out)
+    if wire is not None and mode == "periodic":  # the common tick's reports took the wire
+        sent = node._send_report.__self__.sent  # type: ignore[attr-defined]
+        assert sent > 0, (sent, counters.heartbeats_sent)
     return [(t, k, msgspec.msgpack.encode(m)) for t, k, m in out], counters
 
 
