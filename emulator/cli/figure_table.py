@@ -16,15 +16,8 @@ from emulator.study.renderers import renderer
 from emulator.study.tables import model_table
 
 E1_COMMAND = "make e1 (emulator study scenarios/studies/e1.toml --out docs/e1.json)"
-# docs/e1-explore.json was run before issue 33 by the `emulator e1` command that studies replaced:
-# preemption by the earlier rule (its `--preemption-rule reconstruction`: tolerance 0.8, 30 s
-# timeout, lost work as reserved), and `fit` with the window of 30 it had then (`fit-w60` there is
-# today's `fit`). Its tables read it as that command wrote it (emulator/study/renderers/e1results.py).
-# Its study file runs the same points under today's rules, into a file the same tables read.
 E1_SEEDS20 = "emulator study scenarios/studies/e1-seeds20.toml --out docs/e1-seeds20.json (~1 h on 2 cores)"
-E1_EXPLORE = ("emulator study scenarios/studies/e1-explore.toml --out docs/e1-explore.json (several hours "
-              "on 2 cores; the committed file was run before issue 33, by the `emulator e1` command this "
-              "replaced, with preemption by the earlier rule and `fit` at window 30)")
+E1_EXPLORE = "emulator study scenarios/studies/e1-explore.toml --out docs/e1-explore.json (~1 h on 2 cores)"
 # E2's sweeps are studies (scenarios/studies/e2*.toml); the real-time files below docs/ were
 # written by the `emulator sweep` command they replaced, and the E2 tables read both.
 E2_VIRTUAL = ("make e2-virtual (emulator study scenarios/studies/e2-virtual.toml "

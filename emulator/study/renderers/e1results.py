@@ -1,8 +1,5 @@
-"""E1's runs as its tables read them, from the output of `emulator study scenarios/studies/e1.toml`
-(docs/e1.json), or from a results file of the `emulator e1` command that came before studies
-(docs/e1-seeds20.json, docs/e1-explore.json: run before issue 33, under rules the code no longer has,
-so they are read as they are rather than converted into study output, which would claim an exact
-scenario per run that nobody has).
+"""E1's runs as its tables read them, from the output of an E1 study (`emulator study
+scenarios/studies/e1.toml`, e1-seeds20.toml, e1-explore.toml: docs/e1*.json).
 
 A study of E1 names E1's policies as variants, varies `seed` (and may vary
 `scheduler.preemption.enabled`), and collects what the tables need beyond whole-run metrics: each
@@ -27,8 +24,10 @@ class NotE1(ValueError):
 
 def e1_results(data: dict[str, Any]) -> dict[str, Any]:
     """``data`` as E1's tables take it: ``{"scenario", "seeds", "runs": [...], "variants"}``."""
-    if "format" not in data:
-        return data  # an `emulator e1` results file, from before studies
+    if "format" not in data and "runs" in data:
+        return data  # already in the tables' form (what this returns)
+    if "study" not in data:
+        raise NotE1("not the output of `emulator study`: E1's tables read an E1 study's output")
     study, source = data["study"], data["file"]
     lacking = [c for c in NEEDED if c not in study.get("collect", [])]
     lacking += [m for m in METRICS if m not in study.get("metrics", [])]
