@@ -32,7 +32,8 @@ from emulator.measure.timing import HeartbeatTiming
 from emulator.measure.usage import UsageSeries
 from emulator.scenario.schema import Scenario
 from emulator.scenario.topology import node_specs, phases
-from emulator.time.clock import LoopClock, VirtualCore, run, wall_time
+from emulator.time.clock import LoopClock, run, wall_time
+from emulator.time.desloop import VirtualCore
 from emulator.transport.memory import MemoryNetwork
 from emulator.transport.metered import Meter, MeteredLink
 from emulator.transport.peers import MemoryPeers

@@ -30,8 +30,8 @@ from typing import Any
 
 import msgspec
 
-from emulator.time.clock import ProcessGate as ProcessGate
 from emulator.time.clock import RealClock
+from emulator.time.desloop import ProcessGate as ProcessGate
 
 # One millisecond of wall time: uvloop's own timer resolution, so nothing fires later than an
 # event-loop timer could have.

@@ -118,7 +118,7 @@ async def _stop_cluster(handles: list[RunHandle], clock: PacedClock) -> None:
 
 def serve_blocking(scenario: Scenario, host: str, port: int, **kwargs: Any) -> tuple[RunOutcome, LiveRun]:
     """Run ``serve_scenario`` on a fresh real-time loop (uvloop when available); Ctrl-C stops it."""
-    from emulator.time.clock import new_event_loop
+    from emulator.time.desloop import new_event_loop
 
     with quiet_gc(), asyncio.Runner(loop_factory=lambda: new_event_loop("realtime")) as runner:
         return runner.run(serve_scenario(scenario, host, port, **kwargs))

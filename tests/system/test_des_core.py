@@ -9,7 +9,8 @@ from pathlib import Path
 
 from emulator.harness.runner import run_blocking
 from emulator.scenario.loader import load_scenario
-from emulator.time.clock import Cancellable, DesLoop, LoopClock, VirtualCore, run
+from emulator.time.clock import Cancellable, LoopClock, run
+from emulator.time.desloop import DesLoop, VirtualCore
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 

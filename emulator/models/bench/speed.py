@@ -17,7 +17,8 @@ from emulator.harness.nodeproc import NodeProcess
 from emulator.harness.runner import run_blocking
 from emulator.scenario.loader import scenario_from_dict
 from emulator.scenario.schema import Scenario
-from emulator.time.clock import LoopClock, VirtualCore, run
+from emulator.time.clock import LoopClock, run
+from emulator.time.desloop import VirtualCore
 from nodemanager.config import HeartbeatConfig
 from nodemanager.stats import NodeCounters
 from rm.protocol import ContainerLaunch, LaunchContainers, RegisterResponse, Resources

@@ -1,0 +1,327 @@
+"""The loops that run emulated time.
+
+``DesLoop``, the discrete-event core: an asyncio loop whose ``time()`` is a counter and whose timers
+are events in one heap; when nothing is ready it jumps straight to the next event instead of
+sleeping, and callbacks run in (time, scheduling order), so a run is a pure function of the
+scenario and seed. ``AsyncioVirtualLoop``: the first design, asyncio's own loop with a jumping
+clock, kept for comparison. ``new_event_loop`` picks one, or uvloop for real time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import heapq
+import selectors
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Literal, Protocol
+
+import msgspec
+
+Ctx = contextvars.Context | None
+
+ClockMode = Literal["virtual", "realtime"]
+# Which loop runs virtual time: the discrete-event core, or asyncio's loop (the first design).
+VirtualCore = Literal["des", "asyncio"]
+
+
+class _JumpingSelector(selectors.DefaultSelector):
+    def __init__(self, loop_ref: list[AsyncioVirtualLoop]) -> None:
+        super().__init__()
+        self._loop_ref = loop_ref
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        if timeout is None:
+            # Nothing is scheduled at all: only another thread (or real I/O) can wake us.
+            return super().select(None)
+        # With only the loop's self-pipe registered no real I/O can be pending; skip the syscall.
+        events = super().select(0) if len(self.get_map()) > 1 or timeout <= 0 else []
+        if not events and timeout > 0:
+            self._loop_ref[0].advance(timeout)
+        return events
+
+
+class AsyncioVirtualLoop(asyncio.SelectorEventLoop):
+    """The first virtual-time core: asyncio's own loop with a jumping clock (an asyncio ``Handle``
+    per callback, a ``TimerHandle`` per timer). Kept for comparison: the bench study's
+    ``design = "asyncio"``."""
+
+    def __init__(self) -> None:
+        ref: list[AsyncioVirtualLoop] = []
+        super().__init__(_JumpingSelector(ref))
+        ref.append(self)
+        self._virtual_now = 0.0
+
+    def time(self) -> float:
+        return self._virtual_now
+
+    def advance(self, seconds: float) -> None:
+        self._virtual_now += seconds
+
+
+# asyncio's own thresholds for sweeping cancelled timers out of the heap: more than this many
+# timers, and more than half of them cancelled.
+_SWEEP_MIN_TIMERS = 100
+# A pure virtual run never polls the self-pipe, where Ctrl-C / SIGTERM land: look every 1,024
+# passes (an empty poll changes nothing the run does).
+_SIGNAL_CHECK_MASK = 1023
+
+
+class ProcessGate(Protocol):
+    """What the clocks use of an emulated process's gate (``emulator.harness.nodeproc``'s): a
+    gated timer runs through it, held in order while the process is paused."""
+
+    _held: Any  # None while the process runs
+
+    def run(self, fn: Callable[..., object], *args: Any) -> None: ...
+
+
+class Event(msgspec.Struct, eq=False):
+    """A callback due now (``call_soon``) or at ``when`` (a timer): what the discrete-event core
+    keeps instead of asyncio's handles. Cancelling clears the callback; the entry is skipped.
+    A Struct, made in C (a Python ``__init__`` was a frame per timer); compared by identity."""
+
+    loop: DesLoop | None  # while in the core's heap: a cancel counts among its cancelled timers
+    _when: float
+    fn: Callable[..., Any] | None
+    args: tuple[Any, ...]
+    ctx: Ctx
+    # The gate of the process the timer runs in (``call_gated``): while the process is paused
+    # the callback goes to the gate, as ``gate.run(fn, *args)`` would take it.
+    gate: ProcessGate | None = None
+
+    def cancel(self) -> None:
+        if self.fn is not None:
+            self.fn = None
+            self.args = ()
+            if self.loop is not None:
+                self.loop._cancelled_timers += 1
+
+    def cancelled(self) -> bool:
+        return self.fn is None
+
+    def when(self) -> float:
+        return self._when
+
+
+class Due(float):
+    """A heap entry: the event's time, carrying the event. Compared as the float it is (in C, and
+    one object less to reach than a ``(time, event)`` tuple): at equal times neither is less, as
+    asyncio's heap of TimerHandles (compared by time alone) has it, so ties keep its places."""
+
+    __slots__ = ("ev",)
+    ev: Event
+
+
+def _due(when: float, ev: Event) -> Due:
+    entry = Due(when)
+    entry.ev = ev
+    return entry
+
+
+class Batch(list[Any]):
+    """Calls of one callback queued back to back within a loop pass: one ready-queue entry that
+    runs ``fn(item)`` for each of its items in order, as separate entries would have run. (A
+    list itself: made in C, no Python ``__init__`` per message.)"""
+
+    __slots__ = ("fn", "open")
+    fn: Callable[[Any], Any]
+    # Closed once a pass has counted it among the callbacks it runs: a later call would run
+    # in that pass instead of the next.
+    open: bool
+
+
+class DesLoop(asyncio.SelectorEventLoop):
+    """The discrete-event core for virtual time: a plain heap of ``(time, event)`` entries
+    and a FIFO of ready events, run as asyncio's loop runs them (ready callbacks in batches, then
+    timers due within the clock's resolution), so coroutines, futures and tasks work unchanged.
+    No selector poll while only the loop's self-pipe is registered; time jumps to the next timer.
+
+    Every callback runs in the order ``AsyncioVirtualLoop`` runs it, ties included (timers due at
+    the same instant keep asyncio's heap order, which is deterministic but not insertion order):
+    a scenario and seed give byte-identical results on both cores."""
+
+    def __init__(self) -> None:
+        super().__init__(selectors.DefaultSelector())
+        self._now = 0.0
+        self._heap: list[Due] = []
+        self._cancelled_timers = 0
+        # asyncio's own ready queue (run_forever and I/O callbacks use it), and its loop state.
+        self._queue: deque[Any] = vars(self)["_ready"]
+        self._resolution: float = vars(self)["_clock_resolution"]
+        self._io: selectors.BaseSelector = vars(self)["_selector"]
+
+    def time(self) -> float:
+        return self._now
+
+    def call_soon(  # type: ignore[override]
+        self, callback: Callable[..., Any], *args: Any, context: Ctx = None
+    ) -> Any:
+        ev = Event(None, 0.0, callback, args, context)
+        self._queue.append(ev)
+        return ev
+
+    def call_soon_batched(self, callback: Callable[[Any], Any], item: Any) -> None:
+        """``call_soon(callback, item)``, sharing the queue entry of the call just before if it
+        was to the same callback (the same object) in this pass: same order, one entry."""
+        queue = self._queue
+        if queue:
+            last = queue[-1]
+            if type(last) is Batch and last.fn is callback and last.open:
+                last.append(item)
+                return
+        batch = Batch((item,))
+        batch.fn = callback
+        batch.open = True
+        queue.append(batch)
+
+    def call_at(  # type: ignore[override]
+        self, when: float, callback: Callable[..., Any], *args: Any, context: Ctx = None
+    ) -> Any:
+        ev = Event(self, when, callback, args, context)
+        heapq.heappush(self._heap, _due(when, ev))
+        return ev
+
+    def call_later(  # type: ignore[override]
+        self, delay: float, callback: Callable[..., Any], *args: Any, context: Ctx = None
+    ) -> Any:
+        ev = Event(self, self._now + delay, callback, args, context)
+        heapq.heappush(self._heap, _due(ev._when, ev))
+        return ev
+
+    def call_after(self, delay: float, callback: Callable[..., Any], *args: Any) -> Event:
+        """``call_later`` with a negative delay taken as 0 (the clock's timers: one call less per
+        timer than clamping in the clock; ``now + 0.0`` is ``now``)."""
+        now = self._now
+        when = now + delay if delay > 0.0 else now
+        ev = Event(self, when, callback, args, None)
+        entry = Due(when)
+        entry.ev = ev
+        heapq.heappush(self._heap, entry)
+        return ev
+
+    def call_gated(self, gate: ProcessGate, delay: float, callback: Callable[..., Any], *args: Any) -> Event:
+        """``call_after(delay, gate.run, callback, *args)`` in one event: the loop asks the gate
+        whether its process runs (no call through it when it does; held when it is paused). The
+        same time, the same heap entry: the same order."""
+        now = self._now
+        when = now + delay if delay > 0.0 else now
+        ev = Event(self, when, callback, args, None, gate)
+        entry = Due(when)
+        entry.ev = ev
+        heapq.heappush(self._heap, entry)
+        return ev
+
+    def _run_once(self) -> None:
+        """asyncio's loop iteration, repeated here while no I/O is registered and nobody asked
+        the loop to stop (what ``run_forever`` would do, without its call per iteration)."""
+        heap, queue, state = self._heap, self._queue, vars(self)
+        # The registered file descriptors (the selector's own dict: its ``get_map()`` view costs a
+        # Python call per ``len``, once per pass).
+        fds: dict[Any, Any] = vars(self._io)["_fd_to_key"]
+        pop, res = heapq.heappop, self._resolution
+        # Module constants and classes as locals: read every pass (~3 per heartbeat).
+        sweep_min, signal_mask, batch_type, event_type = _SWEEP_MIN_TIMERS, _SIGNAL_CHECK_MASK, Batch, Event
+        passes = 0
+        # The pass before left ready callbacks, no I/O is registered, no signal check is due and
+        # nobody asked to stop: the next pass skips the poll and the time jump (none happens with
+        # callbacks ready) and goes from its cancelled timers to its due ones.
+        ready = False
+        while True:
+            # No cancelled timer counted: none is in the heap (the count covers every one there).
+            cancelled = self._cancelled_timers
+            if not cancelled:
+                pass
+            # A cancelled timer is nearly always in the heap: this is read every pass. (``2c > n``:
+            # asyncio's ``c > 0.5 * n``, exact for integers.)
+            elif cancelled + cancelled > (n := len(heap)) and n > sweep_min:
+                heap[:] = [e for e in heap if e.ev.fn is not None]
+                heapq.heapify(heap)
+                self._cancelled_timers = 0
+            else:
+                while heap and heap[0].ev.fn is None:
+                    pop(heap)
+                    self._cancelled_timers -= 1
+            if not ready:
+                idle = not queue and not state["_stopping"]
+                events = None
+                io = len(fds) > 1
+                passes += 1
+                if io or (idle and not heap) or not passes & signal_mask:
+                    # Real I/O is registered (or nothing at all is scheduled: only I/O can wake us), or
+                    # it is time to look for a signal on the self-pipe.
+                    events = self._io.select(None if idle and not heap else 0.0)
+                    self._process_events(events)  # type: ignore[attr-defined]
+                if idle and heap and not events:
+                    # Jump to the next timer (as ``now += timeout`` did, to keep the same float sums).
+                    # (``max(0.0, gap)`` without its call: the same value, NaN and -0.0 included.)
+                    gap = heap[0] - self._now
+                    self._now += gap if gap > 0.0 else 0.0
+            end = self._now + res
+            while heap and heap[0] < end:
+                ev = pop(heap).ev
+                # Out of the heap: a later cancel is not one of its cancelled timers. (A cancelled
+                # timer leaving here stays counted, as in asyncio: the sweeps happen when they did.)
+                ev.loop = None
+                queue.append(ev)
+            if queue:
+                last = queue[-1]
+                if type(last) is batch_type:
+                    last.open = False
+            for _ in range(len(queue)):
+                ev = queue.popleft()
+                kind = type(ev)  # once per entry: two of a heartbeat's three are batches
+                if kind is batch_type:
+                    # Run here, not in a method: most batches are one message.
+                    each = ev.fn
+                    for item in ev:
+                        try:
+                            each(item)
+                        except (SystemExit, KeyboardInterrupt):
+                            raise
+                        except BaseException as exc:
+                            self.call_exception_handler(
+                                {"message": f"Exception in callback {each!r}", "exception": exc}
+                            )
+                    continue
+                if kind is not event_type:
+                    if not ev._cancelled:
+                        ev._run()
+                    continue
+                fn = ev.fn
+                if fn is None:
+                    continue
+                gate = ev.gate
+                if gate is not None and gate._held is not None:
+                    gate.run(fn, *ev.args)  # its process is paused: held there, in order
+                    continue
+                try:
+                    if ev.ctx is None:
+                        fn(*ev.args)
+                    else:
+                        ev.ctx.run(fn, *ev.args)
+                except (SystemExit, KeyboardInterrupt):
+                    raise
+                except BaseException as exc:
+                    self.call_exception_handler(
+                        {"message": f"Exception in callback {fn!r}", "exception": exc, "handle": ev}
+                    )
+            if io or state["_stopping"] or not (queue or heap):
+                return
+            # (No ``bool()`` calls: two builtin calls a pass.)
+            if queue and len(fds) <= 1 and (passes + 1) & signal_mask:
+                ready = True
+                passes += 1
+            else:
+                ready = False
+
+
+def new_event_loop(mode: ClockMode, core: VirtualCore = "des") -> asyncio.AbstractEventLoop:
+    if mode == "virtual":
+        return DesLoop() if core == "des" else AsyncioVirtualLoop()
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a declared dependency
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
