@@ -106,8 +106,8 @@ class HostedNode(NodeManager):
         return statuses
 
     def receive_hosted(self, msg: object) -> None:
-        """``NodeProcess.receive`` with the common answer (``heartbeat_answered``'s) in the same
-        call, when the process runs; anything else goes the process's way."""
+        """``NodeProcess.receive`` that hands an answer straight to ``heartbeat_answered`` when the
+        process runs (no gate, no dispatch); anything else goes the process's way."""
         process = self._process
         if type(msg) is not HeartbeatResponse or process is None or process.crashed or (
             process.gate._held is not None
@@ -117,27 +117,7 @@ class HostedNode(NodeManager):
             else:
                 self.receive(msg)
             return
-        sent = self._inflight
-        if (
-            sent is None
-            or msg.action != "normal"
-            or msg.launch
-            or msg.kill
-            or self._inflight_changes
-            or self.state is not _RUNNING
-            or msg.heartbeat_id != sent.heartbeat_id + 1
-        ):
-            NodeManager.heartbeat_answered(self, msg)  # what ``heartbeat_answered`` would call
-            return
-        self._stats.heartbeat_responses += 1
-        timing = self._timing
-        if timing is not None:
-            timing.answered(self._inflight_at, self._clock.now())
-        self._inflight = None
-        self._last_response_id = msg.heartbeat_id
-        self._reported_healthy = sent.healthy
-        if self._tick_timer is None:
-            self._touch()
+        self.heartbeat_answered(msg)
 
     def heartbeat_answered(self, msg: HeartbeatResponse) -> None:
         sent = self._inflight
