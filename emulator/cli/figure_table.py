@@ -35,8 +35,7 @@ E2_YARN2020 = ("make e2-yarn2020 (emulator study scenarios/studies/e2-yarn2020.t
                "--out docs/e2-sweep-yarn2020-periodic.json, and --axis heartbeat.mode=delta "
                "--axis nodes=6000,7000,7500,7750,8000,8250,8500,9000,10000 "
                "--out docs/e2-sweep-yarn2020-delta.json)")
-# The bench is a study (scenarios/studies/bench.toml); docs/bench.json and docs/scale-*.json were
-# written by the `emulator bench` command it replaced, and its tables read both (study/renderers/bench.py).
+# The bench is a study (scenarios/studies/bench.toml): docs/bench.json and docs/scale-*.json are its output.
 BENCH = ("make bench-baseline (emulator study scenarios/studies/bench.toml --axis design=des,asyncio "
          "--force --out docs/bench.json)")
 FIGURES: dict[str, Figure] = {

@@ -1,7 +1,6 @@
 """The bench's one boundary: a ``bench.json`` as the bench's renderers read it (docs/results.md's
 table, the scale headline and model), from the output of `emulator study
-scenarios/studies/bench.toml` or from a file that the `emulator bench` command wrote before the
-study replaced it (docs/bench.json, docs/scale-*.json until they are run again)."""
+scenarios/studies/bench.toml` (docs/bench.json, docs/scale-*.json)."""
 
 from __future__ import annotations
 
@@ -17,7 +16,8 @@ MODEL = "emulator-bench"
 
 
 def bench_of(data: dict[str, Any]) -> dict[str, Any]:
-    """The bench report of a study output (its points made into one), or an old file as it is."""
+    """The bench report of a study output (its points made into one); a report already made
+    (``report_of``'s) as it is."""
     if data.get("format") != FORMAT:
         return data
     output = msgspec.convert(data, StudyOutput)

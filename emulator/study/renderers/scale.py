@@ -2,7 +2,7 @@
 
 Inputs, all committed result files:
 - ``docs/bench.json`` (the bench, 1,000 nodes x 1 h, virtual time: scenarios/studies/bench.toml's
-  output or a file of the `emulator bench` command it replaced; ``bench_of`` reads both): CPU per
+  output, read by ``bench_of``): CPU per
   node-interval of the whole emulation in one process, heartbeats and statuses per node-interval
   in each mode, memory per NodeManager;
 - ``docs/e2-sweep.json`` (``make e2``, real time over TCP; a ``sweep.json`` or E2's study output):
