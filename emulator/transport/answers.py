@@ -20,9 +20,9 @@ from rm.protocol import HeartbeatResponse
 _ID_KEY = msgspec.msgpack.encode("heartbeat_id")
 
 
-def _cut(body: bytes, number: bytes) -> tuple[bytes, bytes, int] | None:
-    """``body`` without its heartbeat id (encoded as ``number``): the bytes before and after, and
-    their length together."""
+def cut_around_id(body: bytes, number: bytes) -> tuple[bytes, bytes, int] | None:
+    """``body`` (an answer or a report, encoded) without its heartbeat id (encoded as ``number``):
+    the bytes before and after, and their length together."""
     at = body.find(_ID_KEY)
     if at < 0:
         return None
@@ -55,6 +55,6 @@ class AnswerEncoder:
             return
         body = self.encode(msg)
         buf += body
-        pieces = _cut(body, number)
+        pieces = cut_around_id(body, number)
         if pieces is not None:
             self.pieces[msg.action] = pieces

@@ -12,6 +12,7 @@ import msgspec
 
 from emulator.time.clock import LoopClock
 from emulator.transport import auth
+from emulator.transport.answers import cut_around_id
 from emulator.transport.backoff import Backoff
 from emulator.transport.connection import (
     NODE_HOST_DELIVERY_BATCH,
@@ -35,10 +36,6 @@ class DeliveryClock(Protocol):
 
 # Answers delivered between two clock readings within one batch.
 _REREAD = 64
-# msgspec writes a struct's field name as a msgpack string before its value.
-_ID_KEY = msgspec.msgpack.encode("heartbeat_id")
-
-
 class ReportPieces:
     """One node's last full report as bytes, cut around its heartbeat id, and what it was made
     of (by identity): the next report with the same statuses, health and id is those bytes
@@ -55,12 +52,11 @@ class ReportPieces:
 
     def cut(self, hb: Heartbeat, body: bytes, number: bytes) -> bool:
         """Keep ``body`` (``hb`` encoded, its id as ``number``) as pieces; False if it cannot be cut."""
-        at = body.find(_ID_KEY)
-        end = at + len(_ID_KEY)
-        if at < 0 or body[end : end + len(number)] != number:
+        pieces = cut_around_id(body, number)
+        if pieces is None:
             self.statuses = None
             return False
-        self.head, self.tail = body[:end], body[end + len(number) :]
+        self.head, self.tail = pieces[0], pieces[1]
         self.statuses, self.healthy, self.machine_id = hb.statuses, hb.healthy, hb.machine_id
         return True
 

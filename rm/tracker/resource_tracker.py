@@ -202,9 +202,10 @@ class ResourceTracker:
             record_usage(node, hb.usage, ctx.scheduler.admission.history, ctx.autopilot, now)
         confirm = node in self._awaiting  # most reports repeat what is confirmed already
         kill: list[int] | None = None
-        # A periodic node in memory resends the same report object until something changes (over
-        # TCP each report is decoded anew): while every status in it is still a running container
-        # of ours (``Cluster.release`` forgets it), the walk would do nothing.
+        # A periodic node resends the same statuses until something changes (in memory the same
+        # object; over TCP the RM's decoder hands back the tuple it decoded from the same bytes):
+        # while every status in it is still a running container of ours (``Cluster.release``
+        # forgets it), the walk would do nothing.
         if statuses is not node.quiet_report or confirm:
             host = self._host
             ledger = self._ledger
