@@ -143,27 +143,46 @@ def _sum_at(kids: list[_Node], shares: list[float]) -> tuple[float, float]:
     return c, r
 
 
-def _sum_at_level(kids: list[_Node], level: float) -> tuple[float, float]:
+# What ``_sum_at_level`` reads of a child, taken once per pool build rather than per level:
+# (weight, floor, cap, curve, the curve's last point).
+_Kid = tuple[float, float, float, Curve, tuple[float, float, float]]
+
+
+def _searched(curve: Curve) -> Curve:
+    """The curve ``_at`` searches, less a first point that shares its share with the next (a
+    pool's curve starts (0, 0, 0), (0, 0, 0) while its children use nothing at level 0): the
+    search never stops there at a share >= 0, so a one-child pool's curve is searched as the
+    two points it is."""
+    if len(curve) > 2 and curve[0][0] == curve[1][0]:
+        return curve[1:]
+    return curve
+
+
+def _specs(kids: list[_Node]) -> list[_Kid]:
+    return [(k.weight, k.floor, k.cap, _searched(k.curve), k.curve[-1]) for k in kids]
+
+
+def _sum_at_level(kids: list[_Kid], level: float) -> tuple[float, float]:
     """``_sum_at(kids, [_child_share(k, level) for k in kids])`` in one loop (the same sums, in
     the same order): a pool's curve takes it at every breakpoint of every child."""
     c = r = 0.0
-    for k in kids:
-        s = level * k.weight  # _child_share, as max() and min() pick
-        if k.floor > s:
-            s = k.floor
-        if k.cap < s:
-            s = k.cap
-        curve = k.curve
+    for weight, floor, cap, curve, end in kids:
+        s = level * weight  # _child_share, as max() and min() pick
+        if floor > s:
+            s = floor
+        if cap < s:
+            s = cap
+        if s >= end[0]:
+            # At or past its last point (a child at its cap, at every level above its own): _at's
+            # end of the curve, with no search.
+            c += end[1]
+            r += end[2]
+            continue
         if len(curve) != 2:
             # _at, inlined (a pool's curve: the root takes it at each of its ~2 x children levels).
             i = bisect_right(curve, (s, _INF, _INF)) - 1
             if i < 0:
                 continue  # no usage below the curve (adding 0.0 changes no sum: they are >= +0.0)
-            if i >= len(curve) - 1:
-                end = curve[-1]
-                c += end[1]
-                r += end[2]
-                continue
             s0, c0, r0 = curve[i]
             s1, c1, r1 = curve[i + 1]
             t = (s - s0) / (s1 - s0) if s1 > s0 else 1.0
@@ -173,10 +192,6 @@ def _sum_at_level(kids: list[_Node], level: float) -> tuple[float, float]:
         # _at on an operation's two-point curve (adding its (0, 0) below the curve changes nothing).
         (s0, c0, r0), (s1, c1, r1) = curve
         if s < s0:
-            continue
-        if s >= s1:
-            c += c1
-            r += r1
             continue
         t = (s - s0) / (s1 - s0) if s1 > s0 else 1.0
         c += c0 + t * (c1 - c0)
@@ -200,7 +215,8 @@ def _build(node: _Node) -> None:
             marks.add(k.cap / k.weight)
             marks.update(s / k.weight for s, _, _ in k.curve if k.floor < s < k.cap)
         ls = sorted(marks)
-        levels = [(lv, *_sum_at_level(kids, lv)) for lv in ls]
+        specs = _specs(kids)
+        levels = [(lv, *_sum_at_level(specs, lv)) for lv in ls]
         # Where the pool's dominant resource flips inside a segment its share has a kink.
         flips: list[tuple[float, float, float]] = []
         for (l0, c0, r0), (l1, c1, r1) in pairwise(levels):
