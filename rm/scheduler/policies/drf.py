@@ -85,6 +85,10 @@ class DRFPolicy(PolicyBase):
 
     def _first(self, pool: Pool, free_cpu: float, free_ram: float) -> Operation | None:
         """The first operation ``_descend`` yields (the same children, in the same order)."""
+        while len(pool.pending_children) == 1 and not pool.operations and not pool.capped:
+            # One child with pending tasks and nothing else to order: the answer is its.
+            for child_pool in pool.pending_children:
+                pool = child_pool
         children, free_cpu, free_ram = self._children(pool, free_cpu, free_ram)
         for child in children:
             if isinstance(child, Operation):
