@@ -212,8 +212,8 @@ def test_each_pool_knows_its_children_with_pending_tasks_through_every_change() 
     rng = random.Random(5)
     root = Pool("root")
     pools = [root]
-    for p in range(8):
-        pools.append(Pool(f"p{p}", parent=rng.choice(pools)))
+    for i in range(8):
+        pools.append(Pool(f"p{i}", parent=rng.choice(pools)))
     ops: list[Operation] = []
     running: list[tuple[Operation, Task]] = []
     for step in range(1500):
@@ -234,5 +234,5 @@ def test_each_pool_knows_its_children_with_pending_tasks_through_every_change() 
         for p in pools:
             want = [c for c in p.children if c.pending_tasks > 0]
             assert sorted(p.pending_children, key=lambda c: c.rank) == want, (step, p)
-            assert p.pending_tasks == sum(len(o.pending) for o in ops if p in o.pools_up)
+            assert p.pending_tasks == sum(len(x.pending) for x in ops if p in x.pools_up)
     assert any(len(p.pending_children) > 1 for p in pools)
