@@ -143,27 +143,46 @@ def _sum_at(kids: list[_Node], shares: list[float]) -> tuple[float, float]:
     return c, r
 
 
-def _sum_at_level(kids: list[_Node], level: float) -> tuple[float, float]:
+# What ``_sum_at_level`` reads of a child, taken once per pool build rather than per level:
+# (weight, floor, cap, curve, the curve's last point).
+_Kid = tuple[float, float, float, Curve, tuple[float, float, float]]
+
+
+def _searched(curve: Curve) -> Curve:
+    """The curve ``_at`` searches, less a first point that shares its share with the next (a
+    pool's curve starts (0, 0, 0), (0, 0, 0) while its children use nothing at level 0): the
+    search never stops there at a share >= 0, so a one-child pool's curve is searched as the
+    two points it is."""
+    if len(curve) > 2 and curve[0][0] == curve[1][0]:
+        return curve[1:]
+    return curve
+
+
+def _specs(kids: list[_Node]) -> list[_Kid]:
+    return [(k.weight, k.floor, k.cap, _searched(k.curve), k.curve[-1]) for k in kids]
+
+
+def _sum_at_level(kids: list[_Kid], level: float) -> tuple[float, float]:
     """``_sum_at(kids, [_child_share(k, level) for k in kids])`` in one loop (the same sums, in
     the same order): a pool's curve takes it at every breakpoint of every child."""
     c = r = 0.0
-    for k in kids:
-        s = level * k.weight  # _child_share, as max() and min() pick
-        if k.floor > s:
-            s = k.floor
-        if k.cap < s:
-            s = k.cap
-        curve = k.curve
+    for weight, floor, cap, curve, end in kids:
+        s = level * weight  # _child_share, as max() and min() pick
+        if floor > s:
+            s = floor
+        if cap < s:
+            s = cap
+        if s >= end[0]:
+            # At or past its last point (a child at its cap, at every level above its own): _at's
+            # end of the curve, with no search.
+            c += end[1]
+            r += end[2]
+            continue
         if len(curve) != 2:
             # _at, inlined (a pool's curve: the root takes it at each of its ~2 x children levels).
             i = bisect_right(curve, (s, _INF, _INF)) - 1
             if i < 0:
                 continue  # no usage below the curve (adding 0.0 changes no sum: they are >= +0.0)
-            if i >= len(curve) - 1:
-                end = curve[-1]
-                c += end[1]
-                r += end[2]
-                continue
             s0, c0, r0 = curve[i]
             s1, c1, r1 = curve[i + 1]
             t = (s - s0) / (s1 - s0) if s1 > s0 else 1.0
@@ -173,10 +192,6 @@ def _sum_at_level(kids: list[_Node], level: float) -> tuple[float, float]:
         # _at on an operation's two-point curve (adding its (0, 0) below the curve changes nothing).
         (s0, c0, r0), (s1, c1, r1) = curve
         if s < s0:
-            continue
-        if s >= s1:
-            c += c1
-            r += r1
             continue
         t = (s - s0) / (s1 - s0) if s1 > s0 else 1.0
         c += c0 + t * (c1 - c0)
@@ -190,24 +205,8 @@ def _build(node: _Node) -> None:
         d = node.direction
         node.curve = [(0.0, 0.0, 0.0), (node.cap, node.cap * d[0], node.cap * d[1])]
     else:
-        for k in node.children:
-            _build(k)
-        kids = [k for k in node.children if k.cap > 0]
-        node.children = kids
-        marks = {0.0}
-        for k in kids:
-            marks.add(k.floor / k.weight)
-            marks.add(k.cap / k.weight)
-            marks.update(s / k.weight for s, _, _ in k.curve if k.floor < s < k.cap)
-        ls = sorted(marks)
-        levels = [(lv, *_sum_at_level(kids, lv)) for lv in ls]
-        # Where the pool's dominant resource flips inside a segment its share has a kink.
-        flips: list[tuple[float, float, float]] = []
-        for (l0, c0, r0), (l1, c1, r1) in pairwise(levels):
-            if (c0 - r0) * (c1 - r1) < 0:
-                t = (r0 - c0) / ((c1 - c0) - (r1 - r0))
-                flips.append((l0 + t * (l1 - l0), c0 + t * (c1 - c0), r0 + t * (r1 - r0)))
-        node.levels = sorted(levels + flips)
+        ls, specs = _children_marks(node)
+        node.levels = _levels(ls, specs)
         # Below the children's floors summed (oversubscribed min shares) the floors scale down.
         node.curve = [(0.0, 0.0, 0.0)] + [(max(c, r), c, r) for _, c, r in node.levels]
         node.cap = node.curve[-1][0]
@@ -219,6 +218,57 @@ def _build(node: _Node) -> None:
                 node.curve = [pt for pt in node.curve if pt[0] < top] + [(top, c, r)]
                 node.cap = top
     node.floor = min(_floor_share(node.curve, node.min_cpu, node.min_ram), node.cap)
+
+
+def _children_marks(node: _Node) -> tuple[list[float], list[_Kid]]:
+    """Build the children (dropping those with nothing to run); the levels where one of them
+    changes course, in order, and what ``_sum_at_level`` reads of them."""
+    for k in node.children:
+        _build(k)
+    kids = [k for k in node.children if k.cap > 0]
+    node.children = kids
+    marks = {0.0}
+    for k in kids:
+        marks.add(k.floor / k.weight)
+        marks.add(k.cap / k.weight)
+        marks.update(s / k.weight for s, _, _ in k.curve if k.floor < s < k.cap)
+    return sorted(marks), _specs(kids)
+
+
+def _levels(ls: list[float], specs: list[_Kid]) -> list[tuple[float, float, float]]:
+    """(level, cpu, ram) at each level of ``ls`` and where the dominant resource flips between
+    two of them, in order."""
+    levels = [(lv, *_sum_at_level(specs, lv)) for lv in ls]
+    # Where the pool's dominant resource flips inside a segment its share has a kink.
+    flips: list[tuple[float, float, float]] = []
+    for (l0, c0, r0), (l1, c1, r1) in pairwise(levels):
+        if (c0 - r0) * (c1 - r1) < 0:
+            t = (r0 - c0) / ((c1 - c0) - (r1 - r0))
+            flips.append((l0 + t * (l1 - l0), c0 + t * (c1 - c0), r0 + t * (r1 - r0)))
+    return sorted(levels + flips)
+
+
+# How far below the cluster's size the root's usage at its top level must stay for the levels
+# under it to be skipped: far above the float error of any sum (some 1e-16 per operation).
+_ROOM = 1e-6
+
+
+def _build_root(root: _Node) -> None:
+    """The root's ``levels``, all that ``_root_level`` reads of it (its curve is no one's). When
+    the whole demand fits with room to spare (usage at the top level below 1 - _ROOM of both
+    resources) every level fits, and ``_root_level`` picks the top one: only the last segment
+    is taken (its flip is the one point that can lie past the top level by a rounding), not the
+    whole curve's (levels x children sums, the most of a sample's fair shares)."""
+    if not root.children:
+        _build(root)
+        return
+    ls, specs = _children_marks(root)
+    if len(ls) > 2 and ls[-1] > ls[-2] * (1.0 + _ROOM):
+        c, r = _sum_at_level(specs, ls[-1])
+        if c <= 1.0 - _ROOM and r <= 1.0 - _ROOM:
+            root.levels = _levels(ls[-2:], specs)
+            return
+    root.levels = _levels(ls, specs)
 
 
 def _targets(node: _Node, level: float | None, scale: float) -> list[float]:
@@ -317,7 +367,7 @@ def progressive_filling(
     pools: dict[str, float] = {}
     used = (0.0, 0.0)
     while True:
-        _build(tree)
+        _build_root(tree)
         shares, pools = {}, {}
         if not tree.children:
             break

@@ -14,7 +14,7 @@ from rm.queues.dispatcher import Dispatcher
 from rm.scheduler.fair_share import progressive_filling
 from rm.shell.context import RMContext
 from rm.shell.life import RMLife
-from rm.state.cluster import Cluster, NodeRecord, NodeState
+from rm.state.cluster import Cluster, NodeRecord
 from rm.state.workload import WorkloadBook
 from rm.views.snapshot import (
     ContainerView,
@@ -36,12 +36,7 @@ def rm_snapshot(
     cluster.advance(now)
     g = ctx.integral
     ops = life.book.operations.values()
-    unhealthy = registered_cpu = registered_ram = 0.0
-    for n in cluster.nodes.values():
-        registered_cpu += n.total.cpu
-        registered_ram += n.total.ram_gib
-        if n.state is NodeState.UNHEALTHY:
-            unhealthy += 1
+    registered_cpu, registered_ram, unhealthy = cluster.registered()
     return RMSnapshot(
         t=now,
         up=up,
@@ -51,7 +46,7 @@ def rm_snapshot(
         inbound=inbound.statistics(),
         scheduler=events.statistics(),
         nodes=len(cluster.nodes),
-        nodes_unhealthy=int(unhealthy),
+        nodes_unhealthy=unhealthy,
         capacity=cluster.capacity,
         allocated=cluster.used,
         registered=Resources(registered_cpu, registered_ram),

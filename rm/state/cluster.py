@@ -158,6 +158,9 @@ class Cluster:
         self.integral = integral
         # Called with a node whose free resources or membership changed (a placement index).
         self._watchers: list[Callable[[NodeRecord], None]] = []
+        # Bumped when a node joins, leaves or changes health: what ``registered()`` walks for.
+        self._membership_changes = 0
+        self._registered: tuple[int, float, float, int] = (0, 0.0, 0.0, 0)  # (version, cpu, ram, unhealthy)
 
     def watch(self, fn: Callable[[NodeRecord], None]) -> None:
         self._watchers.append(fn)
@@ -182,6 +185,22 @@ class Cluster:
             g.cap_ram_s += self.cap_ram * dt
             g.last_t = now
 
+    def registered(self) -> tuple[float, float, int]:
+        """(cpu, ram, unhealthy nodes) over every registered node, healthy or not: the walk over
+        the nodes (summed in their order), taken again only after membership or health changed,
+        not at every snapshot."""
+        version, cpu, ram, unhealthy = self._registered
+        if version != self._membership_changes:
+            cpu = ram = 0.0
+            unhealthy = 0
+            for n in self.nodes.values():
+                cpu += n.total.cpu
+                ram += n.total.ram_gib
+                if n.state is NodeState.UNHEALTHY:
+                    unhealthy += 1
+            self._registered = (self._membership_changes, cpu, ram, unhealthy)
+        return cpu, ram, unhealthy
+
     def _capacity_delta(self, node: NodeRecord, sign: float, now: float) -> None:
         # Totals cover schedulable nodes only: capacity and what is allocated on it.
         self.advance(now)
@@ -204,6 +223,7 @@ class Cluster:
         self._seq += 1
         node.seq = self._seq
         self.nodes[node.machine_id] = node
+        self._membership_changes += 1
         self.by_address[address] = node
         self._by_link[link] = node
         self._capacity_delta(node, 1.0, now)
@@ -216,6 +236,7 @@ class Cluster:
             self._capacity_delta(node, -1.0, now)
         node.state = NodeState.LOST
         del self.nodes[node.machine_id]
+        self._membership_changes += 1
         self._room.discard(node)
         if self.by_address.get(node.address) is node:
             del self.by_address[node.address]
@@ -240,10 +261,12 @@ class Cluster:
         """Returns True if the state changed."""
         if healthy and node.state is NodeState.UNHEALTHY:
             node.state = NodeState.RUNNING
+            self._membership_changes += 1
             self._capacity_delta(node, 1.0, now)
             return True
         if not healthy and node.state is NodeState.RUNNING:
             node.state = NodeState.UNHEALTHY
+            self._membership_changes += 1
             self._capacity_delta(node, -1.0, now)
             return True
         return False

@@ -48,7 +48,9 @@ class Pool:
         "name",
         "operations",
         "parent",
+        "pending_children",
         "pending_tasks",
+        "rank",
         "usage_cpu",
         "usage_ram",
         "weight",
@@ -73,8 +75,28 @@ class Pool:
         self.usage_cpu = 0.0
         self.usage_ram = 0.0
         self.pending_tasks = 0
+        # The child pools with pending tasks (in the order they came to have some), so a
+        # scheduling decision looks at those rather than at every child; ``rank``: the place in
+        # the parent's children, their order.
+        self.pending_children: dict[Pool, None] = {}
+        self.rank = 0
         if parent is not None:
+            self.rank = len(parent.children)
             parent.children.append(self)
+
+    def pending_moved(self, delta: int) -> None:
+        """``delta`` pending tasks more (fewer) under this pool and every pool above it."""
+        p: Pool | None = self
+        while p is not None:
+            before = p.pending_tasks
+            after = p.pending_tasks = before + delta
+            parent = p.parent
+            if parent is not None and (before > 0) != (after > 0):
+                if after > 0:
+                    parent.pending_children[p] = None
+                else:
+                    del parent.pending_children[p]
+            p = parent
 
     def room(self) -> tuple[float, float]:
         """CPU and memory this pool may still take: the least left under its maximum and every
@@ -147,8 +169,7 @@ class Operation:
         self.completed = 0
         self.usage_cpu = 0.0
         self.usage_ram = 0.0
-        for p in self.pools_up:
-            p.pending_tasks += self.total
+        pool.pending_moved(self.total)
 
     def _add_usage(self, sign: float) -> None:
         dc = sign * self.demand.cpu
@@ -162,8 +183,7 @@ class Operation:
     def take_task(self, now: float) -> Task:
         task = self.pending.popleft()
         task.attempts += 1
-        for p in self.pools_up:
-            p.pending_tasks -= 1
+        self.pool.pending_moved(-1)
         self.running += 1
         self._add_usage(1.0)
         if self.started_at is None:
@@ -197,8 +217,7 @@ class Operation:
                 keep.append(task)
         gone = self.total - len(keep)
         self.pending = keep
-        for p in self.pools_up:
-            p.pending_tasks -= gone
+        self.pool.pending_moved(-gone)
         for _ in taken:
             self.running += 1
             self._add_usage(1.0)
@@ -210,8 +229,7 @@ class Operation:
         """A running task was lost (node lost, preempted): it runs again from scratch."""
         self.task_ended()
         self.pending.appendleft(task)
-        for p in self.pools_up:
-            p.pending_tasks += 1
+        self.pool.pending_moved(1)
 
     @property
     def state(self) -> str:

@@ -71,3 +71,28 @@ def test_a_node_that_frees_more_than_its_block_held_is_found() -> None:
     assert list(cluster.room_for(0, [(4, 2)])) == []
     cluster.release(allocs[0], 1.0)  # 4 cpu left: more than the block's largest so far
     assert list(cluster.room_for(0, [(4, 2)])) == [node]
+
+
+def test_registered_totals_follow_joins_leaves_and_health_between_snapshots() -> None:
+    # registered() keeps its walk until membership or health changes: each change must show.
+    cluster = Cluster()
+
+    def walk() -> tuple[float, float, int]:
+        nodes = list(cluster.nodes.values())
+        return (sum(n.total.cpu for n in nodes), sum(n.total.ram_gib for n in nodes),
+                sum(1 for n in nodes if not n.schedulable))
+
+    assert cluster.registered() == (0.0, 0.0, 0)
+    a = cluster.add("a", Resources(4, 8.5), RecordingLink(), 0.0)
+    assert cluster.registered() == walk() == (4.0, 8.5, 0)
+    b = cluster.add("b", Resources(2, 3), RecordingLink(), 1.0)
+    assert cluster.registered() == walk() == (6.0, 11.5, 0)
+    assert cluster.set_healthy(a, False, 2.0)
+    assert cluster.registered() == walk() == (6.0, 11.5, 1)  # unhealthy: still registered
+    assert not cluster.set_healthy(a, False, 2.5)
+    assert cluster.set_healthy(a, True, 3.0)
+    assert cluster.registered() == walk() == (6.0, 11.5, 0)
+    cluster.remove(b, 4.0)
+    assert cluster.registered() == walk() == (4.0, 8.5, 0)
+    cluster.add("b", Resources(8, 16), RecordingLink(), 5.0)
+    assert cluster.registered() == walk() == (12.0, 24.5, 0)

@@ -10,7 +10,7 @@ from rm.scheduler.fair_share import progressive_filling
 from rm.scheduler.policies.drf import DRFPolicy
 from rm.scheduler.policy import PolicyCounters
 from rm.state.cluster import Cluster, NodeRecord
-from rm.state.operations import Operation, OperationSpec, Pool
+from rm.state.operations import Operation, OperationSpec, Pool, Task
 from tests.helpers import FakeClock, RecordingLink
 
 
@@ -199,6 +199,40 @@ def test_a_pools_usage_at_a_level_is_the_sum_of_its_childrens_to_the_last_bit() 
             top = node.levels[-1][0]
             for lv in [lv for lv, _, _ in node.levels] + [rng.uniform(0, top * 1.2) for _ in range(20)]:
                 reference = fs._sum_at(kids, [fs._child_share(k, lv) for k in kids])
-                assert fs._sum_at_level(kids, lv) == reference
+                assert fs._sum_at_level(fs._specs(kids), lv) == reference
                 checked += 1
     assert checked > 500
+
+
+def test_each_pool_knows_its_children_with_pending_tasks_through_every_change() -> None:
+    """DRF reads ``Pool.pending_children`` instead of scanning every child: it must always be the
+    children with pending tasks, as tasks are queued, started, lost and requeued, and recovered."""
+    import random
+
+    rng = random.Random(5)
+    root = Pool("root")
+    pools = [root]
+    for i in range(8):
+        pools.append(Pool(f"p{i}", parent=rng.choice(pools)))
+    ops: list[Operation] = []
+    running: list[tuple[Operation, Task]] = []
+    for step in range(1500):
+        roll = rng.random()
+        if roll < 0.1 or not ops:
+            ops.append(op(len(ops), rng.choice(pools), 1, 1, tasks=rng.randint(0, 6)))
+        elif roll < 0.6:
+            o = rng.choice(ops)
+            if o.pending:
+                running.append((o, o.take_task(0.0)))
+        elif roll < 0.95 and running:
+            o, task = running.pop(rng.randrange(len(running)))
+            o.requeue(task)
+        else:
+            o = op(len(ops), rng.choice(pools), 1, 1, tasks=5)
+            ops.append(o)
+            o.restore(completed={0}, running={1}, started_at=0.0)
+        for p in pools:
+            want = [c for c in p.children if c.pending_tasks > 0]
+            assert sorted(p.pending_children, key=lambda c: c.rank) == want, (step, p)
+            assert p.pending_tasks == sum(len(x.pending) for x in ops if p in x.pools_up)
+    assert any(len(p.pending_children) > 1 for p in pools)

@@ -39,6 +39,10 @@ def start_time(e: Pool | Operation) -> tuple[float, int]:
     return min(firsts, default=(float("inf"), 0))
 
 
+def _rank(p: Pool) -> int:
+    return p.rank
+
+
 class DRFPolicy(PolicyBase):
     honours_min_share: ClassVar[bool] = True  # needy siblings sort first (drf_key)
 
@@ -64,7 +68,12 @@ class DRFPolicy(PolicyBase):
         if pool.capped:  # no task that would take the pool (or one above it) past its maximum
             cpu, ram = pool.room()
             free_cpu, free_ram = min(free_cpu, cpu + EPS), min(free_ram, ram + EPS)
-        children: list[Pool | Operation] = [c for c in pool.children if c.pending_tasks > 0]
+        # The children with pending tasks, in the pool's order of children (the sort below is
+        # stable): the pool keeps them, rather than every child being looked at here.
+        pending = pool.pending_children
+        children: list[Pool | Operation] = (
+            list(pending) if len(pending) < 2 else sorted(pending, key=_rank)  # type: ignore[arg-type]
+        )
         for op in pool.operations:  # a loop, not a generator: this runs on every node update
             if op.pending:
                 demand = op.demand
@@ -76,6 +85,10 @@ class DRFPolicy(PolicyBase):
 
     def _first(self, pool: Pool, free_cpu: float, free_ram: float) -> Operation | None:
         """The first operation ``_descend`` yields (the same children, in the same order)."""
+        while len(pool.pending_children) == 1 and not pool.operations and not pool.capped:
+            # One child with pending tasks and nothing else to order: the answer is its.
+            for child_pool in pool.pending_children:
+                pool = child_pool
         children, free_cpu, free_ram = self._children(pool, free_cpu, free_ram)
         for child in children:
             if isinstance(child, Operation):
