@@ -125,6 +125,11 @@ class NodeManager(RMReporting, ContainerRuntime):
         if self._membership is not None:
             self._membership.leave()
 
+    def report_through(self, send: Send | None) -> None:
+        """Send the common periodic tick's full report through ``send`` (None: the node's own
+        ``send``): a host's cheaper way out for it, such as its current connection's own."""
+        self._send_report = send if send is not None else self._send
+
     def resync(self) -> None:
         """The connection to the RM was re-established: register again with the full state."""
         if self.state in (NodeState.RUNNING, NodeState.REGISTERING):
@@ -180,7 +185,7 @@ class NodeManager(RMReporting, ContainerRuntime):
             state is _RUNNING and self._inflight is None and self._usage is None
             and self._config.mode != "delta"
         ):
-            self._periodic_tick()  # nearly every periodic tick
+            self._periodic_tick()  # a periodic node's first common tick (it arms the next)
             return
         if state is NodeState.STOPPED:
             return
@@ -206,7 +211,12 @@ class NodeManager(RMReporting, ContainerRuntime):
     def _periodic_tick(self) -> None:
         """``_tick`` of a running periodic node with nothing in flight and no usage models: the
         full report (made once until it changes) and the next tick, under one clock reading
-        (``_heartbeat``, ``_full_statuses`` and the re-arm, without their calls and checks)."""
+        (``_heartbeat``, ``_full_statuses`` and the re-arm, without their calls and checks).
+        It arms itself, so that the common tick is one call: any other case goes to ``_tick``."""
+        if self.state is not _RUNNING or self._inflight is not None or self._usage is not None:
+            self._tick()
+            return
+        self._tick_timer = None
         clock = self._clock
         now = clock.now()
         late = now - self._next_tick
@@ -236,7 +246,7 @@ class NodeManager(RMReporting, ContainerRuntime):
         self._send_report(hb)
         if self._tick_timer is None:  # a periodic node is never idle: its next tick
             delay = self._next_tick - now
-            self._tick_timer = clock.call_later(delay if delay > 0.0 else 0.0, self._tick)
+            self._tick_timer = clock.call_later(delay if delay > 0.0 else 0.0, self._periodic_tick)
 
     def _idle(self) -> bool:
         """Delta mode with nothing to say: no tick is armed until something changes."""

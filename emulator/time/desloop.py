@@ -151,6 +151,13 @@ class DesLoop(asyncio.SelectorEventLoop):
         self._queue: deque[Any] = vars(self)["_ready"]
         self._resolution: float = vars(self)["_clock_resolution"]
         self._io: selectors.BaseSelector = vars(self)["_selector"]
+        # A batched call made while nothing was ready (``call_soon_batched``): the loop's next
+        # pass would run it first, so the pass running now runs it after its last entry when by
+        # then nothing else is ready or due this instant (a heartbeat's delivery to the RM and
+        # the RM's answer: one pass per heartbeat instead of three). Any other call made before
+        # then puts it back in the queue first, where it keeps its place.
+        self._next_fn: Callable[[Any], Any] | None = None
+        self._next_item: Any = None
 
     def time(self) -> float:
         return self._now
@@ -158,9 +165,20 @@ class DesLoop(asyncio.SelectorEventLoop):
     def call_soon(  # type: ignore[override]
         self, callback: Callable[..., Any], *args: Any, context: Ctx = None
     ) -> Any:
+        if self._next_fn is not None:
+            self._queue_next()
         ev = Event(None, 0.0, callback, args, context)
         self._queue.append(ev)
         return ev
+
+    def _queue_next(self) -> None:
+        """The call waiting to run after this pass's last entry goes to the queue, as the batch
+        of one it would have been."""
+        batch = Batch((self._next_item,))
+        batch.fn = self._next_fn  # type: ignore[assignment]
+        batch.open = True
+        self._next_fn = self._next_item = None
+        self._queue.append(batch)
 
     def call_soon_batched(self, callback: Callable[[Any], Any], item: Any) -> None:
         """``call_soon(callback, item)``, sharing the queue entry of the call just before if it
@@ -169,6 +187,17 @@ class DesLoop(asyncio.SelectorEventLoop):
         if queue:
             last = queue[-1]
             if type(last) is Batch and last.fn is callback and last.open:
+                last.append(item)
+                return
+        elif self._next_fn is None:
+            # Nothing is ready: the next pass would run this first (``_run_next``).
+            self._next_fn = callback
+            self._next_item = item
+            return
+        else:
+            self._queue_next()
+            last = queue[-1]
+            if last.fn is callback:
                 last.append(item)
                 return
         batch = Batch((item,))
@@ -217,6 +246,8 @@ class DesLoop(asyncio.SelectorEventLoop):
         """asyncio's loop iteration, repeated here while no I/O is registered and nobody asked
         the loop to stop (what ``run_forever`` would do, without its call per iteration)."""
         heap, queue, state = self._heap, self._queue, vars(self)
+        if self._next_fn is not None:  # made outside a pass (before the loop ran): queued
+            self._queue_next()
         # The registered file descriptors (the selector's own dict: its ``get_map()`` view costs a
         # Python call per ``len``, once per pass).
         fds: dict[Any, Any] = vars(self._io)["_fd_to_key"]
@@ -307,6 +338,8 @@ class DesLoop(asyncio.SelectorEventLoop):
                     self.call_exception_handler(
                         {"message": f"Exception in callback {fn!r}", "exception": exc, "handle": ev}
                     )
+            if self._next_fn is not None:
+                self._run_next(heap, state, fds, res)
             if io or state["_stopping"] or not (queue or heap):
                 return
             # (No ``bool()`` calls: two builtin calls a pass.)
@@ -315,6 +348,35 @@ class DesLoop(asyncio.SelectorEventLoop):
                 passes += 1
             else:
                 ready = False
+
+    def _run_next(self, heap: list[Due], state: dict[str, Any], fds: dict[Any, Any], res: float) -> None:
+        """The pass's last entry made a batched call while nothing was ready: run it now if the
+        next pass would run it first and nothing before it (see ``_next_fn``), and so on for
+        what that call makes; otherwise it goes to the queue."""
+        queue = self._queue
+        while (fn := self._next_fn) is not None:
+            # The next pass would: stop (asked to, or I/O registered); sweep or pop cancelled
+            # timers at its start (the heap's order after it pushes differs); queue a timer due
+            # in this instant before running; or run what is queued already first.
+            cancelled = self._cancelled_timers
+            if (
+                queue or state["_stopping"] or len(fds) > 1
+                or (heap and heap[0] < self._now + res)
+                or (cancelled and heap and (
+                    (cancelled + cancelled > len(heap) and len(heap) > _SWEEP_MIN_TIMERS)
+                    or heap[0].ev.fn is None
+                ))
+            ):
+                self._queue_next()
+                return
+            item = self._next_item
+            self._next_fn = self._next_item = None
+            try:
+                fn(item)
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException as exc:
+                self.call_exception_handler({"message": f"Exception in callback {fn!r}", "exception": exc})
 
 
 def new_event_loop(mode: ClockMode, core: VirtualCore = "des") -> asyncio.AbstractEventLoop:

@@ -66,6 +66,24 @@ class MeteredLink:
             m.bytes += self.wire_size(msg)
         self._inner.send(msg)
 
+    def send_report(self, hb: Heartbeat) -> None:
+        """``send(hb)`` of a node's common periodic report (no usage reports): what a node
+        process reports through, with ``wire_size``'s arithmetic inline (every heartbeat)."""
+        inner = self._inner
+        if inner.closed:
+            return
+        m = self._meter
+        m.messages += 1
+        statuses = hb.statuses
+        if hb.usage or statuses is not self._statuses or hb.machine_id != self._machine_id:
+            m.bytes += self.wire_size(hb)
+        else:
+            hid = hb.heartbeat_id
+            base = m._heartbeat_base
+            m.bytes += (base + self._statuses_size + self._id_size
+                        + (1 if 0 <= hid < 0x80 else 3 if 0x100 <= hid < 0x10000 else msgpack_int_size(hid)))
+        inner.send(hb)
+
     def wire_size(self, msg: Any) -> int:
         """``len(encode(msg))``, without encoding a periodic heartbeat whose statuses were sized."""
         m = self._meter

@@ -1,5 +1,5 @@
 """The RM-side meter counts exactly the bytes the TCP transport would send, also where it sizes a
-heartbeat arithmetically instead of encoding it."""
+heartbeat arithmetically instead of encoding it (``send`` and a node's ``send_report`` alike)."""
 
 from __future__ import annotations
 
@@ -44,9 +44,24 @@ def test_every_counted_size_is_the_encoded_size(
         hb = Heartbeat(machine_id=machine_id, heartbeat_id=hb_id, healthy=healthy, statuses=statuses,
                        full=full, usage=usage if with_usage else ())
         assert link.wire_size(hb) == len(ENCODER.encode(hb))
-        link.send(hb)
+        if full and not with_usage:  # a node process's common report: through ``send_report``
+            link.send_report(hb)
+        else:
+            link.send(hb)
         expected += len(ENCODER.encode(hb))
     response = HeartbeatResponse(action="normal", heartbeat_id=7)
     link.send(response)
     assert meter.bytes == expected + len(ENCODER.encode(response))
     assert meter.messages == len(beats) + 1
+
+
+def test_a_report_on_a_closed_link_is_neither_counted_nor_sent() -> None:
+    meter = Meter()
+    inner = RecordingLink()
+    link = MeteredLink(inner, meter)
+    hb = Heartbeat(machine_id=1, heartbeat_id=0, healthy=True, statuses=(), full=True)
+    link.send_report(hb)
+    inner.close()
+    link.send_report(hb)
+    assert meter.messages == 1 and meter.bytes == len(ENCODER.encode(hb))
+    assert inner.sent == [hb]

@@ -142,3 +142,37 @@ def test_a_node_update_begins_a_fill_only_while_a_task_is_pending() -> None:
         heartbeat()
     assert fills == [mid] * 6  # offered every time while tasks are pending, full or not
     assert sum(len(m.containers) for m in link.of(LaunchContainers)) == 4  # the node's room
+
+
+class ReportingLink(RecordingLink):
+    """A link with a way out for the common periodic report (as ``MeteredLink.send_report``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reports: list[Heartbeat] = []
+
+    def send_report(self, hb: Heartbeat) -> None:
+        self.reports.append(hb)
+
+
+def test_a_node_process_reports_through_its_current_links_send_report() -> None:
+    """The common tick's report goes through the link's ``send_report`` where it has one, anything
+    else through ``send``; a new link without one (a reconnect) takes the reports through ``send``."""
+    from emulator.harness.nodeproc import NodeProcess
+
+    clock = FakeClock()
+    proc = NodeProcess("n0", Resources(8, 16), HeartbeatConfig(mode="periodic", interval_s=3.0), clock,
+                       NodeCounters(), make_logger(clock, None), phase_s=0.5)
+    first = ReportingLink()
+    proc.attach(first)
+    proc.start()
+    clock.advance_to(1.0)
+    proc.receive(RegisterResponse(action="normal", machine_id=1))
+    clock.advance_to(4.0)
+    assert len(first.of(Register)) == 1 and not first.of(Heartbeat)
+    assert [hb.heartbeat_id for hb in first.reports] == [0]
+    second = RecordingLink()
+    proc.attach(second)
+    proc.receive(HeartbeatResponse(action="normal", heartbeat_id=1))
+    clock.advance_to(7.0)
+    assert [hb.heartbeat_id for hb in second.of(Heartbeat)] == [1] and len(first.reports) == 1
