@@ -47,17 +47,29 @@ class ReportWire(Protocol):
     def send(self, hb: Heartbeat) -> None: ...
 
 
+class HostWheel(Protocol):
+    """The timer wheel a node host's nodes tick on (``emulator.time.wheel.WheelClock``)."""
+
+    def now(self) -> float: ...
+
+    def _add(self, gate: Any, delay: float, callback: Callable[..., Any], *args: Any) -> Any:
+        """``gated(gate)(delay, callback, *args)``."""
+
+
 class HostedNode(NodeManager):
     # ``_running``: the running containers' statuses in launch order, kept as containers start
     # and end, so that a changed report is two tuples joined, not a status made per container.
-    # ``_periodic`` and ``_interval_s``: the config's, read once (every tick asks).
-    __slots__ = ("_gate", "_interval_s", "_periodic", "_process", "_running")
+    # ``_periodic`` and ``_interval_s``: the config's, read once (every tick asks). ``_wire``:
+    # where the common tick's report goes; ``_wheel``: the timer wheel behind the node's clock.
+    __slots__ = ("_gate", "_interval_s", "_periodic", "_process", "_running", "_wheel", "_wire")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._running: dict[int, ContainerStatus] = {}  # before ``__init__``: ``_reset`` clears it
         super().__init__(*args, **kwargs)
         self._process: HostProcess | None = None
         self._gate: HostGate | None = None  # its process's, once ``hosted_by``
+        self._wire: ReportWire | None = None
+        self._wheel: HostWheel | None = None
         self._periodic = self._config.mode != "delta"
         self._interval_s = self._config.interval_s
 
@@ -69,7 +81,16 @@ class HostedNode(NodeManager):
 
     def wire_to(self, wire: ReportWire | None) -> None:
         """Send the common tick's report through ``wire`` (None: through ``send``)."""
+        self._wire = wire
         self._send_report = wire.send if wire is not None else self._send
+
+    def ticks_on(self, wheel: HostWheel) -> None:
+        """Re-arm the common tick on ``wheel``, the one behind this node's clock, itself: as the
+        clock would (``wheel.gated(gate)``), without the clock's objects of this node (its
+        bound methods and partial) that each tick would touch again. Needs ``hosted_by``."""
+        if self._gate is None or self._clock.now != wheel.now:
+            raise ValueError("ticks_on: not the wheel of this hosted node's clock")
+        self._wheel = wheel
 
     # ---- the running statuses, as ``_containers`` changes ----------------------------------
 
@@ -120,8 +141,10 @@ class HostedNode(NodeManager):
         ):
             NodeManager._tick(self)
             return
-        clock = self._clock
-        now = clock.now()
+        # What a tick touches of this node: it, its timing probe, its wire, its gate; the wheel
+        # and the counters are every node's (warm in the CPU's caches).
+        wheel = self._wheel
+        now = wheel.now() if wheel is not None else self._clock.now()
         late = now - self._next_tick
         timing = self._timing
         if timing is not None:
@@ -140,10 +163,18 @@ class HostedNode(NodeManager):
         stats.statuses_sent += len(statuses)
         if timing is not None:
             timing.sent(now)
-        self._send_report(hb)
+        wire = self._wire
+        if wire is not None:
+            type(wire).send(wire, hb)  # not through a bound method of this node's
+        else:
+            self._send_report(hb)
         if self._tick_timer is None:  # a periodic node is never idle: its next tick
             delay = self._next_tick - now
-            self._tick_timer = clock.call_later(delay if delay > 0.0 else 0.0, self._tick)
+            delay = delay if delay > 0.0 else 0.0
+            if wheel is not None:
+                self._tick_timer = wheel._add(self._gate, delay, self._tick)
+            else:
+                self._tick_timer = self._clock.call_later(delay, self._tick)
 
     def receive_hosted(self, msg: object) -> None:
         """``NodeProcess.receive``: the common answer (``heartbeat_answered``'s own fast path)

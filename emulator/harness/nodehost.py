@@ -167,6 +167,10 @@ class Worker:
             for s in cfg.nodes
         ]
         self.by_address = {n.address: n for n in self.nodes}
+        if isinstance(self.timers, WheelClock):  # hosted nodes re-arm their ticks on it directly
+            for n in self.nodes:
+                assert isinstance(n.node, HostedNode)
+                n.node.ticks_on(self.timers)
 
     def wrap(self, link: TcpLink) -> Any:
         return self.plan.wrap(link, "to_rm")

@@ -557,3 +557,51 @@ async def test_a_report_wire_sends_nothing_once_its_channel_closed_at_either_end
     wired.conn._flush()
     frames = FrameDecoder(RMInbound).feed(bytes(wired.transport.out))
     assert frames == [(ours.channel, sent[0]), (theirs.channel, sent[1]), (ours.channel, None)]
+
+
+class _TimedLink:
+    """A link that keeps when each message left (the wheel's time)."""
+
+    closed = False
+
+    def __init__(self, wheel: WheelClock) -> None:
+        self.wheel = wheel
+        self.sent: list[tuple[float, Any]] = []
+
+    def send(self, msg: Any) -> None:
+        self.sent.append((self.wheel.now(), msg))
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.mark.asyncio
+async def test_a_hosted_node_ticking_on_the_wheel_itself_is_held_by_a_pause_as_on_its_clock() -> None:
+    loop = asyncio.get_running_loop()
+    wheel = WheelClock(RealClock(loop, speed=20.0), slot_wall_s=0.002)
+    counters = NodeCounters()
+    proc = NodeProcess("n", Resources(4.0, 8.0), HeartbeatConfig(interval_s=1.0), wheel, counters,
+                       make_logger(wheel, None), node_type=HostedNode)
+    node = proc.node
+    assert isinstance(node, HostedNode)
+    with pytest.raises(ValueError, match="not the wheel"):
+        node.ticks_on(WheelClock(RealClock(loop, speed=20.0)))
+    node.ticks_on(wheel)
+    link = _TimedLink(wheel)
+    proc.attach(link)
+    t0 = wheel.now()
+    proc.start()  # registers now, then ticks every second on its phase
+    answered = 0
+    while wheel.now() < t0 + 6.6:
+        await asyncio.sleep(0.005)  # 0.1 emulated s
+        if wheel.now() >= t0 + 2.5 and not proc.paused and counters.heartbeats_sent == 2:
+            proc.pause(2.0)  # the ticks due at 3 and 4 wait until 4.5
+        for _, msg in link.sent[answered:]:
+            proc.receive(RegisterResponse(action="normal", machine_id=1) if type(msg) is Register
+                         else HeartbeatResponse(action="normal", heartbeat_id=msg.heartbeat_id + 1))
+        answered = len(link.sent)
+    sent = [t - t0 for t, msg in link.sent if type(msg) is Heartbeat]
+    # On time (a slot late at most), none while paused, the held tick when the pause ends (and
+    # maybe a catch-up one right after, as on any clock), then on time again.
+    assert not [t for t in sent if 2.5 < t < 4.5], sent
+    assert all(any(0 <= t - k < 0.2 for t in sent) for k in (1, 2, 4.5, 5, 6)), sent
