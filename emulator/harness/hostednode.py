@@ -1,13 +1,17 @@
-"""A NodeManager as a node host runs thousands of them: its common answer in one call, its full
-reports from saved bytes, its running statuses kept as containers start and end.
+"""A NodeManager as a node host runs thousands of them: its common tick and answer in one call
+(or none), its full reports from saved bytes, its running statuses kept as containers start and end.
 
 Nearly every tick of a node host is the same: a running node, nothing in flight, no usage models,
-a full (periodic) report, which ``NodeManager._periodic_tick`` makes under one clock reading and
-sends through ``_send_report``: here the connection's ``ReportWire`` where the link has one
-(``wire_to``). ``HostedNode`` adds the common answer (action "normal", no launch or kill, no change
-carried) in the call its process passes it on in. Anything else takes ``NodeManager``'s own path,
-so the node's behaviour is the same message for message (tests/unit/test_node_batches.py runs
-both side by side). Only TCP node hosts use it; in-memory runs use ``NodeManager``.
+a full (periodic) report. ``HostedNode._tick`` makes it in one call (``NodeManager._periodic_tick``
+without the call to it), sends it through the connection's ``ReportWire`` where the link has one
+(``wire_to``), and, on the node host's timer wheel (``ticks_on``), reads the time and re-arms on
+the wheel itself. Nearly every answer is the common one (action "normal", no launch or kill, no
+change carried): ``AnswerPass`` takes those of one socket read in one pass over their nodes, with
+no call per node. What a node host spends per node and interval is as much the memory its nodes'
+objects take in the CPU's caches as the Python it runs, so the common paths touch as few of a
+node's objects as they can. Anything else takes ``NodeManager``'s own path, so the node's
+behaviour is the same message for message (tests/unit/test_node_batches.py runs both side by
+side). Only TCP node hosts use it; in-memory runs use ``NodeManager``.
 """
 
 from __future__ import annotations
