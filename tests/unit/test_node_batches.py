@@ -531,6 +531,9 @@ async def test_an_answer_taken_in_one_pass_waits_for_a_paused_process_and_a_cras
     wired.answer([HeartbeatResponse(action="normal", heartbeat_id=2)])  # the process runs: at once
     assert counters.heartbeat_responses == 2
     clock.advance_to(32.0)  # heartbeat 2 at 31
+    wired.conn.data_received(HEADER.pack(0, wired.link.channel))  # the RM closes its channel
+    wired.answer([HeartbeatResponse(action="normal", heartbeat_id=3)])  # not for the node any more
+    assert counters.heartbeat_responses == 2
     proc.crash()
     wired.answer([HeartbeatResponse(action="normal", heartbeat_id=3)])
     clock.advance_to(52.0)
