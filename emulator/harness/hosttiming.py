@@ -10,6 +10,8 @@ takes in what is pending, and ``flush_every`` keeps the lists short during a run
 
 from __future__ import annotations
 
+from array import array
+
 import numpy as np
 
 from emulator.measure.timing import HeartbeatTiming, Interval, LatenessSummary
@@ -23,12 +25,16 @@ MAX_FLUSH_S = 60.0
 class BatchedTiming(HeartbeatTiming):
     def __init__(self, interval_s: float = 0.0) -> None:
         super().__init__(interval_s)
-        self._own: list[float] = []  # ticks the emulator ran late (both histograms)
-        self._held: list[float] = []  # ticks an injected pause held back (``lateness`` only)
-        self._sent: list[float] = []  # send times
-        self._answered: list[float] = []  # send times of heartbeats answered within an interval
+        # Arrays of doubles, not lists: a value kept is 8 bytes, not a float object that lives
+        # until the next flush (hundreds of thousands of them between two flushes of a node host).
+        self._own = array("d")  # ticks the emulator ran late (both histograms)
+        self._held = array("d")  # ticks an injected pause held back (``lateness`` only)
+        self._sent = array("d")  # send times
+        self._answered = array("d")  # send times of heartbeats answered within an interval
         self.tick = self._own.append  # type: ignore[method-assign, assignment]
         self.held_tick = self._held.append  # type: ignore[method-assign, assignment]
+        # What ``answered`` keeps, for a caller that made its check itself (``AnswerPass``).
+        self.answered_pending = self._answered.append
         if interval_s:
             self.sent = self._sent.append  # type: ignore[method-assign, assignment]
 
@@ -45,28 +51,30 @@ class BatchedTiming(HeartbeatTiming):
         """Take in what is pending."""
         own, held = self._own, self._held
         if own:
-            self.lateness.add_values(own)
-            self.own_lateness.add_values(own)
-            own.clear()
+            values = np.frombuffer(own, dtype=np.float64)
+            self.lateness.add_values(values)
+            self.own_lateness.add_values(values)
+            del values
+            del own[:]
         if held:
-            self.lateness.add_values(held)
-            held.clear()
+            self.lateness.add_values(np.frombuffer(held, dtype=np.float64))
+            del held[:]
         pending = ((self._sent, self.sent_by_interval), (self._answered, self.answered_by_interval))
         for times, counts in pending:
             if times:
                 # Interval k is [(k-1)·I, k·I), as ``HeartbeatTiming`` counts it; a batch spans a
                 # few consecutive intervals (counted without sorting).
-                ks = np.floor_divide(np.asarray(times), self.interval_s).astype(np.int64)
+                ks = np.floor_divide(np.frombuffer(times, dtype=np.float64), self.interval_s).astype(np.int64)
                 first = int(ks.min())
                 for offset, n in enumerate(np.bincount(ks - first).tolist()):
                     if n:
                         key = first + offset + 1
                         counts[key] = counts.get(key, 0) + n
-                times.clear()
+                del times[:]
 
     def restart_lateness(self) -> None:
-        self._own.clear()
-        self._held.clear()
+        del self._own[:]
+        del self._held[:]
         super().restart_lateness()
 
     def summary(self) -> LatenessSummary:

@@ -40,7 +40,7 @@ from emulator.harness.control import (
     WorkerHello,
 )
 from emulator.harness.eventlog import make_logger
-from emulator.harness.hostednode import HostedNode
+from emulator.harness.hostednode import AnswerPass, HostedNode
 from emulator.harness.hosting import reality
 from emulator.harness.hosttiming import BatchedTiming, flush_period_s
 from emulator.harness.nodeproc import NodeProcess, RingParts
@@ -167,6 +167,10 @@ class Worker:
             for s in cfg.nodes
         ]
         self.by_address = {n.address: n for n in self.nodes}
+        if isinstance(self.timers, WheelClock):  # hosted nodes re-arm their ticks on it directly
+            for n in self.nodes:
+                assert isinstance(n.node, HostedNode)
+                n.node.ticks_on(self.timers)
 
     def wrap(self, link: TcpLink) -> Any:
         return self.plan.wrap(link, "to_rm")
@@ -223,9 +227,11 @@ async def host_nodes(cfg: HostConfig, clock: LoopClock, signals: bool = True) ->
         w = Worker(cfg, clock, log)
         endpoint = await w.start_peers()
         w.build(endpoint)
+        wheel = w.timers if isinstance(w.timers, WheelClock) else None
         client = TcpClient(
             cfg.host, cfg.port, clock, log, cfg.max_frame_bytes, Backoff(seed=cfg.seed), wrap=w.wrap,
-            secret=cfg.credentials, delivery_clock=w.timers if isinstance(w.timers, WheelClock) else None,
+            secret=cfg.credentials, delivery_clock=wheel,
+            answers=AnswerPass(wheel, w.timing) if wheel is not None else None,
         )
         for node in w.nodes:
             client.connect(node)

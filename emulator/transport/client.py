@@ -20,9 +20,7 @@ from emulator.transport.connection import (
     TcpLink,
     TransportStats,
 )
-from emulator.transport.framing import (
-    DEFAULT_MAX_FRAME_BYTES,
-)
+from emulator.transport.framing import DEFAULT_MAX_FRAME_BYTES, FrameTooLarge
 from rm.protocol import Heartbeat, NodeInbound, Register
 
 
@@ -36,35 +34,28 @@ class DeliveryClock(Protocol):
 
 # Answers delivered between two clock readings within one batch.
 _REREAD = 64
-class ReportPieces:
-    """One node's last full report as bytes, cut around its heartbeat id, and what it was made
-    of (by identity): the next report with the same statuses, health and id is those bytes
-    around the new heartbeat id."""
 
-    __slots__ = ("head", "healthy", "machine_id", "statuses", "tail")
 
-    def __init__(self) -> None:
-        self.statuses: Any = None
-        self.healthy = False
-        self.machine_id = -1
-        self.head = b""
-        self.tail = b""
+class AnswerPass(Protocol):
+    """Delivers a read's frames in one pass, taking some answers itself (a node host's
+    ``emulator.harness.hostednode.AnswerPass``)."""
 
-    def cut(self, hb: Heartbeat, body: bytes, number: bytes) -> bool:
-        """Keep ``body`` (``hb`` encoded, its id as ``number``) as pieces; False if it cannot be cut."""
-        pieces = cut_around_id(body, number)
-        if pieces is None:
-            self.statuses = None
-            return False
-        self.head, self.tail = pieces[0], pieces[1]
-        self.statuses, self.healthy, self.machine_id = hb.statuses, hb.healthy, hb.machine_id
-        return True
+    def hosted(self, node: Any) -> Any:
+        """What the pass keeps for a channel opened for ``node`` (None: nothing, the usual way)."""
 
+    def __call__(self, conn: Any, frames: list[tuple[int, Any]], hosted: dict[int, Any],
+                 receivers: dict[int, Callable[[Any], None]]) -> bool:
+        """Deliver ``frames`` (``hosted``: what ``hosted`` returned, by channel); True if a node
+        got one."""
 
 class _NodeLink(TcpLink):
     """A node's channel: what a node says is sent, but never its secret."""
 
-    __slots__ = ()
+    __slots__ = ("_wires",)
+
+    def __init__(self, conn: FramedConnection, channel: int) -> None:
+        super().__init__(conn, channel)
+        self._wires: list[ReportWire] = []  # told when the channel closes
 
     def send(self, msg: Any) -> None:
         if not self.closed:
@@ -78,36 +69,56 @@ class _NodeLink(TcpLink):
         while nothing in them changed."""
         conn = self._conn
         assert isinstance(conn, _ClientConnection)
-        return ReportWire(conn, self, conn.encode)
+        wire = ReportWire(conn, self, conn.encode)
+        wire.closed = self.closed
+        self._wires.append(wire)
+        return wire
+
+    def lost(self) -> None:  # closed at either end (``close`` comes here too)
+        super().lost()
+        for wire in self._wires:
+            wire.closed = True
 
 
 class ReportWire:
     """A node's full reports on its channel: ``send(hb)`` is ``link.send(hb)`` (the same bytes),
-    but encoded whole only when its statuses, health or id changed since the node's last report
-    (``ReportPieces``); the rest of it is the heartbeat id. An object with a method, not a
-    partial: a node calls it every interval."""
+    but encoded whole only when its statuses, health or id changed since the node's last report;
+    the rest of it is the heartbeat id. The last report is kept as bytes cut around its id
+    (``head``, ``tail``) with what it was made of (by identity). An object with a method, not a
+    partial: a node calls it every interval. It is the only object of the node's channel a
+    report touches (``closed``: the link's, kept by the link): thousands of nodes' objects do
+    not stay in the CPU's caches from one interval to the next."""
 
-    __slots__ = ("_conn", "_encode", "_link", "_pieces")
+    __slots__ = ("_channel", "_conn", "_encode", "closed", "head", "healthy", "machine_id", "statuses",
+                 "tail")
 
-    def __init__(self, conn: FramedConnection, link: TcpLink, encode: Callable[[Any], bytes]) -> None:
+    def __init__(self, conn: _ClientConnection, link: TcpLink, encode: Callable[[Any], bytes]) -> None:
         self._conn = conn
-        self._link = link
+        self._channel = link.channel
         self._encode = encode
-        self._pieces = ReportPieces()
+        self.closed = False
+        self.statuses: Any = None
+        self.healthy = False
+        self.machine_id = -1
+        self.head = b""
+        self.tail = b""
 
     def send(self, hb: Heartbeat) -> None:
-        conn, link, pieces = self._conn, self._link, self._pieces
-        if link.closed:
+        if self.closed:
             return
         number = self._encode(hb.heartbeat_id)
-        if hb.statuses is not pieces.statuses or hb.healthy is not pieces.healthy or (
-            hb.machine_id != pieces.machine_id
+        if hb.statuses is not self.statuses or hb.healthy is not self.healthy or (
+            hb.machine_id != self.machine_id
         ):
             body = self._encode(hb)
-            if len(body) > conn.max_frame_bytes or not pieces.cut(hb, body, number):
-                conn.send(link.channel, hb)  # the usual way (it refuses a frame too large)
+            pieces = cut_around_id(body, number) if len(body) <= self._conn.max_frame_bytes else None
+            if pieces is None:
+                self.statuses = None
+                self._conn.send(self._channel, hb)  # the usual way (it refuses a frame too large)
                 return
-        conn.send_encoded(link.channel, hb, pieces.head, number, pieces.tail)
+            self.head, self.tail = pieces[0], pieces[1]
+            self.statuses, self.healthy, self.machine_id = hb.statuses, hb.healthy, hb.machine_id
+        self._conn.send_report(self._channel, hb, self.head, number, self.tail)
 
 
 class _ClientConnection(FramedConnection):
@@ -119,20 +130,48 @@ class _ClientConnection(FramedConnection):
         self._receivers: dict[int, Callable[[Any], None]] = {}
         self._next_channel = 1
         self._clock = client.delivery_clock
+        self._pass = client.answers
+        self._hosted: dict[int, Any] = {}  # by channel: what the pass keeps for its node
         self.encode = msgspec.msgpack.Encoder().encode  # one per connection, shared by its nodes' reports
+        self._loop = asyncio.get_running_loop()
         self.challenged: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self.answered = False  # a frame came after the challenge: our proof passed
+
+    def send_report(self, channel: int, msg: Any, head: bytes, middle: bytes, tail: bytes) -> None:
+        """``send_encoded`` (and what it calls to count and flush) in one call: a node's report,
+        every node, every interval. A node host sets no write-buffer limit (``_queued``'s check)."""
+        if self.closed:
+            return
+        try:
+            size = self._encoder.append_encoded(self._out, channel, msg, head, middle, tail)
+        except FrameTooLarge as err:
+            self._log.error("transport.frame_too_large", peer=self.peer, error=str(err), outgoing=True)
+            return
+        stats = self.stats
+        stats.frames_out += 1
+        stats.bytes_out += size
+        if not self._flush_pending:  # the first frame of this loop pass: one write for them all
+            self._flush_pending = True
+            self._loop.call_soon(self._flush)
 
     def open(self, node: Any) -> _NodeLink:
         channel = self._next_channel
         self._next_channel += 1
         link = self.links[channel] = _NodeLink(self, channel)
         self._receivers[channel] = node.receive
+        if self._pass is not None:
+            hosted = self._pass.hosted(node)
+            if hosted is not None:
+                self._hosted[channel] = hosted
         return link
 
     def on_frames(self, frames: list[tuple[int, Any]]) -> None:
         # One pass over a read's answers: straight to each node, the clock read once per batch.
         receivers = self._receivers
+        if self._pass is not None:
+            if self._pass(self, frames, self._hosted, receivers):
+                self.answered = True  # a node got a frame: our proof passed
+            return
         clock = self._clock
         if clock is not None:
             clock.hold()
@@ -163,6 +202,7 @@ class _ClientConnection(FramedConnection):
         if msg is None:
             self._remote_close(channel)
             self._receivers.pop(channel, None)
+            self._hosted.pop(channel, None)
             return
         if type(msg) is auth.Challenge:
             if not self.challenged.done():
@@ -173,6 +213,7 @@ class _ClientConnection(FramedConnection):
     def close_channel(self, channel: int) -> None:
         super().close_channel(channel)
         self._receivers.pop(channel, None)
+        self._hosted.pop(channel, None)
 
 
 class TcpClient:
@@ -194,13 +235,16 @@ class TcpClient:
         secret: str = "",
         challenge_timeout_s: float = 10.0,
         delivery_clock: DeliveryClock | None = None,
+        answers: AnswerPass | None = None,
     ) -> None:
         """``wrap(link)`` may decorate each node's link before the node gets it (message faults);
         ``secret``: proved to the RM when it challenges a new connection (nodes register only
         after that); if it does not within ``challenge_timeout_s`` (an RM with no secret), the
         nodes register unproved; ``delivery_clock``: read once per batch of answers delivered
-        together (the nodes' clock)."""
+        together (the nodes' clock); ``answers``: delivers each read's frames instead (it reads
+        the clock itself)."""
         self.delivery_clock = delivery_clock
+        self.answers = answers
         self.secret = secret
         self.challenge_timeout_s = challenge_timeout_s
         self.host = host

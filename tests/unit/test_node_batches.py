@@ -12,7 +12,7 @@ import msgspec
 import pytest
 
 from emulator.harness.eventlog import make_logger
-from emulator.harness.hostednode import HostedNode
+from emulator.harness.hostednode import AnswerPass, HostedNode
 from emulator.harness.hosttiming import BatchedTiming, flush_period_s
 from emulator.harness.nodeproc import NodeProcess, ProcessGate
 from emulator.measure.timing import HeartbeatTiming
@@ -244,18 +244,28 @@ class _Wired:
     """A node's side of a real client connection: what the node sends (through ``send`` or its
     report wire) read back from the bytes the connection writes."""
 
-    def __init__(self, clock: FakeClock) -> None:
+    def __init__(self, clock: FakeClock, answers: AnswerPass | None = None) -> None:
         real = RealClock(asyncio.get_running_loop())
-        self.conn = _ClientConnection(TcpClient("127.0.0.1", 1, real, make_logger(real, None)))
+        client = TcpClient("127.0.0.1", 1, real, make_logger(real, None), answers=answers)
+        self.conn = _ClientConnection(client)
         self.transport = _Transport()
         self.conn.connection_made(self.transport)
         self.link = self.conn.open(self)
         self.decoder = FrameDecoder(RMInbound)
+        self.encoder = FrameEncoder()
         self.clock = clock
         self.channels: list[int] = []
 
     def receive(self, msg: Any) -> None:
         raise AssertionError("answers go to the node directly here")
+
+    def answer(self, msgs: list[Any]) -> None:
+        """What the RM says to this channel's node, as one read of the connection."""
+        data = bytearray()
+        for msg in msgs:
+            self.encoder.append(data, self.link.channel, msg)
+        if data:
+            self.conn.data_received(bytes(data))
 
     def read(self, into: list[tuple[float, int, Any]], step: int) -> None:
         """The frames written since the last read, each checked to be msgspec's own bytes."""
@@ -281,6 +291,7 @@ class _Running:
     def __init__(self, node: NodeManager) -> None:
         self.node = node
         self.gate = ProcessGate(FakeClock())
+        self.receive: Any = self.dispatch
 
     def dispatch(self, msg: object) -> None:
         if type(msg) is HeartbeatResponse:
@@ -300,23 +311,45 @@ class _Counting:
         self.wire.send(hb)
 
 
-def _drive(node_type: type[NodeManager], mode: str,
-           wired: bool = False) -> tuple[list[tuple[float, int, bytes]], NodeCounters]:
+class _Delivering:
+    """A ``FakeClock`` as a node host's delivery clock (``WheelClock.hold``): it stands still."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.now = clock.now
+        self.holding = False
+
+    def hold(self) -> None:
+        self.holding = True
+
+    def release(self) -> None:
+        self.holding = False
+
+
+def _drive(node_type: type[NodeManager], mode: str, wired: bool = False,
+           answer_pass: bool = False) -> tuple[list[tuple[float, int, bytes]], NodeCounters, Any]:
     """A node and a scripted RM: answers one step late, some lost, some repeated, launches, kills,
     a resync, a health change; everything the node sends, encoded, with when (and at which step;
-    ``wired``: sent through a client connection, a hosted node's reports by its wire)."""
+    ``wired``: sent through a client connection, a hosted node's reports by its wire;
+    ``answer_pass``: and what the RM says comes in as reads of that connection, through an
+    ``AnswerPass``), and the node's heartbeat timing by interval."""
     clock, counters = FakeClock(), NodeCounters()
+    timing = BatchedTiming(1.0)
     out: list[tuple[float, int, Any]] = []
     step = 0
-    wire = _Wired(clock) if wired else None
+    wire = _Wired(clock, AnswerPass(_Delivering(clock), timing) if answer_pass else None) if wired else None
     config = HeartbeatConfig(mode=mode, interval_s=1.0, rpc_timeout_s=3.0)
-    send = wire.link.send if wire is not None else lambda m: out.append((clock.now(), step, m))
-    node = node_type("n", Resources(16.0, 32.0), config, clock, send, counters, make_logger(clock, None))
+    send = (lambda m: wire.link.send(m)) if wire is not None else lambda m: out.append((clock.now(), step, m))
+    node = node_type("n", Resources(16.0, 32.0), config, clock, send, counters, make_logger(clock, None),
+                     timing=timing)
     deliver: Any = None
     if wire is not None:  # and what the RM says goes in as a node host's process hands it over
         assert isinstance(node, HostedNode)
+        process = _Running(node)
+        deliver = process.receive = node.hosted_by(process)
+        if answer_pass:  # the node's channel, opened for its process as a node host opens it
+            wire.link = wire.conn.open(process)
+            assert wire.conn._hosted == {wire.link.channel: node}
         node.wire_to(_Counting(wire.link.report_sender()))
-        deliver = node.hosted_by(_Running(node))
     rng = random.Random(11)
     cid, seen = 0, 0
     answers: list[Any] = []
@@ -326,7 +359,10 @@ def _drive(node_type: type[NodeManager], mode: str,
         clock.advance_to(step * 0.25)
         if wire is not None:
             wire.read(out, step)
-        for msg in late.pop(step, []) + answers:  # as a node host hands them over (NodeProcess.receive)
+        if answer_pass:
+            assert wire is not None
+            wire.answer(late.pop(step, []) + answers)
+        for msg in [] if answer_pass else late.pop(step, []) + answers:  # as a node host hands them over
             if deliver is not None:
                 deliver(msg)
             else:
@@ -370,7 +406,7 @@ def _drive(node_type: type[NodeManager], mode: str,
     if wire is not None and mode == "periodic":  # the common tick's reports took the wire
         sent = node._send_report.__self__.sent  # type: ignore[attr-defined]
         assert sent > 0, (sent, counters.heartbeats_sent)
-    return [(t, k, msgspec.msgpack.encode(m)) for t, k, m in out], counters
+    return [(t, k, msgspec.msgpack.encode(m)) for t, k, m in out], counters, timing.intervals()
 
 
 @pytest.mark.parametrize("mode", ["periodic", "delta"])
@@ -379,6 +415,7 @@ def test_a_hosted_node_says_what_a_node_manager_says(mode: str) -> None:
     assert mine[1].heartbeats_sent > 30 and mine[1].heartbeat_responses > 30
     assert mine[1] == theirs[1]
     assert mine[0] == theirs[0]
+    assert mine[2] == theirs[2]
 
 
 @pytest.mark.asyncio
@@ -388,6 +425,21 @@ async def test_a_hosted_node_reports_from_saved_bytes_what_a_node_manager_says()
     mine, theirs = _drive(HostedNode, "periodic", wired=True), _drive(NodeManager, "periodic")
     assert mine[1] == theirs[1] and mine[1].containers_finished > 10
     assert [(k, b) for _, k, b in mine[0]] == [(k, b) for _, k, b in theirs[0]]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("mode", ["periodic", "delta"])
+async def test_answers_taken_in_one_pass_leave_a_hosted_node_saying_what_a_node_manager_says(
+    mode: str,
+) -> None:
+    """The RM's answers read from the connection and handed over by an ``AnswerPass`` (the common
+    ones taken in the pass, launches, kills, resyncs, late and repeated ones the node's own way):
+    the same messages at the same times, counters and heartbeat timing; a launch still changes
+    the next report."""
+    mine, theirs = _drive(HostedNode, mode, wired=True, answer_pass=True), _drive(NodeManager, mode)
+    assert mine[1] == theirs[1] and mine[1].heartbeat_responses > 30 and mine[1].containers_launched > 30
+    assert [(k, b) for _, k, b in mine[0]] == [(k, b) for _, k, b in theirs[0]]
+    assert mine[2] == theirs[2] and sum(i.responses for i in mine[2]) > 30
 
 
 @pytest.mark.asyncio
@@ -455,3 +507,104 @@ def test_an_answered_health_change_is_not_reported_again() -> None:
     node.heartbeat_answered(HeartbeatResponse(action="normal", heartbeat_id=hb.heartbeat_id + 1))
     clock.advance_to(5.0)
     assert [m for m in out if type(m) is Heartbeat] == [hb]  # acknowledged: an idle delta node
+
+
+@pytest.mark.asyncio
+async def test_an_answer_taken_in_one_pass_waits_for_a_paused_process_and_a_crashed_one_drops_it() -> None:
+    clock, counters, timing = FakeClock(), NodeCounters(), BatchedTiming(10.0)
+    wired = _Wired(clock, AnswerPass(_Delivering(clock), timing))
+    proc = NodeProcess("n", Resources(4.0, 8.0), HeartbeatConfig(interval_s=10.0), clock, counters,
+                       make_logger(clock, None), phase_s=1.0, timing=timing, node_type=HostedNode)
+    wired.link = wired.conn.open(proc)  # as a node host opens its nodes' channels
+    assert wired.conn._hosted == {wired.link.channel: proc.node}
+    proc.attach(wired.link)
+    proc.start()
+    clock.advance_to(1.5)
+    wired.answer([RegisterResponse(action="normal", machine_id=1)])
+    clock.advance_to(12.0)  # the tick at 11 sent heartbeat 0
+    proc.pause(3.0)
+    wired.answer([HeartbeatResponse(action="normal", heartbeat_id=1)])
+    assert counters.heartbeat_responses == 0  # held with the stalled loop
+    clock.advance_to(15.5)
+    assert counters.heartbeat_responses == 1 and timing.answered_in(2) == 1
+    clock.advance_to(22.0)  # heartbeat 1 at 21
+    wired.answer([HeartbeatResponse(action="normal", heartbeat_id=2)])  # the process runs: at once
+    assert counters.heartbeat_responses == 2
+    clock.advance_to(32.0)  # heartbeat 2 at 31
+    wired.conn.data_received(HEADER.pack(0, wired.link.channel))  # the RM closes its channel
+    wired.answer([HeartbeatResponse(action="normal", heartbeat_id=3)])  # not for the node any more
+    assert counters.heartbeat_responses == 2
+    proc.crash()
+    wired.answer([HeartbeatResponse(action="normal", heartbeat_id=3)])
+    clock.advance_to(52.0)
+    got: list[tuple[float, int, Any]] = []
+    wired.read(got, 0)
+    assert counters.heartbeat_responses == 2
+    assert [m.heartbeat_id for _, _, m in got if type(m) is Heartbeat] == [0, 1, 2]
+
+
+@pytest.mark.asyncio
+async def test_a_report_wire_sends_nothing_once_its_channel_closed_at_either_end() -> None:
+    clock = FakeClock()
+    wired = _Wired(clock)
+    ours, theirs = wired.link, wired.conn.open(wired)
+    wires = [ours.report_sender(), theirs.report_sender()]
+    sent = [Heartbeat(machine_id=m, heartbeat_id=0, healthy=True, statuses=(), full=True) for m in (1, 2)]
+    for wire, hb in zip(wires, sent, strict=True):
+        wire.send(hb)
+    ours.close()  # closed by the node's side; the other by the RM's
+    wired.conn.data_received(HEADER.pack(0, theirs.channel))
+    assert theirs.closed
+    for wire, hb in zip(wires, sent, strict=True):
+        wire.send(msgspec.structs.replace(hb, heartbeat_id=1))
+    wired.conn._flush()
+    frames = FrameDecoder(RMInbound).feed(bytes(wired.transport.out))
+    assert frames == [(ours.channel, sent[0]), (theirs.channel, sent[1]), (ours.channel, None)]
+
+
+class _TimedLink:
+    """A link that keeps when each message left (the wheel's time)."""
+
+    closed = False
+
+    def __init__(self, wheel: WheelClock) -> None:
+        self.wheel = wheel
+        self.sent: list[tuple[float, Any]] = []
+
+    def send(self, msg: Any) -> None:
+        self.sent.append((self.wheel.now(), msg))
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.mark.asyncio
+async def test_a_hosted_node_ticking_on_the_wheel_itself_is_held_by_a_pause_as_on_its_clock() -> None:
+    loop = asyncio.get_running_loop()
+    wheel = WheelClock(RealClock(loop, speed=20.0), slot_wall_s=0.002)
+    counters = NodeCounters()
+    proc = NodeProcess("n", Resources(4.0, 8.0), HeartbeatConfig(interval_s=1.0), wheel, counters,
+                       make_logger(wheel, None), node_type=HostedNode)
+    node = proc.node
+    assert isinstance(node, HostedNode)
+    with pytest.raises(ValueError, match="not the wheel"):
+        node.ticks_on(WheelClock(RealClock(loop, speed=20.0)))
+    node.ticks_on(wheel)
+    link = _TimedLink(wheel)
+    proc.attach(link)
+    t0 = wheel.now()
+    proc.start()  # registers now, then ticks every second on its phase
+    answered = 0
+    while wheel.now() < t0 + 6.6:
+        await asyncio.sleep(0.005)  # 0.1 emulated s
+        if wheel.now() >= t0 + 2.5 and not proc.paused and counters.heartbeats_sent == 2:
+            proc.pause(2.0)  # the ticks due at 3 and 4 wait until 4.5
+        for _, msg in link.sent[answered:]:
+            proc.receive(RegisterResponse(action="normal", machine_id=1) if type(msg) is Register
+                         else HeartbeatResponse(action="normal", heartbeat_id=msg.heartbeat_id + 1))
+        answered = len(link.sent)
+    sent = [t - t0 for t, msg in link.sent if type(msg) is Heartbeat]
+    # On time (a slot late at most), none while paused, the held tick when the pause ends (and
+    # maybe a catch-up one right after, as on any clock), then on time again.
+    assert not [t for t in sent if 2.5 < t < 4.5], sent
+    assert all(any(0 <= t - k < 0.2 for t in sent) for k in (1, 2, 4.5, 5, 6)), sent
