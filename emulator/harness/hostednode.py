@@ -56,7 +56,7 @@ class HostWheel(Protocol):
 
     def now(self) -> float: ...
 
-    def _add(self, gate: Any, delay: float, callback: Callable[..., Any], *args: Any) -> Any:
+    def call_gated(self, gate: Any, delay: float, callback: Callable[..., Any], *args: Any) -> Any:
         """``gated(gate)(delay, callback, *args)``."""
 
 
@@ -176,7 +176,7 @@ class HostedNode(NodeManager):
             delay = self._next_tick - now
             delay = delay if delay > 0.0 else 0.0
             if wheel is not None:
-                self._tick_timer = wheel._add(self._gate, delay, self._tick)
+                self._tick_timer = wheel.call_gated(self._gate, delay, self._tick)
             else:
                 self._tick_timer = self._clock.call_later(delay, self._tick)
 

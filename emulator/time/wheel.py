@@ -101,16 +101,18 @@ class WheelClock:
             self._holding = False
 
     def call_later(self, delay: float, callback: Callable[..., Any], *args: Any) -> GatedTimer:
-        return self._add(None, delay, callback, *args)
+        return self.call_gated(None, delay, callback, *args)
 
     def gated(self, gate: ProcessGate) -> Callable[..., GatedTimer]:
         """``call_later`` for code inside the process of ``gate``: its timers are held while the
         process is paused."""
-        return partial(self._add, gate)
+        return partial(self.call_gated, gate)
 
-    def _add(
+    def call_gated(
         self, gate: ProcessGate | None, delay: float, callback: Callable[..., Any], *args: Any
     ) -> GatedTimer:
+        """``gated(gate)(delay, callback, *args)`` in one call (no partial made per caller); no
+        gate: ``call_later``."""
         timer = GatedTimer(callback, args, gate)
         when = (self._held_t if self._holding else self._read_clock()) + (delay if delay > 0.0 else 0.0)
         k = math.ceil(when / self._res)
