@@ -47,6 +47,7 @@ class Dispatcher(Generic[T]):
     ) -> None:
         self._clock = clock
         self._handler = handler
+        self._wraps: list[Callable[[Handler[T]], Handler[T]]] = []  # ``instrument``'s, in order
         self._cost_s = cost_s
         self._queue: deque[tuple[float, T]] = deque()
         self._low: deque[tuple[float, T, int]] = deque()
@@ -171,7 +172,16 @@ class Dispatcher(Generic[T]):
 
     def instrument(self, wrap: Callable[[Handler[T]], Handler[T]]) -> None:
         """Replace the handler by ``wrap(handler)``, e.g. to time every item (cost accounting)."""
+        self._wraps.append(wrap)
         self._handler = wrap(self._handler)
+
+    def rebind(self, handler: Handler[T]) -> None:
+        """Handle items with ``handler`` from now on, wrapped as ``instrument`` wrapped the first
+        (the owner's handler is replaced, e.g. by an RM's next life: bound to it once, not looked
+        up per item)."""
+        for wrap in self._wraps:
+            handler = wrap(handler)
+        self._handler = handler
 
     def stall(self, seconds: float) -> None:
         """Handle nothing for ``seconds`` (the process is paused); what arrives meanwhile queues."""

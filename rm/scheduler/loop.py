@@ -79,9 +79,11 @@ class SchedulingLoop:
         submit: Callable[[SchedulerItem], None],
         pass_budget: int,
         outbox: Outbox,
+        preempts: bool = True,
     ) -> None:
         """``submit``: queues an item on the scheduler queue (a pass's next chunk);
-        ``pass_budget``: nodes offered plus tasks started per chunk of a pass."""
+        ``pass_budget``: nodes offered plus tasks started per chunk of a pass; ``preempts``: the
+        starter's ``preempt_on`` may preempt (False: it always returns 0, and is not asked)."""
         self._policy = policy
         self._cluster = cluster
         self._book = book
@@ -92,6 +94,7 @@ class SchedulingLoop:
         self._submit = submit
         self._budget = pass_budget
         self._outbox = outbox
+        self._preempts = preempts
         self._pass_pending = False  # a pass is queued, or its next chunk is due
         self._cursor: int | None = None  # a pass under way resumes at this node seq
         self._again = False  # a pass was requested while one was under way
@@ -129,15 +132,18 @@ class SchedulingLoop:
             node = item.node
             n = 0
             if self._cluster.nodes.get(node.machine_id) is node:
-                starter = self._starter
-                # ``_fill`` then preemption, both unless scheduling is held; asked once, as a
-                # fill does not end a hold (every heartbeat comes this way).
-                if not starter.holding():
-                    # ``node.schedulable``; with no task pending nothing is offered (most
-                    # heartbeats): no fill is begun.
-                    if node.state is _RUNNING and self._book.root.pending_tasks > 0:
-                        n = self._offer(node)
-                    n += starter.preempt_on(node)
+                # ``_fill`` then preemption, both unless scheduling is held. Every heartbeat comes
+                # this way, and most have neither to do: no task pending (nothing is offered, no
+                # fill is begun) and no preemption configured; then the hold is not asked either
+                # (it is asked once otherwise: a fill does not end a hold).
+                offer = node.state is _RUNNING and self._book.root.pending_tasks > 0  # schedulable
+                if offer or self._preempts:
+                    starter = self._starter
+                    if not starter.holding():
+                        if offer:
+                            n = self._offer(node)
+                        if self._preempts:
+                            n += starter.preempt_on(node)
             return (st.node_update_us + st.allocation_us * n) * _US
         self._pass_pending = False
         self._next = None

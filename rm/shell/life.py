@@ -60,6 +60,7 @@ class RMLife:
         self.scheduling = SchedulingLoop(
             self.policy, self.cluster, self.book, self, ctx.counters, ctx.config.service_time,
             ctx.clock, submit_event, ctx.config.pass_budget, ctx.outbox,
+            preempts=ctx.preemption is not None,  # ``self.preemptor``, made below
         )
         self.tracker = ResourceTracker(ctx, self.cluster, self.ledger, self)
         self.preemptor: Preemptor | None = None

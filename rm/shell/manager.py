@@ -51,6 +51,10 @@ from rm.views.snapshot import NodeView, OperationView, PoolView, RingSnapshot, R
 
 _US = 1e-6
 
+
+def _no_life(item: SchedulerItem) -> float:
+    raise AssertionError(f"scheduler item {item!r} before the RM's first life")
+
 Inbound = tuple[Link | None, object]
 
 
@@ -86,12 +90,13 @@ class ResourceManager:
         self.inbound: Dispatcher[Inbound] = Dispatcher(
             clock, self._handle_inbound, self._inbound_cost if timed else None
         )
-        self.events: Dispatcher[SchedulerItem] = Dispatcher(clock, self._handle_event)
+        # Handled by the life's scheduling loop, bound at each new life (``_new_life``).
+        self.events: Dispatcher[SchedulerItem] = Dispatcher(clock, _no_life)
         self.journal = journal
         self.up = True
         self._stopped = False
         self._epoch = 0
-        self._life = RMLife(self._ctx, self.events.submit)
+        self._life = self._new_life(RMLife(self._ctx, self.events.submit))
         self.admission = InboundAdmission(self.inbound, self._ctx.noisy)
         self.membership = (
             MembershipService(ring, clock, log, self, self._ctx.outbox) if ring is not None else None
@@ -224,8 +229,10 @@ class ResourceManager:
             # The flush timer starves while the RM drains a long queue: check the batch here too.
             self.membership.flush_due()
 
-    def _handle_event(self, item: SchedulerItem) -> float:
-        return self._life.scheduling.handle(item)
+    def _new_life(self, life: RMLife) -> RMLife:
+        """The scheduler queue's items go to ``life``'s scheduling loop from now on."""
+        self.events.rebind(life.scheduling.handle)
+        return life
 
     def observe_heartbeat_arrivals(self, observer: Callable[[Link, float], None] | None) -> None:
         """Tell ``observer(link, now)`` of each registered node's heartbeat as it arrives, before it
@@ -355,7 +362,7 @@ class ResourceManager:
         self.up = False
         self._life.end()
         self._life.cluster.advance(now)
-        self._life = RMLife(self._ctx, self.events.submit, self._epoch)
+        self._life = self._new_life(RMLife(self._ctx, self.events.submit, self._epoch))
         self.inbound.clear()
         self.admission.clear()
         self.events.clear()
@@ -374,9 +381,9 @@ class ResourceManager:
             raise RuntimeError("recover() is for an RM that crashed")
         state = self._durability.read(died_at)
         self._epoch = state.epoch + 1
-        life = self._life = RMLife(
+        life = self._life = self._new_life(RMLife(
             self._ctx, self.events.submit, self._epoch, state.next_op_id, state.next_container_id
-        )
+        ))
         recovery = life.recover(state)
         self._durability.write_snapshot()
         self.up = True

@@ -193,6 +193,28 @@ def test_scheduling_is_held_until_the_journaled_containers_are_back(tmp_path: Pa
     rm.journal.close()
 
 
+def test_a_node_update_while_scheduling_is_held_starts_nothing(tmp_path: Path) -> None:
+    """A node that registers while the RM waits for its journaled containers gets a node update
+    with tasks pending and room for them: held, nothing is offered until the wait ends."""
+    clock = FakeClock()
+    rm = journaled_rm(clock, tmp_path)
+    rm.add_pool("p")
+    l1 = RecordingLink()
+    rm.receive(l1, Register(address="n1", resources=Resources(4, 4)))
+    rm.submit_operation(OperationSpec(name="x", pool="p", demand=Resources(2, 2), durations=[50.0] * 6))
+    rm.crash()
+    rm.recover()
+    l3 = RecordingLink()
+    rm.receive(l3, Register(address="n3", resources=Resources(8, 8)))
+    assert l3.last(RegisterResponse).action == "normal"
+    assert rm.recovery_waiting() == 2 and not l3.of(LaunchContainers)
+    clock.advance_to(rm.config.recovery_wait_s + 0.1)  # n1 never came back: scheduling resumes
+    assert rm.recovery_waiting() is None
+    assert sum(len(m.containers) for m in l3.of(LaunchContainers)) == 4
+    assert rm.journal is not None
+    rm.journal.close()
+
+
 # ---- whole runs ---------------------------------------------------------------------------------
 
 
