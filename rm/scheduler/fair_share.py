@@ -231,7 +231,8 @@ def _children_marks(node: _Node) -> tuple[list[float], list[_Kid]]:
     for k in kids:
         marks.add(k.floor / k.weight)
         marks.add(k.cap / k.weight)
-        marks.update(s / k.weight for s, _, _ in k.curve if k.floor < s < k.cap)
+        if len(k.curve) > 2:  # a two-point curve runs from share 0 to its cap: no point inside
+            marks.update(s / k.weight for s, _, _ in k.curve if k.floor < s < k.cap)
     return sorted(marks), _specs(kids)
 
 
@@ -339,18 +340,22 @@ def _make(
     # whole tree until the garbage collector found it (each sample, in a real-time RM's loop).
     n = _Node(p.name, p.weight, p.min_share.cpu / cap[0], p.min_share.ram_gib / cap[1])
     n.max_cpu, n.max_ram = p.max_cpu / cap[0], p.max_ram / cap[1]
-    for op in by_pool.get(id(p), []):
-        leaf = _Node(op.name, op.weight, op.min_share.cpu / cap[0], op.min_share.ram_gib / cap[1])
-        leaf.op_id = op.id
+    for op in by_pool.get(id(p), ()):
         shares = (op.demand.cpu / cap[0], op.demand.ram_gib / cap[1])
         dom = max(shares)
         tasks = op.running + len(op.pending)
         if dom > 0 and tasks > 0:
+            # An operation with nothing to run is no leaf: its pool's build would drop it.
+            leaf = _Node(op.name, op.weight, op.min_share.cpu / cap[0], op.min_share.ram_gib / cap[1])
+            leaf.op_id = op.id
             leaf.direction = (shares[0] / dom, shares[1] / dom)
             leaf.cap = tasks * dom
             leaves[op.id] = leaf
-        n.children.append(leaf)
-    n.children.extend(_make(c, by_pool, leaves, cap) for c in p.children)
+            n.children.append(leaf)
+    for c in p.children:
+        child = _make(c, by_pool, leaves, cap)
+        if child.children:  # nor is a pool with nothing to run under it
+            n.children.append(child)
     return n
 
 
