@@ -302,7 +302,10 @@ def _assign(node: _Node, share: float, ops: dict[int, float], pools: dict[str, f
     pools[node.name] = share
     level, scale = _level_for_share(node, share)
     for k, s in zip(node.children, _targets(node, level, scale), strict=True):
-        _assign(k, s, ops, pools)
+        if k.children:
+            _assign(k, s, ops, pools)
+        else:  # an operation: _assign's first case, without the call
+            ops[k.op_id] = min(s, k.cap)
 
 
 def _root_level(root: _Node) -> tuple[float | None, float]:
@@ -377,8 +380,9 @@ def progressive_filling(
         if not tree.children:
             break
         level, scale = _root_level(tree)
-        used = _sum_at(tree.children, _targets(tree, level, scale))
-        for k, s in zip(tree.children, _targets(tree, level, scale), strict=True):
+        targets = _targets(tree, level, scale)
+        used = _sum_at(tree.children, targets)
+        for k, s in zip(tree.children, targets, strict=True):
             _assign(k, s, shares, pools)
         saturated = [j for j in (0, 1) if used[j] >= 1.0 - _SAT]
         # Every operation using a saturated resource stops where it is; the others rise on.

@@ -79,13 +79,12 @@ def fair_shares(book: WorkloadBook, cap: Resources) -> SharesSnapshot:
     def dominant(cpu: float, ram: float) -> float:
         return max(cpu / cap.cpu, ram / cap.ram_gib) if ok else 0.0
 
-    operations = {
-        op.id: Share(dominant(op.usage_cpu, op.usage_ram), fair.operations.get(op.id, 0.0)) for op in ops
-    }
+    operations: dict[int, Share] = {}
     usage: dict[str, list[float]] = {}
     group_tasks: dict[str, tuple[int, int]] = {}
     pool_tasks: dict[str, tuple[int, int]] = {}
-    for op in ops:
+    for op in ops:  # one pass for the operations' shares, their entries' and their pools'
+        operations[op.id] = Share(dominant(op.usage_cpu, op.usage_ram), fair.operations.get(op.id, 0.0))
         u = usage.setdefault(op.group, [0.0, 0.0, 0.0, 0.0])
         f = fair.usage.get(op.id, (0.0, 0.0))
         u[0] += op.usage_cpu
