@@ -246,7 +246,8 @@ def _levels(ls: list[float], specs: list[_Kid]) -> list[tuple[float, float, floa
         if (c0 - r0) * (c1 - r1) < 0:
             t = (r0 - c0) / ((c1 - c0) - (r1 - r0))
             flips.append((l0 + t * (l1 - l0), c0 + t * (c1 - c0), r0 + t * (r1 - r0)))
-    return sorted(levels + flips)
+    # ``ls`` is sorted without repeats, so ``levels`` is already in order when nothing flips.
+    return sorted(levels + flips) if flips else levels
 
 
 # How far below the cluster's size the root's usage at its top level must stay for the levels
@@ -275,7 +276,7 @@ def _build_root(root: _Node) -> None:
 def _targets(node: _Node, level: float | None, scale: float) -> list[float]:
     if level is None:  # inside the floors: each child gets the same fraction of its floor
         return [scale * k.floor for k in node.children]
-    return [_child_share(k, level) for k in node.children]
+    return [min(max(level * k.weight, k.floor), k.cap) for k in node.children]  # _child_share
 
 
 def _level_for_share(node: _Node, s: float) -> tuple[float | None, float]:
