@@ -233,11 +233,14 @@ class Sampler:
                 acc.fair_sum += share.fair
         if snap.capacity.cpu <= 0 or snap.capacity.ram_gib <= 0:
             return
+        pools = self.pools
         for name, share in shares.pools.items():
-            acc = self.pools.setdefault(name, Mean())
-            acc.samples += 1
-            acc.dominant_sum += share.dominant
-            acc.fair_sum += share.fair
+            mean = pools.get(name)
+            if mean is None:  # not setdefault: that would make a Mean per pool per sample
+                mean = pools[name] = Mean()
+            mean.samples += 1
+            mean.dominant_sum += share.dominant
+            mean.fair_sum += share.fair
 
     def window_rows(self) -> list[SampleRow]:
         return [r for r in self.rows if r.t_s > self.warmup_s]

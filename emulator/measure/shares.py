@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from rm import OperationView, PoolView, SharesSnapshot
+from rm import SharesSnapshot
 
 METRICS = ("dominant_share", "fair_share", "running", "pending")
+_NO_TASKS = (0, 0)
 
 
 def share_columns(pools: Iterable[str], entries: Iterable[str]) -> tuple[str, ...]:
@@ -29,10 +30,6 @@ def share_columns(pools: Iterable[str], entries: Iterable[str]) -> tuple[str, ..
 
 class SharesRM(Protocol):
     def shares(self) -> SharesSnapshot: ...
-
-    def operations_view(self) -> list[OperationView]: ...
-
-    def pools_view(self) -> list[PoolView]: ...
 
 
 class ShareSeries:
@@ -51,28 +48,20 @@ class ShareSeries:
     def take(self, shares: SharesSnapshot | None = None) -> tuple[float, ...]:
         """``shares``: the RM's shares if the caller has them already (the sampler has)."""
         shares = shares if shares is not None else self._rm.shares()
-        parent = {p.name: p.parent for p in self._rm.pools_view()}
-        running: dict[tuple[str, str], int] = {}
-        pending: dict[tuple[str, str], int] = {}
-        for op in self._rm.operations_view():
-            # A pool counts the tasks of its sub-pools too, as its dominant share does.
-            keys = [("op", op.group)]
-            pool: str | None = op.pool
-            while pool is not None and pool != "root" and len(keys) < 64:
-                keys.append(("pool", pool))
-                pool = parent.get(pool)
-            for key in keys:
-                running[key] = running.get(key, 0) + op.running
-                pending[key] = pending.get(key, 0) + op.pending
+        # The tasks come with the shares (a pool's count its sub-pools' too): no view of every
+        # operation and pool per sample.
         values: list[float] = []
-        for kind, names, by_name in (("pool", self.pools, shares.pools), ("op", self.entries, shares.groups)):
+        for names, by_name, tasks in (
+            (self.pools, shares.pools, shares.pool_tasks), (self.entries, shares.groups, shares.group_tasks),
+        ):
             for name in names:
                 share = by_name.get(name)
+                running, pending = tasks.get(name, _NO_TASKS)
                 values.extend((
                     round(share.dominant, 6) if share is not None else 0.0,
                     round(share.fair, 6) if share is not None else 0.0,
-                    running.get((kind, name), 0),
-                    pending.get((kind, name), 0),
+                    running,
+                    pending,
                 ))
         row = tuple(values)
         self.rows.append(row)

@@ -231,7 +231,8 @@ def _children_marks(node: _Node) -> tuple[list[float], list[_Kid]]:
     for k in kids:
         marks.add(k.floor / k.weight)
         marks.add(k.cap / k.weight)
-        marks.update(s / k.weight for s, _, _ in k.curve if k.floor < s < k.cap)
+        if len(k.curve) > 2:  # a two-point curve runs from share 0 to its cap: no point inside
+            marks.update(s / k.weight for s, _, _ in k.curve if k.floor < s < k.cap)
     return sorted(marks), _specs(kids)
 
 
@@ -245,7 +246,8 @@ def _levels(ls: list[float], specs: list[_Kid]) -> list[tuple[float, float, floa
         if (c0 - r0) * (c1 - r1) < 0:
             t = (r0 - c0) / ((c1 - c0) - (r1 - r0))
             flips.append((l0 + t * (l1 - l0), c0 + t * (c1 - c0), r0 + t * (r1 - r0)))
-    return sorted(levels + flips)
+    # ``ls`` is sorted without repeats, so ``levels`` is already in order when nothing flips.
+    return sorted(levels + flips) if flips else levels
 
 
 # How far below the cluster's size the root's usage at its top level must stay for the levels
@@ -274,7 +276,7 @@ def _build_root(root: _Node) -> None:
 def _targets(node: _Node, level: float | None, scale: float) -> list[float]:
     if level is None:  # inside the floors: each child gets the same fraction of its floor
         return [scale * k.floor for k in node.children]
-    return [_child_share(k, level) for k in node.children]
+    return [min(max(level * k.weight, k.floor), k.cap) for k in node.children]  # _child_share
 
 
 def _level_for_share(node: _Node, s: float) -> tuple[float | None, float]:
@@ -301,7 +303,10 @@ def _assign(node: _Node, share: float, ops: dict[int, float], pools: dict[str, f
     pools[node.name] = share
     level, scale = _level_for_share(node, share)
     for k, s in zip(node.children, _targets(node, level, scale), strict=True):
-        _assign(k, s, ops, pools)
+        if k.children:
+            _assign(k, s, ops, pools)
+        else:  # an operation: _assign's first case, without the call
+            ops[k.op_id] = min(s, k.cap)
 
 
 def _root_level(root: _Node) -> tuple[float | None, float]:
@@ -339,18 +344,22 @@ def _make(
     # whole tree until the garbage collector found it (each sample, in a real-time RM's loop).
     n = _Node(p.name, p.weight, p.min_share.cpu / cap[0], p.min_share.ram_gib / cap[1])
     n.max_cpu, n.max_ram = p.max_cpu / cap[0], p.max_ram / cap[1]
-    for op in by_pool.get(id(p), []):
-        leaf = _Node(op.name, op.weight, op.min_share.cpu / cap[0], op.min_share.ram_gib / cap[1])
-        leaf.op_id = op.id
+    for op in by_pool.get(id(p), ()):
         shares = (op.demand.cpu / cap[0], op.demand.ram_gib / cap[1])
         dom = max(shares)
         tasks = op.running + len(op.pending)
         if dom > 0 and tasks > 0:
+            # An operation with nothing to run is no leaf: its pool's build would drop it.
+            leaf = _Node(op.name, op.weight, op.min_share.cpu / cap[0], op.min_share.ram_gib / cap[1])
+            leaf.op_id = op.id
             leaf.direction = (shares[0] / dom, shares[1] / dom)
             leaf.cap = tasks * dom
             leaves[op.id] = leaf
-        n.children.append(leaf)
-    n.children.extend(_make(c, by_pool, leaves, cap) for c in p.children)
+            n.children.append(leaf)
+    for c in p.children:
+        child = _make(c, by_pool, leaves, cap)
+        if child.children:  # nor is a pool with nothing to run under it
+            n.children.append(child)
     return n
 
 
@@ -372,8 +381,9 @@ def progressive_filling(
         if not tree.children:
             break
         level, scale = _root_level(tree)
-        used = _sum_at(tree.children, _targets(tree, level, scale))
-        for k, s in zip(tree.children, _targets(tree, level, scale), strict=True):
+        targets = _targets(tree, level, scale)
+        used = _sum_at(tree.children, targets)
+        for k, s in zip(tree.children, targets, strict=True):
             _assign(k, s, shares, pools)
         saturated = [j for j in (0, 1) if used[j] >= 1.0 - _SAT]
         # Every operation using a saturated resource stops where it is; the others rise on.

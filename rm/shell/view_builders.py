@@ -15,6 +15,7 @@ from rm.scheduler.fair_share import progressive_filling
 from rm.shell.context import RMContext
 from rm.shell.life import RMLife
 from rm.state.cluster import Cluster, NodeRecord
+from rm.state.operations import Pool
 from rm.state.workload import WorkloadBook
 from rm.views.snapshot import (
     ContainerView,
@@ -65,6 +66,10 @@ def rm_snapshot(
     )
 
 
+# The most pools an operation counts in (a guard against a cycle in the tree).
+_POOL_DEPTH = 63
+
+
 def fair_shares(book: WorkloadBook, cap: Resources) -> SharesSnapshot:
     """Fair shares of the live operations, and what each achieves now."""
     ops = list(book.operations.values())
@@ -74,23 +79,34 @@ def fair_shares(book: WorkloadBook, cap: Resources) -> SharesSnapshot:
     def dominant(cpu: float, ram: float) -> float:
         return max(cpu / cap.cpu, ram / cap.ram_gib) if ok else 0.0
 
-    operations = {
-        op.id: Share(dominant(op.usage_cpu, op.usage_ram), fair.operations.get(op.id, 0.0)) for op in ops
-    }
+    operations: dict[int, Share] = {}
     usage: dict[str, list[float]] = {}
-    for op in ops:
+    group_tasks: dict[str, tuple[int, int]] = {}
+    pool_tasks: dict[str, tuple[int, int]] = {}
+    for op in ops:  # one pass for the operations' shares, their entries' and their pools'
+        operations[op.id] = Share(dominant(op.usage_cpu, op.usage_ram), fair.operations.get(op.id, 0.0))
         u = usage.setdefault(op.group, [0.0, 0.0, 0.0, 0.0])
         f = fair.usage.get(op.id, (0.0, 0.0))
         u[0] += op.usage_cpu
         u[1] += op.usage_ram
         u[2] += f[0]
         u[3] += f[1]
+        running, pending = op.running, len(op.pending)
+        t = group_tasks.get(op.group, (0, 0))
+        group_tasks[op.group] = (t[0] + running, t[1] + pending)
+        pool: Pool | None = op.pool
+        depth = 0
+        while pool is not None and pool.name != "root" and depth < _POOL_DEPTH:
+            t = pool_tasks.get(pool.name, (0, 0))
+            pool_tasks[pool.name] = (t[0] + running, t[1] + pending)
+            pool = pool.parent
+            depth += 1
     groups = {g: Share(dominant(u[0], u[1]), max(u[2], u[3])) for g, u in usage.items()}
     pools = {
         name: Share(dominant(p.usage_cpu, p.usage_ram), fair.pools.get(name, 0.0))
         for name, p in book.pools.items() if name != "root"
     }
-    return SharesSnapshot(fair.utilization, operations, groups, pools)
+    return SharesSnapshot(fair.utilization, operations, groups, pools, group_tasks, pool_tasks)
 
 
 def operations_view(book: WorkloadBook) -> list[OperationView]:

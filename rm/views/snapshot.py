@@ -100,6 +100,11 @@ class SharesSnapshot(msgspec.Struct, frozen=True):
     operations: dict[int, Share]
     groups: dict[str, Share]
     pools: dict[str, Share]
+    # (running, pending) tasks of each workload entry's operations, and under each pool but root
+    # (its sub-pools' too, as its dominant share counts them): what the per-pool series reads
+    # next to the shares, without a view of every operation and pool each sample.
+    group_tasks: dict[str, tuple[int, int]]
+    pool_tasks: dict[str, tuple[int, int]]
 
 
 class OperationView(msgspec.Struct, frozen=True):
