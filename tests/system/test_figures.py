@@ -114,13 +114,13 @@ def test_the_costs_table_names_the_item_that_held_the_rm_longest() -> None:
 def test_the_many_core_table_pairs_each_runs_mode_sweeps_and_names_the_busier_process() -> None:
     from emulator.study.renderers.e2 import many_core_table
 
-    def sweep(mode: str, *points: tuple[int, bool, float, float]) -> dict[str, object]:
+    def sweep(mode: str, *points: tuple[int, bool, float, float], workers: int = 15) -> dict[str, object]:
         rows = [{"mode": mode, "nodes": n, "h1": 1.0, "h2": 1.0, "overloaded": not ok,
                  "rm_cpu_percent": rm, "worker_cpu_percent": host, "rm_process_us_per_heartbeat": 40.0}
                 for n, ok, rm, host in points]
         if not points[-1][1]:
             rows[-1]["overload_reasons"] = ["the RM process ran 0.5 s late (p99)"]
-        return {"threshold": 0.99, "speed": 20.0, "workers": 15, "rows": rows}
+        return {"threshold": 0.99, "speed": 20.0, "workers": workers, "rows": rows}
 
     text = many_core_table(sweep("periodic", (1000, True, 60, 9), (2000, False, 85, 10)),
                            sweep("delta", (4000, True, 40, 12), (8000, True, 70, 14)))
@@ -130,3 +130,7 @@ def test_the_many_core_table_pairs_each_runs_mode_sweeps_and_names_the_busier_pr
     assert "* Run A (15 node-host processes, speed 20): periodic 1,000, delta ≥ 8,000, ≥ 8.00×; " in text
     assert ("periodic: busier at the limit RM (RM 60%, node host 9%), "
             "past it RM (RM 85%, node host 10%).") in text
+    # A machine with two cores runs one node host: "process", not "processes".
+    one = many_core_table(sweep("periodic", (1000, True, 60, 9), workers=1),
+                          sweep("delta", (4000, True, 40, 12), workers=1))
+    assert "* Run A (1 node-host process, speed 20): " in one

@@ -157,7 +157,8 @@ def many_core_table(*sweeps: dict[str, Any]) -> str:
                 for m, (n, failed) in limits.items()}
         (p, _), (d, d_failed) = limits["periodic"], limits["delta"]
         ratio = f", {'' if d_failed else '≥ '}{d / p:.2f}×" if p and d else ""
-        setup = f"{sweeps[i].get('workers')} node-host processes, speed {sweeps[i]['speed']:g}"
+        workers = sweeps[i].get("workers")
+        setup = f"{workers} node-host process{'' if workers == 1 else 'es'}, speed {sweeps[i]['speed']:g}"
         verdicts.append(f"Run {run} ({setup}): periodic {text['periodic']}, delta {text['delta']}{ratio}; "
                         f"{saturates_first(pair)}.")
     return "\n".join(lines) + "\n\n" + "\n".join(f"* {v}" for v in verdicts) + "\n"
