@@ -59,19 +59,13 @@ class HostWheel(Protocol):
     def call_gated(self, gate: Any, delay: float, callback: Callable[..., Any], *args: Any) -> Any:
         """``gated(gate)(delay, callback, *args)``."""
 
-    def rearm(self, timer: Any, delay: float) -> bool:
-        """Arm a timer ``call_gated`` made again when its slot has run and it was not cancelled."""
-
 
 class HostedNode(NodeManager):
     # ``_running``: the running containers' statuses in launch order, kept as containers start
     # and end, so that a changed report is two tuples joined, not a status made per container.
     # ``_periodic`` and ``_interval_s``: the config's, read once (every tick asks). ``_wire``:
     # where the common tick's report goes; ``_wheel``: the timer wheel behind the node's clock.
-    # ``_tick_gt``: the timer the common tick last armed on the wheel, re-armed while it can be.
-    __slots__ = (
-        "_gate", "_interval_s", "_periodic", "_process", "_running", "_tick_gt", "_wheel", "_wire",
-    )
+    __slots__ = ("_gate", "_interval_s", "_periodic", "_process", "_running", "_wheel", "_wire")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._running: dict[int, ContainerStatus] = {}  # before ``__init__``: ``_reset`` clears it
@@ -80,7 +74,6 @@ class HostedNode(NodeManager):
         self._gate: HostGate | None = None  # its process's, once ``hosted_by``
         self._wire: ReportWire | None = None
         self._wheel: HostWheel | None = None
-        self._tick_gt: Any = None
         self._periodic = self._config.mode != "delta"
         self._interval_s = self._config.interval_s
 
@@ -183,10 +176,7 @@ class HostedNode(NodeManager):
             delay = self._next_tick - now
             delay = delay if delay > 0.0 else 0.0
             if wheel is not None:
-                timer = self._tick_gt  # the last tick's timer, armed again when its slot has run
-                if timer is None or not wheel.rearm(timer, delay):
-                    timer = self._tick_gt = wheel.call_gated(self._gate, delay, self._tick)
-                self._tick_timer = timer
+                self._tick_timer = wheel.call_gated(self._gate, delay, self._tick)
             else:
                 self._tick_timer = self._clock.call_later(delay, self._tick)
 

@@ -54,14 +54,11 @@ def wheel_slot_s(interval_wall_s: float) -> float:
 
 class GatedTimer(msgspec.Struct):
     """One armed callback and the gate of the process it runs in (None: no process); ``cancel``
-    clears it (the slot skips it). A struct: made in C, a few thousand times a second.
-    ``armed``: in a slot's list (cancelled or not) until its slot runs; only a timer no longer
-    armed may be armed again (``rearm``)."""
+    clears it (the slot skips it). A struct: made in C, a few thousand times a second."""
 
     fn: Callable[..., Any] | None
     args: tuple[Any, ...]
     gate: ProcessGate | None
-    armed: bool = True
 
     def cancel(self) -> None:
         self.fn = None
@@ -117,20 +114,6 @@ class WheelClock:
         """``gated(gate)(delay, callback, *args)`` in one call (no partial made per caller); no
         gate: ``call_later``."""
         timer = GatedTimer(callback, args, gate)
-        self._add(timer, delay)
-        return timer
-
-    def rearm(self, timer: GatedTimer, delay: float) -> bool:
-        """Arm ``timer`` again, its callback, arguments and gate as they were, ``delay`` from now
-        (a periodic tick: no timer made per interval). False, nothing armed, when it is still
-        armed (one object must never sit in two slots) or was cancelled."""
-        if timer.armed or timer.fn is None:
-            return False
-        timer.armed = True
-        self._add(timer, delay)
-        return True
-
-    def _add(self, timer: GatedTimer, delay: float) -> None:
         when = (self._held_t if self._holding else self._read_clock()) + (delay if delay > 0.0 else 0.0)
         k = math.ceil(when / self._res)
         if k <= self._last_run:  # armed by a slot for "now": the next pass, never this one
@@ -143,6 +126,7 @@ class WheelClock:
                 self._arm(k)
         else:
             slot.append(timer)
+        return timer
 
     def call_soon(self, callback: Callable[..., Any], *args: Any) -> asyncio.Handle:
         return self._loop.call_soon(callback, *args)
@@ -187,10 +171,10 @@ class WheelClock:
         try:
             while due and due[0] <= last:
                 for timer in slots.pop(heapq.heappop(due)):
-                    timer.armed = False  # out of its slot: a late ``cancel`` is a no-op
                     fn = timer.fn
                     if fn is None:
                         continue
+                    timer.fn = None  # fired: a late ``cancel`` is a no-op (the slot list goes)
                     gate = timer.gate
                     if gate is None or gate._held is None:
                         args = timer.args

@@ -68,28 +68,3 @@ async def test_a_callback_that_rearms_itself_runs_once_per_slot() -> None:
     await asyncio.sleep(0.05)
     # Re-armed "now" goes to the next slot: about 25 runs in 50 ms, not a spin.
     assert 5 <= runs <= 40
-
-
-@pytest.mark.asyncio
-async def test_a_timer_is_rearmed_only_once_its_slot_ran_and_never_once_cancelled() -> None:
-    loop = asyncio.get_running_loop()
-    wheel = WheelClock(RealClock(loop, speed=10.0), slot_wall_s=0.002)
-    fired: list[float] = []
-    timer = wheel.call_later(0.05, lambda: fired.append(wheel.now()))
-    assert not wheel.rearm(timer, 0.1)  # still in its slot: one object never in two
-    await wheel.sleep(0.15)
-    assert len(fired) == 1
-    t = wheel.now()
-    assert wheel.rearm(timer, 0.1)  # the same timer, its callback, armed again
-    assert not wheel.rearm(timer, 0.3)
-    await wheel.sleep(0.4)
-    assert len(fired) == 2 and fired[1] >= t + 0.1 - 1e-9
-    assert wheel.pending == 0
-    assert wheel.rearm(timer, 0.1)
-    timer.cancel()
-    assert not wheel.rearm(timer, 0.05)  # cancelled, still in its slot
-    await wheel.sleep(0.2)
-    assert not wheel.rearm(timer, 0.05)  # its slot ran: cancelled stays cancelled
-    await wheel.sleep(0.1)
-    assert len(fired) == 2
-    assert wheel.pending == 0
