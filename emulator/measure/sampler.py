@@ -75,7 +75,7 @@ class Mean:
 class RMView(Protocol):
     def snapshot(self) -> RMSnapshot: ...
 
-    def shares(self) -> SharesSnapshot: ...
+    def shares(self, per_operation: bool = ...) -> SharesSnapshot: ...
 
 
 class HeartbeatIntervals(Protocol):
@@ -133,7 +133,8 @@ class Sampler:
         self._last_counters = dict.fromkeys(COUNTER_COLUMNS, 0)
         self._k = 0
         self._stopped = False
-        # The RM's shares at the last sample, for listeners (the per-pool series) to reuse.
+        # The RM's shares at the last sample (entries and pools, no per-operation shares), for
+        # listeners (the per-pool series) to reuse.
         self.last_shares: SharesSnapshot | None = None
 
     def start(self) -> None:
@@ -161,7 +162,7 @@ class Sampler:
         """A row closing interval ``k`` (the timer's; by default the nearest boundary, or the next
         one for a final row taken soon after a sample, as at an early stop)."""
         snap = self._rm.snapshot()
-        shares = self._rm.shares()
+        shares = self._rm.shares(per_operation=False)  # entries and pools are all it reads
         self.last_shares = shares
         now = snap.t
         self._settle()

@@ -205,8 +205,12 @@ def _build(node: _Node) -> None:
         d = node.direction
         node.curve = [(0.0, 0.0, 0.0), (node.cap, node.cap * d[0], node.cap * d[1])]
     else:
-        ls, specs = _children_marks(node)
-        node.levels = _levels(ls, specs)
+        one = _one_leaf_levels(node.children[0]) if len(node.children) == 1 else None
+        if one is not None:
+            node.levels = one
+        else:
+            ls, specs = _children_marks(node)
+            node.levels = _levels(ls, specs)
         # Below the children's floors summed (oversubscribed min shares) the floors scale down.
         node.curve = [(0.0, 0.0, 0.0)] + [(max(c, r), c, r) for _, c, r in node.levels]
         node.cap = node.curve[-1][0]
@@ -218,6 +222,33 @@ def _build(node: _Node) -> None:
                 node.curve = [pt for pt in node.curve if pt[0] < top] + [(top, c, r)]
                 node.cap = top
     node.floor = min(_floor_share(node.curve, node.min_cpu, node.min_ram), node.cap)
+
+
+def _one_leaf_levels(leaf: _Node) -> list[tuple[float, float, float]] | None:
+    """``_levels(*_children_marks(pool))`` for a pool whose one child is an operation (a pool per
+    user: most pools), the same floats without the general machinery: the operation's curve runs
+    straight from 0 to its cap, so a level needs no search and no flip can lie between two (its
+    cpu and ram keep their order). None when the child is a pool or drops out (cap 0)."""
+    if leaf.children:
+        return None
+    _build(leaf)
+    cap, w, f = leaf.cap, leaf.weight, leaf.floor
+    if cap <= 0:
+        return None
+    _, c_end, r_end = leaf.curve[-1]
+    levels: list[tuple[float, float, float]] = []
+    for lv in sorted({0.0, f / w, cap / w}):
+        s = lv * w  # _sum_at_level's clamp and interpolation, on the curve (0, 0, 0) -> (cap, ...)
+        if f > s:
+            s = f
+        if cap < s:
+            s = cap
+        if s >= cap:
+            levels.append((lv, c_end, r_end))
+        else:
+            t = s / cap
+            levels.append((lv, t * c_end, t * r_end))
+    return levels
 
 
 def _children_marks(node: _Node) -> tuple[list[float], list[_Kid]]:

@@ -455,9 +455,9 @@ class ResourceManager:
         return rm_snapshot(self._life, self._ctx, self.clock.now(), self.up, self._epoch, self.inbound,
                            self.events, self.membership)
 
-    def shares(self) -> SharesSnapshot:
-        """Fair shares of the live operations, and what each achieves now."""
-        return fair_shares(self._life.book, self._life.cluster.capacity)
+    def shares(self, per_operation: bool = True) -> SharesSnapshot:
+        """Fair shares of the live operations (each one's unless ``per_operation`` is False)."""
+        return fair_shares(self._life.book, self._life.cluster.capacity, per_operation)
 
     def pending_reasons(self, op_ids: set[int] | None = None) -> list[PendingReasons]:
         """Why each operation with pending tasks waits (``op_ids``: only these), from the

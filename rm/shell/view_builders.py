@@ -70,8 +70,10 @@ def rm_snapshot(
 _POOL_DEPTH = 63
 
 
-def fair_shares(book: WorkloadBook, cap: Resources) -> SharesSnapshot:
-    """Fair shares of the live operations, and what each achieves now."""
+def fair_shares(book: WorkloadBook, cap: Resources, per_operation: bool = True) -> SharesSnapshot:
+    """Fair shares of the live operations, and what each achieves now. ``per_operation=False``
+    leaves ``operations`` empty (the sampler reads only entries and pools: one Share per live
+    operation per sample saved)."""
     ops = list(book.operations.values())
     fair = progressive_filling(book.root, ops, cap)
     ok = cap.cpu > 0 and cap.ram_gib > 0
@@ -84,7 +86,8 @@ def fair_shares(book: WorkloadBook, cap: Resources) -> SharesSnapshot:
     group_tasks: dict[str, tuple[int, int]] = {}
     pool_tasks: dict[str, tuple[int, int]] = {}
     for op in ops:  # one pass for the operations' shares, their entries' and their pools'
-        operations[op.id] = Share(dominant(op.usage_cpu, op.usage_ram), fair.operations.get(op.id, 0.0))
+        if per_operation:
+            operations[op.id] = Share(dominant(op.usage_cpu, op.usage_ram), fair.operations.get(op.id, 0.0))
         u = usage.setdefault(op.group, [0.0, 0.0, 0.0, 0.0])
         f = fair.usage.get(op.id, (0.0, 0.0))
         u[0] += op.usage_cpu

@@ -67,3 +67,14 @@ def test_the_counts_follow_the_operations_from_one_sample_to_the_next() -> None:
     last = dict(zip(series.columns, series.take(), strict=True))
     assert (last["pool:a:running"], last["pool:a:pending"]) == (1, 2)
     assert (last["op:g:running"], last["op:g:pending"]) == (1, 2)
+
+
+def test_the_samplers_shares_are_the_full_ones_less_the_per_operation_shares() -> None:
+    """What the sampler asks for (``per_operation=False``) differs from the full shares only by
+    the operations' own, which no sampler reader uses."""
+    book = _book()
+    full = fair_shares(book, Resources(16, 64))
+    lean = fair_shares(book, Resources(16, 64), per_operation=False)
+    assert len(full.operations) == 3 and lean.operations == {}
+    assert (lean.bound, lean.groups, lean.pools, lean.group_tasks, lean.pool_tasks) == (
+        full.bound, full.groups, full.pools, full.group_tasks, full.pool_tasks)
