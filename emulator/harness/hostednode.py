@@ -1,5 +1,5 @@
 """A NodeManager as a node host runs thousands of them: its common tick and answer in one call
-(or none), its full reports from saved bytes (a NodeManager keeps its running statuses itself).
+(or none), its full reports from saved bytes, its running statuses kept as containers start and end.
 
 Nearly every tick of a node host is the same: a running node, nothing in flight, no usage models,
 a full (periodic) report. ``HostedNode._tick`` makes it in one call (``NodeManager._periodic_tick``
@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from emulator.harness.hosttiming import BatchedTiming
 from nodemanager.node import NodeManager, NodeState
-from rm.protocol import Heartbeat, HeartbeatResponse
+from rm.protocol import ContainerLaunch, ContainerStatus, Heartbeat, HeartbeatResponse
 
 _RUNNING = NodeState.RUNNING
 
@@ -61,11 +61,14 @@ class HostWheel(Protocol):
 
 
 class HostedNode(NodeManager):
+    # ``_running``: the running containers' statuses in launch order, kept as containers start
+    # and end, so that a changed report is two tuples joined, not a status made per container.
     # ``_periodic`` and ``_interval_s``: the config's, read once (every tick asks). ``_wire``:
     # where the common tick's report goes; ``_wheel``: the timer wheel behind the node's clock.
-    __slots__ = ("_gate", "_interval_s", "_periodic", "_process", "_wheel", "_wire")
+    __slots__ = ("_gate", "_interval_s", "_periodic", "_process", "_running", "_wheel", "_wire")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._running: dict[int, ContainerStatus] = {}  # before ``__init__``: ``_reset`` clears it
         super().__init__(*args, **kwargs)
         self._process: HostProcess | None = None
         self._gate: HostGate | None = None  # its process's, once ``hosted_by``
@@ -92,6 +95,46 @@ class HostedNode(NodeManager):
         if self._gate is None or self._clock.now != wheel.now:
             raise ValueError("ticks_on: not the wheel of this hosted node's clock")
         self._wheel = wheel
+
+    # ---- the running statuses, as ``_containers`` changes ----------------------------------
+
+    def _reset(self) -> None:
+        NodeManager._reset(self)
+        self._running.clear()
+
+    def stop(self) -> None:
+        NodeManager.stop(self)
+        self._running.clear()
+
+    def _launch(self, launch: ContainerLaunch) -> None:
+        NodeManager._launch(self, launch)
+        cid = launch.container_id
+        if cid not in self._running and cid in self._containers:
+            # The status the launch made (what the answer acknowledges by identity).
+            self._running[cid] = self._changes.get(cid) or ContainerStatus(cid, "running")
+
+    def _release(self, cid: int, exit_code: int) -> bool:
+        if NodeManager._release(self, cid, exit_code):
+            self._running.pop(cid, None)
+            return True
+        return False
+
+    def _full_statuses(self) -> tuple[ContainerStatus, ...]:
+        # ``RMReporting._full_statuses``: running containers in launch order (as a status not
+        # yet acknowledged, the same object), then completions not acknowledged.
+        statuses = self._statuses
+        if statuses is None:
+            running, changes = self._running, self._changes
+            if len(running) != len(self._containers):  # never expected: made again as the base does
+                running.clear()
+                for cid in self._containers:
+                    running[cid] = changes.get(cid) or ContainerStatus(cid, "running")
+            if changes:
+                done = [s for s in changes.values() if s.state == "complete"]
+                statuses = self._statuses = (*running.values(), *done)
+            else:
+                statuses = self._statuses = tuple(running.values())
+        return statuses
 
     def _tick(self) -> None:
         """``NodeManager._tick``, with the common periodic tick (``_periodic_tick``: running,
