@@ -59,7 +59,6 @@ class ContainerRuntime(NodeFields):
         self._used_ram += res.ram_gib
         status = ContainerStatus(cid, "running")
         self._containers[cid] = launch
-        self._running[cid] = status
         self._statuses = None
         self._schedule_finish(cid, launch.duration_s)
         if launch.usage is not None:
@@ -78,7 +77,6 @@ class ContainerRuntime(NodeFields):
         launch = self._containers.pop(cid, None)
         if launch is None:
             return False
-        del self._running[cid]
         self._statuses = None
         if launch.usage is not None and self._usage is not None:
             self._usage.dirty.discard(cid)

@@ -67,7 +67,6 @@ class NodeManager(RMReporting, ContainerRuntime):
         self._membership = membership
         self._timing = timing
         self._containers = {}
-        self._running = {}
         self._due = []
         self._due_timer = None
         self._due_at = math.inf
@@ -82,7 +81,6 @@ class NodeManager(RMReporting, ContainerRuntime):
         self.machine_id = -1
         self.state = NodeState.NEW
         self._containers.clear()
-        self._running.clear()
         self._clear_due()
         self._statuses = None
         self._changes = {}
@@ -110,7 +108,6 @@ class NodeManager(RMReporting, ContainerRuntime):
     def stop(self) -> None:
         """Shut down: kill every container, arm nothing more. Sends nothing."""
         self._containers.clear()
-        self._running.clear()
         self._clear_due()
         self._changes.clear()
         self._statuses = None

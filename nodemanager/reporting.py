@@ -89,15 +89,12 @@ class RMReporting(NodeFields):
     def _full_statuses(self) -> tuple[ContainerStatus, ...]:
         statuses = self._statuses
         if statuses is None:
-            # Running containers in launch order, each as the status its launch made (while
-            # not acknowledged, the very object in ``_changes``: the answer acknowledges it by
-            # identity), then the completions not acknowledged.
+            # A running status not yet acknowledged is reported as that same object (so that
+            # the answer acknowledges it); the others are made afresh.
             changes = self._changes
-            if changes:
-                done = [s for s in changes.values() if s.state == "complete"]
-                statuses = self._statuses = (*self._running.values(), *done)
-            else:
-                statuses = self._statuses = tuple(self._running.values())
+            running = [changes.get(cid) or ContainerStatus(cid, "running") for cid in self._containers]
+            done = [s for s in changes.values() if s.state == "complete"]
+            statuses = self._statuses = (*running, *done)
         return statuses
 
     def _heartbeat(self) -> None:

@@ -50,7 +50,6 @@ class NodeFields:
         "_reg_carried",
         "_reg_healthy",
         "_reported_healthy",
-        "_running",
         "_send",
         "_send_report",
         "_stats",
@@ -99,11 +98,6 @@ class NodeFields:
     # The full report (running statuses, then unacknowledged completions), kept until a
     # container starts, ends or its completion is acknowledged.
     _statuses: tuple[ContainerStatus, ...] | None
-    # The running containers' statuses in launch order (``_containers``' order), kept as they
-    # start and end: a report rebuilt after a launch or a completion joins two tuples rather than
-    # making a status per running container. Each is the status its launch made (the one a report
-    # carries until the RM acknowledges it).
-    _running: dict[int, ContainerStatus]
     # Latest status per container not yet acknowledged by the RM.
     _changes: dict[int, ContainerStatus]
     _used_cpu: float
