@@ -1,17 +1,19 @@
 """A NodeManager as a node host runs thousands of them: its common tick and answer in one call
 (or none), its full reports from saved bytes, its running statuses kept as containers start and end.
 
-Nearly every tick of a node host is the same: a running node, nothing in flight, no usage models,
-a full (periodic) report. ``HostedNode._tick`` makes it in one call (``NodeManager._periodic_tick``
+Nearly every tick of a node host is the same: a running node, nothing in flight, no usage models, a
+full (periodic) report. ``HostedNode._tick`` makes it in one call (``NodeManager._periodic_tick``
 without the call to it), sends it through the connection's ``ReportWire`` where the link has one
-(``wire_to``), and, on the node host's timer wheel (``ticks_on``), reads the time and re-arms on
-the wheel itself. Nearly every answer is the common one (action "normal", no launch or kill, no
-change carried): ``AnswerPass`` takes those of one socket read in one pass over their nodes, with
-no call per node. What a node host spends per node and interval is as much the memory its nodes'
-objects take in the CPU's caches as the Python it runs, so the common paths touch as few of a
-node's objects as they can. Anything else takes ``NodeManager``'s own path, so the node's
-behaviour is the same message for message (tests/unit/test_node_batches.py runs both side by
-side). Only TCP node hosts use it; in-memory runs use ``NodeManager``.
+(``wire_to``), and, on the node host's timer wheel (``ticks_on``), reads the time and re-arms on the
+wheel itself; a delta node's tick (changes to report, or none: no next tick) is one more
+(``_delta_tick``). Nearly every answer is the common one (action "normal", no launch or kill; the
+changes it acknowledges retired as ``heartbeat_answered`` retires them): ``AnswerPass`` takes those
+of one socket read in one pass over their nodes, with no call per node but that walk's. What a node
+host spends per node and interval is as much the memory its nodes' objects take in the CPU's caches
+as the Python it runs, so the common paths touch as few of a node's objects as they can. Anything
+else takes ``NodeManager``'s own path, so the node's behaviour is the same message for message
+(tests/unit/test_node_batches.py runs both side by side). Only TCP node hosts use it; in-memory runs
+use ``NodeManager``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any, Protocol
 
 from emulator.harness.hosttiming import BatchedTiming
 from nodemanager.node import NodeManager, NodeState
+from nodemanager.ports import TimingProbe
 from rm.protocol import ContainerLaunch, ContainerStatus, Heartbeat, HeartbeatResponse
 
 _RUNNING = NodeState.RUNNING
@@ -140,9 +143,7 @@ class HostedNode(NodeManager):
         """``NodeManager._tick``, with the common periodic tick (``_periodic_tick``: running,
         nothing in flight, no usage models) in this one call: every node, every interval."""
         self._tick_timer = None
-        if self.state is not _RUNNING or self._inflight is not None or self._usage is not None or (
-            not self._periodic
-        ):
+        if self.state is not _RUNNING or self._inflight is not None or self._usage is not None:
             NodeManager._tick(self)
             return
         # What a tick touches of this node: it, its timing probe, its wire, its gate; the wheel
@@ -154,6 +155,9 @@ class HostedNode(NodeManager):
         if timing is not None:
             timing.tick(late if late > 0 else 0.0)
         self._next_tick += self._interval_s
+        if not self._periodic:
+            self._delta_tick(now, timing, wheel)
+            return
         statuses = self._statuses
         if statuses is None:
             statuses = self._full_statuses()
@@ -180,6 +184,44 @@ class HostedNode(NodeManager):
             else:
                 self._tick_timer = self._clock.call_later(delay, self._tick)
 
+    def _delta_tick(self, now: float, timing: TimingProbe | None, wheel: HostWheel | None) -> None:
+        """The rest of ``_tick`` for a running delta node with nothing in flight and no usage
+        models (``NodeManager._tick``, ``_heartbeat`` and ``_idle`` in one call): the changes
+        since the last acknowledged report, or nothing and no next tick when there are none."""
+        changes = self._changes
+        healthy = self._healthy
+        if not changes and healthy == self._reported_healthy:
+            return  # idle: no tick is armed until something changes (``_touch``)
+        statuses = tuple(changes.values())
+        hb = Heartbeat(self.machine_id, self._last_response_id, healthy, statuses, False)
+        self._inflight = hb
+        self._inflight_at = now
+        self._inflight_changes = tuple(changes.items()) if changes else ()
+        stats = self._stats
+        stats.heartbeats_sent += 1
+        stats.statuses_sent += len(statuses)
+        if timing is not None:
+            timing.sent(now)
+        self._send(hb)
+        # In flight, so not idle: the next tick (which sends again if it goes unanswered).
+        if self._tick_timer is None and (self._inflight is not None or not self._idle()):
+            delay = self._next_tick - now
+            delay = delay if delay > 0.0 else 0.0
+            if wheel is not None:
+                self._tick_timer = wheel.call_gated(self._gate, delay, self._tick)
+            else:
+                self._tick_timer = self._clock.call_later(delay, self._tick)
+
+    def _retire(self, carried: tuple[tuple[int, ContainerStatus], ...]) -> None:
+        """The answered report's changes, acknowledged (``heartbeat_answered``'s walk): those
+        not changed again since are no longer reported."""
+        changes = self._changes
+        for cid, status in carried:
+            if changes.get(cid) is status:
+                del changes[cid]
+                if status.state == "complete":
+                    self._statuses = None
+
     def receive_hosted(self, msg: object) -> None:
         """``NodeProcess.receive``: the common answer (``heartbeat_answered``'s own fast path)
         in this one call when the process runs (no gate, no dispatch); anything else goes the
@@ -199,7 +241,6 @@ class HostedNode(NodeManager):
             or msg.action != "normal"
             or msg.launch
             or msg.kill
-            or self._inflight_changes
             or self.state is not _RUNNING
             or msg.heartbeat_id != sent.heartbeat_id + 1
         ):
@@ -213,6 +254,9 @@ class HostedNode(NodeManager):
         self._inflight = None
         self._last_response_id = msg.heartbeat_id
         self._reported_healthy = sent.healthy
+        carried = self._inflight_changes
+        if carried:  # a delta report's changes (a periodic one's, when a container came or went)
+            self._retire(carried)
         if self._tick_timer is None:
             self._touch()
 
@@ -223,7 +267,6 @@ class HostedNode(NodeManager):
             or msg.action != "normal"
             or msg.launch
             or msg.kill
-            or self._inflight_changes
             or self.state is not _RUNNING
             or msg.heartbeat_id != sent.heartbeat_id + 1
         ):
@@ -236,6 +279,9 @@ class HostedNode(NodeManager):
         self._inflight = None
         self._last_response_id = msg.heartbeat_id
         self._reported_healthy = sent.healthy
+        carried = self._inflight_changes
+        if carried:  # a delta report's changes (a periodic one's, when a container came or went)
+            self._retire(carried)
         if self._tick_timer is None:
             self._touch()
 
@@ -253,8 +299,8 @@ class DeliveryClock(Protocol):
 class AnswerPass:
     """The answers of one socket read in one pass over their nodes (``TcpClient(answers=...)``).
 
-    The common answer to a hosted node whose process runs (action "normal", no launch or kill, to
-    a report that carried no change: ``receive_hosted``'s fast path) is taken here, field by
+    The common answer to a hosted node whose process runs (action "normal", no launch or kill:
+    ``receive_hosted``'s fast path) is taken here, field by
     field, with no call per node; its timing goes straight into ``timing``'s pending list (the
     node's probe is that one's, checked when its channel opens: ``hosted``). Every other frame
     goes its usual way: the node's ``receive``, or the connection's ``on_frame``. The clock is
@@ -301,7 +347,6 @@ class AnswerPass:
                         and msg.action == "normal"
                         and not msg.launch
                         and not msg.kill
-                        and not node._inflight_changes
                         # Running: so its process has not crashed (a crash stops the node).
                         and node.state is _RUNNING
                         and msg.heartbeat_id == sent.heartbeat_id + 1
@@ -315,6 +360,9 @@ class AnswerPass:
                         node._inflight = None
                         node._last_response_id = msg.heartbeat_id
                         node._reported_healthy = sent.healthy
+                        carried = node._inflight_changes
+                        if carried:
+                            node._retire(carried)
                         if node._tick_timer is None:
                             node._touch()
                         reread -= 1
