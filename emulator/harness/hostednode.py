@@ -18,6 +18,7 @@ use ``NodeManager``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -211,6 +212,21 @@ class HostedNode(NodeManager):
                 self._tick_timer = wheel.call_gated(self._gate, delay, self._tick)
             else:
                 self._tick_timer = self._clock.call_later(delay, self._tick)
+
+    def _touch(self) -> None:
+        """``NodeManager._touch`` (a change to report at the next tick of the node's phase), armed
+        on the wheel itself as ``_tick`` re-arms: a delta node's every launch and completion."""
+        wheel = self._wheel
+        if self._tick_timer is not None or wheel is None or self.state is not _RUNNING:
+            NodeManager._touch(self)
+            return
+        now = wheel.now()
+        behind = now - self._next_tick
+        if behind > 0:
+            interval = self._interval_s
+            self._next_tick += math.ceil(behind / interval) * interval
+        delay = self._next_tick - now
+        self._tick_timer = wheel.call_gated(self._gate, delay if delay > 0.0 else 0.0, self._tick)
 
     def _retire(self, carried: tuple[tuple[int, ContainerStatus], ...]) -> None:
         """The answered report's changes, acknowledged (``heartbeat_answered``'s walk): those

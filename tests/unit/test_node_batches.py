@@ -629,22 +629,22 @@ async def test_a_delta_hosted_node_on_the_wheel_resends_after_a_pause_and_then_f
     t0 = wheel.now()
     proc.start()
     answered, launched = 0, False
-    while wheel.now() < t0 + 6.6:
+    while wheel.now() < t0 + 7.6:
         await asyncio.sleep(0.005)
-        if not launched and wheel.now() >= t0 + 1.5:  # reported at 2, left unanswered
+        if not launched and wheel.now() >= t0 + 2.3:  # idle since 1: reported at 3, unanswered
             launched = True
             proc.receive(LaunchContainers((ContainerLaunch(7, Resources(1, 2), 60.0),)))
-        if wheel.now() >= t0 + 2.5 and not proc.paused and counters.heartbeats_sent == 1:
-            proc.pause(2.0)  # the tick due at 4 (its resend) waits until 4.5
+        if wheel.now() >= t0 + 3.5 and not proc.paused and counters.heartbeats_sent == 1:
+            proc.pause(2.0)  # the tick due at 5 (its resend) waits until 5.5
         for t, msg in link.sent[answered:]:
             if type(msg) is Register:
                 proc.receive(RegisterResponse(action="normal", machine_id=1))
-            elif t - t0 > 3.0:  # the resend is answered
+            elif t - t0 > 4.0:  # the resend is answered
                 proc.receive(HeartbeatResponse(action="normal", heartbeat_id=msg.heartbeat_id + 1))
         answered = len(link.sent)
     sent = [(t - t0, msg) for t, msg in link.sent if type(msg) is Heartbeat]
     times = [t for t, _ in sent]
     assert len(sent) == 2 and sent[0][1] == sent[1][1], times  # the same report, sent again
     assert sent[0][1].statuses == (ContainerStatus(7, "running"),) and not sent[0][1].full
-    assert 2.0 <= times[0] < 2.2 and 4.5 <= times[1] < 4.7, times
+    assert 3.0 <= times[0] < 3.2 and 5.5 <= times[1] < 5.7, times
     assert counters.heartbeat_responses == 1 and not node._changes and node._tick_timer is None
