@@ -25,7 +25,13 @@ from typing import Any, Protocol
 from emulator.harness.hosttiming import BatchedTiming
 from nodemanager.node import NodeManager, NodeState
 from nodemanager.ports import TimingProbe
-from rm.protocol import ContainerLaunch, ContainerStatus, Heartbeat, HeartbeatResponse
+from rm.protocol import (
+    ContainerLaunch,
+    ContainerStatus,
+    Heartbeat,
+    HeartbeatResponse,
+    LaunchContainers,
+)
 
 _RUNNING = NodeState.RUNNING
 
@@ -240,13 +246,19 @@ class HostedNode(NodeManager):
 
     def receive_hosted(self, msg: object) -> None:
         """``NodeProcess.receive``: the common answer (``heartbeat_answered``'s own fast path)
-        in this one call when the process runs (no gate, no dispatch); anything else goes the
-        process's way."""
+        in this one call when the process runs (no gate, no dispatch), and so a pushed launch
+        (``NodeManager.receive``'s); anything else goes the process's way."""
         process = self._process
         if type(msg) is not HeartbeatResponse or process is None or process.crashed or (
             process.gate._held is not None
         ):
-            if process is not None:
+            if type(msg) is LaunchContainers and process is not None and not process.crashed and (
+                process.gate._held is None
+            ):
+                if self.state is _RUNNING:  # else pushed before our re-registration: requeued
+                    for launch in msg.containers:
+                        self._launch(launch)
+            elif process is not None:
                 process.dispatch(msg)
             else:
                 self.receive(msg)

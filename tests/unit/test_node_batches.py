@@ -377,7 +377,7 @@ def _drive(node_type: type[NodeManager], mode: str, wired: bool = False,
             node.receive(LaunchContainers((ContainerLaunch(10_000, Resources(1, 2), 40.0, usage),)))
         if step % 40 == 0:  # pushed launches (what makes an idle delta node report)
             pushed = tuple(ContainerLaunch(cid + i, Resources(1, 2), 7.0) for i in (0, 1))
-            node.receive(LaunchContainers(pushed))
+            (deliver or node.receive)(LaunchContainers(pushed))  # a hosted node's own way in
             cid += 2
         for _, _, msg in out[seen:]:
             if type(msg) is Register:
@@ -648,3 +648,21 @@ async def test_a_delta_hosted_node_on_the_wheel_resends_after_a_pause_and_then_f
     assert sent[0][1].statuses == (ContainerStatus(7, "running"),) and not sent[0][1].full
     assert 3.0 <= times[0] < 3.2 and 5.5 <= times[1] < 5.7, times
     assert counters.heartbeat_responses == 1 and not node._changes and node._tick_timer is None
+
+
+def test_a_launch_pushed_before_registration_is_dropped_by_a_hosted_node_as_by_a_node_manager() -> None:
+    """``receive_hosted`` takes a pushed launch itself only for a running node, as
+    ``NodeManager.receive`` does (the RM requeues what it pushed before a re-registration)."""
+    for node_type in (HostedNode, NodeManager):
+        clock, counters = FakeClock(), NodeCounters()
+        node = node_type("n", Resources(4.0, 8.0), HeartbeatConfig(mode="delta", interval_s=1.0), clock,
+                         lambda m: None, counters, make_logger(clock, None))
+        process = _Running(node)
+        deliver = node.hosted_by(process) if isinstance(node, HostedNode) else process.dispatch
+        node.start(0.0)
+        clock.advance_to(1.5)  # registering
+        deliver(LaunchContainers((ContainerLaunch(1, Resources(1, 2), 5.0),)))
+        assert not node.running_containers() and counters.containers_launched == 0, node_type
+        deliver(RegisterResponse(action="normal", machine_id=1))
+        deliver(LaunchContainers((ContainerLaunch(2, Resources(1, 2), 5.0),)))
+        assert list(node.running_containers()) == [2] and counters.containers_launched == 1, node_type
