@@ -11,8 +11,9 @@ from typing import Any
 import msgspec
 import pytest
 
+from emulator.harness.answerpass import AnswerPass
 from emulator.harness.eventlog import make_logger
-from emulator.harness.hostednode import AnswerPass, HostedNode
+from emulator.harness.hostednode import HostedNode
 from emulator.harness.hosttiming import BatchedTiming, flush_period_s
 from emulator.harness.nodeproc import NodeProcess, ProcessGate
 from emulator.measure.timing import HeartbeatTiming
