@@ -1,27 +1,36 @@
 """A NodeManager as a node host runs thousands of them: its common tick and answer in one call
 (or none), its full reports from saved bytes, its running statuses kept as containers start and end.
 
-Nearly every tick of a node host is the same: a running node, nothing in flight, no usage models,
-a full (periodic) report. ``HostedNode._tick`` makes it in one call (``NodeManager._periodic_tick``
+Nearly every tick of a node host is the same: a running node, nothing in flight, no usage models, a
+full (periodic) report. ``HostedNode._tick`` makes it in one call (``NodeManager._periodic_tick``
 without the call to it), sends it through the connection's ``ReportWire`` where the link has one
-(``wire_to``), and, on the node host's timer wheel (``ticks_on``), reads the time and re-arms on
-the wheel itself. Nearly every answer is the common one (action "normal", no launch or kill, no
-change carried): ``AnswerPass`` takes those of one socket read in one pass over their nodes, with
-no call per node. What a node host spends per node and interval is as much the memory its nodes'
-objects take in the CPU's caches as the Python it runs, so the common paths touch as few of a
-node's objects as they can. Anything else takes ``NodeManager``'s own path, so the node's
-behaviour is the same message for message (tests/unit/test_node_batches.py runs both side by
+(``wire_to``), and, on the node host's timer wheel (``ticks_on``), reads the time and re-arms on the
+wheel itself; a delta node's tick (changes to report, or none: no next tick) is one more
+(``_delta_tick``). Nearly every answer is the common one (action "normal", no launch or kill; the
+changes it acknowledges retired as ``heartbeat_answered`` retires them): ``AnswerPass``
+(emulator/harness/answerpass.py) takes those of one socket read in one pass over their nodes, with
+no call per node but that walk's. What a node host spends per node and interval is as much the
+memory its nodes' objects take in the CPU's caches as the Python it runs, so the common paths touch
+as few of a node's objects as they can. Anything else takes ``NodeManager``'s own path, so the
+node's behaviour is the same message for message (tests/unit/test_node_batches.py runs both side by
 side). Only TCP node hosts use it; in-memory runs use ``NodeManager``.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from emulator.harness.hosttiming import BatchedTiming
 from nodemanager.node import NodeManager, NodeState
-from rm.protocol import ContainerLaunch, ContainerStatus, Heartbeat, HeartbeatResponse
+from nodemanager.ports import TimingProbe
+from rm.protocol import (
+    ContainerLaunch,
+    ContainerStatus,
+    Heartbeat,
+    HeartbeatResponse,
+    LaunchContainers,
+)
 
 _RUNNING = NodeState.RUNNING
 
@@ -140,9 +149,7 @@ class HostedNode(NodeManager):
         """``NodeManager._tick``, with the common periodic tick (``_periodic_tick``: running,
         nothing in flight, no usage models) in this one call: every node, every interval."""
         self._tick_timer = None
-        if self.state is not _RUNNING or self._inflight is not None or self._usage is not None or (
-            not self._periodic
-        ):
+        if self.state is not _RUNNING or self._inflight is not None or self._usage is not None:
             NodeManager._tick(self)
             return
         # What a tick touches of this node: it, its timing probe, its wire, its gate; the wheel
@@ -154,6 +161,9 @@ class HostedNode(NodeManager):
         if timing is not None:
             timing.tick(late if late > 0 else 0.0)
         self._next_tick += self._interval_s
+        if not self._periodic:
+            self._delta_tick(now, timing, wheel)
+            return
         statuses = self._statuses
         if statuses is None:
             statuses = self._full_statuses()
@@ -180,15 +190,74 @@ class HostedNode(NodeManager):
             else:
                 self._tick_timer = self._clock.call_later(delay, self._tick)
 
+    def _delta_tick(self, now: float, timing: TimingProbe | None, wheel: HostWheel | None) -> None:
+        """The rest of ``_tick`` for a running delta node with nothing in flight and no usage
+        models (``NodeManager._tick``, ``_heartbeat`` and ``_idle`` in one call): the changes
+        since the last acknowledged report, or nothing and no next tick when there are none."""
+        changes = self._changes
+        healthy = self._healthy
+        if not changes and healthy == self._reported_healthy:
+            return  # idle: no tick is armed until something changes (``_touch``)
+        statuses = tuple(changes.values())
+        hb = Heartbeat(self.machine_id, self._last_response_id, healthy, statuses, False)
+        self._inflight = hb
+        self._inflight_at = now
+        self._inflight_changes = tuple(changes.items()) if changes else ()
+        stats = self._stats
+        stats.heartbeats_sent += 1
+        stats.statuses_sent += len(statuses)
+        if timing is not None:
+            timing.sent(now)
+        self._send(hb)
+        # In flight, so not idle: the next tick (which sends again if it goes unanswered).
+        if self._tick_timer is None and (self._inflight is not None or not self._idle()):
+            delay = self._next_tick - now
+            delay = delay if delay > 0.0 else 0.0
+            if wheel is not None:
+                self._tick_timer = wheel.call_gated(self._gate, delay, self._tick)
+            else:
+                self._tick_timer = self._clock.call_later(delay, self._tick)
+
+    def _touch(self) -> None:
+        """``NodeManager._touch`` (a change to report at the next tick of the node's phase), armed
+        on the wheel itself as ``_tick`` re-arms: a delta node's every launch and completion."""
+        wheel = self._wheel
+        if self._tick_timer is not None or wheel is None or self.state is not _RUNNING:
+            NodeManager._touch(self)
+            return
+        now = wheel.now()
+        behind = now - self._next_tick
+        if behind > 0:
+            interval = self._interval_s
+            self._next_tick += math.ceil(behind / interval) * interval
+        delay = self._next_tick - now
+        self._tick_timer = wheel.call_gated(self._gate, delay if delay > 0.0 else 0.0, self._tick)
+
+    def _retire(self, carried: tuple[tuple[int, ContainerStatus], ...]) -> None:
+        """The answered report's changes, acknowledged (``heartbeat_answered``'s walk): those
+        not changed again since are no longer reported."""
+        changes = self._changes
+        for cid, status in carried:
+            if changes.get(cid) is status:
+                del changes[cid]
+                if status.state == "complete":
+                    self._statuses = None
+
     def receive_hosted(self, msg: object) -> None:
         """``NodeProcess.receive``: the common answer (``heartbeat_answered``'s own fast path)
-        in this one call when the process runs (no gate, no dispatch); anything else goes the
-        process's way."""
+        in this one call when the process runs (no gate, no dispatch), and so a pushed launch
+        (``NodeManager.receive``'s); anything else goes the process's way."""
         process = self._process
         if type(msg) is not HeartbeatResponse or process is None or process.crashed or (
             process.gate._held is not None
         ):
-            if process is not None:
+            if type(msg) is LaunchContainers and process is not None and not process.crashed and (
+                process.gate._held is None
+            ):
+                if self.state is _RUNNING:  # else pushed before our re-registration: requeued
+                    for launch in msg.containers:
+                        self._launch(launch)
+            elif process is not None:
                 process.dispatch(msg)
             else:
                 self.receive(msg)
@@ -199,7 +268,6 @@ class HostedNode(NodeManager):
             or msg.action != "normal"
             or msg.launch
             or msg.kill
-            or self._inflight_changes
             or self.state is not _RUNNING
             or msg.heartbeat_id != sent.heartbeat_id + 1
         ):
@@ -213,6 +281,9 @@ class HostedNode(NodeManager):
         self._inflight = None
         self._last_response_id = msg.heartbeat_id
         self._reported_healthy = sent.healthy
+        carried = self._inflight_changes
+        if carried:  # a delta report's changes (a periodic one's, when a container came or went)
+            self._retire(carried)
         if self._tick_timer is None:
             self._touch()
 
@@ -223,7 +294,6 @@ class HostedNode(NodeManager):
             or msg.action != "normal"
             or msg.launch
             or msg.kill
-            or self._inflight_changes
             or self.state is not _RUNNING
             or msg.heartbeat_id != sent.heartbeat_id + 1
         ):
@@ -236,115 +306,8 @@ class HostedNode(NodeManager):
         self._inflight = None
         self._last_response_id = msg.heartbeat_id
         self._reported_healthy = sent.healthy
+        carried = self._inflight_changes
+        if carried:  # a delta report's changes (a periodic one's, when a container came or went)
+            self._retire(carried)
         if self._tick_timer is None:
             self._touch()
-
-
-class DeliveryClock(Protocol):
-    """A clock read once for a batch of deliveries (``emulator.time.wheel.WheelClock``)."""
-
-    def hold(self) -> None: ...
-
-    def release(self) -> None: ...
-
-    def now(self) -> float: ...
-
-
-class AnswerPass:
-    """The answers of one socket read in one pass over their nodes (``TcpClient(answers=...)``).
-
-    The common answer to a hosted node whose process runs (action "normal", no launch or kill, to
-    a report that carried no change: ``receive_hosted``'s fast path) is taken here, field by
-    field, with no call per node; its timing goes straight into ``timing``'s pending list (the
-    node's probe is that one's, checked when its channel opens: ``hosted``). Every other frame
-    goes its usual way: the node's ``receive``, or the connection's ``on_frame``. The clock is
-    read once per ``reread`` answers, as a wheel slot reads it."""
-
-    __slots__ = ("_clock", "_pending", "_probe", "interval_s", "reread")
-
-    def __init__(self, clock: DeliveryClock, timing: BatchedTiming, reread: int = 64) -> None:
-        self._clock = clock
-        self._probe = timing.answered
-        self._pending = timing.answered_pending
-        self.interval_s = timing.interval_s
-        self.reread = reread
-
-    def hosted(self, endpoint: object) -> HostedNode | None:
-        """The hosted node this pass may answer itself for ``endpoint`` (what the connection
-        opened a channel for), or None: its answers go the usual way."""
-        node = getattr(endpoint, "node", None)
-        if type(node) is not HostedNode or node._process is not endpoint or node._gate is None:
-            return None
-        timing = node._timing
-        if timing is None or timing.answered != self._probe:
-            return None
-        return node
-
-    def __call__(self, conn: AnswerSource, frames: list[tuple[int, Any]],
-                 hosted: dict[int, HostedNode], receivers: dict[int, Callable[[Any], None]]) -> bool:
-        """Deliver ``frames``; True if a node got one."""
-        clock = self._clock
-        clock.hold()
-        now = clock.now()
-        pending, interval = self._pending, self.interval_s
-        reread = self.reread
-        delivered = False
-        try:
-            for channel, msg in frames:
-                if conn.closed:
-                    break
-                node = hosted.get(channel)
-                if node is not None and type(msg) is HeartbeatResponse:
-                    sent = node._inflight
-                    if (
-                        sent is not None
-                        and msg.action == "normal"
-                        and not msg.launch
-                        and not msg.kill
-                        and not node._inflight_changes
-                        # Running: so its process has not crashed (a crash stops the node).
-                        and node.state is _RUNNING
-                        and msg.heartbeat_id == sent.heartbeat_id + 1
-                        and node._gate._held is None  # type: ignore[union-attr]
-                    ):
-                        delivered = True
-                        node._stats.heartbeat_responses += 1
-                        sent_at = node._inflight_at
-                        if interval and now - sent_at <= interval:  # ``BatchedTiming.answered``
-                            pending(sent_at)
-                        node._inflight = None
-                        node._last_response_id = msg.heartbeat_id
-                        node._reported_healthy = sent.healthy
-                        if node._tick_timer is None:
-                            node._touch()
-                        reread -= 1
-                        if not reread:
-                            reread = self.reread
-                            clock.release()
-                            clock.hold()
-                            now = clock.now()
-                        continue
-                receive = receivers.get(channel)
-                if receive is not None and msg is not None:
-                    delivered = True
-                    receive(msg)
-                    reread -= 1
-                    if not reread:
-                        reread = self.reread
-                        clock.release()
-                        clock.hold()
-                        now = clock.now()
-                else:
-                    conn.on_frame(channel, msg)
-        finally:
-            clock.release()
-        return delivered
-
-
-class AnswerSource(Protocol):
-    """The connection an ``AnswerPass`` delivers for (``emulator.transport.client``)."""
-
-    @property
-    def closed(self) -> bool: ...
-
-    def on_frame(self, channel: int, msg: Any) -> None: ...

@@ -29,6 +29,7 @@ from typing import Annotated, Any
 
 import msgspec
 
+from emulator.harness.answerpass import AnswerPass
 from emulator.harness.control import (
     ControlClient,
     Gather,
@@ -40,7 +41,7 @@ from emulator.harness.control import (
     WorkerHello,
 )
 from emulator.harness.eventlog import make_logger
-from emulator.harness.hostednode import AnswerPass, HostedNode
+from emulator.harness.hostednode import HostedNode
 from emulator.harness.hosting import reality
 from emulator.harness.hosttiming import BatchedTiming, flush_period_s
 from emulator.harness.nodeproc import NodeProcess, RingParts

@@ -38,7 +38,7 @@ _REREAD = 64
 
 class AnswerPass(Protocol):
     """Delivers a read's frames in one pass, taking some answers itself (a node host's
-    ``emulator.harness.hostednode.AnswerPass``)."""
+    ``emulator.harness.answerpass.AnswerPass``)."""
 
     def hosted(self, node: Any) -> Any:
         """What the pass keeps for a channel opened for ``node`` (None: nothing, the usual way)."""

@@ -11,8 +11,9 @@ from typing import Any
 import msgspec
 import pytest
 
+from emulator.harness.answerpass import AnswerPass
 from emulator.harness.eventlog import make_logger
-from emulator.harness.hostednode import AnswerPass, HostedNode
+from emulator.harness.hostednode import HostedNode
 from emulator.harness.hosttiming import BatchedTiming, flush_period_s
 from emulator.harness.nodeproc import NodeProcess, ProcessGate
 from emulator.measure.timing import HeartbeatTiming
@@ -377,7 +378,7 @@ def _drive(node_type: type[NodeManager], mode: str, wired: bool = False,
             node.receive(LaunchContainers((ContainerLaunch(10_000, Resources(1, 2), 40.0, usage),)))
         if step % 40 == 0:  # pushed launches (what makes an idle delta node report)
             pushed = tuple(ContainerLaunch(cid + i, Resources(1, 2), 7.0) for i in (0, 1))
-            node.receive(LaunchContainers(pushed))
+            (deliver or node.receive)(LaunchContainers(pushed))  # a hosted node's own way in
             cid += 2
         for _, _, msg in out[seen:]:
             if type(msg) is Register:
@@ -608,3 +609,61 @@ async def test_a_hosted_node_ticking_on_the_wheel_itself_is_held_by_a_pause_as_o
     # maybe a catch-up one right after, as on any clock), then on time again.
     assert not [t for t in sent if 2.5 < t < 4.5], sent
     assert all(any(0 <= t - k < 0.2 for t in sent) for k in (1, 2, 4.5, 5, 6)), sent
+
+
+@pytest.mark.asyncio
+async def test_a_delta_hosted_node_on_the_wheel_resends_after_a_pause_and_then_falls_idle() -> None:
+    """A delta node's own tick (``HostedNode._delta_tick``) re-arms on the wheel under its
+    process's gate: an unanswered report is sent again only once the pause ends, and once
+    answered (its changes retired) the node sends nothing more."""
+    loop = asyncio.get_running_loop()
+    wheel = WheelClock(RealClock(loop, speed=20.0), slot_wall_s=0.002)
+    counters = NodeCounters()
+    config = HeartbeatConfig(mode="delta", interval_s=1.0, rpc_timeout_s=1.5)
+    proc = NodeProcess("n", Resources(4.0, 8.0), config, wheel, counters, make_logger(wheel, None),
+                       node_type=HostedNode)
+    node = proc.node
+    assert isinstance(node, HostedNode)
+    node.ticks_on(wheel)
+    link = _TimedLink(wheel)
+    proc.attach(link)
+    t0 = wheel.now()
+    proc.start()
+    answered, launched = 0, False
+    while wheel.now() < t0 + 7.6:
+        await asyncio.sleep(0.005)
+        if not launched and wheel.now() >= t0 + 2.3:  # idle since 1: reported at 3, unanswered
+            launched = True
+            proc.receive(LaunchContainers((ContainerLaunch(7, Resources(1, 2), 60.0),)))
+        if wheel.now() >= t0 + 3.5 and not proc.paused and counters.heartbeats_sent == 1:
+            proc.pause(2.0)  # the tick due at 5 (its resend) waits until 5.5
+        for t, msg in link.sent[answered:]:
+            if type(msg) is Register:
+                proc.receive(RegisterResponse(action="normal", machine_id=1))
+            elif t - t0 > 4.0:  # the resend is answered
+                proc.receive(HeartbeatResponse(action="normal", heartbeat_id=msg.heartbeat_id + 1))
+        answered = len(link.sent)
+    sent = [(t - t0, msg) for t, msg in link.sent if type(msg) is Heartbeat]
+    times = [t for t, _ in sent]
+    assert len(sent) == 2 and sent[0][1] == sent[1][1], times  # the same report, sent again
+    assert sent[0][1].statuses == (ContainerStatus(7, "running"),) and not sent[0][1].full
+    assert 3.0 <= times[0] < 3.2 and 5.5 <= times[1] < 5.7, times
+    assert counters.heartbeat_responses == 1 and not node._changes and node._tick_timer is None
+
+
+def test_a_launch_pushed_before_registration_is_dropped_by_a_hosted_node_as_by_a_node_manager() -> None:
+    """``receive_hosted`` takes a pushed launch itself only for a running node, as
+    ``NodeManager.receive`` does (the RM requeues what it pushed before a re-registration)."""
+    for node_type in (HostedNode, NodeManager):
+        clock, counters = FakeClock(), NodeCounters()
+        node = node_type("n", Resources(4.0, 8.0), HeartbeatConfig(mode="delta", interval_s=1.0), clock,
+                         lambda m: None, counters, make_logger(clock, None))
+        process = _Running(node)
+        deliver = node.hosted_by(process) if isinstance(node, HostedNode) else process.dispatch
+        node.start(0.0)
+        clock.advance_to(1.5)  # registering
+        deliver(LaunchContainers((ContainerLaunch(1, Resources(1, 2), 5.0),)))
+        assert not node.running_containers() and counters.containers_launched == 0, node_type
+        deliver(RegisterResponse(action="normal", machine_id=1))
+        deliver(LaunchContainers((ContainerLaunch(2, Resources(1, 2), 5.0),)))
+        assert list(node.running_containers()) == [2] and counters.containers_launched == 1, node_type
