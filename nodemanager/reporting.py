@@ -155,6 +155,16 @@ class RMReporting(NodeFields):
         self._stats.usage_reports_sent += len(out)
         return out
 
+    def _retire(self, carried: tuple[tuple[int, ContainerStatus], ...]) -> None:
+        """The answered report's changes, acknowledged: those not changed again since (the same
+        status object) are no longer reported."""
+        changes = self._changes
+        for cid, status in carried:
+            if changes.get(cid) is status:
+                del changes[cid]
+                if status.state == "complete":
+                    self._statuses = None
+
     def heartbeat_answered(self, msg: HeartbeatResponse) -> None:
         """``receive(msg)`` of a heartbeat's answer, for a host that dispatches by type itself
         (every answer: one dispatch less). A stopped node ignores it, as ``receive`` does."""
@@ -184,12 +194,7 @@ class RMReporting(NodeFields):
         self._reported_healthy = sent.healthy
         carried = self._inflight_changes
         if carried:  # a periodic report repeats acknowledged statuses: not walked for nothing
-            changes = self._changes
-            for cid, status in carried:
-                if changes.get(cid) is status:
-                    del changes[cid]
-                    if status.state == "complete":
-                        self._statuses = None
+            self._retire(carried)
         if msg.launch:  # most answers carry neither: no loop set up for nothing
             for launch in msg.launch:
                 self._launch(launch)

@@ -233,16 +233,6 @@ class HostedNode(NodeManager):
         delay = self._next_tick - now
         self._tick_timer = wheel.call_gated(self._gate, delay if delay > 0.0 else 0.0, self._tick)
 
-    def _retire(self, carried: tuple[tuple[int, ContainerStatus], ...]) -> None:
-        """The answered report's changes, acknowledged (``heartbeat_answered``'s walk): those
-        not changed again since are no longer reported."""
-        changes = self._changes
-        for cid, status in carried:
-            if changes.get(cid) is status:
-                del changes[cid]
-                if status.state == "complete":
-                    self._statuses = None
-
     def receive_hosted(self, msg: object) -> None:
         """``NodeProcess.receive``: the common answer (``heartbeat_answered``'s own fast path)
         in this one call when the process runs (no gate, no dispatch), and so a pushed launch
