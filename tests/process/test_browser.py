@@ -254,39 +254,42 @@ async def test_finished_page_shows_the_whole_run_figures() -> None:
     from emulator.results import registry
 
     scenario = small_scenario(nodes=8, duration_s=40.0, speed=20.0, warmup_s=5.0)
-    async with served(scenario, push_interval_s=0.5) as srv, async_playwright() as pw:
+    # The browser starts before the run does: the run lasts 2 s of wall time, and a slow
+    # browser start-up on a loaded machine would otherwise miss its running phase.
+    async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True,
                                            timeout=30_000)
         try:
             page = await browser.new_page()
-            await page.goto(srv.url)
-            await page.wait_for_function("$('phase').textContent === 'running'", timeout=15_000)
-            await page.wait_for_function("$('k-h-label').textContent === 'h1 / h2, last interval'",
-                                         timeout=10_000)
-            await page.wait_for_function("$('phase').textContent === 'finished'", timeout=20_000)
-            await page.wait_for_function("$('k-h-label').textContent === 'h1 / h2, whole run'",
-                                         timeout=10_000)
-            summary = srv.live.summary
-            assert summary is not None
-            assert await text(page, "#k-h") == f"{summary['h1']:.3f} / {summary['h2']:.3f}"
-            label = page.locator("#k-lost + .l")
-            assert await label.text_content() == registry.BY_NAME["nodes_lost"].label
-            # Why an operation waits: its "why?" button opens the reasons in a row under it (one
-            # synchronous script, so that no push re-renders the table in between).
-            why = await page.evaluate("""() => {
-                const op = {id: 7, name: "big", pool: "p", state: "pending", running: 0, pending: 3,
-                  completed: 0, total: 3, dominant_share: 0, fair_share: 0.5, refusals: 0, preemptions: 0,
-                  pending_reasons: {nodes_insufficient_cpu: 8},
-                  pending_why: ["0/8 nodes have room for a task (6 cpu, 6 GiB): 8 insufficient cpu"]};
-                page.ops = {operations: [op], pools: []};
-                renderOps();
-                const button = document.querySelector("#ops button.why");
-                const tip = button.title;
-                button.click();
-                const rows = document.querySelectorAll("#ops tr.why-row li");
-                return [tip, [...rows].map((li) => li.textContent)];
-            }""")
-            line = "0/8 nodes have room for a task (6 cpu, 6 GiB): 8 insufficient cpu"
-            assert why == [line, [line]]
+            async with served(scenario, push_interval_s=0.5) as srv:
+                await page.goto(srv.url)
+                await page.wait_for_function("$('phase').textContent === 'running'", timeout=15_000)
+                await page.wait_for_function("$('k-h-label').textContent === 'h1 / h2, last interval'",
+                                             timeout=10_000)
+                await page.wait_for_function("$('phase').textContent === 'finished'", timeout=20_000)
+                await page.wait_for_function("$('k-h-label').textContent === 'h1 / h2, whole run'",
+                                             timeout=10_000)
+                summary = srv.live.summary
+                assert summary is not None
+                assert await text(page, "#k-h") == f"{summary['h1']:.3f} / {summary['h2']:.3f}"
+                label = page.locator("#k-lost + .l")
+                assert await label.text_content() == registry.BY_NAME["nodes_lost"].label
+                # Why an operation waits: its "why?" button opens the reasons in a row under it (one
+                # synchronous script, so that no push re-renders the table in between).
+                why = await page.evaluate("""() => {
+                    const op = {id: 7, name: "big", pool: "p", state: "pending", running: 0, pending: 3,
+                      completed: 0, total: 3, dominant_share: 0, fair_share: 0.5, refusals: 0, preemptions: 0,
+                      pending_reasons: {nodes_insufficient_cpu: 8},
+                      pending_why: ["0/8 nodes have room for a task (6 cpu, 6 GiB): 8 insufficient cpu"]};
+                    page.ops = {operations: [op], pools: []};
+                    renderOps();
+                    const button = document.querySelector("#ops button.why");
+                    const tip = button.title;
+                    button.click();
+                    const rows = document.querySelectorAll("#ops tr.why-row li");
+                    return [tip, [...rows].map((li) => li.textContent)];
+                }""")
+                line = "0/8 nodes have room for a task (6 cpu, 6 GiB): 8 insufficient cpu"
+                assert why == [line, [line]]
         finally:
             await browser.close()
