@@ -7,7 +7,7 @@ Inputs, all committed result files:
   in each mode, memory per NodeManager;
 - ``docs/e2-sweep.json`` (``make e2``, real time over TCP; a ``sweep.json`` or E2's study output):
   the RM's service times measured in wall time (a heartbeat a + b x statuses, a node update c,
-  an allocation d);
+  an allocation d), and the node host's CPU per node-interval at each mode's limit;
 - ``docs/scale-*.json`` (the bench study with ``--set nodes=N --set hours=H``): larger runs that check the
   model's virtual-time prediction.
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from emulator.study.renderers.bench import bench_of
+from emulator.study.spec import StudyError
 from emulator.study.sweep import sweep_of
 
 INTERVAL_S = 3.0
@@ -32,10 +33,26 @@ HOST_CORE_SHARE = 0.7
 SIZES = (100_000, 1_000_000)
 
 
+def node_host_us(sweep: dict[str, Any], mode: str) -> float:
+    """The node host's CPU per node-interval measured at ``mode``'s limit in a TCP sweep (its
+    largest node count that kept up; the largest point if none did): hosting nodes in real time,
+    which the whole in-process run minus the RM's share cannot give (two measurements on
+    different paths, whose difference was once below zero)."""
+    rows = [r for r in sweep.get("rows", ()) if r["mode"] == mode
+            and r.get("worker_cpu_us_per_node_interval") is not None]
+    if not rows:
+        raise StudyError(f"{sweep.get('file', 'the E2 sweep')}: no {mode} point measured a node host "
+                         "(the scale model needs E2 over TCP: docs/e2-sweep.json)")
+    limit = (sweep.get("largest_ok", {}).get(mode) or {}).get("nodes")
+    at = [r for r in rows if r["nodes"] == limit] or [max(rows, key=lambda r: r["nodes"])]
+    return float(at[0]["worker_cpu_us_per_node_interval"])
+
+
 def coefficients(bench: dict[str, Any], sweep: dict[str, Any]) -> dict[str, dict[str, float]]:
     """Per mode: µs of one process per node-interval (virtual), heartbeats and statuses per
-    node-interval, the RM's µs per node-interval in real time, and what is left for nodes."""
-    cal = sweep_of(sweep)["calibration_us"]
+    node-interval, the RM's µs per node-interval in real time, and the node host's, measured."""
+    sweep = sweep_of(sweep)
+    cal = sweep["calibration_us"]
     bench = bench_of(bench)
     out: dict[str, dict[str, float]] = {}
     for mode in MODES:
@@ -54,7 +71,7 @@ def coefficients(bench: dict[str, Any], sweep: dict[str, Any]) -> dict[str, dict
             "heartbeats_per_node_interval": hb,
             "statuses_per_node_interval": statuses,
             "rm_us_per_node_interval": rm_us,
-            "node_us_per_node_interval": max(0.0, total_us - rm_us),
+            "node_us_per_node_interval": node_host_us(sweep, mode),
         }
     return out
 
@@ -70,7 +87,7 @@ def markdown_table(bench: dict[str, Any], sweep: dict[str, Any], *runs: dict[str
     busy_b = next(v for k, v in mem.items() if k.startswith("bytes_per_node_with"))
     lines = [
         "| mode | one process, virtual: µs per node-interval | RM (real time): µs per node-interval "
-        "| RM saturates at | nodes: µs per node-interval | 100k nodes: RM busy, node hosts | "
+        "| RM saturates at | node host (real time): µs per node-interval | 100k nodes: RM busy, node hosts | "
         "1M nodes: RM busy, node hosts |",
         "|---|---|---|---|---|---|---|",
     ]
@@ -103,7 +120,8 @@ def markdown_table(bench: dict[str, Any], sweep: dict[str, Any], *runs: dict[str
         "",
         f"Coefficients from `docs/bench.json` ({bench['periodic']['nodes']:,} nodes × "
         f"{bench['periodic']['emulated_s'] / 3600:g} h, virtual time) and the RM's service times in "
-        "`docs/e2-sweep.json` (real time over TCP); memory per NodeManager "
+        "`docs/e2-sweep.json` (real time over TCP; the node host's cost at each mode's limit); "
+        "memory per NodeManager "
         f"{mem['bytes_per_idle_node']:,} B idle, {busy_b:,} B with 20 containers. Node hosts are "
         f"counted at {HOST_CORE_SHARE:.0%} of a core each.",
     ]
