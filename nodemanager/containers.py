@@ -7,9 +7,13 @@ from __future__ import annotations
 import heapq
 import math
 
-from nodemanager.state import EPS, NodeFields, NodeState
+from nodemanager.state import EPS, DueAt, NodeFields, NodeState
 from nodemanager.usage import NodeUsage
 from rm.protocol import EXIT_OOM, EXIT_REJECTED, EXIT_SUCCESS, ContainerLaunch, ContainerStatus
+
+
+def _time_then_id(entry: DueAt) -> tuple[float, int]:
+    return (float(entry), entry.cid)
 
 
 class ContainerRuntime(NodeFields):
@@ -92,7 +96,9 @@ class ContainerRuntime(NodeFields):
 
     def _schedule_finish(self, cid: int, delay: float) -> None:
         at = self._clock.now() + delay
-        heapq.heappush(self._due, (at, cid))
+        entry = DueAt(at)
+        entry.cid = cid
+        heapq.heappush(self._due, entry)
         if at < self._due_at:
             if self._due_timer is not None:
                 self._due_timer.cancel()
@@ -103,7 +109,7 @@ class ContainerRuntime(NodeFields):
         """The container ends otherwise (killed, re-timed): rare, so the heap is rebuilt. The
         timer may stay armed for it and then finds nothing due."""
         due = self._due
-        due[:] = [entry for entry in due if entry[1] != cid]
+        due[:] = [entry for entry in due if entry.cid != cid]
         heapq.heapify(due)
 
     def _complete_due(self) -> None:
@@ -112,10 +118,22 @@ class ContainerRuntime(NodeFields):
         self._due_at = math.inf
         due = self._due
         now = self._clock.now()
-        while due and due[0][0] <= now + EPS:
-            self._finish(heapq.heappop(due)[1])
+        limit = now + EPS
+        if due and due[0] <= limit:
+            first = heapq.heappop(due)
+            if not due or due[0] > limit:
+                self._finish(first.cid)  # nearly always: one container due
+            else:
+                # Entries due at the same time leave the heap in no set order: ended in order of
+                # (time, container id), as a heap of those pairs would pop them.
+                ended = [first]
+                while due and due[0] <= limit:
+                    ended.append(heapq.heappop(due))
+                ended.sort(key=_time_then_id)
+                for entry in ended:
+                    self._finish(entry.cid)
         if due and self._due_timer is None:
-            at = self._due_at = due[0][0]
+            at = self._due_at = float(due[0])
             self._due_timer = self._clock.call_later(at - now, self._complete_due)
 
     def _clear_due(self) -> None:

@@ -22,6 +22,15 @@ from rm.protocol import ContainerLaunch, ContainerStatus, Heartbeat, Resources
 EPS = 1e-9
 
 
+class DueAt(float):
+    """A completion heap entry: the container's finish time, carrying its id. One object of 48
+    bytes where a ``(time, id)`` tuple and its float took 80, per running container; compared
+    as the float it is (ties: ``ContainerRuntime._complete_due`` orders them by id)."""
+
+    __slots__ = ("cid",)
+    cid: int
+
+
 class NodeState(enum.Enum):
     NEW = "new"
     REGISTERING = "registering"
@@ -84,10 +93,10 @@ class NodeFields:
     _log: Log
     _membership: MembershipAgent | None
     _timing: TimingProbe | None
-    # Running containers; their completions as a heap of (finish time, container id) with one
+    # Running containers; their completions as a heap of finish times carrying their ids, with one
     # timer for the earliest: no timer, no wrapper object per container.
     _containers: dict[int, ContainerLaunch]
-    _due: list[tuple[float, int]]
+    _due: list[DueAt]
     _due_timer: Timer | None
     _due_at: float
     _tick_timer: Timer | None

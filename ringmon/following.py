@@ -31,6 +31,8 @@ from ringmon.protocol import (
 
 class RingFollowing(MonitorFields):
     """Part of ``RingMonitor`` (ringmon/monitor.py)."""
+    __slots__ = ()  # the fields: MonitorFields (ringmon/monitor_fields.py)
+
 
     def from_rm(self, msg: Any) -> None:
         """A ring message on the node's RM connection."""
@@ -112,7 +114,8 @@ class RingFollowing(MonitorFields):
         for dst in self.successors:
             if dst not in succs:
                 self._peers.stopped(dst, me, last)
-                self._told.discard(dst)
+                if dst in self._told:
+                    self._told.remove(dst)
         self.successors = tuple(succs)
         now = self._clock.now()
         old = self.watching

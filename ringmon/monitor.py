@@ -48,6 +48,8 @@ from ringmon.watching import PredecessorWatching
 
 
 class RingMonitor(PredecessorWatching, RingFollowing):
+    __slots__ = ()  # the fields: MonitorFields (ringmon/monitor_fields.py)
+
     def __init__(
         self,
         config: RingConfig,
@@ -97,7 +99,7 @@ class RingMonitor(PredecessorWatching, RingFollowing):
         # kring: successors whose watcher holds our liveness as a timestamp the channel vouches
         # for (see ``PeerChannel.stopped``), at the version we advertised: nothing to send them
         # until that version or our state changes.
-        self._told: set[int] = set()
+        self._told: list[int] = []  # (a list: a set is 216 bytes however few it holds)
         self._told_version = -2
         # Asleep since this tick time (-1: awake): every successor holds our liveness as a
         # promise, every predecessor's is one, we advertise the ring we hold and are not
@@ -186,9 +188,10 @@ class RingMonitor(PredecessorWatching, RingFollowing):
                         continue
                     if touch(dst, me, version):
                         if not self._in_loop:  # the paper's ring needs a timestamp each tick
-                            told.add(dst)
+                            told.append(dst)  # (not in it: skipped above)
                         continue
-                told.discard(dst)
+                if dst in told:
+                    told.remove(dst)
                 if msg is None:
                     msg = Liveness(
                         sender=self.machine_id, seq=self._seq, stalled_s=stalled, ring_version=version

@@ -36,6 +36,49 @@ class Watch:
 
 
 class MonitorFields:
+    # A ring monitor's fields, as slots: more than 30 attributes would give every monitor a dict
+    # of its own (~1.6 KB; instances share their attribute names only up to 30).
+    __slots__ = (
+        "_adopted_at",
+        "_asleep_at",
+        "_can_sleep",
+        "_cfg",
+        "_check_at",
+        "_check_timer",
+        "_clock",
+        "_in_loop",
+        "_interval",
+        "_joined_at",
+        "_joined_version",
+        "_log",
+        "_next_tick",
+        "_on_removed",
+        "_peers",
+        "_phase",
+        "_ping_s",
+        "_prev_version",
+        "_seq",
+        "_sleepers",
+        "_stall_age",
+        "_strides",
+        "_suspect_s",
+        "_sync_asked",
+        "_sync_at",
+        "_tick_timer",
+        "_to_rm",
+        "_told",
+        "_told_version",
+        "_views",
+        "active",
+        "machine_id",
+        "member",
+        "ping_rtt",
+        "stats",
+        "successors",
+        "view",
+        "watching",
+    )
+
     _cfg: RingConfig
     _clock: Clock
     _peers: PeerChannel
@@ -60,7 +103,7 @@ class MonitorFields:
     watching: dict[int, Watch]
     _seq: int
     _next_tick: float
-    _told: set[int]
+    _told: list[int]
     _told_version: int
     _can_sleep: bool
     _asleep_at: float
@@ -73,6 +116,8 @@ class MonitorFields:
     _joined_at: float
     _prev_version: int
     _adopted_at: float
+    # (``_sleepers``, the process's SleepLedger: typed where RingMonitor sets it; ringmon/sleepers.py
+    # imports this module.)
 
     if TYPE_CHECKING:  # what the parts call on each other (defined in RingMonitor and its parts)
 

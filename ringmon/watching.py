@@ -12,6 +12,8 @@ from ringmon.protocol import LivenessPing, UnlivelinessReport
 
 class PredecessorWatching(MonitorFields):
     """Part of ``RingMonitor`` (ringmon/monitor.py)."""
+    __slots__ = ()  # the fields: MonitorFields (ringmon/monitor_fields.py)
+
 
     def _arm(self, at: float) -> None:
         if self._in_loop or at >= self._check_at - EPS:

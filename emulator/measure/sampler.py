@@ -75,7 +75,7 @@ class Mean:
 class RMView(Protocol):
     def snapshot(self) -> RMSnapshot: ...
 
-    def shares(self, per_operation: bool = ...) -> SharesSnapshot: ...
+    def sampled_shares(self) -> SharesSnapshot: ...
 
 
 class HeartbeatIntervals(Protocol):
@@ -162,7 +162,7 @@ class Sampler:
         """A row closing interval ``k`` (the timer's; by default the nearest boundary, or the next
         one for a final row taken soon after a sample, as at an early stop)."""
         snap = self._rm.snapshot()
-        shares = self._rm.shares(per_operation=False)  # entries and pools are all it reads
+        shares = self._rm.sampled_shares()  # entries and pools are all it reads
         self.last_shares = shares
         now = snap.t
         self._settle()

@@ -17,8 +17,6 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
-import msgspec
-
 Ctx = contextvars.Context | None
 
 ClockMode = Literal["virtual", "realtime"]
@@ -77,19 +75,29 @@ class ProcessGate(Protocol):
     def run(self, fn: Callable[..., object], *args: Any) -> None: ...
 
 
-class Event(msgspec.Struct, eq=False):
-    """A callback due now (``call_soon``) or at ``when`` (a timer): what the discrete-event core
-    keeps instead of asyncio's handles. Cancelling clears the callback; the entry is skipped.
-    A Struct, made in C (a Python ``__init__`` was a frame per timer); compared by identity."""
+class Event(float):
+    """A callback due now (``call_soon``) or at a time (a timer), kept instead of asyncio's
+    handles. A timer is its own heap entry, the float of its time (compared in C and by time
+    alone, as asyncio's TimerHandles: ties keep its places): one object per timer. Cancelling
+    clears the callback; the entry is skipped. A handle is for cancelling, not for comparing
+    (``==`` compares times) or collecting (unhashable: a set of them fails loudly)."""
 
+    __slots__ = ("args", "ctx", "fn", "gate", "loop")
     loop: DesLoop | None  # while in the core's heap: a cancel counts among its cancelled timers
-    _when: float
     fn: Callable[..., Any] | None
     args: tuple[Any, ...]
     ctx: Ctx
     # The gate of the process the timer runs in (``call_gated``): while the process is paused
     # the callback goes to the gate, as ``gate.run(fn, *args)`` would take it.
-    gate: ProcessGate | None = None
+    gate: ProcessGate | None
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __bool__(self) -> bool:
+        return True  # a handle, whatever its time (a float 0.0 would be false)
+
+    def __repr__(self) -> str:
+        return f"<Event when={float(self)!r} {self.fn!r}>"
 
     def cancel(self) -> None:
         if self.fn is not None:
@@ -102,22 +110,18 @@ class Event(msgspec.Struct, eq=False):
         return self.fn is None
 
     def when(self) -> float:
-        return self._when
+        return float(self)
 
 
-class Due(float):
-    """A heap entry: the event's time, carrying the event. Compared as the float it is (in C, and
-    one object less to reach than a ``(time, event)`` tuple): at equal times neither is less, as
-    asyncio's heap of TimerHandles (compared by time alone) has it, so ties keep its places."""
-
-    __slots__ = ("ev",)
-    ev: Event
-
-
-def _due(when: float, ev: Event) -> Due:
-    entry = Due(when)
-    entry.ev = ev
-    return entry
+def _event(when: float, loop: DesLoop | None, fn: Callable[..., Any], args: tuple[Any, ...],
+           ctx: Ctx = None, gate: ProcessGate | None = None) -> Event:
+    ev = Event(when)
+    ev.loop = loop
+    ev.fn = fn
+    ev.args = args
+    ev.ctx = ctx
+    ev.gate = gate
+    return ev
 
 
 class Batch(list[Any]):
@@ -133,7 +137,7 @@ class Batch(list[Any]):
 
 
 class DesLoop(asyncio.SelectorEventLoop):
-    """The discrete-event core for virtual time: a plain heap of ``(time, event)`` entries
+    """The discrete-event core for virtual time: a plain heap of timed events (each the float of its time)
     and a FIFO of ready events, run as asyncio's loop runs them (ready callbacks in batches, then
     timers due within the clock's resolution), so coroutines, futures and tasks work unchanged.
     No selector poll while only the loop's self-pipe is registered; time jumps to the next timer.
@@ -145,7 +149,7 @@ class DesLoop(asyncio.SelectorEventLoop):
     def __init__(self) -> None:
         super().__init__(selectors.DefaultSelector())
         self._now = 0.0
-        self._heap: list[Due] = []
+        self._heap: list[Event] = []
         self._cancelled_timers = 0
         # asyncio's own ready queue (run_forever and I/O callbacks use it), and its loop state.
         self._queue: deque[Any] = vars(self)["_ready"]
@@ -167,7 +171,7 @@ class DesLoop(asyncio.SelectorEventLoop):
     ) -> Any:
         if self._next_fn is not None:
             self._queue_next()
-        ev = Event(None, 0.0, callback, args, context)
+        ev = _event(0.0, None, callback, args, context)
         self._queue.append(ev)
         return ev
 
@@ -208,15 +212,15 @@ class DesLoop(asyncio.SelectorEventLoop):
     def call_at(  # type: ignore[override]
         self, when: float, callback: Callable[..., Any], *args: Any, context: Ctx = None
     ) -> Any:
-        ev = Event(self, when, callback, args, context)
-        heapq.heappush(self._heap, _due(when, ev))
+        ev = _event(when, self, callback, args, context)
+        heapq.heappush(self._heap, ev)
         return ev
 
     def call_later(  # type: ignore[override]
         self, delay: float, callback: Callable[..., Any], *args: Any, context: Ctx = None
     ) -> Any:
-        ev = Event(self, self._now + delay, callback, args, context)
-        heapq.heappush(self._heap, _due(ev._when, ev))
+        ev = _event(self._now + delay, self, callback, args, context)
+        heapq.heappush(self._heap, ev)
         return ev
 
     def call_after(self, delay: float, callback: Callable[..., Any], *args: Any) -> Event:
@@ -224,10 +228,13 @@ class DesLoop(asyncio.SelectorEventLoop):
         timer than clamping in the clock; ``now + 0.0`` is ``now``)."""
         now = self._now
         when = now + delay if delay > 0.0 else now
-        ev = Event(self, when, callback, args, None)
-        entry = Due(when)
-        entry.ev = ev
-        heapq.heappush(self._heap, entry)
+        ev = Event(when)  # (``_event``, without its call: every node timer comes here)
+        ev.loop = self
+        ev.fn = callback
+        ev.args = args
+        ev.ctx = None
+        ev.gate = None
+        heapq.heappush(self._heap, ev)
         return ev
 
     def call_gated(self, gate: ProcessGate, delay: float, callback: Callable[..., Any], *args: Any) -> Event:
@@ -236,10 +243,13 @@ class DesLoop(asyncio.SelectorEventLoop):
         same time, the same heap entry: the same order."""
         now = self._now
         when = now + delay if delay > 0.0 else now
-        ev = Event(self, when, callback, args, None, gate)
-        entry = Due(when)
-        entry.ev = ev
-        heapq.heappush(self._heap, entry)
+        ev = Event(when)
+        ev.loop = self
+        ev.fn = callback
+        ev.args = args
+        ev.ctx = None
+        ev.gate = gate
+        heapq.heappush(self._heap, ev)
         return ev
 
     def _run_once(self) -> None:
@@ -267,11 +277,11 @@ class DesLoop(asyncio.SelectorEventLoop):
             # A cancelled timer is nearly always in the heap: this is read every pass. (``2c > n``:
             # asyncio's ``c > 0.5 * n``, exact for integers.)
             elif cancelled + cancelled > (n := len(heap)) and n > sweep_min:
-                heap[:] = [e for e in heap if e.ev.fn is not None]
+                heap[:] = [e for e in heap if e.fn is not None]
                 heapq.heapify(heap)
                 self._cancelled_timers = 0
             else:
-                while heap and heap[0].ev.fn is None:
+                while heap and heap[0].fn is None:
                     pop(heap)
                     self._cancelled_timers -= 1
             if not ready:
@@ -291,7 +301,7 @@ class DesLoop(asyncio.SelectorEventLoop):
                     self._now += gap if gap > 0.0 else 0.0
             end = self._now + res
             while heap and heap[0] < end:
-                ev = pop(heap).ev
+                ev = pop(heap)
                 # Out of the heap: a later cancel is not one of its cancelled timers. (A cancelled
                 # timer leaving here stays counted, as in asyncio: the sweeps happen when they did.)
                 ev.loop = None
@@ -349,7 +359,7 @@ class DesLoop(asyncio.SelectorEventLoop):
             else:
                 ready = False
 
-    def _run_next(self, heap: list[Due], state: dict[str, Any], fds: dict[Any, Any], res: float) -> None:
+    def _run_next(self, heap: list[Event], state: dict[str, Any], fds: dict[Any, Any], res: float) -> None:
         """The pass's last entry made a batched call while nothing was ready: run it now if the
         next pass would run it first and nothing before it (see ``_next_fn``), and so on for
         what that call makes; otherwise it goes to the queue."""
@@ -364,7 +374,7 @@ class DesLoop(asyncio.SelectorEventLoop):
                 or (heap and heap[0] < self._now + res)
                 or (cancelled and heap and (
                     (cancelled + cancelled > len(heap) and len(heap) > _SWEEP_MIN_TIMERS)
-                    or heap[0].ev.fn is None
+                    or heap[0].fn is None
                 ))
             ):
                 self._queue_next()

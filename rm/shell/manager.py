@@ -41,6 +41,7 @@ from rm.shell.view_builders import (
     operations_view,
     pools_view,
     rm_snapshot,
+    sampled_shares,
 )
 from rm.state.cluster import NodeRecord
 from rm.state.operations import OperationSpec
@@ -455,9 +456,13 @@ class ResourceManager:
         return rm_snapshot(self._life, self._ctx, self.clock.now(), self.up, self._epoch, self.inbound,
                            self.events, self.membership)
 
-    def shares(self, per_operation: bool = True) -> SharesSnapshot:
-        """Fair shares of the live operations (each one's unless ``per_operation`` is False)."""
-        return fair_shares(self._life.book, self._life.cluster.capacity, per_operation)
+    def shares(self) -> SharesSnapshot:
+        """Fair shares of the live operations: each one's, its workload entry's and its pools'."""
+        return fair_shares(self._life.book, self._life.cluster.capacity)
+
+    def sampled_shares(self) -> SharesSnapshot:
+        """``shares()`` less the operations' own: what the sampler reads each interval."""
+        return sampled_shares(self._life.book, self._life.cluster.capacity)
 
     def pending_reasons(self, op_ids: set[int] | None = None) -> list[PendingReasons]:
         """Why each operation with pending tasks waits (``op_ids``: only these), from the

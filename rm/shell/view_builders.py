@@ -11,7 +11,7 @@ import msgspec
 from rm.membership.service import MembershipService
 from rm.protocol import Resources
 from rm.queues.dispatcher import Dispatcher
-from rm.scheduler.fair_share import progressive_filling
+from rm.scheduler.fair_share import FairShares, progressive_filling
 from rm.shell.context import RMContext
 from rm.shell.life import RMLife
 from rm.state.cluster import Cluster, NodeRecord
@@ -70,24 +70,35 @@ def rm_snapshot(
 _POOL_DEPTH = 63
 
 
-def fair_shares(book: WorkloadBook, cap: Resources, per_operation: bool = True) -> SharesSnapshot:
-    """Fair shares of the live operations, and what each achieves now. ``per_operation=False``
-    leaves ``operations`` empty (the sampler reads only entries and pools: one Share per live
-    operation per sample saved)."""
-    ops = list(book.operations.values())
-    fair = progressive_filling(book.root, ops, cap)
+def fair_shares(book: WorkloadBook, cap: Resources) -> SharesSnapshot:
+    """Fair shares of the live operations, and what each achieves now: every operation's own,
+    its workload entry's and its pools'."""
+    fair = progressive_filling(book.root, list(book.operations.values()), cap)
+    shares = _summed_shares(book, cap, fair)
     ok = cap.cpu > 0 and cap.ram_gib > 0
+    for op in book.operations.values():
+        shares.operations[op.id] = Share(_dominant(op.usage_cpu, op.usage_ram, cap, ok),
+                                         fair.operations.get(op.id, 0.0))
+    return shares
 
-    def dominant(cpu: float, ram: float) -> float:
-        return max(cpu / cap.cpu, ram / cap.ram_gib) if ok else 0.0
 
-    operations: dict[int, Share] = {}
+def sampled_shares(book: WorkloadBook, cap: Resources) -> SharesSnapshot:
+    """``fair_shares`` less the operations' own (``operations`` is empty): the workload entries'
+    and the pools' shares and tasks, all that the sampler reads each interval."""
+    return _summed_shares(book, cap, progressive_filling(book.root, list(book.operations.values()), cap))
+
+
+def _dominant(cpu: float, ram: float, cap: Resources, ok: bool) -> float:
+    return max(cpu / cap.cpu, ram / cap.ram_gib) if ok else 0.0
+
+
+def _summed_shares(book: WorkloadBook, cap: Resources, fair: FairShares) -> SharesSnapshot:
+    """The shares summed by workload entry and by pool, with their tasks; no operation's own."""
+    ok = cap.cpu > 0 and cap.ram_gib > 0
     usage: dict[str, list[float]] = {}
     group_tasks: dict[str, tuple[int, int]] = {}
     pool_tasks: dict[str, tuple[int, int]] = {}
-    for op in ops:  # one pass for the operations' shares, their entries' and their pools'
-        if per_operation:
-            operations[op.id] = Share(dominant(op.usage_cpu, op.usage_ram), fair.operations.get(op.id, 0.0))
+    for op in book.operations.values():  # one pass for the entries' figures and the pools'
         u = usage.setdefault(op.group, [0.0, 0.0, 0.0, 0.0])
         f = fair.usage.get(op.id, (0.0, 0.0))
         u[0] += op.usage_cpu
@@ -104,12 +115,12 @@ def fair_shares(book: WorkloadBook, cap: Resources, per_operation: bool = True) 
             pool_tasks[pool.name] = (t[0] + running, t[1] + pending)
             pool = pool.parent
             depth += 1
-    groups = {g: Share(dominant(u[0], u[1]), max(u[2], u[3])) for g, u in usage.items()}
+    groups = {g: Share(_dominant(u[0], u[1], cap, ok), max(u[2], u[3])) for g, u in usage.items()}
     pools = {
-        name: Share(dominant(p.usage_cpu, p.usage_ram), fair.pools.get(name, 0.0))
+        name: Share(_dominant(p.usage_cpu, p.usage_ram, cap, ok), fair.pools.get(name, 0.0))
         for name, p in book.pools.items() if name != "root"
     }
-    return SharesSnapshot(fair.utilization, operations, groups, pools, group_tasks, pool_tasks)
+    return SharesSnapshot(fair.utilization, {}, groups, pools, group_tasks, pool_tasks)
 
 
 def operations_view(book: WorkloadBook) -> list[OperationView]:

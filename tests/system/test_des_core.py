@@ -181,3 +181,31 @@ def test_gated_timers_run_and_are_held_in_the_same_order_on_both_cores() -> None
         des = _gated_program("des", seed)
         assert len(des) > 500 and any(name.startswith("pause") for _, name in des)
         assert des == _gated_program("asyncio", seed)
+
+
+def test_a_timer_is_a_handle_whatever_its_time() -> None:
+    """A timer (its own heap entry, the float of its time) still behaves as a handle: true at
+    time 0, its time from ``when()``, unhashable, and a cancel counts once among the cancelled
+    timers (a cancelled timer runs nothing)."""
+
+    async def main(clock: LoopClock) -> list[str]:
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, DesLoop)
+        ran: list[str] = []
+        at_zero = loop.call_at(0.0, ran.append, "zero")
+        later = loop.call_later(2.0, ran.append, "later")
+        assert at_zero and later.when() == 2.0 and not later.cancelled()
+        try:
+            hash(later)
+        except TypeError:
+            pass
+        else:
+            raise AssertionError("a timer hashed as its time")
+        before = loop._cancelled_timers
+        later.cancel()
+        later.cancel()
+        assert later.cancelled() and loop._cancelled_timers == before + 1
+        await clock.sleep(3.0)
+        return ran
+
+    assert run(main, "virtual", core="des") == ["zero"]

@@ -222,3 +222,21 @@ def test_an_answer_retires_only_the_changes_its_report_carried() -> None:
 
     drive("periodic", script_for("periodic"))
     drive("delta", script_for("delta"))
+
+
+def test_containers_due_at_one_instant_end_in_container_id_order() -> None:
+    """Completions due at the same time end (and are reported) in container-id order, whatever
+    order they were launched in: the completion heap's entries compare by time alone."""
+
+    def script(node: NodeManager, link: RecordingLink, clock: FakeClock) -> None:
+        registered(node, link, clock)
+        ids = [5, 3, 9, 1, 7, 2, 8, 4, 6, 0, 11, 10]
+        node.receive(LaunchContainers(containers=tuple(launch(c, 12.0, 0.1, 0.1) for c in ids)))
+        node.receive(LaunchContainers(containers=(launch(20, 12.5, 0.1, 0.1),)))
+        clock.advance_to(11.5)  # the running statuses, acknowledged: the next report has only ends
+        node.receive(HeartbeatResponse(action="normal", heartbeat_id=1))
+        clock.advance_to(21.5)  # all but 20 ended at 13.5, 20 at 14
+        ended = [s.container_id for s in link.last(Heartbeat).statuses if s.state == "complete"]
+        assert ended == [*sorted(ids), 20]
+
+    drive("delta", script)

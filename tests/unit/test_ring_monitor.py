@@ -376,3 +376,15 @@ def test_sleeping_monitors_settled_together_count_what_each_settled_alone_counts
 
     drive(body)
 
+
+
+def test_a_monitor_keeps_its_fields_in_slots() -> None:
+    """Every field a monitor sets is a slot (MonitorFields): past 30 attributes an instance dict
+    is each monitor's own (~1.6 KB a node), and a part without ``__slots__ = ()`` brings one back."""
+
+    def body(clock: FakeClock) -> None:
+        net = Net(clock, 4)
+        clock.advance_to(clock.now() + 5.0)
+        assert all(not hasattr(m, "__dict__") for m in net.mon.values())
+
+    drive(body)

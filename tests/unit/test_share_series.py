@@ -6,7 +6,7 @@ from __future__ import annotations
 from emulator.measure.shares import ShareSeries, share_columns
 from rm import SharesSnapshot
 from rm.protocol import Resources
-from rm.shell.view_builders import fair_shares
+from rm.shell.view_builders import fair_shares, sampled_shares
 from rm.state.operations import OperationSpec
 from rm.state.workload import WorkloadBook
 
@@ -70,11 +70,11 @@ def test_the_counts_follow_the_operations_from_one_sample_to_the_next() -> None:
 
 
 def test_the_samplers_shares_are_the_full_ones_less_the_per_operation_shares() -> None:
-    """What the sampler asks for (``per_operation=False``) differs from the full shares only by
-    the operations' own, which no sampler reader uses."""
+    """What the sampler asks for (``sampled_shares``) differs from the full shares only by the
+    operations' own, which no sampler reader uses."""
     book = _book()
     full = fair_shares(book, Resources(16, 64))
-    lean = fair_shares(book, Resources(16, 64), per_operation=False)
+    lean = sampled_shares(book, Resources(16, 64))
     assert len(full.operations) == 3 and lean.operations == {}
     assert (lean.bound, lean.groups, lean.pools, lean.group_tasks, lean.pool_tasks) == (
         full.bound, full.groups, full.pools, full.group_tasks, full.pool_tasks)

@@ -89,6 +89,12 @@ class DRFPolicy(PolicyBase):
             # One child with pending tasks and nothing else to order: the answer is its.
             for child_pool in pool.pending_children:
                 pool = child_pool
+        if not pool.pending_children and not pool.capped and len(pool.operations) == 1:
+            # A pool whose one child is an operation (a pool per user, most decisions): the one
+            # candidate ``_children`` would list, without the list.
+            op = pool.operations[0]
+            demand = op.demand
+            return op if op.pending and demand.cpu <= free_cpu and demand.ram_gib <= free_ram else None
         children, free_cpu, free_ram = self._children(pool, free_cpu, free_ram)
         for child in children:
             if isinstance(child, Operation):
