@@ -326,13 +326,14 @@ class _Delivering:
         self.holding = False
 
 
-def _drive(node_type: type[NodeManager], mode: str, wired: bool = False,
-           answer_pass: bool = False) -> tuple[list[tuple[float, int, bytes]], NodeCounters, Any]:
+def _drive(node_type: type[NodeManager], mode: str, wired: bool = False, answer_pass: bool = False,
+           usage_at: int | None = 100) -> tuple[list[tuple[float, int, bytes]], NodeCounters, Any]:
     """A node and a scripted RM: answers one step late, some lost, some repeated, launches, kills,
     a resync, a health change; everything the node sends, encoded, with when (and at which step;
     ``wired``: sent through a client connection, a hosted node's reports by its wire;
     ``answer_pass``: and what the RM says comes in as reads of that connection, through an
-    ``AnswerPass``), and the node's heartbeat timing by interval."""
+    ``AnswerPass``), and the node's heartbeat timing by interval. ``usage_at``: the step at which
+    a container with a usage model comes (None: none does)."""
     clock, counters = FakeClock(), NodeCounters()
     timing = BatchedTiming(1.0)
     out: list[tuple[float, int, Any]] = []
@@ -373,7 +374,7 @@ def _drive(node_type: type[NodeManager], mode: str, wired: bool = False,
         answers = []
         if step == 300:
             node.set_healthy(False)
-        if step == 100:  # a container with a usage model: reports carry its usage while it runs
+        if step == usage_at:  # a container with a usage model: reports carry its usage while it runs
             usage = TaskUsage(cpu=UsageModel(kind="normal", mean=0.5, cv=0.3))
             node.receive(LaunchContainers((ContainerLaunch(10_000, Resources(1, 2), 40.0, usage),)))
         if step % 40 == 0:  # pushed launches (what makes an idle delta node report)
@@ -441,6 +442,23 @@ async def test_answers_taken_in_one_pass_leave_a_hosted_node_saying_what_a_node_
     assert mine[1] == theirs[1] and mine[1].heartbeat_responses > 30 and mine[1].containers_launched > 30
     assert [(k, b) for _, k, b in mine[0]] == [(k, b) for _, k, b in theirs[0]]
     assert mine[2] == theirs[2] and sum(i.responses for i in mine[2]) > 30
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("mode", ["periodic", "delta"])
+async def test_launches_and_completions_in_one_call_leave_a_hosted_node_saying_what_a_node_manager_says(
+    mode: str,
+) -> None:
+    """No usage model on the node (the E2 sweep's churn): launches, whether answered or pushed,
+    and completions take the hosted node's one-call paths (``_launch``, ``_complete_due``); the
+    same messages, counters and timing as a NodeManager's, over the wire and without it."""
+    theirs = _drive(NodeManager, mode, usage_at=None)
+    assert theirs[1].containers_launched > 30 and theirs[1].containers_finished > 25
+    for mine in (_drive(HostedNode, mode, usage_at=None),
+                 _drive(HostedNode, mode, wired=True, answer_pass=True, usage_at=None)):
+        assert mine[1] == theirs[1]
+        assert [(k, b) for _, k, b in mine[0]] == [(k, b) for _, k, b in theirs[0]]
+        assert mine[2] == theirs[2]
 
 
 @pytest.mark.asyncio
