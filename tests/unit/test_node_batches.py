@@ -470,10 +470,17 @@ async def test_a_report_wire_re_encodes_what_changed_and_keeps_repeats_true() ->
     statuses = (ContainerStatus(7, "running"), ContainerStatus(9, "complete", 1))
     sent = [Heartbeat(machine_id=3, heartbeat_id=i, healthy=True, statuses=statuses, full=True)
             for i in (0, 1)]
+    many = tuple(ContainerStatus(1_000_000 + i, "running") for i in range(16))  # past a fixarray
     sent += [
         Heartbeat(machine_id=3, heartbeat_id=200, healthy=False, statuses=statuses, full=True),  # health
         Heartbeat(machine_id=4, heartbeat_id=201, healthy=False, statuses=statuses, full=True),  # a new id
         Heartbeat(machine_id=4, heartbeat_id=70_000, healthy=False, statuses=statuses[:1], full=True),
+        # Only the statuses change: they alone are encoded, between the saved pieces.
+        Heartbeat(machine_id=4, heartbeat_id=70_001, healthy=False, statuses=many, full=True),
+        Heartbeat(machine_id=4, heartbeat_id=70_002, healthy=False, statuses=(), full=True),
+        Heartbeat(machine_id=4, heartbeat_id=70_003, healthy=False, statuses=statuses, full=True),
+        # Health and statuses at once: encoded whole again.
+        Heartbeat(machine_id=4, heartbeat_id=70_004, healthy=True, statuses=many[:3], full=True),
     ]
     for hb in sent:
         wire.send(hb)
@@ -485,7 +492,8 @@ async def test_a_report_wire_re_encodes_what_changed_and_keeps_repeats_true() ->
     got: list[tuple[float, int, Any]] = []
     one.read(got, 0)
     assert [m for _, _, m in got] == [*sent, sent[0], sent[1], sent[0], sent[2], sent[2]]
-    assert one.channels == [1] * 5 + [1, 2, 1, 1, 1]
+    assert one.channels == [1] * 9 + [1, 2, 1, 1, 1]
+    assert wire.before is not None  # the last statuses went between saved pieces
 
 
 @pytest.mark.asyncio
