@@ -6,14 +6,16 @@ full (periodic) report. ``HostedNode._tick`` makes it in one call (``NodeManager
 without the call to it), sends it through the connection's ``ReportWire`` where the link has one
 (``wire_to``), and, on the node host's timer wheel (``ticks_on``), reads the time and re-arms on the
 wheel itself; a delta node's tick (changes to report, or none: no next tick) is one more
-(``_delta_tick``). Nearly every answer is the common one (action "normal", no launch or kill; the
-changes it acknowledges retired as ``heartbeat_answered`` retires them): ``AnswerPass``
+(``_delta_tick``). Nearly every answer is the common one (action "normal", no kill, launches or
+none; the changes it acknowledges retired as ``heartbeat_answered`` retires them): ``AnswerPass``
 (emulator/harness/answerpass.py) takes those of one socket read in one pass over their nodes, with
-no call per node but that walk's. What a node host spends per node and interval is as much the
-memory its nodes' objects take in the CPU's caches as the Python it runs, so the common paths touch
-as few of a node's objects as they can. Anything else takes ``NodeManager``'s own path, so the
-node's behaviour is the same message for message (tests/unit/test_node_batches.py runs both side by
-side). Only TCP node hosts use it; in-memory runs use ``NodeManager``.
+no call per node but that walk's. A loaded cluster's churn takes one call each too: a launch
+(``_launch``) and the completions due (``_complete_due``) of a node with no usage models. What a
+node host spends per node and interval is as much the memory its nodes' objects take in the CPU's
+caches as the Python it runs, so the common paths touch as few of a node's objects as they can.
+Anything else takes ``NodeManager``'s own path, so the node's behaviour is the same message for
+message (tests/unit/test_node_batches.py runs both side by side). Only TCP node hosts use it;
+in-memory runs use ``NodeManager``.
 """
 
 from __future__ import annotations
