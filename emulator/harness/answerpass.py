@@ -1,5 +1,5 @@
 """The RM's answers of one socket read in one pass over their hosted nodes (``AnswerPass``): the
-common answer to a node whose process runs is taken field by field, with no call per node; every
+common answer to a node whose process runs (launches or none) is taken field by field; every
 other frame goes its usual way. Split from ``HostedNode`` (emulator/harness/hostednode.py), whose
 fast path it repeats."""
 
@@ -29,9 +29,9 @@ class DeliveryClock(Protocol):
 class AnswerPass:
     """The answers of one socket read in one pass over their nodes (``TcpClient(answers=...)``).
 
-    The common answer to a hosted node whose process runs (action "normal", no launch or kill:
-    ``receive_hosted``'s fast path) is taken here, field by
-    field, with no call per node; its timing goes straight into ``timing``'s pending list (the
+    The common answer to a hosted node whose process runs (action "normal", no kill, launches
+    or none: ``receive_hosted``'s fast path) is taken here, field by field, with no call per
+    node but its launches'; its timing goes straight into ``timing``'s pending list (the
     node's probe is that one's, checked when its channel opens: ``hosted``). Every other frame
     goes its usual way: the node's ``receive``, or the connection's ``on_frame``. The clock is
     read once per ``reread`` answers, as a wheel slot reads it."""
@@ -75,7 +75,6 @@ class AnswerPass:
                     if (
                         sent is not None
                         and msg.action == "normal"
-                        and not msg.launch
                         and not msg.kill
                         # Running: so its process has not crashed (a crash stops the node).
                         and node.state is _RUNNING
@@ -93,6 +92,10 @@ class AnswerPass:
                         carried = node._inflight_changes
                         if carried:
                             node._retire(carried)
+                        launches = msg.launch
+                        if launches:  # as ``heartbeat_answered``: after the retired changes
+                            for launch in launches:
+                                node._launch(launch)
                         if node._tick_timer is None:
                             node._touch()
                         reread -= 1

@@ -6,25 +6,31 @@ full (periodic) report. ``HostedNode._tick`` makes it in one call (``NodeManager
 without the call to it), sends it through the connection's ``ReportWire`` where the link has one
 (``wire_to``), and, on the node host's timer wheel (``ticks_on``), reads the time and re-arms on the
 wheel itself; a delta node's tick (changes to report, or none: no next tick) is one more
-(``_delta_tick``). Nearly every answer is the common one (action "normal", no launch or kill; the
-changes it acknowledges retired as ``heartbeat_answered`` retires them): ``AnswerPass``
+(``_delta_tick``). Nearly every answer is the common one (action "normal", no kill, launches or
+none; the changes it acknowledges retired as ``heartbeat_answered`` retires them): ``AnswerPass``
 (emulator/harness/answerpass.py) takes those of one socket read in one pass over their nodes, with
-no call per node but that walk's. What a node host spends per node and interval is as much the
-memory its nodes' objects take in the CPU's caches as the Python it runs, so the common paths touch
-as few of a node's objects as they can. Anything else takes ``NodeManager``'s own path, so the
-node's behaviour is the same message for message (tests/unit/test_node_batches.py runs both side by
-side). Only TCP node hosts use it; in-memory runs use ``NodeManager``.
+no call per node but that walk's. A loaded cluster's churn takes one call each too: a launch
+(``_launch``) and the completions due (``_complete_due``) of a node with no usage models. What a
+node host spends per node and interval is as much the memory its nodes' objects take in the CPU's
+caches as the Python it runs, so the common paths touch as few of a node's objects as they can.
+Anything else takes ``NodeManager``'s own path, so the node's behaviour is the same message for
+message (tests/unit/test_node_batches.py runs both side by side). Only TCP node hosts use it;
+in-memory runs use ``NodeManager``.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from nodemanager.node import NodeManager, NodeState
 from nodemanager.ports import TimingProbe
+from nodemanager.state import EPS
 from rm.protocol import (
+    EXIT_REJECTED,
+    EXIT_SUCCESS,
     ContainerLaunch,
     ContainerStatus,
     Heartbeat,
@@ -116,11 +122,88 @@ class HostedNode(NodeManager):
         self._running.clear()
 
     def _launch(self, launch: ContainerLaunch) -> None:
-        NodeManager._launch(self, launch)
+        """``ContainerRuntime._launch`` (its ``_schedule_finish`` too) in one call for a container
+        with no usage model on a node with none: every launch of the E2 sweep's churn."""
+        if launch.usage is not None or self._usage is not None:
+            NodeManager._launch(self, launch)
+            cid = launch.container_id
+            if cid not in self._running and cid in self._containers:
+                # The status the launch made (what the answer acknowledges by identity).
+                self._running[cid] = self._changes.get(cid) or ContainerStatus(cid, "running")
+            return
         cid = launch.container_id
-        if cid not in self._running and cid in self._containers:
-            # The status the launch made (what the answer acknowledges by identity).
-            self._running[cid] = self._changes.get(cid) or ContainerStatus(cid, "running")
+        containers, changes = self._containers, self._changes
+        if cid in containers or cid in changes:
+            return  # duplicate command
+        res = launch.resources
+        room = self._config.overcommit
+        resources = self.resources
+        if (
+            self._used_cpu + res.cpu > resources.cpu * room + EPS
+            or self._used_ram + res.ram_gib > resources.ram_gib * room + EPS
+        ):
+            self._stats.containers_rejected += 1
+            changes[cid] = ContainerStatus(cid, "complete", EXIT_REJECTED)
+            self._statuses = None
+            self._touch()
+            return
+        self._used_cpu += res.cpu
+        self._used_ram += res.ram_gib
+        status = ContainerStatus(cid, "running")
+        containers[cid] = launch
+        self._statuses = None
+        wheel = self._wheel
+        delay = launch.duration_s
+        at = (wheel.now() if wheel is not None else self._clock.now()) + delay
+        heapq.heappush(self._due, (at, cid))
+        if at < self._due_at:
+            if self._due_timer is not None:
+                self._due_timer.cancel()
+            self._due_at = at
+            self._due_timer = (
+                wheel.call_gated(self._gate, delay, self._complete_due) if wheel is not None
+                else self._clock.call_later(delay, self._complete_due)
+            )
+        changes[cid] = status
+        self._running[cid] = status
+        self._stats.containers_launched += 1
+        self._touch()
+
+    def _complete_due(self) -> None:
+        """``ContainerRuntime._complete_due`` with what each completion calls (``_finish``,
+        ``_release``, ``_touch``) in this one call, when no container has a usage model and no
+        completion is reported at once (``on_completion``): one ``_touch`` for them all."""
+        if self._usage is not None or self._config.on_completion:
+            NodeManager._complete_due(self)
+            return
+        self._due_timer = None
+        self._due_at = math.inf
+        due = self._due
+        wheel = self._wheel
+        now = wheel.now() if wheel is not None else self._clock.now()
+        containers, changes, running = self._containers, self._changes, self._running
+        finished = 0
+        while due and due[0][0] <= now + EPS:
+            cid = heapq.heappop(due)[1]
+            launch = containers.pop(cid, None)
+            if launch is None:
+                continue
+            res = launch.resources
+            self._used_cpu -= res.cpu
+            self._used_ram -= res.ram_gib
+            changes[cid] = ContainerStatus(cid, "complete", EXIT_SUCCESS)
+            running.pop(cid, None)
+            finished += 1
+        if finished:
+            self._statuses = None
+            self._stats.containers_finished += finished
+            self._touch()
+        if due and self._due_timer is None:
+            at = self._due_at = due[0][0]
+            self._due_timer = (
+                wheel.call_gated(self._gate, at - now, self._complete_due) if wheel is not None
+                else self._clock.call_later(at - now, self._complete_due)
+            )
 
     def _release(self, cid: int, exit_code: int) -> bool:
         if NodeManager._release(self, cid, exit_code):
@@ -256,14 +339,13 @@ class HostedNode(NodeManager):
         if (
             sent is None
             or msg.action != "normal"
-            or msg.launch
             or msg.kill
             or self.state is not _RUNNING
             or msg.heartbeat_id != sent.heartbeat_id + 1
         ):
             NodeManager.heartbeat_answered(self, msg)
             return
-        # ``heartbeat_answered``'s common case, inlined: one call less on nearly every answer.
+        # ``heartbeat_answered``'s common case (launches or none), inlined: one call less.
         self._stats.heartbeat_responses += 1
         timing = self._timing
         if timing is not None:
@@ -274,6 +356,10 @@ class HostedNode(NodeManager):
         carried = self._inflight_changes
         if carried:  # a delta report's changes (a periodic one's, when a container came or went)
             self._retire(carried)
+        launches = msg.launch
+        if launches:  # the churn's answers: a freed slot's next task
+            for launch in launches:
+                self._launch(launch)
         if self._tick_timer is None:
             self._touch()
 
@@ -282,7 +368,6 @@ class HostedNode(NodeManager):
         if (
             sent is None
             or msg.action != "normal"
-            or msg.launch
             or msg.kill
             or self.state is not _RUNNING
             or msg.heartbeat_id != sent.heartbeat_id + 1
@@ -299,5 +384,9 @@ class HostedNode(NodeManager):
         carried = self._inflight_changes
         if carried:  # a delta report's changes (a periodic one's, when a container came or went)
             self._retire(carried)
+        launches = msg.launch
+        if launches:  # the churn's answers: a freed slot's next task
+            for launch in launches:
+                self._launch(launch)
         if self._tick_timer is None:
             self._touch()

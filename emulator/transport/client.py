@@ -82,15 +82,18 @@ class _NodeLink(TcpLink):
 
 class ReportWire:
     """A node's full reports on its channel: ``send(hb)`` is ``link.send(hb)`` (the same bytes),
-    but encoded whole only when its statuses, health or id changed since the node's last report;
-    the rest of it is the heartbeat id. The last report is kept as bytes cut around its id
-    (``head``, ``tail``) with what it was made of (by identity). An object with a method, not a
-    partial: a node calls it every interval. It is the only object of the node's channel a
-    report touches (``closed``: the link's, kept by the link): thousands of nodes' objects do
-    not stay in the CPU's caches from one interval to the next."""
+    but encoded whole only when its health or id changed since the node's last report; the rest
+    of it is the heartbeat id. The last report is kept as bytes cut around its id (``head``,
+    ``tail``) with what it was made of (by identity), and its tail cut again around its statuses
+    (``before``, ``after``): when only the statuses changed (a container came or went, an answer
+    retired a completion: the churn of a loaded cluster), only they are encoded, between the
+    saved pieces, not the whole report cut around its id again. An object with a method, not a
+    partial: a node calls it every interval. It is the only object of the node's channel a report
+    touches (``closed``: the link's, kept by the link): thousands of nodes' objects do not stay
+    in the CPU's caches from one interval to the next."""
 
-    __slots__ = ("_channel", "_conn", "_encode", "closed", "head", "healthy", "machine_id", "statuses",
-                 "tail")
+    __slots__ = ("_channel", "_conn", "_encode", "after", "before", "closed", "head", "healthy",
+                 "machine_id", "statuses", "tail")
 
     def __init__(self, conn: _ClientConnection, link: TcpLink, encode: Callable[[Any], bytes]) -> None:
         self._conn = conn
@@ -102,23 +105,57 @@ class ReportWire:
         self.machine_id = -1
         self.head = b""
         self.tail = b""
+        # The tail around its statuses (None: not cut so, e.g. a report with usage).
+        self.before: bytes | None = None
+        self.after = b""
 
     def send(self, hb: Heartbeat) -> None:
         if self.closed:
             return
         number = self._encode(hb.heartbeat_id)
-        if hb.statuses is not self.statuses or hb.healthy is not self.healthy or (
-            hb.machine_id != self.machine_id
-        ):
-            body = self._encode(hb)
-            pieces = cut_around_id(body, number) if len(body) <= self._conn.max_frame_bytes else None
-            if pieces is None:
-                self.statuses = None
-                self._conn.send(self._channel, hb)  # the usual way (it refuses a frame too large)
-                return
-            self.head, self.tail = pieces[0], pieces[1]
-            self.statuses, self.healthy, self.machine_id = hb.statuses, hb.healthy, hb.machine_id
+        if (
+            hb.statuses is not self.statuses or hb.healthy is not self.healthy
+            or hb.machine_id != self.machine_id
+        ) and not self._saved(hb, number):
+            return  # sent the usual way
         self._conn.send_report(self._channel, hb, self.head, number, self.tail)
+
+    def _saved(self, hb: Heartbeat, number: bytes) -> bool:
+        """Save ``hb``'s pieces: its statuses alone encoded between the saved pieces when only
+        they changed, else all of it cut again (``_cut``); False if it went the usual way."""
+        before = self.before
+        if (
+            before is not None and hb.statuses is not self.statuses and hb.healthy is self.healthy
+            and hb.machine_id == self.machine_id and hb.full and not hb.usage
+        ):
+            tail = before + self._encode(hb.statuses) + self.after
+            if len(self.head) + len(number) + len(tail) <= self._conn.max_frame_bytes:
+                self.tail = tail
+                self.statuses = hb.statuses
+                return True
+        return self._cut(hb, number)
+
+    def _cut(self, hb: Heartbeat, number: bytes) -> bool:
+        """``hb`` encoded whole and cut around its id (and its tail around its statuses), or, for
+        a report too large, sent the usual way (False; ``statuses`` None: nothing saved)."""
+        body = self._encode(hb)
+        pieces = cut_around_id(body, number) if len(body) <= self._conn.max_frame_bytes else None
+        if pieces is None:
+            self.statuses = None
+            self.before = None
+            self._conn.send(self._channel, hb)  # the usual way (it refuses a frame too large)
+            return False
+        self.head, self.tail = pieces[0], pieces[1]
+        self.statuses, self.healthy, self.machine_id = hb.statuses, hb.healthy, hb.machine_id
+        self.before = None
+        if hb.full and not hb.usage:
+            # The statuses are the last field before ``full`` (``usage``, empty, is left out): the
+            # last place their bytes occur in the tail is theirs.
+            encoded = self._encode(hb.statuses)
+            at = self.tail.rfind(encoded)
+            if at >= 0:
+                self.before, self.after = self.tail[:at], self.tail[at + len(encoded) :]
+        return True
 
 
 class _ClientConnection(FramedConnection):

@@ -326,13 +326,14 @@ class _Delivering:
         self.holding = False
 
 
-def _drive(node_type: type[NodeManager], mode: str, wired: bool = False,
-           answer_pass: bool = False) -> tuple[list[tuple[float, int, bytes]], NodeCounters, Any]:
+def _drive(node_type: type[NodeManager], mode: str, wired: bool = False, answer_pass: bool = False,
+           usage_at: int | None = 100) -> tuple[list[tuple[float, int, bytes]], NodeCounters, Any]:
     """A node and a scripted RM: answers one step late, some lost, some repeated, launches, kills,
     a resync, a health change; everything the node sends, encoded, with when (and at which step;
     ``wired``: sent through a client connection, a hosted node's reports by its wire;
     ``answer_pass``: and what the RM says comes in as reads of that connection, through an
-    ``AnswerPass``), and the node's heartbeat timing by interval."""
+    ``AnswerPass``), and the node's heartbeat timing by interval. ``usage_at``: the step at which
+    a container with a usage model comes (None: none does)."""
     clock, counters = FakeClock(), NodeCounters()
     timing = BatchedTiming(1.0)
     out: list[tuple[float, int, Any]] = []
@@ -373,7 +374,7 @@ def _drive(node_type: type[NodeManager], mode: str, wired: bool = False,
         answers = []
         if step == 300:
             node.set_healthy(False)
-        if step == 100:  # a container with a usage model: reports carry its usage while it runs
+        if step == usage_at:  # a container with a usage model: reports carry its usage while it runs
             usage = TaskUsage(cpu=UsageModel(kind="normal", mean=0.5, cv=0.3))
             node.receive(LaunchContainers((ContainerLaunch(10_000, Resources(1, 2), 40.0, usage),)))
         if step % 40 == 0:  # pushed launches (what makes an idle delta node report)
@@ -444,6 +445,23 @@ async def test_answers_taken_in_one_pass_leave_a_hosted_node_saying_what_a_node_
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("mode", ["periodic", "delta"])
+async def test_launches_and_completions_in_one_call_leave_a_hosted_node_saying_what_a_node_manager_says(
+    mode: str,
+) -> None:
+    """No usage model on the node (the E2 sweep's churn): launches, whether answered or pushed,
+    and completions take the hosted node's one-call paths (``_launch``, ``_complete_due``); the
+    same messages, counters and timing as a NodeManager's, over the wire and without it."""
+    theirs = _drive(NodeManager, mode, usage_at=None)
+    assert theirs[1].containers_launched > 30 and theirs[1].containers_finished > 25
+    for mine in (_drive(HostedNode, mode, usage_at=None),
+                 _drive(HostedNode, mode, wired=True, answer_pass=True, usage_at=None)):
+        assert mine[1] == theirs[1]
+        assert [(k, b) for _, k, b in mine[0]] == [(k, b) for _, k, b in theirs[0]]
+        assert mine[2] == theirs[2]
+
+
+@pytest.mark.asyncio
 async def test_a_report_wire_re_encodes_what_changed_and_keeps_repeats_true() -> None:
     clock = FakeClock()
     one, two = _Wired(clock), _Wired(clock)
@@ -452,10 +470,17 @@ async def test_a_report_wire_re_encodes_what_changed_and_keeps_repeats_true() ->
     statuses = (ContainerStatus(7, "running"), ContainerStatus(9, "complete", 1))
     sent = [Heartbeat(machine_id=3, heartbeat_id=i, healthy=True, statuses=statuses, full=True)
             for i in (0, 1)]
+    many = tuple(ContainerStatus(1_000_000 + i, "running") for i in range(16))  # past a fixarray
     sent += [
         Heartbeat(machine_id=3, heartbeat_id=200, healthy=False, statuses=statuses, full=True),  # health
         Heartbeat(machine_id=4, heartbeat_id=201, healthy=False, statuses=statuses, full=True),  # a new id
         Heartbeat(machine_id=4, heartbeat_id=70_000, healthy=False, statuses=statuses[:1], full=True),
+        # Only the statuses change: they alone are encoded, between the saved pieces.
+        Heartbeat(machine_id=4, heartbeat_id=70_001, healthy=False, statuses=many, full=True),
+        Heartbeat(machine_id=4, heartbeat_id=70_002, healthy=False, statuses=(), full=True),
+        Heartbeat(machine_id=4, heartbeat_id=70_003, healthy=False, statuses=statuses, full=True),
+        # Health and statuses at once: encoded whole again.
+        Heartbeat(machine_id=4, heartbeat_id=70_004, healthy=True, statuses=many[:3], full=True),
     ]
     for hb in sent:
         wire.send(hb)
@@ -467,7 +492,8 @@ async def test_a_report_wire_re_encodes_what_changed_and_keeps_repeats_true() ->
     got: list[tuple[float, int, Any]] = []
     one.read(got, 0)
     assert [m for _, _, m in got] == [*sent, sent[0], sent[1], sent[0], sent[2], sent[2]]
-    assert one.channels == [1] * 5 + [1, 2, 1, 1, 1]
+    assert one.channels == [1] * 9 + [1, 2, 1, 1, 1]
+    assert wire.before is not None  # the last statuses went between saved pieces
 
 
 @pytest.mark.asyncio
