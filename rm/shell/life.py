@@ -49,7 +49,7 @@ class RMLife:
         times the RM has restarted from its journal."""
         self._ctx = ctx
         self.epoch = epoch
-        self._submit_event = submit_event
+        self.submit_event = submit_event
         self.cluster = Cluster(ctx.integral)
         self.book = WorkloadBook(next_op_id)
         self.ledger = ContainerLedger(next_container_id)
@@ -79,11 +79,11 @@ class RMLife:
     # ---- scheduling ------------------------------------------------------------------------
 
     def node_update(self, node: NodeRecord) -> None:
-        self._submit_event(NodeUpdate(node))
+        self.submit_event(NodeUpdate(node))
 
     def request_pass(self) -> None:
         if self.scheduling.want_pass():
-            self._submit_event(SchedulePass())
+            self.submit_event(SchedulePass())
 
     def holding(self) -> bool:
         return self.recovery is not None and self.recovery.active
