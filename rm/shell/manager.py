@@ -50,10 +50,6 @@ from rm.views.pending_reasons import PendingReasons
 from rm.views.pending_reasons import explain as explain_pending
 from rm.views.snapshot import NodeView, OperationView, PoolView, RingSnapshot, RMSnapshot, SharesSnapshot
 
-
-def _no_life(item: SchedulerItem) -> float:
-    raise AssertionError(f"scheduler item {item!r} before the RM's first life")
-
 Inbound = tuple[Link | None, object]
 
 
@@ -89,8 +85,6 @@ class ResourceManager:
         self.inbound: Dispatcher[Inbound] = Dispatcher(
             clock, self._handle_inbound, partial(inbound_cost, config.service_time) if timed else None
         )
-        # Handled by the life's scheduling loop, bound at each new life (``_new_life``).
-        self.events: Dispatcher[SchedulerItem] = Dispatcher(clock, _no_life)
         self.journal = journal
         self.up = True
         self._stopped = False
@@ -99,7 +93,9 @@ class ResourceManager:
             MembershipService(ring, clock, log, self, self._ctx.outbox) if ring is not None else None
         )
         self._ctx.membership = self.membership
-        self._life = self._new_life(RMLife(self._ctx, self.events.submit))
+        self._life = self._new_life(RMLife(self._ctx, None))
+        # The scheduler queue: made by the first life, handled by each life's loop in turn.
+        self.events: Dispatcher[SchedulerItem] = self._life.events
         self.admission = InboundAdmission(self.inbound, self._ctx.noisy)
         # When a message from any node last arrived (the ring's evidence that someone is alive).
         self.last_inbound_at = clock.now()
@@ -224,8 +220,7 @@ class ResourceManager:
             self.membership.flush_due()
 
     def _new_life(self, life: RMLife) -> RMLife:
-        """The scheduler queue's items go to ``life``'s scheduling loop from now on."""
-        self.events.rebind(life.scheduling.handle)
+        """``life`` is the RM's from now on (its loop handles the scheduler queue's items)."""
         self._life = life
         self._bind_direct()
         return life
@@ -365,7 +360,7 @@ class ResourceManager:
         self.up = False
         self._life.end()
         self._life.cluster.advance(now)
-        self._life = self._new_life(RMLife(self._ctx, self.events.submit, self._epoch))
+        self._life = self._new_life(RMLife(self._ctx, self.events, self._epoch))
         self.inbound.clear()
         self.admission.clear()
         self.events.clear()
@@ -385,7 +380,7 @@ class ResourceManager:
         state = self._durability.read(died_at)
         self._epoch = state.epoch + 1
         life = self._life = self._new_life(RMLife(
-            self._ctx, self.events.submit, self._epoch, state.next_op_id, state.next_container_id
+            self._ctx, self.events, self._epoch, state.next_op_id, state.next_container_id
         ))
         recovery = life.recover(state)
         self._durability.write_snapshot()
