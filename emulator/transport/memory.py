@@ -53,6 +53,13 @@ class MemoryLink:
         if len(self._in_flight) == 1:
             self._clock.call_later(self._latency, self._deliver_due)
 
+    def poster(self) -> Callable[[Any], None] | None:
+        """For a link without latency: a callable that sends ``msg`` as ``send`` does, for a sender
+        that has seen this end open (a metered node link's reports: one call and one pair less
+        each); None with latency. Its messages are checked again on delivery, as ``send``'s are."""
+        post = self._post
+        return None if post is None else partial(post, self._deliver_if_open)
+
     def _deliver_if_open(self, msg: Any) -> None:
         if not self.closed:
             self._deliver(msg)

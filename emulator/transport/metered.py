@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 
+from emulator.transport.memory import MemoryLink
 from rm import Link
 from rm.protocol import Heartbeat
 
@@ -44,10 +45,12 @@ class Meter:
 
 
 class MeteredLink:
-    __slots__ = ("_id_size", "_inner", "_machine_id", "_meter", "_statuses", "_statuses_size")
+    __slots__ = ("_id_size", "_inner", "_machine_id", "_meter", "_post", "_statuses", "_statuses_size")
 
     def __init__(self, inner: Link, meter: Meter) -> None:
         self._inner = inner
+        # An in-memory link without latency posts a report itself (``send_report`` saw it open).
+        self._post = inner.poster() if isinstance(inner, MemoryLink) else None
         self._meter = meter
         self._statuses: tuple[Any, ...] | None = None
         self._statuses_size = 0
@@ -82,7 +85,11 @@ class MeteredLink:
             base = m._heartbeat_base
             m.bytes += (base + self._statuses_size + self._id_size
                         + (1 if 0 <= hid < 0x80 else 3 if 0x100 <= hid < 0x10000 else msgpack_int_size(hid)))
-        inner.send(hb)
+        post = self._post
+        if post is not None:
+            post(hb)
+        else:
+            inner.send(hb)
 
     def wire_size(self, msg: Any) -> int:
         """``len(encode(msg))``, without encoding a periodic heartbeat whose statuses were sized."""

@@ -24,6 +24,8 @@ from rm.ports import Clock, Timer
 from rm.queues.histogram import LogHistogram
 
 T = TypeVar("T")
+A = TypeVar("A")
+B = TypeVar("B")
 # Handles one item; may return extra service time known only afterwards (e.g. allocations made).
 Handler = Callable[[T], float | None]
 # The low class's share of service while both classes wait: one item in LOW_EVERY + 1.
@@ -105,6 +107,36 @@ class Dispatcher(Generic[T]):
             self.depth_max = depth
         if self._timer is None and not self._draining:
             self._drain()
+
+    def serve_now(self, fn: Callable[[A, B], None], a: A, b: B) -> bool:
+        """Serve ``fn(a, b)`` as ``submit`` would serve an item whose handling it is, if the server
+        is free and items cost nothing to start (the caller vouches that the handler, unwrapped,
+        would do just that with the item and add no service time); False: the caller submits the
+        item. No item is made: an idle RM's heartbeat goes to the tracker straight from here."""
+        if (
+            self._queue or self._timer is not None or self._draining or self._low
+            or self._cost_s is not None
+            or (self._stalled_until and self._clock.now() < self._stalled_until)
+        ):
+            return False
+        # ``submit``'s served-at-once bookkeeping, the same.
+        if not self.depth_max:
+            self.depth_max = 1
+        self._served_at_once += 1
+        self._draining = True
+        try:
+            fn(a, b)
+            self.processed += 1
+        finally:
+            self._draining = False
+        if (self._queue or self._low) and self._timer is None:
+            self._drain()  # what ``fn`` queued meanwhile
+        return True
+
+    @property
+    def handler(self) -> Handler[T]:
+        """The handler items go to now (``instrument``'s wraps included)."""
+        return self._handler
 
     def submit_low(self, item: T, weight: int = 1) -> bool:
         """Queue ``item`` in the low class if its weight fits under ``low_limit``; False: dropped."""

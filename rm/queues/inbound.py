@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import msgspec
 
+from rm.config import ServiceTimeConfig
 from rm.ports import Link
 from rm.protocol import Disconnected, Heartbeat, Register
 from rm.queues.dispatcher import Dispatcher
@@ -30,6 +31,16 @@ Inbound = tuple[Link | None, object]
 class AdmissionStatistics(msgspec.Struct, frozen=True):
     dropped_unregistered: int
     dropped_over_link_bound: int
+
+
+def inbound_cost(st: ServiceTimeConfig, item: Inbound) -> float:
+    """The emulated service time of handling one inbound item (seconds)."""
+    msg = item[1]
+    if isinstance(msg, Heartbeat):
+        return (st.heartbeat_us + st.heartbeat_per_status_us * len(msg.statuses)) * 1e-6
+    if isinstance(msg, Register):
+        return st.register_us * 1e-6
+    return st.unliveliness_us * 1e-6
 
 
 def weight(msg: object) -> int:

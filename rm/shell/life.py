@@ -22,6 +22,7 @@ from rm.protocol import (
     KillContainers,
     LaunchContainers,
 )
+from rm.queues.dispatcher import Dispatcher
 from rm.recovery.journal import AnyRecord, Ended, JournalState, Started
 from rm.recovery.restart import Recovery, journal_snapshot
 from rm.scheduler.loop import NodeUpdate, SchedulePass, SchedulerItem, SchedulingLoop
@@ -40,16 +41,16 @@ class RMLife:
     def __init__(
         self,
         ctx: RMContext,
-        submit_event: Callable[[SchedulerItem], None],
+        events: Dispatcher[SchedulerItem] | None,
         epoch: int = 0,
         next_op_id: int = 1,
         next_container_id: int = 1,
     ) -> None:
-        """``submit_event``: queues an item on the RM's scheduler queue; ``epoch``: how many
-        times the RM has restarted from its journal."""
+        """``events``: the RM's scheduler queue, which the life before handled (None: the first
+        life makes it, handled by its loop from the start); ``epoch``: how many times the RM has
+        restarted from its journal."""
         self._ctx = ctx
         self.epoch = epoch
-        self._submit_event = submit_event
         self.cluster = Cluster(ctx.integral)
         self.book = WorkloadBook(next_op_id)
         self.ledger = ContainerLedger(next_container_id)
@@ -59,9 +60,16 @@ class RMLife:
         )
         self.scheduling = SchedulingLoop(
             self.policy, self.cluster, self.book, self, ctx.counters, ctx.config.service_time,
-            ctx.clock, submit_event, ctx.config.pass_budget, ctx.outbox,
+            ctx.clock, self._submit_chunk, ctx.config.pass_budget, ctx.outbox,
             preempts=ctx.preemption is not None,  # ``self.preemptor``, made below
         )
+        # The queue's items go to this life's loop from now on (bound once, not looked up per item).
+        if events is None:
+            events = Dispatcher(ctx.clock, self.scheduling.handle)
+        else:
+            events.rebind(self.scheduling.handle)
+        self.events = events
+        self.submit_event: Callable[[SchedulerItem], None] = events.submit  # queues an item
         self.tracker = ResourceTracker(ctx, self.cluster, self.ledger, self)
         self.preemptor: Preemptor | None = None
         if ctx.preemption is not None:
@@ -79,11 +87,15 @@ class RMLife:
     # ---- scheduling ------------------------------------------------------------------------
 
     def node_update(self, node: NodeRecord) -> None:
-        self._submit_event(NodeUpdate(node))
+        self.submit_event(NodeUpdate(node))
+
+    def _submit_chunk(self, item: SchedulerItem) -> None:
+        """A pass's next chunk, queued (the loop is made before the queue it submits to)."""
+        self.submit_event(item)
 
     def request_pass(self) -> None:
         if self.scheduling.want_pass():
-            self._submit_event(SchedulePass())
+            self.submit_event(SchedulePass())
 
     def holding(self) -> bool:
         return self.recovery is not None and self.recovery.active

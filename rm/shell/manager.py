@@ -14,6 +14,7 @@ life; ``recover`` starts a new one from the journal. The views it gives of itsel
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
+from functools import partial
 
 import msgspec
 
@@ -25,7 +26,7 @@ from rm.membership.service import MembershipService
 from rm.ports import Clock, Link, Log
 from rm.protocol import ZERO, Disconnected, Heartbeat, Register, Resources
 from rm.queues.dispatcher import Dispatcher, Handler
-from rm.queues.inbound import InboundAdmission
+from rm.queues.inbound import InboundAdmission, inbound_cost
 from rm.queues.timers import Periodic
 from rm.recovery.durability import Durability
 from rm.recovery.journal import AnyRecord, Journal, PoolAdded, Submitted, Totals
@@ -49,12 +50,6 @@ from rm.views.observer import RMObserver
 from rm.views.pending_reasons import PendingReasons
 from rm.views.pending_reasons import explain as explain_pending
 from rm.views.snapshot import NodeView, OperationView, PoolView, RingSnapshot, RMSnapshot, SharesSnapshot
-
-_US = 1e-6
-
-
-def _no_life(item: SchedulerItem) -> float:
-    raise AssertionError(f"scheduler item {item!r} before the RM's first life")
 
 Inbound = tuple[Link | None, object]
 
@@ -89,20 +84,20 @@ class ResourceManager:
         self._ctx = RMContext(clock, log, config, scheduler, continuous, self._journal)
         timed = not config.service_time.is_zero()
         self.inbound: Dispatcher[Inbound] = Dispatcher(
-            clock, self._handle_inbound, self._inbound_cost if timed else None
+            clock, self._handle_inbound, partial(inbound_cost, config.service_time) if timed else None
         )
-        # Handled by the life's scheduling loop, bound at each new life (``_new_life``).
-        self.events: Dispatcher[SchedulerItem] = Dispatcher(clock, _no_life)
         self.journal = journal
         self.up = True
         self._stopped = False
         self._epoch = 0
-        self._life = self._new_life(RMLife(self._ctx, self.events.submit))
-        self.admission = InboundAdmission(self.inbound, self._ctx.noisy)
         self.membership = (
             MembershipService(ring, clock, log, self, self._ctx.outbox) if ring is not None else None
         )
         self._ctx.membership = self.membership
+        self._life = self._new_life(RMLife(self._ctx, None))
+        # The scheduler queue: made by the first life, handled by each life's loop in turn.
+        self.events: Dispatcher[SchedulerItem] = self._life.events
+        self.admission = InboundAdmission(self.inbound, self._ctx.noisy)
         # When a message from any node last arrived (the ring's evidence that someone is alive).
         self.last_inbound_at = clock.now()
         # Told of each registered node's heartbeat as it arrives (``observe_heartbeat_arrivals``).
@@ -182,8 +177,12 @@ class ResourceManager:
             if type(msg) is ProbeAck and self.membership is not None:
                 self.membership.ack_arrived(link, msg)  # timed on arrival, not after the queue
             if registered:
-                # ``admission.admit`` for a registered link, inlined: the first class.
-                self.inbound.submit((link, msg))
+                # ``admission.admit`` for a registered link, inlined: the first class. A heartbeat
+                # the idle RM serves at once goes to the tracker as ``_handle_inbound`` would send it.
+                direct = self._heartbeat_direct
+                inbound = self.inbound
+                if direct is None or type(msg) is not Heartbeat or not inbound.serve_now(direct, link, msg):
+                    inbound.submit((link, msg))
             else:
                 self.admission.admit(link, msg, False)
         elif arrived is not None and type(msg) is Heartbeat and self.is_registered(link):
@@ -192,15 +191,6 @@ class ResourceManager:
     def is_registered(self, link: Link) -> bool:
         """A node is registered on ``link`` now."""
         return self._life.cluster.on_link(link) is not None
-
-    def _inbound_cost(self, item: Inbound) -> float:
-        st = self.config.service_time
-        msg = item[1]
-        if isinstance(msg, Heartbeat):
-            return (st.heartbeat_us + st.heartbeat_per_status_us * len(msg.statuses)) * _US
-        if isinstance(msg, Register):
-            return st.register_us * _US
-        return st.unliveliness_us * _US
 
     def _handle_inbound(self, item: Inbound) -> None:
         link, msg = item
@@ -231,9 +221,16 @@ class ResourceManager:
             self.membership.flush_due()
 
     def _new_life(self, life: RMLife) -> RMLife:
-        """The scheduler queue's items go to ``life``'s scheduling loop from now on."""
-        self.events.rebind(life.scheduling.handle)
+        """``life`` is the RM's from now on (its loop handles the scheduler queue's items)."""
+        self._life = life
+        self._bind_direct()
         return life
+
+    def _bind_direct(self) -> None:
+        """``_heartbeat_direct``: the tracker's ``on_heartbeat`` while it is all ``_handle_inbound``
+        does with a heartbeat (no ring service to flush, the handler not wrapped); else None."""
+        direct = self.inbound.handler == self._handle_inbound and self.membership is None
+        self._heartbeat_direct = self._life.tracker.on_heartbeat if direct else None
 
     def observe_heartbeat_arrivals(self, observer: Callable[[Link, float], None] | None) -> None:
         """Tell ``observer(link, now)`` of each registered node's heartbeat as it arrives, before it
@@ -248,6 +245,7 @@ class ResourceManager:
         """Wrap the queues' handlers (cost accounting)."""
         self.inbound.instrument(inbound)
         self.events.instrument(events)
+        self._bind_direct()
 
     # ---- faults --------------------------------------------------------------------------
 
@@ -363,7 +361,7 @@ class ResourceManager:
         self.up = False
         self._life.end()
         self._life.cluster.advance(now)
-        self._life = self._new_life(RMLife(self._ctx, self.events.submit, self._epoch))
+        self._life = self._new_life(RMLife(self._ctx, self.events, self._epoch))
         self.inbound.clear()
         self.admission.clear()
         self.events.clear()
@@ -383,7 +381,7 @@ class ResourceManager:
         state = self._durability.read(died_at)
         self._epoch = state.epoch + 1
         life = self._life = self._new_life(RMLife(
-            self._ctx, self.events.submit, self._epoch, state.next_op_id, state.next_container_id
+            self._ctx, self.events, self._epoch, state.next_op_id, state.next_container_id
         ))
         recovery = life.recover(state)
         self._durability.write_snapshot()

@@ -7,6 +7,7 @@ tells the life's outcomes (``TrackerHost``) what happened, and answers through t
 from __future__ import annotations
 
 import hmac
+from collections.abc import Callable
 from typing import Protocol
 
 from rm.borg.task_usage import record_usage
@@ -20,6 +21,7 @@ from rm.protocol import (
     RegisterResponse,
     resources_problem,
 )
+from rm.scheduler.loop import NodeUpdate, SchedulerItem
 from rm.state.cluster import Allocation, Cluster, NodeRecord, NodeState
 from rm.tracker.container_ledger import ContainerLedger
 from rm.tracker.services import TrackerServices
@@ -30,6 +32,9 @@ _RUNNING = NodeState.RUNNING
 
 class TrackerHost(Protocol):
     """What the tracker asks of the RM life when a report changes something."""
+
+    # Queues an item on the RM's scheduler queue (``node_update`` is a ``NodeUpdate`` through it).
+    submit_event: Callable[[SchedulerItem], None]
 
     def lose_node(self, node: NodeRecord, reason: str) -> None: ...
 
@@ -76,7 +81,7 @@ class ResourceTracker:
         self._counters = ctx.counters
         self._now = ctx.clock.now
         self._reply = ctx.outbox.send
-        self._node_update = host.node_update
+        self._submit_event = host.submit_event
 
     # ---- registration ------------------------------------------------------------------
 
@@ -229,13 +234,13 @@ class ResourceTracker:
             node.quiet_report = statuses if quiet_walk else None
             if kill:
                 ledger.expect_kills(node, kill, now)
-        response = HeartbeatResponse(
-            action="normal", heartbeat_id=last_id + 1, kill=tuple(kill) if kill else ()
-        )
+        # Positional: a quiet report's answer (most) is made without matching keywords.
+        response = (HeartbeatResponse("normal", last_id + 1, (), tuple(kill)) if kill
+                    else HeartbeatResponse("normal", last_id + 1))
         node.last_response_id = last_id + 1
         node.last_response = response
         self._reply(link, response)
-        self._node_update(node)
+        self._submit_event(NodeUpdate(node))  # ``host.node_update(node)``, without its call
 
     def _resync(self, link: Link, hb: Heartbeat, why: str) -> None:
         self._ctx.counters.resyncs += 1

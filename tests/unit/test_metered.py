@@ -3,10 +3,14 @@ heartbeat arithmetically instead of encoding it (``send`` and a node's ``send_re
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from emulator.time.clock import LoopClock, run
+from emulator.transport.memory import MemoryLink
 from emulator.transport.metered import Meter, MeteredLink, msgpack_int_size
 from rm.protocol import ContainerStatus, ContainerUsage, Heartbeat, HeartbeatResponse
 from tests.helpers import RecordingLink
@@ -65,3 +69,28 @@ def test_a_report_on_a_closed_link_is_neither_counted_nor_sent() -> None:
     link.send_report(hb)
     assert meter.messages == 1 and meter.bytes == len(ENCODER.encode(hb))
     assert inner.sent == [hb]
+
+
+def test_a_report_posted_past_an_in_memory_link_keeps_its_order_and_is_dropped_once_closed() -> None:
+    """A metered report over an in-memory link without latency skips the link's ``send``: it is
+    delivered in send order with the link's other messages, from the loop, never inside the send,
+    and not at all when the link closes before the loop delivers it."""
+    got: list[Any] = []
+
+    async def main(clock: LoopClock) -> None:
+        inner = MemoryLink(clock, got.append, None, 0.0)
+        link = MeteredLink(inner, Meter())
+        hbs = [Heartbeat(machine_id=1, heartbeat_id=i, healthy=True, statuses=(), full=True)
+               for i in range(3)]
+        link.send_report(hbs[0])
+        link.send("between")
+        link.send_report(hbs[1])
+        assert got == []  # from the loop, not inside the send
+        await clock.sleep(0.0)
+        assert got == [hbs[0], "between", hbs[1]]
+        link.send_report(hbs[2])
+        inner.close()
+        await clock.sleep(0.0)
+        assert got == [hbs[0], "between", hbs[1]]
+
+    run(main, "virtual")
