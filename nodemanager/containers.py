@@ -7,13 +7,9 @@ from __future__ import annotations
 import heapq
 import math
 
-from nodemanager.state import EPS, DueAt, NodeFields, NodeState
+from nodemanager.state import EPS, DueAt, NodeFields, NodeState, time_then_id
 from nodemanager.usage import NodeUsage
 from rm.protocol import EXIT_OOM, EXIT_REJECTED, EXIT_SUCCESS, ContainerLaunch, ContainerStatus
-
-
-def _time_then_id(entry: DueAt) -> tuple[float, int]:
-    return (float(entry), entry.cid)
 
 
 class ContainerRuntime(NodeFields):
@@ -129,7 +125,7 @@ class ContainerRuntime(NodeFields):
                 ended = [first]
                 while due and due[0] <= limit:
                     ended.append(heapq.heappop(due))
-                ended.sort(key=_time_then_id)
+                ended.sort(key=time_then_id)
                 for entry in ended:
                     self._finish(entry.cid)
         if due and self._due_timer is None:

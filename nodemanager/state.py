@@ -31,6 +31,11 @@ class DueAt(float):
     cid: int
 
 
+def time_then_id(entry: DueAt) -> tuple[float, int]:
+    """The order completions due at one instant end in: (time, container id)."""
+    return (float(entry), entry.cid)
+
+
 class NodeState(enum.Enum):
     NEW = "new"
     REGISTERING = "registering"

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from nodemanager.node import NodeManager, NodeState
 from nodemanager.ports import TimingProbe
-from nodemanager.state import EPS
+from nodemanager.state import EPS, DueAt, time_then_id
 from rm.protocol import (
     EXIT_REJECTED,
     EXIT_SUCCESS,
@@ -155,7 +155,9 @@ class HostedNode(NodeManager):
         wheel = self._wheel
         delay = launch.duration_s
         at = (wheel.now() if wheel is not None else self._clock.now()) + delay
-        heapq.heappush(self._due, (at, cid))
+        entry = DueAt(at)
+        entry.cid = cid
+        heapq.heappush(self._due, entry)
         if at < self._due_at:
             if self._due_timer is not None:
                 self._due_timer.cancel()
@@ -183,8 +185,14 @@ class HostedNode(NodeManager):
         now = wheel.now() if wheel is not None else self._clock.now()
         containers, changes, running = self._containers, self._changes, self._running
         finished = 0
-        while due and due[0][0] <= now + EPS:
-            cid = heapq.heappop(due)[1]
+        limit = now + EPS
+        ended = []
+        while due and due[0] <= limit:
+            ended.append(heapq.heappop(due))
+        if len(ended) > 1:  # ties leave the heap in no set order: (time, id), as NodeManager ends them
+            ended.sort(key=time_then_id)
+        for entry in ended:
+            cid = entry.cid
             launch = containers.pop(cid, None)
             if launch is None:
                 continue
@@ -199,7 +207,7 @@ class HostedNode(NodeManager):
             self._stats.containers_finished += finished
             self._touch()
         if due and self._due_timer is None:
-            at = self._due_at = due[0][0]
+            at = self._due_at = float(due[0])
             self._due_timer = (
                 wheel.call_gated(self._gate, at - now, self._complete_due) if wheel is not None
                 else self._clock.call_later(at - now, self._complete_due)
