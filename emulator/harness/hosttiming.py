@@ -50,21 +50,24 @@ class BatchedTiming(HeartbeatTiming):
     def flush(self) -> None:
         """Take in what is pending."""
         own, held = self._own, self._held
+        # Each batch is copied out of its array, never viewed in place: a view exports the array's
+        # buffer for as long as anything holds it (a profiler's frame, an exception's traceback,
+        # with the collector off), and while it does the array can neither grow nor be cleared:
+        # every tick of every node would raise BufferError.
         if own:
-            values = np.frombuffer(own, dtype=np.float64)
+            values = np.array(own, dtype=np.float64)
             self.lateness.add_values(values)
             self.own_lateness.add_values(values)
-            del values
             del own[:]
         if held:
-            self.lateness.add_values(np.frombuffer(held, dtype=np.float64))
+            self.lateness.add_values(np.array(held, dtype=np.float64))
             del held[:]
         pending = ((self._sent, self.sent_by_interval), (self._answered, self.answered_by_interval))
         for times, counts in pending:
             if times:
                 # Interval k is [(k-1)·I, k·I), as ``HeartbeatTiming`` counts it; a batch spans a
                 # few consecutive intervals (counted without sorting).
-                ks = np.floor_divide(np.frombuffer(times, dtype=np.float64), self.interval_s).astype(np.int64)
+                ks = np.floor_divide(np.array(times, dtype=np.float64), self.interval_s).astype(np.int64)
                 first = int(ks.min())
                 for offset, n in enumerate(np.bincount(ks - first).tolist()):
                     if n:

@@ -38,6 +38,7 @@ from rm.protocol import (
     TaskUsage,
     UsageModel,
 )
+from rm.queues.histogram import LogHistogram
 from tests.helpers import FakeClock, RecordingLink
 
 
@@ -112,6 +113,32 @@ def test_bucketed_lateness_is_the_histogram_of_tick_by_tick() -> None:
     batched.restart_lateness()  # the warm-up's ticks, pending or bucketed, are gone
     batched.tick(0.25)
     assert batched.summary().count == 1 and batched.summary().max == 0.25
+
+
+def test_a_batch_kept_by_whoever_was_handed_it_leaves_the_host_ticking() -> None:
+    """A batch handed on is the host's to reuse: something that keeps what it was given (a
+    profiler holding the frame that had it: Dask's, in a Dask worker; a logged traceback while
+    the collector is off) must not pin the pending arrays, or every later tick, send and flush
+    raises BufferError (the Dask E2 sweep lost its node host that way)."""
+    kept: list[object] = []
+
+    class Keeping(LogHistogram):
+        __slots__ = ()
+
+        def add_values(self, values: Any) -> None:
+            kept.append(values)
+            super().add_values(values)
+
+    timing = BatchedTiming(3.0)
+    timing._lateness, timing._own_lateness = Keeping(), Keeping()  # what the host hands batches to
+    for round_ in range(3):
+        for i in range(100):
+            timing.tick(0.01 * i)
+            timing.held_tick(0.5)
+            timing.sent(3.0 * round_ + 0.01 * i)
+        timing.flush()
+    assert kept and timing.summary().count == 600 and timing.own_summary().count == 300
+    assert timing.sent_in(1) == timing.sent_in(2) == timing.sent_in(3) == 100
 
 
 def _registered(clock: FakeClock, counters: NodeCounters,
