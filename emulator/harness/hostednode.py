@@ -152,8 +152,15 @@ class HostedNode(NodeManager):
         status = ContainerStatus(cid, "running")
         containers[cid] = launch
         self._statuses = None
+        self._schedule_finish(cid, launch.duration_s)
+        changes[cid] = status
+        self._running[cid] = status
+        self._stats.containers_launched += 1
+        self._touch()
+
+    def _schedule_finish(self, cid: int, delay: float) -> None:
+        """``ContainerRuntime._schedule_finish``, timed on the node host's wheel where it has one."""
         wheel = self._wheel
-        delay = launch.duration_s
         at = (wheel.now() if wheel is not None else self._clock.now()) + delay
         entry = DueAt(at)
         entry.cid = cid
@@ -166,10 +173,6 @@ class HostedNode(NodeManager):
                 wheel.call_gated(self._gate, delay, self._complete_due) if wheel is not None
                 else self._clock.call_later(delay, self._complete_due)
             )
-        changes[cid] = status
-        self._running[cid] = status
-        self._stats.containers_launched += 1
-        self._touch()
 
     def _complete_due(self) -> None:
         """``ContainerRuntime._complete_due`` with what each completion calls (``_finish``,
